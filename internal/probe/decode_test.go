@@ -1,0 +1,67 @@
+package probe
+
+import (
+	"reflect"
+	"testing"
+)
+
+func TestParseCPUList(t *testing.T) {
+	for _, tc := range []struct {
+		in   string
+		want []int
+		err  bool
+	}{
+		{in: "0", want: []int{0}},
+		{in: "0-3", want: []int{0, 1, 2, 3}},
+		{in: "0-1,4,6-7", want: []int{0, 1, 4, 6, 7}},
+		{in: "", err: true},
+		{in: "3-1", err: true},
+		{in: "a-b", err: true},
+	} {
+		got, err := parseCPUList(tc.in)
+		if (err != nil) != tc.err || !reflect.DeepEqual(got, tc.want) {
+			t.Errorf("parseCPUList(%q) = %v, %v; want %v, err %v", tc.in, got, err, tc.want, tc.err)
+		}
+	}
+}
+
+func TestMergeLatencyAndBuckets(t *testing.T) {
+	var a, b thrashscopeLatencyHist
+	a.Slots[10] = 2 // [1024, 2048) ns
+	b.Slots[10] = 1
+	b.Slots[12] = 4 // [4096, 8192) ns
+	b.Slots[30] = 1 // ~1 s, beyond the last bucket below
+	a.SumNs, b.SumNs = 3000, 2_000_000_000
+	h := mergeLatency([]thrashscopeLatencyHist{a, b})
+	if h.Count() != 8 {
+		t.Errorf("Count = %d, want 8", h.Count())
+	}
+	if h.SumSeconds != 2.000003 {
+		t.Errorf("SumSeconds = %v, want 2.000003", h.SumSeconds)
+	}
+	got := h.CumulativeBuckets(11, 13)
+	want := map[float64]uint64{
+		4096e-9:  3, // slot 10 folds into the first bucket
+		8192e-9:  7,
+		16384e-9: 7,
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("CumulativeBuckets = %v, want %v", got, want)
+	}
+}
+
+func TestUnseenEvents(t *testing.T) {
+	for _, tc := range []struct {
+		prev, perf, seen, want uint64
+	}{
+		{0, 100, 100, 0},
+		{0, 100, 103, 0}, // faults after the perf read: not a loss
+		{0, 105, 100, 5},
+		{5, 200, 198, 5}, // never decreases
+		{5, 210, 200, 10},
+	} {
+		if got := unseenEvents(tc.prev, tc.perf, tc.seen); got != tc.want {
+			t.Errorf("unseenEvents(%d, %d, %d) = %d, want %d", tc.prev, tc.perf, tc.seen, got, tc.want)
+		}
+	}
+}
