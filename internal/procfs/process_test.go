@@ -1,0 +1,174 @@
+package procfs
+
+import (
+	"errors"
+	"os"
+	"os/exec"
+	"slices"
+	"testing"
+)
+
+var pageSize = uint64(os.Getpagesize())
+
+func TestProcess(t *testing.T) {
+	loadgen := Process{
+		PID: 4242, Comm: "loadgen", StartTicks: 21515,
+		MinorFaults: 5000, MajorFaults: 300,
+		UserSeconds: 2.5, SystemSeconds: 0.75,
+		ResidentBytes: 25600 * pageSize,
+		VirtualBytes:  1 << 30,
+		SwapBytes:     512 << 20,
+	}
+	loadgenStat := loadgen
+	loadgenStat.SwapBytes = 0
+	kthreadd := Process{PID: 2, Comm: "kthreadd", StartTicks: 6}
+	sdPAM := Process{
+		PID: 5151, Comm: "(sd-pam)", StartTicks: 3072,
+		MinorFaults: 51, MajorFaults: 7,
+		UserSeconds: 0.03, SystemSeconds: 0.02,
+		ResidentBytes: 1024 * pageSize,
+		VirtualBytes:  22122496,
+	}
+
+	tests := []struct {
+		name     string
+		pid      int
+		full     bool // Process rather than ProcessStat
+		want     Process
+		wantGone bool
+	}{
+		{name: "user process", pid: 4242, full: true, want: loadgen},
+		{name: "user process stat only", pid: 4242, want: loadgenStat},
+		{name: "kernel thread has no VmSwap", pid: 2, full: true, want: kthreadd},
+		{name: "comm in parens", pid: 5151, want: sdPAM},
+		{name: "status vanished after stat", pid: 5151, full: true, wantGone: true},
+		{name: "no directory", pid: 999, full: true, wantGone: true},
+		{name: "no directory stat only", pid: 999, wantGone: true},
+	}
+	for _, path := range fixtures {
+		fs := newTestFS(t, path)
+		for _, tt := range tests {
+			t.Run(path+"/"+tt.name, func(t *testing.T) {
+				read := fs.ProcessStat
+				if tt.full {
+					read = fs.Process
+				}
+				got, err := read(tt.pid)
+				if tt.wantGone != errors.Is(err, ErrProcessGone) || (!tt.wantGone && err != nil) {
+					t.Fatalf("error = %v, want gone %v", err, tt.wantGone)
+				}
+				if got != tt.want {
+					t.Errorf("got %+v, want %+v", got, tt.want)
+				}
+			})
+		}
+	}
+}
+
+// Reads that race with exit: the kernel can hand back an empty or cut file,
+// and none of these may surface as a parse error or a half-filled Process.
+func TestProcessVanishing(t *testing.T) {
+	const stat = "100 (app) S 1 100 100 0 -1 4194560 10 0 2 0 5 5 0 0 20 0 1 0 500 4096 1 18446744073709551615 0 0 0 0 0 0 0 0 0 0 0 0 17 0 0 0 0 0 0\n"
+	const status = "Name:\tapp\nUmask:\t0022\nState:\tS (sleeping)\nTgid:\t100\nPid:\t100\nVmSwap:\t       4 kB\n"
+	tests := []struct {
+		name     string
+		stat     string
+		status   string
+		full     bool
+		wantGone bool
+		wantErr  bool
+	}{
+		{name: "complete", stat: stat, status: status, full: true},
+		{name: "empty stat", stat: "", wantGone: true},
+		{name: "stat cut in comm", stat: "100 (ap", wantGone: true},
+		{name: "stat cut after comm", stat: "100 (app)", wantGone: true},
+		{name: "stat cut in fields", stat: "100 (app) S 1 100 100 0 -1 4194560 10", wantGone: true},
+		{name: "empty status", stat: stat, status: "", full: true, wantGone: true},
+		{name: "malformed stat", stat: "100 (app) S 1 100 100 0 -1 4194560 ten 0 2 0 5 5 0 0 20 0 1 0 500 4096 1 0 0 0 0 0 0 0 0 0 0 0 0 0 17 0 0 0 0 0 0\n", wantErr: true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			files := map[string]string{"100/stat": tt.stat}
+			if tt.full {
+				files["100/status"] = tt.status
+			}
+			fs := newTestFS(t, writeTree(t, files))
+			read := fs.ProcessStat
+			if tt.full {
+				read = fs.Process
+			}
+			got, err := read(100)
+			if gone := errors.Is(err, ErrProcessGone); gone != tt.wantGone {
+				t.Fatalf("error = %v, want gone %v", err, tt.wantGone)
+			}
+			if (err != nil) != (tt.wantGone || tt.wantErr) {
+				t.Fatalf("error = %v, want error %v", err, tt.wantGone || tt.wantErr)
+			}
+			if err != nil && got != (Process{}) {
+				t.Errorf("got %+v with error, want zero Process", got)
+			}
+		})
+	}
+}
+
+func TestPIDs(t *testing.T) {
+	for _, path := range fixtures {
+		got, err := newTestFS(t, path).PIDs()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := []int{2, 4242, 5151}; !slices.Equal(got, want) {
+			t.Errorf("%s: PIDs() = %v, want %v", path, got, want)
+		}
+	}
+}
+
+// TestRealProc reads the machine's own /proc; it needs no privileges.
+func TestRealProc(t *testing.T) {
+	if _, err := os.Stat("/proc/self/stat"); err != nil {
+		t.Skipf("no procfs at /proc: %v", err)
+	}
+	fs := newTestFS(t, "/proc")
+
+	self := os.Getpid()
+	p, err := fs.Process(self)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.PID != self || p.Comm == "" || p.ResidentBytes == 0 || p.VirtualBytes < p.ResidentBytes ||
+		p.StartTicks == 0 || p.MinorFaults == 0 {
+		t.Errorf("Process(self) = %+v, not sane", p)
+	}
+
+	pids, err := fs.PIDs()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Contains(pids, self) || !slices.IsSorted(pids) {
+		t.Errorf("PIDs() = %v, want sorted and holding %d", pids, self)
+	}
+
+	// A reaped child is the real vanished-process case.
+	if path, err := exec.LookPath("true"); err == nil {
+		cmd := exec.Command(path)
+		if err := cmd.Run(); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := fs.Process(cmd.Process.Pid); !errors.Is(err, ErrProcessGone) {
+			t.Errorf("Process(reaped child) error = %v, want ErrProcessGone", err)
+		}
+	}
+
+	if _, err := fs.CPU(); err != nil {
+		t.Error(err)
+	}
+	if _, err := fs.VMStat(); err != nil {
+		t.Error(err)
+	}
+	if m, err := fs.Memory(); err != nil || m.TotalBytes == 0 || m.AvailableBytes > m.TotalBytes {
+		t.Errorf("Memory() = %+v, %v", m, err)
+	}
+	if _, err := fs.MemoryPressure(); err != nil && !errors.Is(err, ErrNoData) {
+		t.Error(err)
+	}
+}
