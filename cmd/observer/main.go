@@ -1,0 +1,71 @@
+// Command observer is the thrashscope daemon: it watches memory thrashing on
+// this host and serves it as Prometheus metrics. main only wires flags,
+// logging and shutdown; the daemon lives in internal/observer.
+package main
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/alecthomas/kingpin/v2"
+	"github.com/prometheus/common/version"
+
+	"github.com/thrashscope/thrashscope/internal/observer"
+)
+
+func main() {
+	app := kingpin.New("observer", "thrashscope: a live memory-thrashing observatory for this host.")
+	var cfg observer.Config
+	app.Flag("web.listen-address", "Address to serve metrics and the API on. Repeatable. Beyond loopback it needs --web.api-token-file.").Default("127.0.0.1:9752").StringsVar(&cfg.ListenAddresses)
+	app.Flag("web.config.file", "exporter-toolkit web config file (TLS, basic auth).").Default("").StringVar(&cfg.WebConfigFile)
+	app.Flag("web.api-token-file", "File holding the bearer token that mutating API requests must carry.").Default("").StringVar(&cfg.APITokenFile)
+	app.Flag("path.procfs", "procfs mount point.").Default("/proc").StringVar(&cfg.ProcfsPath)
+	app.Flag("path.sysfs", "sysfs mount point.").Default("/sys").StringVar(&cfg.SysfsPath)
+	app.Flag("probes", "auto: BPF when it loads, else procfs alone; bpf: BPF or fail; procfs: no BPF.").Default(observer.ProbesAuto).EnumVar(&cfg.Probes, observer.ProbesAuto, observer.ProbesBPF, observer.ProbesProcfs)
+	app.Flag("sample.interval", "How often to read the kernel.").Default("1s").DurationVar(&cfg.SampleInterval)
+	app.Flag("process.top-k", "How many of the busiest processes get per-process series.").Default("20").IntVar(&cfg.TopK)
+	app.Flag("data.dir", "Directory for run records and samples.").Default("/var/lib/thrashscope").StringVar(&cfg.DataDir)
+	app.Flag("cgroup.parent", "cgroup to create run cgroups under (default: the observer's own).").Default("").StringVar(&cfg.CgroupParent)
+	check := app.Flag("check", "Load and attach every probe, print their status, and exit non-zero if a required one failed.").Bool()
+	logLevel := app.Flag("log.level", "debug, info, warn or error.").Default("info").Enum("debug", "info", "warn", "error")
+	app.Version(version.Print("observer"))
+	app.HelpFlag.Short('h')
+	kingpin.MustParse(app.Parse(os.Args[1:]))
+
+	var level slog.Level
+	_ = level.UnmarshalText([]byte(*logLevel))
+	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
+
+	if *check {
+		if err := observer.Check(cfg, os.Stdout, logger); err != nil {
+			fmt.Fprintln(os.Stderr, "observer --check:", err)
+			os.Exit(1)
+		}
+		return
+	}
+
+	o, err := observer.New(cfg, logger)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "observer:", err)
+		os.Exit(2)
+	}
+	listeners, err := observer.Listen(cfg.ListenAddresses)
+	if err != nil {
+		o.Close()
+		fmt.Fprintln(os.Stderr, "observer:", err)
+		os.Exit(2)
+	}
+	for _, l := range listeners {
+		logger.Info("thrashscope observer ready: open http://"+l.Addr().String()+"/metrics", "version", version.Version)
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := o.Run(ctx, listeners, cfg.WebConfigFile); err != nil {
+		logger.Error("observer stopped", "err", err)
+		os.Exit(1)
+	}
+}

@@ -1,0 +1,57 @@
+package metrics
+
+import (
+	"strconv"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/thrashscope/thrashscope/internal/probe"
+	"github.com/thrashscope/thrashscope/internal/sampler"
+)
+
+// processes exports the tracked processes only (top-K plus the active run's
+// consumers): the sampler bounds the set, and a process that exits is
+// simply absent from the next sample, so its series go away.
+type processes struct {
+	major, minor, stall, cpu, rss, swap, virt *prometheus.Desc
+}
+
+func newProcesses() *processes {
+	return &processes{
+		major: desc("process_major_faults_total", "Major page faults by kind: anon (swap-in) or file, from the BPF probe since it first saw the process; unknown when the kind could not be told (or on procfs alone).", "pid", "comm", "kind"),
+		minor: desc("process_minor_faults_total", "Minor page faults (minflt in /proc/<pid>/stat).", "pid", "comm"),
+		stall: desc("process_memory_stall_seconds_total", "Time the process's threads spent off CPU in a memory stall (PSI in_memstall), from the BPF probe.", "pid", "comm"),
+		cpu:   desc("process_cpu_seconds_total", "CPU time of the process by mode (utime, stime).", "pid", "comm", "mode"),
+		rss:   desc("process_resident_bytes", "Resident set size.", "pid", "comm"),
+		swap:  desc("process_swap_bytes", "Memory swapped out (VmSwap).", "pid", "comm"),
+		virt:  desc("process_virtual_bytes", "Virtual memory size.", "pid", "comm"),
+	}
+}
+
+func (m *processes) describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{m.major, m.minor, m.stall, m.cpu, m.rss, m.swap, m.virt} {
+		ch <- d
+	}
+}
+
+func (m *processes) update(s *sampler.Sample, ch chan<- prometheus.Metric) {
+	for _, p := range s.Processes {
+		pid, comm := strconv.Itoa(p.PID), p.Comm
+		for i, kind := range probe.Kinds {
+			// unknown is rare with the probe; leave it out until it happens.
+			if kind == probe.KindUnknown && p.MajorFaults[i] == 0 && len(s.Probes) > 0 {
+				continue
+			}
+			ch <- prometheus.MustNewConstMetric(m.major, prometheus.CounterValue, float64(p.MajorFaults[i]), pid, comm, kind)
+		}
+		ch <- prometheus.MustNewConstMetric(m.minor, prometheus.CounterValue, float64(p.MinorFaults), pid, comm)
+		if p.HasStall {
+			ch <- prometheus.MustNewConstMetric(m.stall, prometheus.CounterValue, p.StallSeconds, pid, comm)
+		}
+		ch <- prometheus.MustNewConstMetric(m.cpu, prometheus.CounterValue, p.UserSeconds, pid, comm, "user")
+		ch <- prometheus.MustNewConstMetric(m.cpu, prometheus.CounterValue, p.SystemSeconds, pid, comm, "system")
+		ch <- prometheus.MustNewConstMetric(m.rss, prometheus.GaugeValue, float64(p.ResidentBytes), pid, comm)
+		ch <- prometheus.MustNewConstMetric(m.swap, prometheus.GaugeValue, float64(p.SwapBytes), pid, comm)
+		ch <- prometheus.MustNewConstMetric(m.virt, prometheus.GaugeValue, float64(p.VirtualBytes), pid, comm)
+	}
+}

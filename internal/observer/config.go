@@ -1,0 +1,102 @@
+package observer
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"strings"
+	"time"
+)
+
+// Probe modes, as in --probes.
+const (
+	ProbesAuto   = "auto"   // BPF when it loads, else procfs alone
+	ProbesBPF    = "bpf"    // BPF or fail
+	ProbesProcfs = "procfs" // never load BPF
+)
+
+// Config is the observer's validated configuration, filled from flags.
+type Config struct {
+	ListenAddresses []string
+	WebConfigFile   string
+	APITokenFile    string
+	ProcfsPath      string
+	SysfsPath       string
+	Probes          string
+	SampleInterval  time.Duration
+	TopK            int
+	DataDir         string
+	CgroupParent    string
+}
+
+// Validate checks every field and says what to change.
+func (c Config) Validate() error {
+	var errs []error
+	switch c.Probes {
+	case ProbesAuto, ProbesBPF, ProbesProcfs:
+	default:
+		errs = append(errs, fmt.Errorf("--probes=%q: want auto, bpf or procfs", c.Probes))
+	}
+	if c.SampleInterval < 100*time.Millisecond || c.SampleInterval > time.Minute {
+		errs = append(errs, fmt.Errorf("--sample.interval=%s: want between 100ms and 1m", c.SampleInterval))
+	}
+	if c.TopK < 1 || c.TopK > 1000 {
+		errs = append(errs, fmt.Errorf("--process.top-k=%d: want 1 to 1000 (each process adds about ten series)", c.TopK))
+	}
+	for _, p := range []struct{ flag, path string }{{"--path.procfs", c.ProcfsPath}, {"--path.sysfs", c.SysfsPath}} {
+		if fi, err := os.Stat(p.path); err != nil || !fi.IsDir() {
+			errs = append(errs, fmt.Errorf("%s=%q: not a directory", p.flag, p.path))
+		}
+	}
+	if c.APITokenFile != "" {
+		if _, err := ReadToken(c.APITokenFile); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if len(c.ListenAddresses) == 0 {
+		errs = append(errs, errors.New("--web.listen-address: at least one address is needed"))
+	}
+	for _, addr := range c.ListenAddresses {
+		loop, err := isLoopback(addr)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("--web.listen-address=%q: %w", addr, err))
+		} else if !loop && c.APITokenFile == "" {
+			errs = append(errs, fmt.Errorf("--web.listen-address=%q listens beyond loopback: set --web.api-token-file so runs cannot be started by anyone on the network, or listen on 127.0.0.1", addr))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// ReadToken reads the API bearer token, refusing an empty one.
+func ReadToken(path string) (string, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return "", fmt.Errorf("--web.api-token-file: %w", err)
+	}
+	tok := strings.TrimSpace(string(b))
+	if tok == "" {
+		return "", fmt.Errorf("--web.api-token-file=%q is empty: put a random token in it (e.g. openssl rand -hex 32)", path)
+	}
+	return tok, nil
+}
+
+// isLoopback reports whether a listen address binds to loopback only. An
+// empty host binds every interface.
+func isLoopback(addr string) (bool, error) {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return false, err
+	}
+	if host == "localhost" {
+		return true, nil
+	}
+	ip := net.ParseIP(host)
+	if ip == nil {
+		if host == "" {
+			return false, nil
+		}
+		return false, fmt.Errorf("host %q is not an IP address or localhost", host)
+	}
+	return ip.IsLoopback(), nil
+}

@@ -1,0 +1,293 @@
+// Package sampler is thrashscope's sample loop. Every sample interval it reads
+// the probes and procfs once, ranks processes by recent fault activity, and
+// keeps the result as the latest Sample: the one reading that the metrics,
+// and later the indicators and the sample store, all work from.
+package sampler
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"log/slog"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/thrashscope/thrashscope/internal/probe"
+	"github.com/thrashscope/thrashscope/internal/procfs"
+)
+
+// ProbeReader is the part of *probe.Probe the sampler uses.
+type ProbeReader interface {
+	Read() (probe.Snapshot, error)
+	Status() []probe.Status
+}
+
+// Config configures a Sampler.
+type Config struct {
+	ProcFS   procfs.FS
+	Probe    ProbeReader // nil when running on procfs alone
+	Interval time.Duration
+	TopK     int
+	// Pinned lists processes tracked whatever their activity: the consumers
+	// of the active run. Nil means none.
+	Pinned func() []int
+	Logger *slog.Logger
+}
+
+// Sample is one reading of the host.
+type Sample struct {
+	Time     time.Time
+	CPU      procfs.CPUSeconds
+	VMStat   procfs.VMStat
+	Memory   procfs.Memory
+	Pressure *procfs.Pressure // nil when the kernel has no PSI
+
+	// Processes are the tracked ones (top-K plus pinned), busiest first.
+	Processes []Process
+
+	// From the probes; empty on procfs alone.
+	Probes  []probe.Status
+	Latency map[string]probe.Histogram
+	Lost    map[string]uint64
+}
+
+// Process is one tracked process.
+type Process struct {
+	procfs.Process
+	// MajorFaults by kind (probe.Kinds order) from the probes, counted
+	// since they first saw the process. On procfs alone the kind is
+	// unknown and the count is maj_flt.
+	MajorFaults [3]uint64
+	// StallSeconds is off-CPU time in a memory stall; valid when HasStall.
+	StallSeconds float64
+	HasStall     bool
+	// Activity is the decayed major-fault rate the process was ranked by.
+	Activity float64
+}
+
+// Sampler runs the sample loop and holds the latest Sample.
+type Sampler struct {
+	cfg Config
+
+	mu     sync.RWMutex
+	latest *Sample
+
+	// Loop state, touched only by the sampling goroutine.
+	activity map[int]*activity
+}
+
+type activity struct {
+	startTicks uint64
+	lastMajor  uint64
+	lastStall  uint64
+	rate       float64 // exponentially decayed major faults per second
+	stallRate  float64
+}
+
+// decay weights the newest interval against the history: a rate halves in
+// about five intervals of quiet, so ranking follows bursts without flapping.
+const decay = 0.87
+
+// minActivity drops a process from the ranking once its decayed rate is
+// below one fault per hundred seconds.
+const minActivity = 0.01
+
+// New returns a Sampler; call Run to start it.
+func New(cfg Config) *Sampler {
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.Interval <= 0 {
+		cfg.Interval = time.Second
+	}
+	return &Sampler{cfg: cfg, activity: make(map[int]*activity)}
+}
+
+// Run samples every interval until ctx is done.
+func (s *Sampler) Run(ctx context.Context) {
+	t := time.NewTicker(s.cfg.Interval)
+	defer t.Stop()
+	for {
+		if err := s.SampleOnce(); err != nil {
+			s.cfg.Logger.Warn("sample failed", "err", err)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// Latest returns the newest Sample, and false before the first one.
+func (s *Sampler) Latest() (*Sample, bool) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return s.latest, s.latest != nil
+}
+
+// SampleOnce takes one reading and publishes it. A source that fails leaves
+// its part of the Sample zero and is reported; the rest still publishes.
+func (s *Sampler) SampleOnce() error {
+	now := time.Now()
+	smp := &Sample{Time: now}
+	var errs []error
+	var err error
+	if smp.CPU, err = s.cfg.ProcFS.CPU(); err != nil {
+		errs = append(errs, err)
+	}
+	if smp.VMStat, err = s.cfg.ProcFS.VMStat(); err != nil {
+		errs = append(errs, err)
+	}
+	if smp.Memory, err = s.cfg.ProcFS.Memory(); err != nil {
+		errs = append(errs, err)
+	}
+	if p, err := s.cfg.ProcFS.MemoryPressure(); err == nil {
+		smp.Pressure = &p
+	} else if !errors.Is(err, procfs.ErrNoData) {
+		errs = append(errs, err)
+	}
+
+	var snap probe.Snapshot
+	if s.cfg.Probe != nil {
+		smp.Probes = s.cfg.Probe.Status()
+		if snap, err = s.cfg.Probe.Read(); err != nil {
+			errs = append(errs, err)
+		}
+		smp.Latency, smp.Lost = snap.Latency, snap.Lost
+	}
+
+	candidates, err := s.candidates(snap)
+	if err != nil {
+		errs = append(errs, err)
+	}
+	smp.Processes = s.track(candidates)
+
+	s.mu.Lock()
+	s.latest = smp
+	s.mu.Unlock()
+	return errors.Join(errs...)
+}
+
+// candidate is a process the ranking looks at this interval.
+type candidate struct {
+	pid      int
+	major    uint64
+	stallNS  uint64
+	hasStall bool
+	kinds    [3]uint64
+	proc     *procfs.Process // already read, on procfs alone
+}
+
+// candidates are the processes the probes saw, or, on procfs alone, every
+// process (one stat read each).
+func (s *Sampler) candidates(snap probe.Snapshot) ([]candidate, error) {
+	if s.cfg.Probe != nil {
+		out := make([]candidate, 0, len(snap.Processes))
+		for tgid, c := range snap.Processes {
+			out = append(out, candidate{pid: int(tgid), major: c.MajorTotal(), stallNS: c.StallNanoseconds, hasStall: true, kinds: c.MajorFaults})
+		}
+		return out, nil
+	}
+	pids, err := s.cfg.ProcFS.PIDs()
+	if err != nil {
+		return nil, err
+	}
+	out := make([]candidate, 0, len(pids))
+	for _, pid := range pids {
+		p, err := s.cfg.ProcFS.ProcessStat(pid)
+		if err != nil {
+			continue // gone since the listing
+		}
+		var kinds [3]uint64
+		kinds[2] = p.MajorFaults
+		out = append(out, candidate{pid: pid, major: p.MajorFaults, kinds: kinds, proc: &p})
+	}
+	return out, nil
+}
+
+// track updates each candidate's decayed activity, picks the top-K plus the
+// pinned processes, and reads their procfs details.
+func (s *Sampler) track(cands []candidate) []Process {
+	secs := s.cfg.Interval.Seconds()
+	seen := make(map[int]bool, len(cands))
+	byPID := make(map[int]candidate, len(cands))
+	for _, c := range cands {
+		seen[c.pid] = true
+		byPID[c.pid] = c
+		a, ok := s.activity[c.pid]
+		if !ok {
+			// First sight: on procfs alone the counter holds the whole
+			// history, so start from it rather than rank it as a burst.
+			a = &activity{lastMajor: c.major, lastStall: c.stallNS}
+			if c.proc != nil {
+				a.startTicks = c.proc.StartTicks
+			} else {
+				a.lastMajor, a.lastStall = 0, 0 // the probe saw all of it
+			}
+			s.activity[c.pid] = a
+		}
+		if c.proc != nil && c.proc.StartTicks != a.startTicks {
+			*a = activity{startTicks: c.proc.StartTicks, lastMajor: c.major}
+		}
+		a.rate = decay*a.rate + (1-decay)*float64(sub(c.major, a.lastMajor))/secs
+		a.stallRate = decay*a.stallRate + (1-decay)*float64(sub(c.stallNS, a.lastStall))/1e9/secs
+		a.lastMajor, a.lastStall = c.major, c.stallNS
+	}
+	for pid := range s.activity {
+		if !seen[pid] {
+			delete(s.activity, pid) // exited: the probe dropped it
+		}
+	}
+
+	ranked := make([]int, 0, len(s.activity))
+	for pid, a := range s.activity {
+		if a.rate >= minActivity || a.stallRate >= minActivity/1000 {
+			ranked = append(ranked, pid)
+		}
+	}
+	slices.SortFunc(ranked, func(x, y int) int {
+		ax, ay := s.activity[x], s.activity[y]
+		return cmp.Or(cmp.Compare(ay.rate, ax.rate), cmp.Compare(ay.stallRate, ax.stallRate), cmp.Compare(x, y))
+	})
+	if len(ranked) > s.cfg.TopK {
+		ranked = ranked[:s.cfg.TopK]
+	}
+	if s.cfg.Pinned != nil {
+		for _, pid := range s.cfg.Pinned() {
+			if !slices.Contains(ranked, pid) {
+				ranked = append(ranked, pid)
+			}
+		}
+	}
+
+	out := make([]Process, 0, len(ranked))
+	for _, pid := range ranked {
+		p, err := s.cfg.ProcFS.Process(pid)
+		if err != nil {
+			continue // exited since: its series goes away
+		}
+		tp := Process{Process: p}
+		if c, ok := byPID[pid]; ok {
+			tp.MajorFaults = c.kinds
+			tp.StallSeconds, tp.HasStall = float64(c.stallNS)/1e9, c.hasStall
+		} else if s.cfg.Probe == nil {
+			tp.MajorFaults[2] = p.MajorFaults
+		} else {
+			tp.HasStall = true // pinned, but no fault or stall seen yet
+		}
+		if a, ok := s.activity[pid]; ok {
+			tp.Activity = a.rate
+		}
+		out = append(out, tp)
+	}
+	return out
+}
+
+func sub(now, before uint64) uint64 {
+	if now < before {
+		return now // counter reset: a reused pid
+	}
+	return now - before
+}
