@@ -1,4 +1,6 @@
-//go:build ignore
+// go:build ignore
+
+// SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause)
 
 // thrashscope's kernel side: per-process major faults (classed anon or file),
 // per-process memory-stall time, and a major-fault service-time histogram.
@@ -120,11 +122,21 @@ static __always_inline __u32 log2_slot(__u64 v)
 {
 	__u32 r = 0, shift;
 
-	shift = (v > 0xFFFFFFFF) << 5; v >>= shift; r |= shift;
-	shift = (v > 0xFFFF) << 4; v >>= shift; r |= shift;
-	shift = (v > 0xFF) << 3; v >>= shift; r |= shift;
-	shift = (v > 0xF) << 2; v >>= shift; r |= shift;
-	shift = (v > 0x3) << 1; v >>= shift; r |= shift;
+	shift = (v > 0xFFFFFFFF) << 5;
+	v >>= shift;
+	r |= shift;
+	shift = (v > 0xFFFF) << 4;
+	v >>= shift;
+	r |= shift;
+	shift = (v > 0xFF) << 3;
+	v >>= shift;
+	r |= shift;
+	shift = (v > 0xF) << 2;
+	v >>= shift;
+	r |= shift;
+	shift = (v > 0x3) << 1;
+	v >>= shift;
+	r |= shift;
 	r |= (v >> 1);
 	return r < LATENCY_SLOTS ? r : LATENCY_SLOTS - 1;
 }

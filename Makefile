@@ -1,0 +1,30 @@
+# thrashscope: each target is one line; see README.md.
+GO      ?= go
+VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+LDFLAGS := -X github.com/prometheus/common/version.Version=$(VERSION) -X github.com/prometheus/common/version.Revision=$(shell git rev-parse --short HEAD 2>/dev/null)
+GOFILES  = $(shell git ls-files '*.go' | grep -v '_bpfel.go$$')
+
+.PHONY: build run test generate lint bench vmlinux
+
+build: ## bin/observer (the committed BPF objects mean no clang is needed)
+	$(GO) build -ldflags "$(LDFLAGS)" -o bin/ ./cmd/...
+
+run: build ## the observer in the foreground on http://127.0.0.1:9752 (root for BPF)
+	bin/observer
+
+test: ## every test; privileged ones skip off root unless THRASHSCOPE_REQUIRE_PRIVILEGED=1
+	$(GO) test -count=1 -p 1 -timeout 30m ./...
+
+generate: ## rebuild the bpf2go objects from bpf/ (needs clang, llvm-strip)
+	$(GO) generate ./...
+
+lint: ## gofmt, go vet, clang-format
+	@test -z "$$(gofmt -l $(GOFILES))" || { gofmt -l $(GOFILES); echo 'run gofmt -w on the files above'; exit 1; }
+	$(GO) vet ./...
+	clang-format --dry-run --Werror bpf/*.bpf.c
+
+bench: build ## what the observer costs the host, side by side with a baseline (root)
+	$(GO) run ./bench/overhead --observer bin/observer
+
+vmlinux: ## regenerate bpf/include/vmlinux.h from this kernel's BTF
+	bpftool btf dump file /sys/kernel/btf/vmlinux format c > bpf/include/vmlinux.h
