@@ -1,4 +1,4 @@
-// go:build ignore
+//go:build ignore
 
 // SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause)
 
