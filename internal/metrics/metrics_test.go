@@ -1,0 +1,192 @@
+package metrics
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/thrashscope/thrashscope/internal/probe"
+	"github.com/thrashscope/thrashscope/internal/procfs"
+	"github.com/thrashscope/thrashscope/internal/sampler"
+)
+
+// fakeProbe stands in for the BPF probe: the collectors are tested on fixed
+// counters here; the real probe is tested against the kernel in internal/probe.
+type fakeProbe struct{ snap probe.Snapshot }
+
+func (f fakeProbe) Read() (probe.Snapshot, error) { return f.snap, nil }
+func (f fakeProbe) Status() []probe.Status {
+	out := make([]probe.Status, 0, len(probe.Names))
+	for _, n := range probe.Names {
+		out = append(out, probe.Status{Name: n, Attached: n != probe.ProcessExit, Required: true})
+	}
+	return out
+}
+
+func collector(t *testing.T, root string, p sampler.ProbeReader) *Collector {
+	t.Helper()
+	fs, err := procfs.NewFS(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := sampler.New(sampler.Config{ProcFS: fs, Probe: p, TopK: 5})
+	if err := s.SampleOnce(); err != nil {
+		t.Fatal(err)
+	}
+	return NewCollector(s)
+}
+
+func TestSystemMetricsFromFixtures(t *testing.T) {
+	c := collector(t, "../procfs/testdata/proc", nil)
+	const want = `
+# HELP thrashscope_paged_in_bytes_total Bytes of block I/O read in (vmstat pgpgin, KiB x 1024).
+# TYPE thrashscope_paged_in_bytes_total counter
+thrashscope_paged_in_bytes_total 4.194304e+06
+# HELP thrashscope_paged_out_bytes_total Bytes of block I/O written out (vmstat pgpgout, KiB x 1024).
+# TYPE thrashscope_paged_out_bytes_total counter
+thrashscope_paged_out_bytes_total 8.388608e+06
+# HELP thrashscope_swap_in_pages_total Pages swapped in (vmstat pswpin).
+# TYPE thrashscope_swap_in_pages_total counter
+thrashscope_swap_in_pages_total 1001
+# HELP thrashscope_swap_out_pages_total Pages swapped out (vmstat pswpout).
+# TYPE thrashscope_swap_out_pages_total counter
+thrashscope_swap_out_pages_total 2002
+# HELP thrashscope_pressure_memory_stalled_seconds_total Time some or all non-idle tasks were stalled on memory (PSI /proc/pressure/memory).
+# TYPE thrashscope_pressure_memory_stalled_seconds_total counter
+thrashscope_pressure_memory_stalled_seconds_total{kind="full"} 0.654321
+thrashscope_pressure_memory_stalled_seconds_total{kind="some"} 1.234567
+# HELP thrashscope_workingset_refaults_total Evicted pages faulted back in while still in the working set (vmstat workingset_refault_*).
+# TYPE thrashscope_workingset_refaults_total counter
+thrashscope_workingset_refaults_total{type="anon"} 11
+thrashscope_workingset_refaults_total{type="file"} 12
+# HELP thrashscope_memory_available_bytes Memory available to new work without swapping (MemAvailable).
+# TYPE thrashscope_memory_available_bytes gauge
+thrashscope_memory_available_bytes 8.589934592e+09
+# HELP thrashscope_swap_free_bytes Swap space unused (SwapFree).
+# TYPE thrashscope_swap_free_bytes gauge
+thrashscope_swap_free_bytes 1.073741824e+09
+# HELP thrashscope_oom_kills_total Processes killed by the OOM killer (vmstat oom_kill).
+# TYPE thrashscope_oom_kills_total counter
+thrashscope_oom_kills_total 3
+# HELP thrashscope_cpu_seconds_total CPU time of all CPUs by mode, from /proc/stat (the paper's CPU figures).
+# TYPE thrashscope_cpu_seconds_total counter
+thrashscope_cpu_seconds_total{mode="idle"} 98765.43
+thrashscope_cpu_seconds_total{mode="iowait"} 43.21
+thrashscope_cpu_seconds_total{mode="irq"} 0
+thrashscope_cpu_seconds_total{mode="nice"} 1
+thrashscope_cpu_seconds_total{mode="softirq"} 7.89
+thrashscope_cpu_seconds_total{mode="steal"} 0.42
+thrashscope_cpu_seconds_total{mode="system"} 234.56
+thrashscope_cpu_seconds_total{mode="user"} 1234.56
+# HELP thrashscope_probe_up 1 when the BPF probe is loaded and attached, 0 when it failed or thrashscope runs on procfs alone.
+# TYPE thrashscope_probe_up gauge
+thrashscope_probe_up{probe="fault_latency"} 0
+thrashscope_probe_up{probe="major_faults"} 0
+thrashscope_probe_up{probe="memory_stall"} 0
+thrashscope_probe_up{probe="process_exit"} 0
+`
+	names := []string{"thrashscope_paged_in_bytes_total", "thrashscope_paged_out_bytes_total", "thrashscope_swap_in_pages_total",
+		"thrashscope_swap_out_pages_total", "thrashscope_pressure_memory_stalled_seconds_total", "thrashscope_workingset_refaults_total",
+		"thrashscope_memory_available_bytes", "thrashscope_swap_free_bytes", "thrashscope_oom_kills_total", "thrashscope_cpu_seconds_total",
+		"thrashscope_probe_up"}
+	if err := testutil.CollectAndCompare(c, strings.NewReader(want), names...); err != nil {
+		t.Error(err)
+	}
+}
+
+func TestNoPSIKernelOmitsPressure(t *testing.T) {
+	c := collector(t, "../procfs/testdata/proc-nopsi", nil)
+	if n := testutil.CollectAndCount(c, "thrashscope_pressure_memory_stalled_seconds_total"); n != 0 {
+		t.Errorf("%d pressure series on a kernel without PSI, want none", n)
+	}
+	if n := testutil.CollectAndCount(c, "thrashscope_swap_in_pages_total"); n != 1 {
+		t.Errorf("%d swap-in series, want the other sources to carry on", n)
+	}
+}
+
+func TestProcessAndProbeMetrics(t *testing.T) {
+	var lat probe.Histogram
+	lat.Slots[12] = 3 // [4.1, 8.2) µs
+	lat.Slots[20] = 1 // [1.05, 2.1) ms
+	lat.SumSeconds = 0.0015
+	fp := fakeProbe{snap: probe.Snapshot{
+		Processes: map[uint32]probe.ProcessCounters{
+			4242: {MajorFaults: [3]uint64{700, 25, 0}, StallNanoseconds: 2_500_000_000},
+			9999: {MajorFaults: [3]uint64{5, 0, 0}}, // exited before its procfs read
+		},
+		Latency: map[string]probe.Histogram{probe.KindAnon: lat},
+		Lost:    map[string]uint64{probe.MajorFaults: 7},
+	}}
+	c := collector(t, "../procfs/testdata/proc", fp)
+	const want = `
+# HELP thrashscope_process_major_faults_total Major page faults by kind: anon (swap-in) or file, from the BPF probe since it first saw the process; unknown when the kind could not be told (or on procfs alone).
+# TYPE thrashscope_process_major_faults_total counter
+thrashscope_process_major_faults_total{comm="loadgen",kind="anon",pid="4242"} 700
+thrashscope_process_major_faults_total{comm="loadgen",kind="file",pid="4242"} 25
+# HELP thrashscope_process_memory_stall_seconds_total Time the process's threads spent off CPU in a memory stall (PSI in_memstall), from the BPF probe.
+# TYPE thrashscope_process_memory_stall_seconds_total counter
+thrashscope_process_memory_stall_seconds_total{comm="loadgen",pid="4242"} 2.5
+# HELP thrashscope_process_minor_faults_total Minor page faults (minflt in /proc/<pid>/stat).
+# TYPE thrashscope_process_minor_faults_total counter
+thrashscope_process_minor_faults_total{comm="loadgen",pid="4242"} 5000
+# HELP thrashscope_process_cpu_seconds_total CPU time of the process by mode (utime, stime).
+# TYPE thrashscope_process_cpu_seconds_total counter
+thrashscope_process_cpu_seconds_total{comm="loadgen",mode="system",pid="4242"} 0.75
+thrashscope_process_cpu_seconds_total{comm="loadgen",mode="user",pid="4242"} 2.5
+# HELP thrashscope_process_swap_bytes Memory swapped out (VmSwap).
+# TYPE thrashscope_process_swap_bytes gauge
+thrashscope_process_swap_bytes{comm="loadgen",pid="4242"} 5.36870912e+08
+# HELP thrashscope_process_virtual_bytes Virtual memory size.
+# TYPE thrashscope_process_virtual_bytes gauge
+thrashscope_process_virtual_bytes{comm="loadgen",pid="4242"} 1.073741824e+09
+# HELP thrashscope_probe_up 1 when the BPF probe is loaded and attached, 0 when it failed or thrashscope runs on procfs alone.
+# TYPE thrashscope_probe_up gauge
+thrashscope_probe_up{probe="fault_latency"} 1
+thrashscope_probe_up{probe="major_faults"} 1
+thrashscope_probe_up{probe="memory_stall"} 1
+thrashscope_probe_up{probe="process_exit"} 0
+# HELP thrashscope_probe_events_lost_total Kernel events a probe could not count: a full map, a missing fault start, or events the kernel did not hand to the program.
+# TYPE thrashscope_probe_events_lost_total counter
+thrashscope_probe_events_lost_total{probe="fault_latency"} 0
+thrashscope_probe_events_lost_total{probe="major_faults"} 7
+thrashscope_probe_events_lost_total{probe="memory_stall"} 0
+thrashscope_probe_events_lost_total{probe="process_exit"} 0
+`
+	names := []string{"thrashscope_process_major_faults_total", "thrashscope_process_memory_stall_seconds_total",
+		"thrashscope_process_minor_faults_total", "thrashscope_process_cpu_seconds_total", "thrashscope_process_swap_bytes",
+		"thrashscope_process_virtual_bytes", "thrashscope_probe_up", "thrashscope_probe_events_lost_total"}
+	if err := testutil.CollectAndCompare(c, strings.NewReader(want), names...); err != nil {
+		t.Error(err)
+	}
+
+	// The histogram: cumulative log2 buckets in seconds.
+	reg := prometheus.NewPedanticRegistry()
+	reg.MustRegister(c)
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() != "thrashscope_major_fault_latency_seconds" {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			if m.GetLabel()[0].GetValue() != probe.KindAnon {
+				continue
+			}
+			h := m.GetHistogram()
+			if h.GetSampleCount() != 4 || h.GetSampleSum() != 0.0015 {
+				t.Errorf("anon latency count %d sum %v, want 4 and 0.0015", h.GetSampleCount(), h.GetSampleSum())
+			}
+			for _, b := range h.GetBucket() {
+				if b.GetUpperBound() == 8192e-9 && b.GetCumulativeCount() != 3 {
+					t.Errorf("bucket le=8.192µs holds %d, want 3", b.GetCumulativeCount())
+				}
+			}
+			return
+		}
+	}
+	t.Error("no anon major_fault_latency_seconds histogram")
+}

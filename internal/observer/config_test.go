@@ -1,0 +1,65 @@
+package observer
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+func validConfig() Config {
+	return Config{
+		ListenAddresses: []string{"127.0.0.1:9752"},
+		ProcfsPath:      "/proc",
+		SysfsPath:       "/sys",
+		Probes:          ProbesAuto,
+		SampleInterval:  time.Second,
+		TopK:            20,
+	}
+}
+
+func TestValidate(t *testing.T) {
+	dir := t.TempDir()
+	token := filepath.Join(dir, "token")
+	empty := filepath.Join(dir, "empty")
+	if err := os.WriteFile(token, []byte("s3cret\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(empty, []byte("\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name    string
+		mutate  func(*Config)
+		wantErr string // empty: valid
+	}{
+		{"defaults", func(*Config) {}, ""},
+		{"ipv6 loopback", func(c *Config) { c.ListenAddresses = []string{"[::1]:9752"} }, ""},
+		{"localhost", func(c *Config) { c.ListenAddresses = []string{"localhost:9752"} }, ""},
+		{"all interfaces without token", func(c *Config) { c.ListenAddresses = []string{":9752"} }, "listens beyond loopback"},
+		{"public ip without token", func(c *Config) { c.ListenAddresses = []string{"10.0.0.5:9752"} }, "--web.api-token-file"},
+		{"all interfaces with token", func(c *Config) { c.ListenAddresses = []string{"0.0.0.0:9752"}; c.APITokenFile = token }, ""},
+		{"empty token", func(c *Config) { c.APITokenFile = empty }, "is empty"},
+		{"missing token file", func(c *Config) { c.APITokenFile = filepath.Join(dir, "nope") }, "--web.api-token-file"},
+		{"hostname", func(c *Config) { c.ListenAddresses = []string{"example.org:9752"} }, "not an IP address"},
+		{"no port", func(c *Config) { c.ListenAddresses = []string{"127.0.0.1"} }, "--web.listen-address"},
+		{"bad probes", func(c *Config) { c.Probes = "kprobe" }, "--probes"},
+		{"interval too short", func(c *Config) { c.SampleInterval = time.Millisecond }, "--sample.interval"},
+		{"top-k zero", func(c *Config) { c.TopK = 0 }, "--process.top-k"},
+		{"top-k huge", func(c *Config) { c.TopK = 100000 }, "--process.top-k"},
+		{"bad procfs", func(c *Config) { c.ProcfsPath = filepath.Join(dir, "nope") }, "--path.procfs"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := validConfig()
+			tc.mutate(&c)
+			err := c.Validate()
+			switch {
+			case tc.wantErr == "" && err != nil:
+				t.Errorf("want valid, got %v", err)
+			case tc.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tc.wantErr)):
+				t.Errorf("want an error naming %q, got %v", tc.wantErr, err)
+			}
+		})
+	}
+}
