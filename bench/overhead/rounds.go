@@ -1,0 +1,223 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os/exec"
+	"strings"
+	"time"
+)
+
+// config is the validated command line.
+type config struct {
+	ObserverBin  string
+	Rounds       int
+	Duration     time.Duration
+	Warmup       time.Duration
+	Settle       time.Duration // after /readyz, before the window opens
+	ReadyTimeout time.Duration
+	StopTimeout  time.Duration
+	Workloads    []string
+	BaselineOnly bool
+	JSONPath     string
+	ProcRoot     string
+	Exe          string // this binary, re-run as each workload child
+}
+
+// bench runs the measurement plan: per workload, rounds of one baseline
+// and one observed phase, each a fresh workload child.
+type bench struct {
+	cfg            config
+	logger         *slog.Logger
+	ticksPerSecond uint64
+}
+
+// run measures everything and returns the figures. The observer's idle
+// cost is taken first, while nothing else runs.
+func (b *bench) run(ctx context.Context) (*report, error) {
+	rep := &report{Config: b.reportConfig()}
+	if !b.cfg.BaselineOnly {
+		b.logger.Info("measuring the idle observer", "duration", b.cfg.Duration)
+		idle, err := b.idlePhase(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("idle phase: %w", err)
+		}
+		fig := idle.figures(b.ticksPerSecond)
+		rep.Idle = &fig
+	}
+	for _, name := range b.cfg.Workloads {
+		var baseline, observed []float64
+		var cost selfCost
+		for round := range b.cfg.Rounds {
+			for _, obs := range phaseOrder(round) {
+				if obs && b.cfg.BaselineOnly {
+					continue
+				}
+				log := b.logger.With("workload", name, "round", fmt.Sprintf("%d/%d", round+1, b.cfg.Rounds), "condition", condition(obs))
+				if !obs {
+					res, err := b.runChild(ctx, name, nil, nil)
+					if err != nil {
+						return nil, fmt.Errorf("%s round %d baseline: %w", name, round+1, err)
+					}
+					baseline = append(baseline, res.OpsPerSec)
+					log.Info("phase done", "ops_per_sec", int64(res.OpsPerSec))
+					continue
+				}
+				res, c, err := b.observedPhase(ctx, name)
+				if err != nil {
+					return nil, fmt.Errorf("%s round %d observed: %w", name, round+1, err)
+				}
+				observed = append(observed, res.OpsPerSec)
+				cost = cost.add(c)
+				log.Info("phase done", "ops_per_sec", int64(res.OpsPerSec), "observer_cpu_ticks", c.CPUTicks)
+			}
+		}
+		rep.Workloads = append(rep.Workloads, newWorkloadReport(name, baseline, observed, cost, b.ticksPerSecond))
+	}
+	rep.Targets = evaluateTargets(rep)
+	return rep, nil
+}
+
+// phaseOrder alternates which condition goes first (ABBA), so a drift over
+// the run, such as a warming host, does not always favour one side.
+func phaseOrder(round int) []bool {
+	if round%2 == 0 {
+		return []bool{false, true}
+	}
+	return []bool{true, false}
+}
+
+func condition(observed bool) string {
+	if observed {
+		return "observed"
+	}
+	return "baseline"
+}
+
+// observedPhase starts an observer, runs one workload child under it and
+// measures the observer's own cost over the child's measured window.
+func (b *bench) observedPhase(ctx context.Context, name string) (res workloadResult, cost selfCost, err error) {
+	obs, err := startObserver(ctx, b.cfg.ObserverBin, b.cfg.ReadyTimeout, b.cfg.Settle, b.logger)
+	if err != nil {
+		return res, cost, err
+	}
+	defer func() {
+		if stopErr := obs.stop(b.cfg.StopTimeout, b.logger); stopErr != nil && err == nil {
+			err = stopErr
+		}
+	}()
+
+	var sampler *selfCostSampler
+	var costErr error
+	res, err = b.runChild(ctx, name,
+		func() { sampler, costErr = startSelfCost(b.cfg.ProcRoot, obs.pid()) },
+		func() {
+			if sampler != nil {
+				cost, costErr = sampler.finish()
+				sampler = nil
+			}
+		})
+	if sampler != nil { // the child failed inside its window
+		_, _ = sampler.finish()
+	}
+	if aliveErr := obs.alive(); aliveErr != nil {
+		return res, cost, aliveErr
+	}
+	if err != nil {
+		return res, cost, err
+	}
+	return res, cost, costErr
+}
+
+// idlePhase measures the observer with no workload for one duration.
+func (b *bench) idlePhase(ctx context.Context) (cost selfCost, err error) {
+	obs, err := startObserver(ctx, b.cfg.ObserverBin, b.cfg.ReadyTimeout, b.cfg.Settle, b.logger)
+	if err != nil {
+		return cost, err
+	}
+	defer func() {
+		if stopErr := obs.stop(b.cfg.StopTimeout, b.logger); stopErr != nil && err == nil {
+			err = stopErr
+		}
+	}()
+	sampler, err := startSelfCost(b.cfg.ProcRoot, obs.pid())
+	if err != nil {
+		return cost, err
+	}
+	select {
+	case <-time.After(b.cfg.Duration):
+	case <-ctx.Done():
+		_, _ = sampler.finish()
+		return cost, ctx.Err()
+	}
+	cost, err = sampler.finish()
+	if aliveErr := obs.alive(); aliveErr != nil {
+		return cost, aliveErr
+	}
+	return cost, err
+}
+
+// runChild runs one workload in a fresh process. started is called when the
+// child's measured window opens, finished as soon as its result arrives;
+// either may be nil.
+func (b *bench) runChild(ctx context.Context, name string, started, finished func()) (workloadResult, error) {
+	cmd := exec.CommandContext(ctx, b.cfg.Exe, workloadCommand, name,
+		"--warmup", b.cfg.Warmup.String(), "--duration", b.cfg.Duration.String())
+	stderr := newTailBuffer(8 << 10)
+	cmd.Stderr = stderr
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		return workloadResult{}, err
+	}
+	if err := cmd.Start(); err != nil {
+		return workloadResult{}, fmt.Errorf("starting workload child: %w", err)
+	}
+	var res *workloadResult
+	var parseErr error
+	sc := bufio.NewScanner(stdout)
+	for sc.Scan() {
+		start, r, err := parseChildLine(sc.Text())
+		switch {
+		case err != nil:
+			parseErr = errors.Join(parseErr, err)
+		case start && started != nil:
+			started()
+		case r != nil:
+			res = r
+			if finished != nil {
+				finished()
+			}
+		}
+	}
+	if err := cmd.Wait(); err != nil {
+		return workloadResult{}, fmt.Errorf("workload child: %w; its output:\n%s", err, stderr)
+	}
+	if parseErr != nil {
+		return workloadResult{}, parseErr
+	}
+	if res == nil {
+		return workloadResult{}, errors.New("workload child printed no result")
+	}
+	if res.Workload != name || res.Ops == 0 || res.Seconds <= 0 {
+		return workloadResult{}, fmt.Errorf("workload child result %+v is empty or not for %s", *res, name)
+	}
+	return *res, nil
+}
+
+// parseChildLine reads one line of the child protocol: the start marker, or
+// the JSON result.
+func parseChildLine(line string) (start bool, res *workloadResult, err error) {
+	line = strings.TrimSpace(line)
+	if line == childStartLine {
+		return true, nil, nil
+	}
+	var r workloadResult
+	if err := json.Unmarshal([]byte(line), &r); err != nil {
+		return false, nil, fmt.Errorf("unexpected line from workload child %q: %w", line, err)
+	}
+	return false, &r, nil
+}
