@@ -18,6 +18,8 @@
 
 char LICENSE[] SEC("license") = "Dual BSD/GPL";
 
+#define EEXIST 17 // errno values are ABI; vmlinux.h does not carry them
+
 // Live processes (and stalled threads) the maps can hold. A full map refuses
 // the insert and the event is counted in probe_events_lost; unlike an LRU map
 // it never evicts a live process's counts silently. Exit cleanup below keeps
@@ -53,11 +55,17 @@ struct latency_hist {
 	__u64 sum_ns;
 };
 
-// Per-thread fault start, kept in task-local storage so a fault that sleeps
-// and wakes on another CPU still finds its own start.
+// A fault's start. Stamped into a per-CPU slot on every fault, which is as
+// cheap as a store; moved into the task's local storage only when the task
+// switches out, so a fault that sleeps and wakes on another CPU still finds
+// its own start. A slot is only ever written by the task running on its CPU
+// and emptied when that task switches out, so an open slot always belongs to
+// the current task.
 struct fault_start {
 	__u64 ns;
 	__u64 addr;
+	__u32 tid;
+	__u32 pad;
 };
 
 struct {
@@ -81,12 +89,28 @@ struct {
 	__type(value, __u64); // ktime when it switched out in a memory stall
 } memory_stall_start SEC(".maps");
 
+// How many entries memory_stall_start holds. While it is zero, no thread is
+// off CPU in a stall and sched_switch need not read the incoming task.
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, __s64);
+} stalled_threads SEC(".maps");
+
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
 	__uint(max_entries, FAULT_KINDS);
 	__type(key, __u32);
 	__type(value, struct latency_hist);
 } major_fault_latency SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct fault_start);
+} fault_slot SEC(".maps");
 
 struct {
 	__uint(type, BPF_MAP_TYPE_TASK_STORAGE);
@@ -158,14 +182,14 @@ static __always_inline void *counter_for(void *map, __u32 tgid, void *zero)
 // page_fault_kernel and can be major too.
 static __always_inline int stamp_fault(__u64 addr)
 {
-	struct task_struct *task = bpf_get_current_task_btf();
-	struct fault_start *fs;
+	__u32 key = 0;
+	struct fault_start *slot = bpf_map_lookup_elem(&fault_slot, &key);
 
-	fs = bpf_task_storage_get(&fault_starts, task, 0, BPF_LOCAL_STORAGE_GET_F_CREATE);
-	if (!fs)
-		return 0; // counted as a missing start when the fault is major
-	fs->ns = bpf_ktime_get_ns();
-	fs->addr = addr;
+	if (!slot)
+		return 0;
+	slot->tid = (__u32)bpf_get_current_pid_tgid();
+	slot->addr = addr;
+	slot->ns = bpf_ktime_get_ns();
 	return 0;
 }
 
@@ -228,7 +252,9 @@ int major_fault(struct bpf_perf_event_data *ctx)
 	// Service time: fault entry to accounting. It covers the whole fault,
 	// including lock waits, reclaim in the fault path, the I/O and any
 	// VM_FAULT_RETRY round; it excludes the return to user space.
-	fs = bpf_task_storage_get(&fault_starts, task, 0, 0);
+	fs = bpf_map_lookup_elem(&fault_slot, &key);
+	if (!fs || fs->ns == 0 || fs->tid != (__u32)bpf_get_current_pid_tgid())
+		fs = bpf_task_storage_get(&fault_starts, task, 0, 0); // it slept
 	if (!fs || fs->ns == 0 || fs->addr != addr || now < fs->ns) {
 		count_lost(PROBE_FAULT_LATENCY);
 		return 0;
@@ -257,17 +283,39 @@ int memory_stall(struct bpf_raw_tracepoint_args *ctx)
 {
 	struct task_struct *prev = bpf_get_current_task_btf();
 	struct task_struct *next = (struct task_struct *)ctx->args[2];
+	struct fault_start *slot, *fs;
 	__u64 now, *start, *total, zero = 0;
-	__u32 tid, tgid;
+	__s64 *stalled;
+	__u32 tid, tgid, key = 0;
+	long err;
+
+	// prev leaves this CPU: carry its open fault start with it.
+	slot = bpf_map_lookup_elem(&fault_slot, &key);
+	if (slot && slot->ns) {
+		fs = bpf_task_storage_get(&fault_starts, prev, 0, BPF_LOCAL_STORAGE_GET_F_CREATE);
+		if (fs) {
+			fs->ns = slot->ns;
+			fs->addr = slot->addr;
+		}
+		slot->ns = 0;
+	}
+
+	stalled = bpf_map_lookup_elem(&stalled_threads, &key);
+	if (!stalled)
+		return 0;
 
 	if (BPF_CORE_READ_BITFIELD(prev, in_memstall)) {
 		now = bpf_ktime_get_ns();
 		tid = prev->pid;
-		if (bpf_map_update_elem(&memory_stall_start, &tid, &now, BPF_ANY))
+		err = bpf_map_update_elem(&memory_stall_start, &tid, &now, BPF_NOEXIST);
+		if (err == 0)
+			__sync_fetch_and_add(stalled, 1);
+		else if (err != -EEXIST ||
+			 bpf_map_update_elem(&memory_stall_start, &tid, &now, BPF_EXIST))
 			count_lost(PROBE_MEMORY_STALL);
 	}
 
-	if (!BPF_CORE_READ_BITFIELD_PROBED(next, in_memstall))
+	if (*stalled <= 0 || !BPF_CORE_READ_BITFIELD_PROBED(next, in_memstall))
 		return 0;
 	tid = BPF_CORE_READ(next, pid);
 	start = bpf_map_lookup_elem(&memory_stall_start, &tid);
@@ -280,7 +328,8 @@ int memory_stall(struct bpf_raw_tracepoint_args *ctx)
 		__sync_fetch_and_add(total, now - *start);
 	else if (!total)
 		count_lost(PROBE_MEMORY_STALL);
-	bpf_map_delete_elem(&memory_stall_start, &tid);
+	if (bpf_map_delete_elem(&memory_stall_start, &tid) == 0)
+		__sync_fetch_and_add(stalled, -1);
 	return 0;
 }
 
@@ -291,9 +340,14 @@ SEC("raw_tp/sched_process_exit")
 int process_exit(struct bpf_raw_tracepoint_args *ctx)
 {
 	struct task_struct *task = bpf_get_current_task_btf();
-	__u32 tid = task->pid, tgid = task->tgid;
+	__u32 tid = task->pid, tgid = task->tgid, key = 0;
+	__s64 *stalled;
 
-	bpf_map_delete_elem(&memory_stall_start, &tid);
+	if (bpf_map_delete_elem(&memory_stall_start, &tid) == 0) {
+		stalled = bpf_map_lookup_elem(&stalled_threads, &key);
+		if (stalled)
+			__sync_fetch_and_add(stalled, -1);
+	}
 	if (BPF_CORE_READ(task, signal, live.counter) != 0)
 		return 0;
 	bpf_map_delete_elem(&process_major_faults, &tgid);

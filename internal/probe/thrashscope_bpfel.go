@@ -17,6 +17,8 @@ type thrashscopeFaultStart struct {
 	_    structs.HostLayout
 	Ns   uint64
 	Addr uint64
+	Tid  uint32
+	Pad  uint32
 }
 
 type thrashscopeLatencyHist struct {
@@ -34,6 +36,7 @@ type thrashscopeMajorFaults struct {
 //
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
+	thrashscopeMapFaultSlot          = "fault_slot"
 	thrashscopeMapFaultStarts        = "fault_starts"
 	thrashscopeMapMajorFaultLatency  = "major_fault_latency"
 	thrashscopeMapMajorFaultsSeen    = "major_faults_seen"
@@ -41,6 +44,7 @@ const (
 	thrashscopeMapProbeEventsLost    = "probe_events_lost"
 	thrashscopeMapProcessMajorFaults = "process_major_faults"
 	thrashscopeMapProcessMemoryStall = "process_memory_stall"
+	thrashscopeMapStalledThreads     = "stalled_threads"
 	thrashscopeProgFaultEntryKernel  = "fault_entry_kernel"
 	thrashscopeProgFaultEntryUser    = "fault_entry_user"
 	thrashscopeProgMajorFault        = "major_fault"
@@ -101,6 +105,7 @@ type thrashscopeProgramSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type thrashscopeMapSpecs struct {
+	FaultSlot          *ebpf.MapSpec `ebpf:"fault_slot"`
 	FaultStarts        *ebpf.MapSpec `ebpf:"fault_starts"`
 	MajorFaultLatency  *ebpf.MapSpec `ebpf:"major_fault_latency"`
 	MajorFaultsSeen    *ebpf.MapSpec `ebpf:"major_faults_seen"`
@@ -108,6 +113,7 @@ type thrashscopeMapSpecs struct {
 	ProbeEventsLost    *ebpf.MapSpec `ebpf:"probe_events_lost"`
 	ProcessMajorFaults *ebpf.MapSpec `ebpf:"process_major_faults"`
 	ProcessMemoryStall *ebpf.MapSpec `ebpf:"process_memory_stall"`
+	StalledThreads     *ebpf.MapSpec `ebpf:"stalled_threads"`
 }
 
 // thrashscopeVariableSpecs contains global variables before they are loaded into the kernel.
@@ -136,6 +142,7 @@ func (o *thrashscopeObjects) Close() error {
 //
 // It can be passed to loadThrashscopeObjects or ebpf.CollectionSpec.LoadAndAssign.
 type thrashscopeMaps struct {
+	FaultSlot          *ebpf.Map `ebpf:"fault_slot"`
 	FaultStarts        *ebpf.Map `ebpf:"fault_starts"`
 	MajorFaultLatency  *ebpf.Map `ebpf:"major_fault_latency"`
 	MajorFaultsSeen    *ebpf.Map `ebpf:"major_faults_seen"`
@@ -143,10 +150,12 @@ type thrashscopeMaps struct {
 	ProbeEventsLost    *ebpf.Map `ebpf:"probe_events_lost"`
 	ProcessMajorFaults *ebpf.Map `ebpf:"process_major_faults"`
 	ProcessMemoryStall *ebpf.Map `ebpf:"process_memory_stall"`
+	StalledThreads     *ebpf.Map `ebpf:"stalled_threads"`
 }
 
 func (m *thrashscopeMaps) Close() error {
 	return _ThrashscopeClose(
+		m.FaultSlot,
 		m.FaultStarts,
 		m.MajorFaultLatency,
 		m.MajorFaultsSeen,
@@ -154,6 +163,7 @@ func (m *thrashscopeMaps) Close() error {
 		m.ProbeEventsLost,
 		m.ProcessMajorFaults,
 		m.ProcessMemoryStall,
+		m.StalledThreads,
 	)
 }
 
