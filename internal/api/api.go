@@ -35,8 +35,15 @@ func NewHandler(opts Options) http.Handler {
 		}
 		writeJSON(w, http.StatusOK, map[string]string{"status": "ready"})
 	})
+	// Whatever the routes above did not take; the errors stay JSON.
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
-		writeJSON(w, http.StatusNotFound, map[string]string{"error": "no such endpoint: " + r.Method + " " + r.URL.Path + "; see /metrics, /healthz, /readyz"})
+		switch r.URL.Path {
+		case "/metrics", "/healthz", "/readyz":
+			w.Header().Set("Allow", "GET, HEAD")
+			writeJSON(w, http.StatusMethodNotAllowed, map[string]string{"error": r.Method + " " + r.URL.Path + ": method not allowed; use GET"})
+		default:
+			writeJSON(w, http.StatusNotFound, map[string]string{"error": "no such endpoint: " + r.Method + " " + r.URL.Path + "; see /metrics, /healthz, /readyz"})
+		}
 	})
 	return mux
 }
