@@ -75,7 +75,7 @@ func Load(opts Options) (*Probe, error) {
 	}
 	// Kernels before 5.11 charge BPF memory to RLIMIT_MEMLOCK.
 	if err := rlimit.RemoveMemlock(); err != nil {
-		return nil, fmt.Errorf("%w: raising the memlock limit: %w; run as root or with CAP_SYS_RESOURCE", ErrUnavailable, err)
+		return nil, fmt.Errorf("%w: raising the memlock limit: %w; run as root, or grant CAP_BPF, CAP_PERFMON and CAP_SYS_RESOURCE, or use --probes=procfs", ErrUnavailable, err)
 	}
 
 	p := &Probe{}
