@@ -81,8 +81,25 @@ func TestTailBuffer(t *testing.T) {
 	}
 }
 
-// The whole plan against the fake observer: interleaved rounds, self-cost
-// and targets, in well under a second.
+// fakeBPFStats stands in for the kernel's statistics: every reading adds
+// 1000 runs of 50 µs each to memory_stall.
+type fakeBPFStats struct {
+	reads  uint64
+	closed bool
+}
+
+func (f *fakeBPFStats) snapshot() (countersSnapshot, error) {
+	f.reads++
+	return countersSnapshot{7: {Name: "memory_stall", Runs: f.reads * 1000, RunTimeNs: f.reads * 50e6}}, nil
+}
+
+func (f *fakeBPFStats) Close() error {
+	f.closed = true
+	return nil
+}
+
+// The whole plan against the fake observer: interleaved rounds, self-cost,
+// BPF attribution and targets, in well under a second.
 func TestBenchRunWithFakeObserver(t *testing.T) {
 	t.Setenv(fakeObserverEnv, "ready")
 	exe := testBinary(t)
@@ -101,6 +118,12 @@ func TestBenchRunWithFakeObserver(t *testing.T) {
 		logger:         quietLogger(),
 		ticksPerSecond: clockTicksPerSecond(),
 	}
+	var opened []*fakeBPFStats
+	b.openBPFStats = func(procRoot string, pid int, _ *slog.Logger) (bpfStats, error) {
+		f := &fakeBPFStats{}
+		opened = append(opened, f)
+		return f, nil
+	}
 	rep, err := b.run(context.Background())
 	if err != nil {
 		t.Fatal(err)
@@ -112,8 +135,24 @@ func TestBenchRunWithFakeObserver(t *testing.T) {
 		if len(w.BaselineOps) != 2 || len(w.ObservedOps) != 2 || w.Comparison == nil || w.Observer == nil || w.Observer.RSSMiB <= 0 {
 			t.Errorf("%s: %+v", w.Name, w)
 		}
+		if w.Paired == nil || len(w.Paired.Ratios) != 2 {
+			t.Errorf("%s: paired = %+v", w.Name, w.Paired)
+		}
+		// One window: 50 ms of BPF over a ~100 ms window is about 50%.
+		if a := w.BPF; a == nil || a.Windows != 2 || len(a.Programs) != 1 || a.Programs[0].Runs != 2000 ||
+			a.AttributedPercent < 20 || a.AttributedPercent > 55 {
+			t.Errorf("%s: bpf = %+v", w.Name, w.BPF)
+		}
 	}
-	if len(rep.Targets) != 2+3+1 {
-		t.Errorf("%d targets, want 6", len(rep.Targets))
+	if len(opened) != 4 {
+		t.Errorf("BPF statistics opened %d times, want once per observed phase (4)", len(opened))
+	}
+	for i, f := range opened {
+		if f.reads != 2 || !f.closed {
+			t.Errorf("BPF statistics %d: read %d times (want 2), closed %v", i, f.reads, f.closed)
+		}
+	}
+	if len(rep.Targets) != 2+2+3+1 {
+		t.Errorf("%d targets, want 8", len(rep.Targets))
 	}
 }

@@ -34,6 +34,7 @@ type bench struct {
 	cfg            config
 	logger         *slog.Logger
 	ticksPerSecond uint64
+	openBPFStats   openBPFStatsFunc // nil: the kernel's, openKernelBPFStats
 }
 
 // run measures everything and returns the figures. The observer's idle
@@ -51,6 +52,7 @@ func (b *bench) run(ctx context.Context) (*report, error) {
 	}
 	for _, name := range b.cfg.Workloads {
 		var baseline, observed []float64
+		var bpf []bpfRound
 		var cost selfCost
 		for round := range b.cfg.Rounds {
 			for _, obs := range phaseOrder(round) {
@@ -67,16 +69,18 @@ func (b *bench) run(ctx context.Context) (*report, error) {
 					log.Info("phase done", "ops_per_sec", int64(res.OpsPerSec))
 					continue
 				}
-				res, c, err := b.observedPhase(ctx, name)
+				res, br, c, err := b.observedPhase(ctx, name)
 				if err != nil {
 					return nil, fmt.Errorf("%s round %d observed: %w", name, round+1, err)
 				}
 				observed = append(observed, res.OpsPerSec)
+				bpf = append(bpf, br)
 				cost = cost.add(c)
-				log.Info("phase done", "ops_per_sec", int64(res.OpsPerSec), "observer_cpu_ticks", c.CPUTicks)
+				log.Info("phase done", "ops_per_sec", int64(res.OpsPerSec), "observer_cpu_ticks", c.CPUTicks,
+					"bpf_time_per_op", fmt.Sprintf("%.2f%%", br.AttributedPercent))
 			}
 		}
-		rep.Workloads = append(rep.Workloads, newWorkloadReport(name, baseline, observed, cost, b.ticksPerSecond))
+		rep.Workloads = append(rep.Workloads, newWorkloadReport(name, baseline, observed, bpf, cost, b.ticksPerSecond))
 	}
 	rep.Targets = evaluateTargets(rep)
 	return rep, nil
@@ -99,23 +103,43 @@ func condition(observed bool) string {
 }
 
 // observedPhase starts an observer, runs one workload child under it and
-// measures the observer's own cost over the child's measured window.
-func (b *bench) observedPhase(ctx context.Context, name string) (res workloadResult, cost selfCost, err error) {
+// measures, over the child's measured window, the kernel's run time of the
+// observer's BPF programs and the observer's own cost. BPF statistics are on
+// from the observer's settling until the child is done, never in baseline
+// phases.
+func (b *bench) observedPhase(ctx context.Context, name string) (res workloadResult, bpf bpfRound, cost selfCost, err error) {
 	obs, err := startObserver(ctx, b.cfg.ObserverBin, b.cfg.ReadyTimeout, b.cfg.Settle, b.logger)
 	if err != nil {
-		return res, cost, err
+		return res, bpf, cost, err
 	}
 	defer func() {
 		if stopErr := obs.stop(b.cfg.StopTimeout, b.logger); stopErr != nil && err == nil {
 			err = stopErr
 		}
 	}()
+	// Opened before the window, so that its edges cost one read per program.
+	open := b.openBPFStats
+	if open == nil {
+		open = openKernelBPFStats
+	}
+	progs, err := open(b.cfg.ProcRoot, obs.pid(), b.logger)
+	if err != nil {
+		return res, bpf, cost, err
+	}
+	defer progs.Close()
 
 	var sampler *selfCostSampler
-	var costErr error
+	var before, after countersSnapshot
+	var costErr, statsErr error
 	res, err = b.runChild(ctx, name,
-		func() { sampler, costErr = startSelfCost(b.cfg.ProcRoot, obs.pid()) },
 		func() {
+			before, statsErr = progs.snapshot()
+			sampler, costErr = startSelfCost(b.cfg.ProcRoot, obs.pid())
+		},
+		func() {
+			if before != nil {
+				after, statsErr = progs.snapshot()
+			}
 			if sampler != nil {
 				cost, costErr = sampler.finish()
 				sampler = nil
@@ -125,12 +149,19 @@ func (b *bench) observedPhase(ctx context.Context, name string) (res workloadRes
 		_, _ = sampler.finish()
 	}
 	if aliveErr := obs.alive(); aliveErr != nil {
-		return res, cost, aliveErr
+		return res, bpf, cost, aliveErr
 	}
 	if err != nil {
-		return res, cost, err
+		return res, bpf, cost, err
 	}
-	return res, cost, costErr
+	if costErr != nil {
+		return res, bpf, cost, costErr
+	}
+	if statsErr != nil {
+		return res, bpf, cost, statsErr
+	}
+	bpf, err = newBPFRound(res, before, after)
+	return res, bpf, cost, err
 }
 
 // idlePhase measures the observer with no workload for one duration.

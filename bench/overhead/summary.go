@@ -52,3 +52,36 @@ func compare(baseline, observed float64) comparison {
 	r := observed / baseline
 	return comparison{Ratio: r, SlowdownPercent: (1 - r) * 100}
 }
+
+// pairedComparison is observed against baseline within each round. The two
+// phases of a round run back to back, so slow drift over the whole run
+// (a warming host, a background job coming and going) cancels inside each
+// pair, where it would widen both sides of a ratio of medians.
+type pairedComparison struct {
+	Ratios          []float64 `json:"ratios"`
+	Ratio           summary   `json:"ratio"`
+	SlowdownPercent float64   `json:"slowdown_percent"` // from the median ratio
+}
+
+// pairedRatios is observed/baseline of each round's pair; rounds are paired
+// by index, as the benchmark appends one of each per round. A round with a
+// zero baseline (never produced) is left out.
+func pairedRatios(baseline, observed []float64) []float64 {
+	var rs []float64
+	for i := range min(len(baseline), len(observed)) {
+		if baseline[i] != 0 {
+			rs = append(rs, observed[i]/baseline[i])
+		}
+	}
+	return rs
+}
+
+// comparePaired summarises the per-round ratios; nil without any pair.
+func comparePaired(baseline, observed []float64) *pairedComparison {
+	rs := pairedRatios(baseline, observed)
+	if len(rs) == 0 {
+		return nil
+	}
+	s := summarize(rs)
+	return &pairedComparison{Ratios: rs, Ratio: s, SlowdownPercent: (1 - s.Median) * 100}
+}
