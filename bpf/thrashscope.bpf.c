@@ -135,6 +135,12 @@ struct {
 	__type(value, __u64);
 } probe_events_lost SEC(".maps");
 
+// Set by internal/probe while the fault-entry hooks are attached: they are
+// attached only while the host takes major faults, so that a host that does
+// not thrash pays nothing per minor fault. While clear, major_fault skips the
+// service time instead of counting a missing start as lost.
+volatile __u32 latency_armed = 0;
+
 static __always_inline void count_lost(__u32 probe)
 {
 	__u64 *n = bpf_map_lookup_elem(&probe_events_lost, &probe);
@@ -248,6 +254,9 @@ int major_fault(struct bpf_perf_event_data *ctx)
 		__sync_fetch_and_add(&mf->count[FAULT_UNKNOWN], 1);
 	if (kind != FAULT_ANON && kind != FAULT_FILE)
 		kind = FAULT_UNKNOWN;
+
+	if (!latency_armed)
+		return 0;
 
 	// Service time: fault entry to accounting. It covers the whole fault,
 	// including lock waits, reclaim in the fault path, the I/O and any

@@ -23,7 +23,7 @@ func newProbes() *probes {
 	return &probes{
 		up:      desc("probe_up", "1 when the BPF probe is loaded and attached, 0 when it failed or thrashscope runs on procfs alone.", "probe"),
 		lost:    desc("probe_events_lost_total", "Kernel events a probe could not count: a full map, a missing fault start, or events the kernel did not hand to the program.", "probe"),
-		latency: desc("major_fault_latency_seconds", "Major-fault service time, from fault entry to the kernel accounting it as major (BPF).", "kind"),
+		latency: desc("major_fault_latency_seconds", "Major-fault service time, from fault entry to the kernel accounting it as major (BPF). Timed while the host takes major faults: the first ones after 30 s of calm go untimed.", "kind"),
 	}
 }
 

@@ -14,6 +14,7 @@ import (
 	"log/slog"
 	"os"
 	"strings"
+	"time"
 
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/btf"
@@ -25,7 +26,7 @@ import (
 const (
 	MajorFaults  = "major_faults"  // perf event PAGE_FAULTS_MAJ, per tgid, anon/file
 	MemoryStall  = "memory_stall"  // raw_tp sched_switch, off-CPU time in in_memstall
-	FaultLatency = "fault_latency" // raw_tp page_fault_user/kernel, the start of each fault
+	FaultLatency = "fault_latency" // raw_tp page_fault_user/kernel, the start of each fault, while major faults occur
 	ProcessExit  = "process_exit"  // raw_tp sched_process_exit, map cleanup
 )
 
@@ -48,7 +49,14 @@ type Status struct {
 type Options struct {
 	SysfsPath string // root of sysfs, for the online CPU list and kernel BTF
 	Logger    *slog.Logger
+	// LatencyCalm is how long without a major fault before the fault-entry
+	// hooks are detached again; zero means DefaultLatencyCalm.
+	LatencyCalm time.Duration
 }
+
+// DefaultLatencyCalm keeps the fault-entry hooks through the lulls of a
+// thrash, and drops them soon after it ends.
+const DefaultLatencyCalm = 30 * time.Second
 
 // Probe holds the loaded objects and their links. Close releases them in
 // reverse order: links, perf events, then objects.
@@ -58,6 +66,8 @@ type Probe struct {
 	perf    *perfEvents
 	status  []Status
 	reading readState
+	latency latencyHooks
+	logger  *slog.Logger
 }
 
 // Load loads the BPF objects and attaches every program. It fails only when
@@ -78,7 +88,10 @@ func Load(opts Options) (*Probe, error) {
 		return nil, fmt.Errorf("%w: raising the memlock limit: %w; run as root, or grant CAP_BPF, CAP_PERFMON and CAP_SYS_RESOURCE, or use --probes=procfs", ErrUnavailable, err)
 	}
 
-	p := &Probe{}
+	if opts.LatencyCalm <= 0 {
+		opts.LatencyCalm = DefaultLatencyCalm
+	}
+	p := &Probe{logger: opts.Logger, latency: latencyHooks{calm: opts.LatencyCalm}}
 	if err := loadThrashscopeObjects(&p.objs, nil); err != nil {
 		return nil, fmt.Errorf("%w: loading objects: %w", ErrUnavailable, explainLoadError(err))
 	}
@@ -86,14 +99,9 @@ func Load(opts Options) (*Probe, error) {
 	p.status = append(p.status, p.attachMajorFaults(opts.SysfsPath))
 	p.status = append(p.status,
 		p.attachRawTracepoint(MemoryStall, "sched_switch", p.objs.MemoryStall),
-		p.attachRawTracepoint(FaultLatency, "page_fault_user", p.objs.FaultEntryUser),
+		p.armLatency(time.Now()),
 		p.attachRawTracepoint(ProcessExit, "sched_process_exit", p.objs.ProcessExit),
 	)
-	// The kernel-mode entry completes fault_latency; without it only the
-	// rarer major faults taken inside copy_to/from_user lose their start.
-	if st := p.attachRawTracepoint(FaultLatency, "page_fault_kernel", p.objs.FaultEntryKernel); st.Err != nil {
-		opts.Logger.Warn("kernel-mode fault entry not attached; their major-fault latency is counted lost", "err", st.Err)
-	}
 	for _, st := range p.status {
 		if st.Err != nil {
 			opts.Logger.Error("probe failed to attach", "probe", st.Name, "err", st.Err)
@@ -112,6 +120,16 @@ func (p *Probe) attachRawTracepoint(name, tracepoint string, prog *ebpf.Program)
 	p.links = append(p.links, l)
 	st.Attached = true
 	return st
+}
+
+func (p *Probe) setStatus(st Status) {
+	for i := range p.status {
+		if p.status[i].Name == st.Name {
+			p.status[i] = st
+			return
+		}
+	}
+	p.status = append(p.status, st)
 }
 
 func (p *Probe) attachMajorFaults(sysfs string) Status {
@@ -160,6 +178,7 @@ func (p *Probe) Up(name string) bool {
 // Close detaches every program and frees the objects.
 func (p *Probe) Close() error {
 	var errs []error
+	errs = append(errs, p.latency.detach())
 	for i := len(p.links) - 1; i >= 0; i-- {
 		errs = append(errs, p.links[i].Close())
 	}

@@ -401,3 +401,53 @@ func TestProcessExitClearsCounters(t *testing.T) {
 		t.Errorf("counters for exited pid %d still in the map", pid)
 	}
 }
+
+// The fault-entry hooks follow major faults: armed at load, detached after a
+// calm spell, and back within one read of the next major fault.
+func TestLatencyHooksFollowMajorFaults(t *testing.T) {
+	testenv.RequirePrivileged(t)
+	p, err := Load(Options{LatencyCalm: time.Nanosecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	if !p.LatencyArmed() {
+		t.Fatal("fault-entry hooks not attached at load")
+	}
+	// Other processes may take a major fault at any moment, so look for a
+	// read that saw none rather than assume the first one does.
+	disarmed := false
+	for range 50 {
+		if _, err := p.Read(); err != nil {
+			t.Fatal(err)
+		}
+		if !p.LatencyArmed() {
+			disarmed = true
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if !disarmed {
+		t.Fatal("fault-entry hooks still attached after 50 calm reads")
+	}
+	c := startChild(t, "file", faultFile(t, 1<<20))
+	c.expect(t, "ready")
+	c.send(t, "go")
+	c.expect(t, "done")
+	before, err := p.Read()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !p.LatencyArmed() {
+		t.Fatal("fault-entry hooks not re-attached after major faults")
+	}
+	for _, st := range p.Status() {
+		if st.Name == FaultLatency && !st.Attached {
+			t.Errorf("fault_latency reported down while armed: %v", st.Err)
+		}
+	}
+	// Faults taken while disarmed are not timed, and not counted lost.
+	if lost := before.Lost[FaultLatency]; lost > 10 {
+		t.Errorf("%d fault starts counted lost while disarmed, want none beyond a few in flight", lost)
+	}
+}

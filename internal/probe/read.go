@@ -3,6 +3,7 @@ package probe
 import (
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/cilium/ebpf"
 )
@@ -35,6 +36,7 @@ func (p *Probe) Read() (Snapshot, error) {
 		if perfCount, err = p.perf.Count(); err != nil {
 			return snap, err
 		}
+		p.updateLatency(time.Now(), perfCount)
 	}
 	var seen []uint64
 	if err := p.objs.MajorFaultsSeen.Lookup(uint32(0), &seen); err != nil {

@@ -50,6 +50,7 @@ const (
 	thrashscopeProgMajorFault        = "major_fault"
 	thrashscopeProgMemoryStall       = "memory_stall"
 	thrashscopeProgProcessExit       = "process_exit"
+	thrashscopeVarLatencyArmed       = "latency_armed"
 )
 
 // loadThrashscope returns the embedded CollectionSpec for thrashscope.
@@ -120,6 +121,7 @@ type thrashscopeMapSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type thrashscopeVariableSpecs struct {
+	LatencyArmed *ebpf.VariableSpec `ebpf:"latency_armed"`
 }
 
 // thrashscopeObjects contains all objects after they have been loaded into the kernel.
@@ -171,6 +173,7 @@ func (m *thrashscopeMaps) Close() error {
 //
 // It can be passed to loadThrashscopeObjects or ebpf.CollectionSpec.LoadAndAssign.
 type thrashscopeVariables struct {
+	LatencyArmed *ebpf.Variable `ebpf:"latency_armed"`
 }
 
 // thrashscopePrograms contains all programs after they have been loaded into the kernel.
