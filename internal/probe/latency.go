@@ -14,7 +14,7 @@ import (
 // run only on major faults and stalls; so they are attached only while the
 // host takes major faults, and a host that does not thrash pays nothing for
 // them. The first major faults after a calm spell, up to one sample
-// interval's worth, go untimed.
+// interval's worth, go untimed. Load leaves them detached.
 type latencyHooks struct {
 	calm      time.Duration
 	links     []link.Link
@@ -81,7 +81,7 @@ func (p *Probe) updateLatency(now time.Time, perfCount uint64) {
 		}
 	case majors:
 		h.lastMajor = now
-	case h.armed() && now.Sub(h.lastMajor) >= h.calm:
+	case h.armed() && h.calm > 0 && now.Sub(h.lastMajor) >= h.calm:
 		if err := p.disarmLatency(); err != nil {
 			p.logger.Error("fault-entry hooks failed to detach", "err", err)
 		}

@@ -50,7 +50,8 @@ type Options struct {
 	SysfsPath string // root of sysfs, for the online CPU list and kernel BTF
 	Logger    *slog.Logger
 	// LatencyCalm is how long without a major fault before the fault-entry
-	// hooks are detached again; zero means DefaultLatencyCalm.
+	// hooks are detached again; zero means DefaultLatencyCalm, and a
+	// negative value keeps them attached, so that every fault is timed.
 	LatencyCalm time.Duration
 }
 
@@ -88,7 +89,7 @@ func Load(opts Options) (*Probe, error) {
 		return nil, fmt.Errorf("%w: raising the memlock limit: %w; run as root, or grant CAP_BPF, CAP_PERFMON and CAP_SYS_RESOURCE, or use --probes=procfs", ErrUnavailable, err)
 	}
 
-	if opts.LatencyCalm <= 0 {
+	if opts.LatencyCalm == 0 {
 		opts.LatencyCalm = DefaultLatencyCalm
 	}
 	p := &Probe{logger: opts.Logger, latency: latencyHooks{calm: opts.LatencyCalm}}
@@ -102,6 +103,13 @@ func Load(opts Options) (*Probe, error) {
 		p.armLatency(time.Now()),
 		p.attachRawTracepoint(ProcessExit, "sched_process_exit", p.objs.ProcessExit),
 	)
+	// The fault-entry hooks attached once to prove they can; they wait
+	// detached until the first read that sees a major fault.
+	if p.latency.armed() && opts.LatencyCalm > 0 {
+		if err := p.disarmLatency(); err != nil {
+			return nil, errors.Join(fmt.Errorf("%w: %w", ErrUnavailable, err), p.Close())
+		}
+	}
 	for _, st := range p.status {
 		if st.Err != nil {
 			opts.Logger.Error("probe failed to attach", "probe", st.Name, "err", st.Err)

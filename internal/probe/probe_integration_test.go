@@ -195,7 +195,7 @@ func touchPages(mem []byte) {
 func loadForTest(t *testing.T) *Probe {
 	t.Helper()
 	testenv.RequirePrivileged(t)
-	p, err := Load(Options{})
+	p, err := Load(Options{LatencyCalm: -1}) // time every fault
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -402,8 +402,8 @@ func TestProcessExitClearsCounters(t *testing.T) {
 	}
 }
 
-// The fault-entry hooks follow major faults: armed at load, detached after a
-// calm spell, and back within one read of the next major fault.
+// The fault-entry hooks follow major faults: detached at load, attached
+// within one read of a major fault, detached again after a calm spell.
 func TestLatencyHooksFollowMajorFaults(t *testing.T) {
 	testenv.RequirePrivileged(t)
 	p, err := Load(Options{LatencyCalm: time.Nanosecond})
@@ -411,43 +411,39 @@ func TestLatencyHooksFollowMajorFaults(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer p.Close()
-	if !p.LatencyArmed() {
-		t.Fatal("fault-entry hooks not attached at load")
+	if p.LatencyArmed() {
+		t.Fatal("fault-entry hooks attached at load, before any major fault")
 	}
-	// Other processes may take a major fault at any moment, so look for a
-	// read that saw none rather than assume the first one does.
-	disarmed := false
-	for range 50 {
-		if _, err := p.Read(); err != nil {
-			t.Fatal(err)
+	for _, st := range p.Status() {
+		if st.Name == FaultLatency && !st.Attached {
+			t.Fatalf("fault_latency down at load: %v", st.Err)
 		}
-		if !p.LatencyArmed() {
-			disarmed = true
-			break
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	if !disarmed {
-		t.Fatal("fault-entry hooks still attached after 50 calm reads")
 	}
 	c := startChild(t, "file", faultFile(t, 1<<20))
 	c.expect(t, "ready")
 	c.send(t, "go")
 	c.expect(t, "done")
-	before, err := p.Read()
+	snap, err := p.Read()
 	if err != nil {
 		t.Fatal(err)
 	}
 	if !p.LatencyArmed() {
-		t.Fatal("fault-entry hooks not re-attached after major faults")
-	}
-	for _, st := range p.Status() {
-		if st.Name == FaultLatency && !st.Attached {
-			t.Errorf("fault_latency reported down while armed: %v", st.Err)
-		}
+		t.Fatal("fault-entry hooks not attached after major faults")
 	}
 	// Faults taken while disarmed are not timed, and not counted lost.
-	if lost := before.Lost[FaultLatency]; lost > 10 {
+	if lost := snap.Lost[FaultLatency]; lost > 10 {
 		t.Errorf("%d fault starts counted lost while disarmed, want none beyond a few in flight", lost)
 	}
+	// Other processes may take a major fault at any moment, so look for a
+	// read that saw none rather than assume the next one does.
+	for range 50 {
+		time.Sleep(20 * time.Millisecond)
+		if _, err := p.Read(); err != nil {
+			t.Fatal(err)
+		}
+		if !p.LatencyArmed() {
+			return
+		}
+	}
+	t.Error("fault-entry hooks still attached after 50 reads with a 1 ns calm period")
 }
