@@ -190,3 +190,26 @@ thrashscope_probe_events_lost_total{probe="process_exit"} 0
 	}
 	t.Error("no anon major_fault_latency_seconds histogram")
 }
+
+type fixedSource struct{ s *sampler.Sample }
+
+func (f fixedSource) Latest() (*sampler.Sample, bool) { return f.s, true }
+
+func TestProcfsAloneExportsOnlyUnknownKind(t *testing.T) {
+	smp := &sampler.Sample{Processes: []sampler.Process{{
+		Process:     procfs.Process{PID: 77, Comm: "thrasher"},
+		MajorFaults: [3]uint64{0, 0, 42},
+	}}}
+	const want = `
+# HELP thrashscope_process_major_faults_total Major page faults by kind: anon (swap-in) or file, from the BPF probe since it first saw the process; unknown when the kind could not be told (or on procfs alone).
+# TYPE thrashscope_process_major_faults_total counter
+thrashscope_process_major_faults_total{comm="thrasher",kind="unknown",pid="77"} 42
+`
+	c := NewCollector(fixedSource{smp})
+	if err := testutil.CollectAndCompare(c, strings.NewReader(want), "thrashscope_process_major_faults_total"); err != nil {
+		t.Error(err)
+	}
+	if n := testutil.CollectAndCount(c, "thrashscope_process_memory_stall_seconds_total"); n != 0 {
+		t.Errorf("%d stall series without the probe, want none", n)
+	}
+}

@@ -38,8 +38,7 @@ func (m *processes) update(s *sampler.Sample, ch chan<- prometheus.Metric) {
 	for _, p := range s.Processes {
 		pid, comm := strconv.Itoa(p.PID), p.Comm
 		for i, kind := range probe.Kinds {
-			// unknown is rare with the probe; leave it out until it happens.
-			if kind == probe.KindUnknown && p.MajorFaults[i] == 0 && len(s.Probes) > 0 {
+			if skipKind(kind, p.MajorFaults[i], len(s.Probes) > 0) {
 				continue
 			}
 			ch <- prometheus.MustNewConstMetric(m.major, prometheus.CounterValue, float64(p.MajorFaults[i]), pid, comm, kind)
@@ -54,4 +53,14 @@ func (m *processes) update(s *sampler.Sample, ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(m.swap, prometheus.GaugeValue, float64(p.SwapBytes), pid, comm)
 		ch <- prometheus.MustNewConstMetric(m.virt, prometheus.GaugeValue, float64(p.VirtualBytes), pid, comm)
 	}
+}
+
+// skipKind leaves out the kinds a series would only pretend to know: with the
+// probe, unknown until it happens (it is rare); on procfs alone, anon and file,
+// since maj_flt does not tell them apart.
+func skipKind(kind string, count uint64, withProbe bool) bool {
+	if withProbe {
+		return kind == probe.KindUnknown && count == 0
+	}
+	return kind != probe.KindUnknown
 }

@@ -173,16 +173,6 @@ func (p *Probe) Status() []Status {
 	return out
 }
 
-// Up reports whether the named probe is attached.
-func (p *Probe) Up(name string) bool {
-	for _, st := range p.status {
-		if st.Name == name {
-			return st.Attached
-		}
-	}
-	return false
-}
-
 // Close detaches every program and frees the objects.
 func (p *Probe) Close() error {
 	var errs []error
