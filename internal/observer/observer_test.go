@@ -3,7 +3,6 @@ package observer
 import (
 	"bytes"
 	"context"
-	"crypto/rand"
 	"errors"
 	"fmt"
 	"io"
@@ -11,7 +10,6 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -136,25 +134,12 @@ func attachedPrograms(t *testing.T) int {
 // takeFileFaults makes this very process take n file-backed major faults.
 func takeFileFaults(t *testing.T, n int) {
 	t.Helper()
-	path := filepath.Join("/var/tmp", fmt.Sprintf("thrashscope-observer-test-%d", os.Getpid()))
-	buf := make([]byte, n*os.Getpagesize())
-	_, _ = rand.Read(buf)
-	if err := os.WriteFile(path, buf, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	defer os.Remove(path)
-	f, err := os.Open(path)
+	f, err := os.Open(testenv.UncachedFile(t, n*os.Getpagesize()))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer f.Close()
-	if err := f.Sync(); err != nil {
-		t.Fatal(err)
-	}
-	if err := unix.Fadvise(int(f.Fd()), 0, 0, unix.FADV_DONTNEED); err != nil {
-		t.Fatal(err)
-	}
-	mem, err := unix.Mmap(int(f.Fd()), 0, len(buf), unix.PROT_READ, unix.MAP_PRIVATE)
+	mem, err := unix.Mmap(int(f.Fd()), 0, n*os.Getpagesize(), unix.PROT_READ, unix.MAP_PRIVATE)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -8,7 +8,6 @@ import (
 	"math"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -225,61 +224,33 @@ func majFlt(t *testing.T, pid int) uint64 {
 	return ps.MajorFaults
 }
 
-// faultFile writes a file on a disk-backed filesystem and drops its cache.
-func faultFile(t *testing.T, size int) string {
-	t.Helper()
-	dir := t.TempDir()
-	var st unix.Statfs_t
-	if err := unix.Statfs(dir, &st); err == nil && st.Type == unix.TMPFS_MAGIC {
-		// tmpfs pages cannot be dropped from the cache; use a disk.
-		if dir, err = os.MkdirTemp("/var/tmp", "thrashscope-test-"); err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { os.RemoveAll(dir) })
-	}
-	path := filepath.Join(dir, "faults.dat")
-	buf := make([]byte, size)
-	_, _ = rand.Read(buf)
-	if err := os.WriteFile(path, buf, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	f, err := os.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	if err := f.Sync(); err != nil {
-		t.Fatal(err)
-	}
-	if err := unix.Fadvise(int(f.Fd()), 0, 0, unix.FADV_DONTNEED); err != nil {
-		t.Fatal(err)
-	}
-	return path
-}
-
 func within(got, want uint64, frac float64) bool {
 	return math.Abs(float64(got)-float64(want)) <= frac*float64(want)
+}
+
+// faultRound reads the probe, lets the child take its faults, and reads
+// again: both snapshots, the child's counters and its maj_flt.
+func faultRound(t *testing.T, p *Probe, c *child) (before, after Snapshot, got ProcessCounters, majflt uint64) {
+	t.Helper()
+	var err error
+	if before, err = p.Read(); err != nil {
+		t.Fatal(err)
+	}
+	c.send(t, "go")
+	c.expect(t, "done")
+	if after, err = p.Read(); err != nil {
+		t.Fatal(err)
+	}
+	return before, after, after.Processes[uint32(c.pid())], majFlt(t, c.pid())
 }
 
 func TestMajorFaultsFileAgreeWithMajFlt(t *testing.T) {
 	p := loadForTest(t)
 	const size = 32 << 20
 	pages := uint64(size / os.Getpagesize())
-	c := startChild(t, "file", faultFile(t, size))
+	c := startChild(t, "file", testenv.UncachedFile(t, size))
 	c.expect(t, "ready")
-	before, err := p.Read()
-	if err != nil {
-		t.Fatal(err)
-	}
-	c.send(t, "go")
-	c.expect(t, "done")
-
-	snap, err := p.Read()
-	if err != nil {
-		t.Fatal(err)
-	}
-	got := snap.Processes[uint32(c.pid())]
-	want := majFlt(t, c.pid())
+	before, snap, got, want := faultRound(t, p, c)
 	t.Logf("file: bpf anon=%d file=%d unknown=%d, maj_flt=%d, pages=%d", got.MajorFaults[0], got.MajorFaults[1], got.MajorFaults[2], want, pages)
 	if want < pages*99/100 {
 		t.Fatalf("maj_flt %d < %d pages: the cache was not dropped, the test proves nothing", want, pages)
@@ -312,19 +283,7 @@ func TestMajorFaultsAnonAgreeWithMajFlt(t *testing.T) {
 	if err := cg.Add(c.pid()); err != nil {
 		t.Fatal(err)
 	}
-	before, err := p.Read()
-	if err != nil {
-		t.Fatal(err)
-	}
-	c.send(t, "go")
-	c.expect(t, "done")
-
-	snap, err := p.Read()
-	if err != nil {
-		t.Fatal(err)
-	}
-	got := snap.Processes[uint32(c.pid())]
-	want := majFlt(t, c.pid())
+	before, snap, got, want := faultRound(t, p, c)
 	t.Logf("anon: bpf anon=%d file=%d unknown=%d, maj_flt=%d, pages=%d", got.MajorFaults[0], got.MajorFaults[1], got.MajorFaults[2], want, pages)
 	// Swap readahead brings neighbours in with each read, so fewer faults
 	// than pages are major; a readahead window is at most 2^page-cluster.
@@ -378,7 +337,7 @@ func TestMemoryStallThrashingVersusIdle(t *testing.T) {
 
 func TestProcessExitClearsCounters(t *testing.T) {
 	p := loadForTest(t)
-	c := startChild(t, "file", faultFile(t, 1<<20))
+	c := startChild(t, "file", testenv.UncachedFile(t, 1<<20))
 	c.expect(t, "ready")
 	c.send(t, "go")
 	c.expect(t, "done")
@@ -419,7 +378,7 @@ func TestLatencyHooksFollowMajorFaults(t *testing.T) {
 			t.Fatalf("fault_latency down at load: %v", st.Err)
 		}
 	}
-	c := startChild(t, "file", faultFile(t, 1<<20))
+	c := startChild(t, "file", testenv.UncachedFile(t, 1<<20))
 	c.expect(t, "ready")
 	c.send(t, "go")
 	c.expect(t, "done")

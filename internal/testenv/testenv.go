@@ -6,6 +6,7 @@ package testenv
 import (
 	"bufio"
 	"bytes"
+	"crypto/rand"
 	"errors"
 	"fmt"
 	"os"
@@ -15,6 +16,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // RequireEnv is the variable CI sets so that privileged tests fail instead of
@@ -61,6 +64,41 @@ func RequireTool(t testing.TB, name, pkg string) string {
 	}
 	skipOrFail(t, fmt.Sprintf("needs %s: apt-get install %s", name, pkg))
 	return ""
+}
+
+// UncachedFile writes size random bytes to a file on a disk-backed
+// filesystem and drops it from the page cache, so that reading it back takes
+// major faults. The file goes when the test ends.
+func UncachedFile(t testing.TB, size int) string {
+	t.Helper()
+	dir := t.TempDir()
+	var st unix.Statfs_t
+	if err := unix.Statfs(dir, &st); err == nil && st.Type == unix.TMPFS_MAGIC {
+		// tmpfs pages cannot be dropped from the cache; use a disk.
+		var err error
+		if dir, err = os.MkdirTemp("/var/tmp", "thrashscope-test-"); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { os.RemoveAll(dir) })
+	}
+	path := filepath.Join(dir, "faults.dat")
+	buf := make([]byte, size)
+	_, _ = rand.Read(buf)
+	if err := os.WriteFile(path, buf, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if err := f.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	if err := unix.Fadvise(int(f.Fd()), 0, 0, unix.FADV_DONTNEED); err != nil {
+		t.Fatal(err)
+	}
+	return path
 }
 
 // Cgroup is a memory-limited cgroup made for one test.
