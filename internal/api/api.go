@@ -1,11 +1,15 @@
 // Package api is the observer's HTTP surface: /metrics, the health
-// endpoints, and (as the load generator lands) the run API. It is the last
-// stage of the data flow, serving what the sampler and metrics hold.
+// endpoints and the run API. It is the last stage of the data flow, serving
+// what the sampler, the metrics and the run manager hold. The contract is
+// api/openapi.yaml; a test holds the handlers to it.
 package api
 
 import (
 	"encoding/json"
+	"log/slog"
 	"net/http"
+	"slices"
+	"strings"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -16,40 +20,92 @@ type Options struct {
 	Gatherer prometheus.Gatherer
 	// Ready reports whether the observer has taken its first sample.
 	Ready func() bool
+	// Runs serves the run API; nil leaves the run endpoints answering 503
+	// "runs are not enabled".
+	Runs Runs
+	// Token, when non-empty, is the bearer token every mutating request
+	// (POST, DELETE) must carry.
+	Token string
+	// Logger takes the 500s' causes; nil discards them.
+	Logger *slog.Logger
 }
 
 // NewHandler returns the observer's HTTP handler.
 func NewHandler(opts Options) http.Handler {
-	mux := http.NewServeMux()
-	mux.Handle("GET /metrics", promhttp.HandlerFor(opts.Gatherer, promhttp.HandlerOpts{
+	logger := opts.Logger
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	rt := newRoutes()
+	rt.handle("GET /metrics", promhttp.HandlerFor(opts.Gatherer, promhttp.HandlerOpts{
 		ErrorHandling:       promhttp.ContinueOnError,
 		MaxRequestsInFlight: 4,
 	}))
-	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
+	rt.handle("GET /healthz", http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
-	})
-	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, _ *http.Request) {
+	}))
+	rt.handle("GET /readyz", http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 		if !opts.Ready() {
-			writeJSON(w, http.StatusServiceUnavailable, map[string]string{"error": "no sample taken yet"})
+			writeError(w, http.StatusServiceUnavailable, "no sample taken yet")
 			return
 		}
 		writeJSON(w, http.StatusOK, map[string]string{"status": "ready"})
-	})
-	// Whatever the routes above did not take; the errors stay JSON.
-	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
-		switch r.URL.Path {
-		case "/metrics", "/healthz", "/readyz":
-			w.Header().Set("Allow", "GET, HEAD")
-			writeJSON(w, http.StatusMethodNotAllowed, map[string]string{"error": r.Method + " " + r.URL.Path + ": method not allowed; use GET"})
-		default:
-			writeJSON(w, http.StatusNotFound, map[string]string{"error": "no such endpoint: " + r.Method + " " + r.URL.Path + "; see /metrics, /healthz, /readyz"})
+	}))
+	(&runAPI{runs: opts.Runs, token: opts.Token, logger: logger}).register(rt)
+	return rt.finish()
+}
+
+// routes is a ServeMux that remembers each path's methods, so a known path
+// asked with another method gets a JSON 405 with Allow rather than the
+// mux's plain-text one, and anything else a JSON 404.
+type routes struct {
+	mux     *http.ServeMux
+	paths   []string
+	methods map[string][]string
+}
+
+func newRoutes() *routes {
+	return &routes{mux: http.NewServeMux(), methods: map[string][]string{}}
+}
+
+// handle registers a "METHOD /path" pattern.
+func (rt *routes) handle(pattern string, h http.Handler) {
+	method, path, _ := strings.Cut(pattern, " ")
+	if _, ok := rt.methods[path]; !ok {
+		rt.paths = append(rt.paths, path)
+	}
+	rt.methods[path] = append(rt.methods[path], method)
+	rt.mux.Handle(pattern, h)
+}
+
+func (rt *routes) finish() http.Handler {
+	for _, path := range rt.paths {
+		methods := rt.methods[path]
+		allow := methods
+		if slices.Contains(methods, http.MethodGet) {
+			allow = append(slices.Clone(methods), http.MethodHead) // GET patterns serve HEAD too
 		}
+		// "METHOD /p" is more specific than "/p", so this takes only the
+		// methods registered above did not.
+		rt.mux.HandleFunc(path, func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Allow", strings.Join(allow, ", "))
+			writeError(w, http.StatusMethodNotAllowed, r.Method+" "+r.URL.Path+": method not allowed; use "+strings.Join(methods, " or "))
+		})
+	}
+	known := strings.Join(rt.paths, ", ")
+	rt.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		writeError(w, http.StatusNotFound, "no such endpoint: "+r.Method+" "+r.URL.Path+"; see "+known)
 	})
-	return mux
+	return rt.mux
 }
 
 func writeJSON(w http.ResponseWriter, code int, v any) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(code)
 	_ = json.NewEncoder(w).Encode(v)
+}
+
+// writeError writes the API's one error shape, {"error": "..."}.
+func writeError(w http.ResponseWriter, code int, msg string) {
+	writeJSON(w, code, map[string]string{"error": msg})
 }

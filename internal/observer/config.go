@@ -28,6 +28,9 @@ type Config struct {
 	TopK            int
 	DataDir         string
 	CgroupParent    string
+	// LoadgenBinary is the consumer executable; empty finds loadgen beside
+	// this executable, then on PATH.
+	LoadgenBinary string
 }
 
 // Validate checks every field and says what to change.

@@ -12,6 +12,9 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"sync"
 	"time"
 
@@ -21,10 +24,13 @@ import (
 	"github.com/prometheus/exporter-toolkit/web"
 
 	"github.com/thrashscope/thrashscope/internal/api"
+	"github.com/thrashscope/thrashscope/internal/cgroup"
 	"github.com/thrashscope/thrashscope/internal/metrics"
 	"github.com/thrashscope/thrashscope/internal/probe"
 	"github.com/thrashscope/thrashscope/internal/procfs"
+	"github.com/thrashscope/thrashscope/internal/runs"
 	"github.com/thrashscope/thrashscope/internal/sampler"
+	"github.com/thrashscope/thrashscope/internal/store"
 )
 
 // Observer is the assembled daemon.
@@ -35,10 +41,17 @@ type Observer struct {
 	sampler  *sampler.Sampler
 	registry *prometheus.Registry
 	handler  http.Handler
+	runs     *runs.Manager // nil when runs are unavailable
 }
 
 // New loads the probes as --probes says and builds everything else.
 func New(cfg Config, logger *slog.Logger) (*Observer, error) {
+	return build(cfg, logger, false)
+}
+
+// build assembles the observer; checkOnly leaves out the run manager, so
+// --check changes nothing on the host.
+func build(cfg Config, logger *slog.Logger, checkOnly bool) (*Observer, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
@@ -69,20 +82,87 @@ func New(cfg Config, logger *slog.Logger) (*Observer, error) {
 	if o.probe != nil {
 		scfg.Probe = o.probe
 	}
+	var runCollector *metrics.RunCollector
+	if !checkOnly {
+		o.runs = newRuns(cfg, fs, logger, func(i int, d time.Duration) { runCollector.ObserveCycle(i, d) })
+	}
+	if o.runs != nil {
+		scfg.Pinned, scfg.OnSample = o.runs.Pinned, o.runs.OnSample
+		runCollector = metrics.NewRunCollector(o.runs)
+	}
 	o.sampler = sampler.New(scfg)
 
 	o.registry = prometheus.NewRegistry()
+	if runCollector != nil {
+		o.registry.MustRegister(runCollector)
+	}
 	o.registry.MustRegister(
 		metrics.NewCollector(o.sampler),
 		versioncollector.NewCollector("thrashscope"),
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 	)
-	o.handler = api.NewHandler(api.Options{
+	opts := api.Options{
 		Gatherer: o.registry,
 		Ready:    func() bool { _, ok := o.sampler.Latest(); return ok },
-	})
+		Logger:   logger.With("component", "api"),
+	}
+	if o.runs != nil {
+		opts.Runs = o.runs
+	}
+	if cfg.APITokenFile != "" {
+		if opts.Token, err = ReadToken(cfg.APITokenFile); err != nil {
+			o.Close()
+			return nil, err
+		}
+	}
+	o.handler = api.NewHandler(opts)
 	return o, nil
+}
+
+// newRuns sets up the run manager, or returns nil (logged) when runs cannot
+// work here: the observer still observes.
+func newRuns(cfg Config, fs procfs.FS, logger *slog.Logger, onCycle func(int, time.Duration)) *runs.Manager {
+	log := logger.With("component", "runs")
+	st, err := store.Open(cfg.DataDir)
+	if err != nil {
+		log.Warn("runs are disabled: "+err.Error()+"; set --data.dir to a writable directory", "data_dir", cfg.DataDir)
+		return nil
+	}
+	rc := runs.Config{Store: st, ProcFS: fs, Logger: log, OnCycle: onCycle, Binary: cfg.LoadgenBinary}
+	if rc.Binary == "" {
+		rc.Binary = findLoadgen()
+	}
+	if cfg.CgroupParent != "" {
+		rc.Parent, rc.ParentErr = cgroup.ParentAt(cfg.CgroupParent)
+	} else {
+		rc.Parent, rc.ParentErr = cgroup.Own(cfg.ProcfsPath)
+	}
+	if rc.ParentErr == nil {
+		rc.ParentErr = rc.Parent.Check()
+	}
+	if rc.ParentErr != nil {
+		log.Warn("runs will be refused: " + rc.ParentErr.Error())
+	}
+	m, err := runs.New(rc)
+	if err != nil {
+		log.Warn("cleaning up after a previous observer", "err", err)
+	}
+	return m
+}
+
+// findLoadgen finds the consumer binary beside this executable, then on PATH.
+func findLoadgen() string {
+	if exe, err := os.Executable(); err == nil {
+		p := filepath.Join(filepath.Dir(exe), "loadgen")
+		if _, err := os.Stat(p); err == nil {
+			return p
+		}
+	}
+	if p, err := exec.LookPath("loadgen"); err == nil {
+		return p
+	}
+	return "loadgen (not found beside observer or on PATH)"
 }
 
 // Handler serves the observer's endpoints.
@@ -133,6 +213,9 @@ func (o *Observer) Run(ctx context.Context, listeners []net.Listener, webConfigF
 	case err = <-serveErr:
 		err = fmt.Errorf("serving HTTP: %w", err)
 	}
+	if o.runs != nil {
+		o.runs.Close() // an active run is aborted and saved before anything stops
+	}
 	stopSampling()
 	wg.Wait()
 	closeErr := o.Close()
@@ -147,6 +230,9 @@ func (o *Observer) Run(ctx context.Context, listeners []net.Listener, webConfigF
 // Close detaches the probes. Run calls it; call it yourself only when Run
 // was never called.
 func (o *Observer) Close() error {
+	if o.runs != nil {
+		o.runs.Close()
+	}
 	if o.probe == nil {
 		return nil
 	}
@@ -163,7 +249,7 @@ var ErrCheckFailed = errors.New("a required probe failed")
 // required probe did not attach.
 func Check(cfg Config, w io.Writer, logger *slog.Logger) error {
 	cfg.Probes = ProbesBPF
-	o, err := New(cfg, logger)
+	o, err := build(cfg, logger, true)
 	if err != nil {
 		return err
 	}

@@ -32,7 +32,10 @@ type Config struct {
 	// Pinned lists processes tracked whatever their activity: the consumers
 	// of the active run. Nil means none.
 	Pinned func() []int
-	Logger *slog.Logger
+	// OnSample, when set, sees each new sample with the one before it
+	// (nil at first); the run manager builds its sample table from them.
+	OnSample func(prev, cur *Sample)
+	Logger   *slog.Logger
 }
 
 // Sample is one reading of the host.
@@ -165,8 +168,12 @@ func (s *Sampler) SampleOnce() error {
 	smp.Processes = s.track(candidates)
 
 	s.mu.Lock()
+	prev := s.latest
 	s.latest = smp
 	s.mu.Unlock()
+	if s.cfg.OnSample != nil {
+		s.cfg.OnSample(prev, smp)
+	}
 	return errors.Join(errs...)
 }
 

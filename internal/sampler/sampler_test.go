@@ -169,3 +169,27 @@ func TestProcfsAloneRanksByMajFlt(t *testing.T) {
 		t.Errorf("procfs-alone process: faults %v (want all unknown), HasStall %v (want false)", p.MajorFaults, p.HasStall)
 	}
 }
+
+func TestRatesBetween(t *testing.T) {
+	t0 := time.Unix(1000, 0)
+	prev := &Sample{Time: t0,
+		CPU:      procfs.CPUSeconds{User: 10, Nice: 0, System: 5, Idle: 85},
+		VMStat:   procfs.VMStat{PswpIn: 100, PswpOut: 50, PgpgIn: 1000, PgMajFault: 7},
+		Pressure: &procfs.Pressure{SomeTotal: time.Second, FullTotal: 0},
+	}
+	cur := &Sample{Time: t0.Add(2 * time.Second),
+		CPU:      procfs.CPUSeconds{User: 11, Nice: 1, System: 6, Idle: 86, IOWait: 1},
+		VMStat:   procfs.VMStat{PswpIn: 300, PswpOut: 40, PgpgIn: 1400, PgMajFault: 27},
+		Pressure: &procfs.Pressure{SomeTotal: 2 * time.Second, FullTotal: 500 * time.Millisecond},
+	}
+	r := RatesBetween(prev, cur)
+	want := Rates{Seconds: 2, CPUUserPercent: 40, CPUSystemPercent: 20, CPUIOWaitPercent: 20,
+		SwapInPagesPerSecond: 100, SwapOutPagesPerSecond: 0, PagedInKiBPerSecond: 200, MajorFaultsPerSecond: 10,
+		PressureSomePercent: 50, PressureFullPercent: 25}
+	if r != want {
+		t.Errorf("got  %+v\nwant %+v", r, want)
+	}
+	if RatesBetween(cur, cur) != (Rates{}) {
+		t.Error("zero interval should give zero rates")
+	}
+}

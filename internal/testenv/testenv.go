@@ -4,20 +4,18 @@
 package testenv
 
 import (
-	"bufio"
 	"bytes"
+	"context"
 	"crypto/rand"
-	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
-	"strconv"
-	"strings"
-	"syscall"
 	"testing"
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/thrashscope/thrashscope/internal/cgroup"
 )
 
 // RequireEnv is the variable CI sets so that privileged tests fail instead of
@@ -103,8 +101,7 @@ func UncachedFile(t testing.TB, size int) string {
 
 // Cgroup is a memory-limited cgroup made for one test.
 type Cgroup struct {
-	Path string
-	v2   bool
+	*cgroup.Cgroup
 }
 
 // MemoryCgroup creates a cgroup with a memory limit beneath the test's own
@@ -112,102 +109,23 @@ type Cgroup struct {
 // whatever is still inside.
 func MemoryCgroup(t testing.TB, limitBytes int64) *Cgroup {
 	t.Helper()
-	parent, v2, err := ownMemoryCgroup()
+	parent, err := cgroup.Own("/proc")
+	if err == nil {
+		err = parent.Check()
+	}
+	if err != nil {
+		skipOrFail(t, fmt.Sprintf("needs a memory cgroup to nest the test's under: %v", err))
+	}
+	c, err := parent.Create(fmt.Sprintf("test-%d-%d", os.Getpid(), time.Now().UnixNano()), cgroup.Limits{MemoryBytes: limitBytes})
 	if err != nil {
 		t.Fatal(err)
 	}
-	cg := &Cgroup{Path: filepath.Join(parent, fmt.Sprintf("thrashscope-test-%d-%d", os.Getpid(), time.Now().UnixNano())), v2: v2}
-	if err := os.Mkdir(cg.Path, 0o755); err != nil {
-		t.Fatalf("creating test cgroup: %v", err)
-	}
 	t.Cleanup(func() {
-		if err := cg.remove(); err != nil {
-			t.Errorf("removing test cgroup %s: %v", cg.Path, err)
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if err := c.Destroy(ctx); err != nil {
+			t.Error(err)
 		}
 	})
-	limit := strconv.FormatInt(limitBytes, 10)
-	file := "memory.limit_in_bytes"
-	if v2 {
-		file = "memory.max"
-	}
-	if err := os.WriteFile(filepath.Join(cg.Path, file), []byte(limit), 0); err != nil {
-		t.Fatalf("setting %s: %v", file, err)
-	}
-	return cg
-}
-
-// Add moves a process into the cgroup.
-func (c *Cgroup) Add(pid int) error {
-	return os.WriteFile(filepath.Join(c.Path, "cgroup.procs"), []byte(strconv.Itoa(pid)), 0)
-}
-
-func (c *Cgroup) pids() ([]int, error) {
-	b, err := os.ReadFile(filepath.Join(c.Path, "cgroup.procs"))
-	if err != nil {
-		return nil, err
-	}
-	var pids []int
-	for f := range strings.FieldsSeq(string(b)) {
-		if pid, err := strconv.Atoi(f); err == nil {
-			pids = append(pids, pid)
-		}
-	}
-	return pids, nil
-}
-
-func (c *Cgroup) remove() error {
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		pids, err := c.pids()
-		if errors.Is(err, os.ErrNotExist) {
-			return nil
-		}
-		for _, pid := range pids {
-			_ = syscall.Kill(pid, syscall.SIGKILL)
-		}
-		if len(pids) == 0 {
-			if err := os.Remove(c.Path); err == nil || errors.Is(err, os.ErrNotExist) {
-				return nil
-			} else if time.Now().After(deadline) {
-				return err
-			}
-		} else if time.Now().After(deadline) {
-			return fmt.Errorf("processes %v still inside", pids)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
-
-// ownMemoryCgroup finds the memory cgroup this process runs in: the v1
-// memory hierarchy if mounted, else the unified one if memory is delegated.
-func ownMemoryCgroup() (path string, v2 bool, err error) {
-	f, err := os.Open("/proc/self/cgroup")
-	if err != nil {
-		return "", false, err
-	}
-	defer f.Close()
-	var unified string
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		parts := strings.SplitN(sc.Text(), ":", 3)
-		if len(parts) != 3 {
-			continue
-		}
-		if parts[1] == "" && parts[0] == "0" {
-			unified = parts[2]
-		}
-		for c := range strings.SplitSeq(parts[1], ",") {
-			if c == "memory" {
-				return filepath.Join("/sys/fs/cgroup/memory", parts[2]), false, nil
-			}
-		}
-	}
-	for _, root := range []string{"/sys/fs/cgroup", "/sys/fs/cgroup/unified"} {
-		dir := filepath.Join(root, unified)
-		ctl, err := os.ReadFile(filepath.Join(dir, "cgroup.subtree_control"))
-		if err == nil && bytes.Contains(ctl, []byte("memory")) {
-			return dir, true, nil
-		}
-	}
-	return "", false, errors.New("no memory cgroup to nest under: mount the v1 memory controller, or delegate memory to this cgroup on cgroup v2 (memory in cgroup.subtree_control)")
+	return &Cgroup{c}
 }

@@ -1,0 +1,272 @@
+// Command loadgen is thrashscope's load generator. `loadgen run` runs an
+// experiment standalone, `loadgen fill` the progressive-fill experiment, and
+// `loadgen consume` is one consumer process, started by the master (loadgen
+// run or the observer). main only wires flags, signals, prctl and exit
+// codes; the logic lives in internal/loadgen and internal/runs.
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"runtime"
+	"syscall"
+	"time"
+	"unsafe"
+
+	"github.com/alecthomas/kingpin/v2"
+	"github.com/alecthomas/units"
+	"github.com/prometheus/common/version"
+	"golang.org/x/sys/unix"
+
+	"github.com/thrashscope/thrashscope/internal/loadgen"
+	"github.com/thrashscope/thrashscope/internal/runs"
+)
+
+// Exit statuses.
+const (
+	exitOK      = 0 // also after SIGTERM, and when the master is gone
+	exitFailed  = 1
+	exitBadArgs = 2
+)
+
+// The main goroutine stays on the main thread, so that PR_SET_NAME names
+// the thread-group leader: the comm in /proc/<pid>/comm and stat.
+func init() { runtime.LockOSThread() }
+
+func main() {
+	app := kingpin.New("loadgen", "thrashscope's load generator: controlled memory thrashing, after Maziero et al. (2013).")
+	app.Version(version.Print("loadgen"))
+	app.HelpFlag.Short('h')
+	consume, consumeCfg := loadgen.ConsumeCommand(app)
+
+	run := app.Command("run", "Run an experiment standalone, without the observer: consumers in a memory-limited cgroup, a live progress line, and the run record and samples.csv under --out.")
+	var rf runFlags
+	rf.common(run)
+	run.Flag("preset", "e1, e2, e3, e4 (Maziero et al., 2013) or syn8 (Reuven and Wiseman, 2006).").Default("e4").StringVar(&rf.preset)
+	rf.consumers = rf.flag(run, "consumers", "Number of consumers N (default: the preset's).").Int()
+	rf.size = rf.flag(run, "size", "Bytes per consumer S, before --scale (e.g. 100MB).").Bytes()
+	rf.writes = rf.flag(run, "writes", "Writes per cycle W.").Int()
+	rf.sleep = rf.flag(run, "sleep", "Sleep after each cycle t_s.").Duration()
+	rf.interval = rf.flag(run, "interval", "Activation interval t_c.").Duration()
+	rf.leadIn = rf.flag(run, "lead-in", "Time before the first consumer starts.").Duration()
+	rf.backing = rf.flag(run, "backing", "anon (needs swap) or file (thrashes the page cache; no swap needed).").Enum(loadgen.BackingAnon, loadgen.BackingFile)
+	rf.fill = rf.flag(run, "fill", "random (incompressible, the default) or zero.").Enum(loadgen.FillRandom, loadgen.FillZero)
+
+	fill := app.Command("fill", "The progressive-fill experiment (seed 002): fill chunks up to a total inside a run cgroup, keeping earlier chunks hot, and write fill time per chunk (mean, SD) to fill.csv.")
+	var ff runFlags
+	ff.common(fill)
+	ff.size = ff.flag(fill, "chunk", "Chunk size (default: the memory limit / 8).").Bytes()
+	total := fill.Flag("total", "Total to fill (default: 1.5 × the memory limit).").Bytes()
+	ff.repeats = ff.flag(fill, "repeats", "Repetitions, for the mean and SD.").Default("5").Int()
+
+	cmd, err := app.Parse(os.Args[1:])
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "loadgen: %v; try --help\n", err)
+		os.Exit(exitBadArgs)
+	}
+	switch cmd {
+	case consume.FullCommand():
+		os.Exit(runConsume(*consumeCfg))
+	case run.FullCommand():
+		os.Exit(runExperiment(rf.spec(), rf))
+	case fill.FullCommand():
+		ff.preset = loadgen.PresetFill
+		spec, err := ff.fillSpec(int64(*total))
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "loadgen fill:", err)
+			os.Exit(exitBadArgs)
+		}
+		os.Exit(runExperiment(spec, ff))
+	}
+}
+
+// runFlags are loadgen run's and fill's flags; unset ones leave the
+// preset's value.
+type runFlags struct {
+	preset                   string
+	scale                    *float64
+	limit, size              *units.Base2Bytes
+	consumers, writes        *int
+	repeats                  *int
+	sleep, interval, leadIn  *time.Duration
+	backing, fill            *string
+	out, cgroupParent, procs string
+	set                      map[string]*bool
+}
+
+func (f *runFlags) common(cmd *kingpin.CmdClause) {
+	f.set = map[string]*bool{}
+	f.scale = f.flag(cmd, "scale", "Multiply sizes and the memory limit (0.1 makes e4 a 60 s thrash of 25 × 10 MB in 100 MiB).").Float64()
+	f.limit = f.flag(cmd, "memory-limit", "The run cgroup's memory limit before --scale (default 1GiB, the paper's RAM).").Bytes()
+	cmd.Flag("out", "Directory for the run record and samples (runs/<id>/).").Default("thrashscope-runs").StringVar(&f.out)
+	cmd.Flag("cgroup.parent", "cgroup to make the run cgroup under (default: this process's own).").Default("").StringVar(&f.cgroupParent)
+	cmd.Flag("path.procfs", "procfs mount point.").Default("/proc").StringVar(&f.procs)
+}
+
+// flag declares an optional flag whose absence leaves the preset's value.
+func (f *runFlags) flag(cmd *kingpin.CmdClause, name, help string) *kingpin.FlagClause {
+	f.set[name] = new(bool)
+	return cmd.Flag(name, help).IsSetByUser(f.set[name])
+}
+
+func (f *runFlags) isSet(name string) bool { b := f.set[name]; return b != nil && *b }
+
+func (f *runFlags) spec() loadgen.Spec {
+	s := loadgen.Spec{Preset: f.preset}
+	if f.isSet("scale") {
+		s.Scale = f.scale
+	}
+	if f.isSet("memory-limit") {
+		s.MemoryLimitBytes = ptr(int64(*f.limit))
+	}
+	if f.isSet("size") || f.isSet("chunk") {
+		s.SizeBytes = ptr(int64(*f.size))
+	}
+	if f.isSet("consumers") {
+		s.Consumers = f.consumers
+	}
+	if f.isSet("writes") {
+		s.WritesPerCycle = f.writes
+	}
+	dur := func(name string, d *time.Duration) *loadgen.Duration {
+		if !f.isSet(name) {
+			return nil
+		}
+		return ptr(loadgen.Duration(*d))
+	}
+	s.Sleep, s.Interval, s.LeadIn = dur("sleep", f.sleep), dur("interval", f.interval), dur("lead-in", f.leadIn)
+	if f.isSet("backing") {
+		s.Backing = f.backing
+	}
+	if f.isSet("fill") {
+		s.Fill = f.fill
+	}
+	if f.repeats != nil {
+		s.Repeats = f.repeats
+	}
+	return s
+}
+
+// fillSpec turns --chunk and --total into the fill preset's chunk size and
+// count, defaulting both from the memory limit (seed 002 filled 1 GB chunks
+// past RAM).
+func (f *runFlags) fillSpec(total int64) (loadgen.Spec, error) {
+	s := f.spec()
+	limit := int64(1 << 30)
+	if s.MemoryLimitBytes != nil {
+		limit = *s.MemoryLimitBytes
+	}
+	chunk := limit / 8
+	if s.SizeBytes != nil {
+		chunk = *s.SizeBytes
+	}
+	if total == 0 {
+		total = limit + limit/2
+	}
+	if chunk <= 0 || total < chunk {
+		return s, fmt.Errorf("--total (%d) must be at least one --chunk (%d)", total, chunk)
+	}
+	s.SizeBytes, s.Consumers = &chunk, ptr(int(total/chunk))
+	return s, nil
+}
+
+func ptr[T any](v T) *T { return &v }
+
+// runExperiment runs a spec standalone and prints where its record went.
+func runExperiment(spec loadgen.Spec, f runFlags) int {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	exe, err := os.Executable()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "loadgen:", err)
+		return exitFailed
+	}
+	_, termErr := unix.IoctlGetTermios(int(os.Stderr.Fd()), unix.TCGETS)
+	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	rec, err := runs.RunStandalone(ctx, runs.StandaloneConfig{
+		Spec: spec, OutDir: f.out, Binary: exe, CgroupParent: f.cgroupParent, ProcfsPath: f.procs,
+		Progress: os.Stderr, Interactive: termErr == nil, Logger: logger,
+	})
+	var fe *loadgen.FieldError
+	var ue *loadgen.UnsafeError
+	switch {
+	case errors.As(err, &fe):
+		fmt.Fprintf(os.Stderr, "loadgen: invalid spec: %v\n", err)
+		return exitBadArgs
+	case errors.As(err, &ue):
+		fmt.Fprintf(os.Stderr, "loadgen: refused: %v\n", err)
+		return exitBadArgs
+	case err != nil:
+		fmt.Fprintln(os.Stderr, "loadgen:", err)
+		return exitFailed
+	}
+	dir := filepath.Join(f.out, "runs", rec.ID)
+	fmt.Printf("run %s %s", rec.ID, rec.State)
+	if rec.Reason != "" {
+		fmt.Printf(": %s", rec.Reason)
+	}
+	fmt.Printf("\nrecord and samples in %s\n", dir)
+	if rec.State != loadgen.StateCompleted {
+		return exitFailed
+	}
+	return exitOK
+}
+
+func runConsume(cfg loadgen.ConsumerConfig) int {
+	if err := cfg.Validate(); err != nil {
+		fmt.Fprintln(os.Stderr, "loadgen consume:", err)
+		return exitBadArgs
+	}
+	if err := prepareConsumerProcess(cfg.Index, cfg.ParentPID); err != nil {
+		if errors.Is(err, loadgen.ErrParentGone) {
+			return exitOK
+		}
+		fmt.Fprintln(os.Stderr, "loadgen consume:", err)
+		return exitFailed
+	}
+	// Not just "is fd 3 open": without ExtraFiles the runtime's own cgroup
+	// files (GOMAXPROCS) land there.
+	var st unix.Stat_t
+	if err := unix.Fstat(3, &st); err != nil || (st.Mode&unix.S_IFMT != unix.S_IFIFO && st.Mode&unix.S_IFMT != unix.S_IFSOCK && st.Mode&unix.S_IFMT != unix.S_IFCHR) {
+		fmt.Fprintln(os.Stderr, "loadgen consume: fd 3 must be the report pipe (or 3>/dev/null by hand); consumers are started by loadgen run or the observer")
+		return exitBadArgs
+	}
+	rep := os.NewFile(3, "report pipe")
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
+	defer stop()
+	err := loadgen.Consume(ctx, cfg, os.Stdin, rep)
+	switch {
+	case err == nil, errors.Is(err, loadgen.ErrParentGone):
+		return exitOK
+	default:
+		fmt.Fprintln(os.Stderr, "loadgen consume:", err)
+		return exitFailed
+	}
+}
+
+// prepareConsumerProcess arms PR_SET_PDEATHSIG on the main thread, checks
+// that the parent is still parentPID (it may have died before the signal
+// was armed) and names the process consumer-NN.
+func prepareConsumerProcess(index, parentPID int) error {
+	if err := unix.Prctl(unix.PR_SET_PDEATHSIG, uintptr(unix.SIGKILL), 0, 0, 0); err != nil {
+		return fmt.Errorf("prctl(PR_SET_PDEATHSIG): %w", err)
+	}
+	if parentPID > 0 && unix.Getppid() != parentPID {
+		return loadgen.ErrParentGone
+	}
+	name, err := unix.BytePtrFromString(loadgen.ConsumerName(index))
+	if err != nil {
+		return err
+	}
+	err = unix.Prctl(unix.PR_SET_NAME, uintptr(unsafe.Pointer(name)), 0, 0, 0)
+	runtime.KeepAlive(name)
+	if err != nil {
+		return fmt.Errorf("prctl(PR_SET_NAME): %w", err)
+	}
+	return nil
+}

@@ -1,0 +1,157 @@
+package api
+
+import (
+	"fmt"
+	"io"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/thrashscope/thrashscope/internal/loadgen"
+)
+
+var t0 = time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+
+// fakeRuns is a run manager in memory. Like the real one it resolves and
+// validates specs with loadgen, refuses a second active run, and refuses
+// an anon run whose demand exceeds its limit (this host has no swap).
+// Every error comes back wrapped, as the real manager's may.
+type fakeRuns struct {
+	mu   sync.Mutex
+	recs []loadgen.Record // newest first
+	// err, when set, is what every method fails with.
+	err error
+	// samplesErr fails WriteSamples after the header row.
+	samplesErr error
+}
+
+// newFakeRuns holds one completed run, run-1, and with active a running
+// run-2 too.
+func newFakeRuns(active bool) *fakeRuns {
+	rs, err := loadgen.Resolve(loadgen.Spec{Preset: "e4", Scale: ptr(0.1), Backing: ptr(loadgen.BackingFile)})
+	if err != nil {
+		panic(err)
+	}
+	ended := t0.Add(rs.Duration())
+	done := loadgen.Record{
+		ID: "run-1", Spec: rs, State: loadgen.StateCompleted, StartedAt: t0, EndedAt: &ended,
+		Cgroup: "/sys/fs/cgroup/memory/thrashscope/run-1", Host: "observer",
+		Consumers: plan(rs, t0),
+		Transitions: []loadgen.Transition{
+			{At: t0.Add(20 * time.Second), To: "monitoring"},
+			{At: t0.Add(25 * time.Second), To: "thrashing", Processes: []string{"consumer-00", "consumer-01"}},
+			{At: t0.Add(50 * time.Second), To: "normal"},
+		},
+	}
+	for i := range done.Consumers {
+		c := &done.Consumers[i]
+		start, end := c.PlannedStart.Add(time.Millisecond), c.PlannedEnd.Add(time.Duration(i)*time.Millisecond)
+		c.PID, c.ActualStart, c.ActualEnd = 1000+i, &start, &end
+		c.Cycles, c.LatenessSeconds, c.Exit = 42, end.Sub(c.PlannedEnd).Seconds(), "ok"
+	}
+	f := &fakeRuns{recs: []loadgen.Record{done}}
+	if active {
+		// A pending run with no consumers planned yet: the API must still
+		// send consumers as a list.
+		f.recs = slices.Insert(f.recs, 0, loadgen.Record{ID: "run-2", Spec: rs, State: loadgen.StatePending, StartedAt: ended, Cgroup: "/sys/fs/cgroup/memory/thrashscope/run-2"})
+	}
+	return f
+}
+
+func plan(rs loadgen.Resolved, start time.Time) []loadgen.ConsumerRecord {
+	var cs []loadgen.ConsumerRecord
+	for _, s := range rs.Schedule() {
+		cs = append(cs, loadgen.ConsumerRecord{Index: s.Index, PlannedStart: start.Add(s.Start), PlannedEnd: start.Add(s.End)})
+	}
+	return cs
+}
+
+func ptr[T any](v T) *T { return &v }
+
+func (f *fakeRuns) Start(spec loadgen.Spec) (loadgen.Record, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.err != nil {
+		return loadgen.Record{}, f.err
+	}
+	rs, err := loadgen.Resolve(spec)
+	if err != nil {
+		return loadgen.Record{}, fmt.Errorf("resolving the spec: %w", err)
+	}
+	for _, r := range f.recs {
+		if loadgen.Active(r.State) {
+			return loadgen.Record{}, fmt.Errorf("run %s is %s: %w", r.ID, r.State, loadgen.ErrBusy)
+		}
+	}
+	if rs.Backing == loadgen.BackingAnon && rs.Demand() > rs.MemoryLimitBytes {
+		return loadgen.Record{}, fmt.Errorf("checking the budget: %w", &loadgen.UnsafeError{
+			Msg: "no swap configured: an anon thrash would OOM; add swap (fallocate, mkswap, swapon) or use backing=file"})
+	}
+	id := fmt.Sprintf("run-%d", len(f.recs)+1)
+	rec := loadgen.Record{ID: id, Spec: rs, State: loadgen.StateRunning, StartedAt: t0,
+		Cgroup: "/sys/fs/cgroup/memory/thrashscope/" + id, Host: "observer", Consumers: plan(rs, t0)}
+	f.recs = slices.Insert(f.recs, 0, rec)
+	return rec, nil
+}
+
+func (f *fakeRuns) List() ([]loadgen.Record, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.err != nil {
+		return nil, f.err
+	}
+	return slices.Clone(f.recs), nil
+}
+
+func (f *fakeRuns) find(id string) (int, error) {
+	if f.err != nil {
+		return 0, f.err
+	}
+	i := slices.IndexFunc(f.recs, func(r loadgen.Record) bool { return r.ID == id })
+	if i < 0 {
+		return 0, fmt.Errorf("run %s: %w", id, loadgen.ErrNotFound)
+	}
+	return i, nil
+}
+
+func (f *fakeRuns) Get(id string) (loadgen.Record, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	i, err := f.find(id)
+	if err != nil {
+		return loadgen.Record{}, err
+	}
+	return f.recs[i], nil
+}
+
+func (f *fakeRuns) Abort(id string) (loadgen.Record, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	i, err := f.find(id)
+	if err != nil {
+		return loadgen.Record{}, err
+	}
+	if r := &f.recs[i]; loadgen.Active(r.State) {
+		end := r.StartedAt.Add(3 * time.Second)
+		r.State, r.Reason, r.EndedAt = loadgen.StateAborted, "aborted over the API", &end
+	}
+	return f.recs[i], nil
+}
+
+const samplesHeader = "elapsed_seconds,cpu_user_percent,cpu_system_percent,swap_in_pages_per_second,swap_out_pages_per_second,major_faults_per_second\n"
+
+func (f *fakeRuns) WriteSamples(id string, w io.Writer) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if _, err := f.find(id); err != nil {
+		return err
+	}
+	if _, err := io.WriteString(w, samplesHeader); err != nil {
+		return err
+	}
+	if f.samplesErr != nil {
+		return f.samplesErr
+	}
+	_, err := io.WriteString(w, "1,12.5,3.1,0,0,0\n2,10.2,20.7,1840,2210,1750\n")
+	return err
+}

@@ -1,0 +1,274 @@
+package api
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"crypto/subtle"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"mime"
+	"net/http"
+	"regexp"
+	"strings"
+
+	"github.com/thrashscope/thrashscope/internal/loadgen"
+)
+
+// Runs is what the run API needs from the run manager.
+type Runs interface {
+	Start(spec loadgen.Spec) (loadgen.Record, error) // *loadgen.FieldError→400, loadgen.ErrBusy→409, *loadgen.UnsafeError→422, else 500
+	List() ([]loadgen.Record, error)                 // newest first
+	Get(id string) (loadgen.Record, error)           // loadgen.ErrNotFound→404
+	Abort(id string) (loadgen.Record, error)         // idempotent: aborting a finished run returns it unchanged, 200; ErrNotFound→404
+	WriteSamples(id string, w io.Writer) error       // CSV; ErrNotFound→404
+}
+
+// maxBodyBytes bounds a request body; a run spec is a few hundred bytes.
+const maxBodyBytes = 64 << 10
+
+var runIDPattern = regexp.MustCompile(`^[a-z0-9-]{1,64}$`)
+
+const (
+	specExample   = `{"preset":"e4","scale":0.1}`
+	tokenHowTo    = `send the header "Authorization: Bearer <token>" with the token from the observer's --web.api-token-file`
+	authChallenge = `Bearer realm="thrashscope"`
+)
+
+type runAPI struct {
+	runs      Runs
+	token     string
+	tokenHash [sha256.Size]byte
+	logger    *slog.Logger
+}
+
+func (a *runAPI) register(rt *routes) {
+	a.tokenHash = sha256.Sum256([]byte(a.token))
+	rt.handle("GET /api/v1/presets", http.HandlerFunc(a.presets))
+	rt.handle("POST /api/v1/runs", http.HandlerFunc(a.start))
+	rt.handle("GET /api/v1/runs", http.HandlerFunc(a.list))
+	rt.handle("GET /api/v1/runs/{id}", http.HandlerFunc(a.get))
+	rt.handle("DELETE /api/v1/runs/{id}", http.HandlerFunc(a.abort))
+	rt.handle("GET /api/v1/runs/{id}/samples.csv", http.HandlerFunc(a.samples))
+}
+
+func (a *runAPI) presets(w http.ResponseWriter, _ *http.Request) {
+	writeJSON(w, http.StatusOK, loadgen.Presets())
+}
+
+func (a *runAPI) start(w http.ResponseWriter, r *http.Request) {
+	if !a.authorized(w, r) || !a.enabled(w) {
+		return
+	}
+	body, ok := specBody(w, r)
+	if !ok {
+		return
+	}
+	spec, err := loadgen.DecodeSpec(body)
+	if err != nil {
+		a.fail(w, r, "", err)
+		return
+	}
+	rec, err := a.runs.Start(spec)
+	if err != nil {
+		a.fail(w, r, "", err)
+		return
+	}
+	w.Header().Set("Location", "/api/v1/runs/"+rec.ID)
+	writeJSON(w, http.StatusCreated, wire(rec))
+}
+
+func (a *runAPI) list(w http.ResponseWriter, r *http.Request) {
+	if !a.enabled(w) {
+		return
+	}
+	recs, err := a.runs.List()
+	if err != nil {
+		a.fail(w, r, "", err)
+		return
+	}
+	out := make([]loadgen.Record, 0, len(recs))
+	for _, rec := range recs {
+		out = append(out, wire(rec))
+	}
+	writeJSON(w, http.StatusOK, map[string][]loadgen.Record{"runs": out})
+}
+
+func (a *runAPI) get(w http.ResponseWriter, r *http.Request) {
+	id, ok := runID(w, r)
+	if !ok || !a.enabled(w) {
+		return
+	}
+	rec, err := a.runs.Get(id)
+	if err != nil {
+		a.fail(w, r, id, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, wire(rec))
+}
+
+func (a *runAPI) abort(w http.ResponseWriter, r *http.Request) {
+	if !a.authorized(w, r) {
+		return
+	}
+	id, ok := runID(w, r)
+	if !ok || !a.enabled(w) {
+		return
+	}
+	rec, err := a.runs.Abort(id)
+	if err != nil {
+		a.fail(w, r, id, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, wire(rec))
+}
+
+func (a *runAPI) samples(w http.ResponseWriter, r *http.Request) {
+	id, ok := runID(w, r)
+	if !ok || !a.enabled(w) {
+		return
+	}
+	// Headers go out with the first byte, so a run that is not there still
+	// gets a JSON 404 and the CSV streams rather than sitting in memory.
+	cw := &csvWriter{w: w}
+	err := a.runs.WriteSamples(id, cw)
+	switch {
+	case err == nil:
+		cw.begin()
+	case !cw.started:
+		a.fail(w, r, id, err)
+	default:
+		// Too late for a status: cut the connection so the client sees a
+		// truncated body, not a complete-looking CSV.
+		a.logger.Error("writing samples", "run", id, "err", err)
+		panic(http.ErrAbortHandler)
+	}
+}
+
+type csvWriter struct {
+	w       http.ResponseWriter
+	started bool
+}
+
+func (c *csvWriter) begin() {
+	if !c.started {
+		c.started = true
+		c.w.Header().Set("Content-Type", "text/csv; charset=utf-8")
+		c.w.WriteHeader(http.StatusOK)
+	}
+}
+
+func (c *csvWriter) Write(p []byte) (int, error) {
+	c.begin()
+	return c.w.Write(p)
+}
+
+// fail answers a run manager or decoding error with its status.
+func (a *runAPI) fail(w http.ResponseWriter, r *http.Request, id string, err error) {
+	var fe *loadgen.FieldError
+	var ue *loadgen.UnsafeError
+	switch {
+	case errors.As(err, &fe):
+		field := fe.Field
+		if field == "" {
+			field = "body"
+		}
+		writeError(w, http.StatusBadRequest, field+": "+fe.Msg)
+	case errors.Is(err, loadgen.ErrBusy):
+		writeError(w, http.StatusConflict, err.Error()+"; wait for it to end or abort it with DELETE /api/v1/runs/{id} (GET /api/v1/runs lists it)")
+	case errors.As(err, &ue):
+		writeError(w, http.StatusUnprocessableEntity, ue.Error())
+	case errors.Is(err, loadgen.ErrNotFound):
+		// The manager's message may say more ("... has no samples.csv").
+		msg := err.Error()
+		if !strings.Contains(msg, id) {
+			msg = "run " + id + ": " + msg
+		}
+		writeError(w, http.StatusNotFound, msg+"; GET /api/v1/runs lists the runs")
+	default:
+		a.logger.Error("run API", "method", r.Method, "path", r.URL.Path, "err", err)
+		writeError(w, http.StatusInternalServerError, "internal error: "+err.Error())
+	}
+}
+
+func (a *runAPI) enabled(w http.ResponseWriter) bool {
+	if a.runs == nil {
+		writeError(w, http.StatusServiceUnavailable, "runs are not enabled")
+		return false
+	}
+	return true
+}
+
+// authorized checks the bearer token of a mutating request. Reads stay
+// open: they change nothing and the live page needs them.
+func (a *runAPI) authorized(w http.ResponseWriter, r *http.Request) bool {
+	if a.token == "" {
+		return true
+	}
+	var msg string
+	scheme, tok, _ := strings.Cut(r.Header.Get("Authorization"), " ")
+	switch {
+	case scheme == "":
+		msg = "authorization required: " + tokenHowTo
+	case !strings.EqualFold(scheme, "Bearer"):
+		msg = "Authorization: want a bearer token; " + tokenHowTo
+	default:
+		// Hashing first makes the comparison's time independent of the
+		// token's length too.
+		got := sha256.Sum256([]byte(strings.TrimSpace(tok)))
+		if subtle.ConstantTimeCompare(got[:], a.tokenHash[:]) == 1 {
+			return true
+		}
+		msg = "Authorization: the bearer token is wrong; " + tokenHowTo
+	}
+	w.Header().Set("WWW-Authenticate", authChallenge)
+	writeError(w, http.StatusUnauthorized, msg)
+	return false
+}
+
+// specBody reads a run spec's body, bounded, and checks it is JSON.
+func specBody(w http.ResponseWriter, r *http.Request) ([]byte, bool) {
+	tooLarge := fmt.Sprintf("body: larger than the %d-byte (64 KiB) limit; a run spec is a few hundred bytes, e.g. %s", maxBodyBytes, specExample)
+	if r.ContentLength > maxBodyBytes {
+		writeError(w, http.StatusRequestEntityTooLarge, tooLarge)
+		return nil, false
+	}
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBodyBytes))
+	var mbe *http.MaxBytesError
+	switch {
+	case errors.As(err, &mbe):
+		writeError(w, http.StatusRequestEntityTooLarge, tooLarge)
+		return nil, false
+	case err != nil:
+		writeError(w, http.StatusBadRequest, "body: reading it failed: "+err.Error())
+		return nil, false
+	case len(bytes.TrimSpace(body)) == 0:
+		writeError(w, http.StatusBadRequest, "body: a JSON run spec is required, e.g. "+specExample)
+		return nil, false
+	}
+	ct := r.Header.Get("Content-Type")
+	if mt, _, err := mime.ParseMediaType(ct); err != nil || mt != "application/json" {
+		writeError(w, http.StatusUnsupportedMediaType, fmt.Sprintf("Content-Type %q: a run spec is JSON; set Content-Type: application/json", ct))
+		return nil, false
+	}
+	return body, true
+}
+
+func runID(w http.ResponseWriter, r *http.Request) (string, bool) {
+	id := r.PathValue("id")
+	if !runIDPattern.MatchString(id) {
+		writeError(w, http.StatusBadRequest, `id: not a run id; want 1 to 64 characters of a-z, 0-9 and "-", as POST /api/v1/runs returned`)
+		return "", false
+	}
+	return id, true
+}
+
+// wire is a record as the API sends it: consumers is a list even before
+// any are planned.
+func wire(rec loadgen.Record) loadgen.Record {
+	if rec.Consumers == nil {
+		rec.Consumers = []loadgen.ConsumerRecord{}
+	}
+	return rec
+}

@@ -1,0 +1,158 @@
+package cgroup
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"os"
+	"path"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+)
+
+// Own finds the memory cgroup this process runs in: in the v1 memory
+// hierarchy if memory is mounted on v1, else in the unified one. It only
+// reads procRoot ("/proc" normally) and does not check that run cgroups can
+// be made there: Check does.
+func Own(procRoot string) (Parent, error) {
+	memory, unified, err := readProcCgroup(filepath.Join(procRoot, "self", "cgroup"))
+	if err != nil {
+		return Parent{}, fmt.Errorf("finding own cgroup: %w", err)
+	}
+	mounts, err := readMountinfo(filepath.Join(procRoot, "self", "mountinfo"))
+	if err != nil {
+		return Parent{}, fmt.Errorf("finding own cgroup: %w", err)
+	}
+	// The memory controller is on one hierarchy only: a v1 one if a line
+	// names it, else the unified one.
+	if memory != "" {
+		if dir, ok := locate(mounts, memory, isV1Memory); ok {
+			return Parent{Path: dir}, nil
+		}
+	}
+	if unified != "" {
+		if dir, ok := locate(mounts, unified, isV2); ok {
+			return Parent{Path: dir, V2: true}, nil
+		}
+	}
+	return Parent{}, errors.New("finding own cgroup: no cgroup v1 memory mount nor cgroup v2 mount holds this process: mount the memory controller (or cgroup2), or set --cgroup.parent")
+}
+
+// readProcCgroup returns this process's path in the v1 hierarchy with the
+// memory controller and in the unified hierarchy; either may be empty.
+func readProcCgroup(file string) (memory, unified string, err error) {
+	f, err := os.Open(file)
+	if err != nil {
+		return "", "", err
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		// hierarchy-ID:controller-list:cgroup-path
+		id, rest, ok1 := strings.Cut(sc.Text(), ":")
+		controllers, cgPath, ok2 := strings.Cut(rest, ":")
+		if !ok1 || !ok2 {
+			continue
+		}
+		switch {
+		case id == "0" && controllers == "":
+			unified = cgPath
+		case slices.Contains(strings.Split(controllers, ","), "memory"):
+			memory = cgPath
+		}
+	}
+	if err := sc.Err(); err != nil {
+		return "", "", fmt.Errorf("%s: %w", file, err)
+	}
+	return memory, unified, nil
+}
+
+// mount is one cgroup filesystem from mountinfo.
+type mount struct {
+	root, point, fstype string
+	superOptions        []string
+}
+
+func isV1Memory(m mount) bool {
+	return m.fstype == "cgroup" && slices.Contains(m.superOptions, "memory")
+}
+
+func isV2(m mount) bool { return m.fstype == "cgroup2" }
+
+// readMountinfo returns the cgroup mounts, in mount order.
+func readMountinfo(file string) ([]mount, error) {
+	f, err := os.Open(file)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	var mounts []mount
+	sc := bufio.NewScanner(f)
+	sc.Buffer(nil, 1<<20)
+	for sc.Scan() {
+		// id parent major:minor root mount-point options [optional...] - fstype source super-options
+		fields := strings.Fields(sc.Text())
+		sep := slices.Index(fields, "-")
+		if sep < 6 || len(fields) < sep+4 {
+			continue
+		}
+		m := mount{
+			root:         unescape(fields[3]),
+			point:        unescape(fields[4]),
+			fstype:       fields[sep+1],
+			superOptions: strings.Split(fields[sep+3], ","),
+		}
+		if isV2(m) || m.fstype == "cgroup" {
+			mounts = append(mounts, m)
+		}
+	}
+	if err := sc.Err(); err != nil {
+		return nil, fmt.Errorf("%s: %w", file, err)
+	}
+	return mounts, nil
+}
+
+// locate maps a cgroup path to a directory through the first matching mount
+// whose root holds it: a container may see only a bind-mounted subtree.
+func locate(mounts []mount, cgPath string, match func(mount) bool) (string, bool) {
+	// A cgroup outside our namespace's root shows as "/../..": not ours
+	// to nest under.
+	if !path.IsAbs(cgPath) || slices.Contains(strings.Split(cgPath, "/"), "..") {
+		return "", false
+	}
+	for _, m := range mounts {
+		if !match(m) {
+			continue
+		}
+		switch {
+		case m.root == "/":
+			return filepath.Join(m.point, cgPath), true
+		case cgPath == m.root:
+			return m.point, true
+		case strings.HasPrefix(cgPath, m.root+"/"):
+			return filepath.Join(m.point, cgPath[len(m.root):]), true
+		}
+	}
+	return "", false
+}
+
+// unescape undoes mountinfo's octal escapes (\040 for a space).
+func unescape(s string) string {
+	if !strings.Contains(s, `\`) {
+		return s
+	}
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		if s[i] == '\\' && i+4 <= len(s) {
+			if n, err := strconv.ParseUint(s[i+1:i+4], 8, 8); err == nil {
+				b.WriteByte(byte(n))
+				i += 3
+				continue
+			}
+		}
+		b.WriteByte(s[i])
+	}
+	return b.String()
+}

@@ -1,0 +1,386 @@
+package cgroup_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/thrashscope/thrashscope/internal/cgroup"
+	"github.com/thrashscope/thrashscope/internal/testenv"
+)
+
+// The test binary doubles as a consumer that allocates once told to, the
+// pipe handshake the load generator uses on cgroup v1.
+const childEnv = "THRASHSCOPE_CGROUP_TEST_CHILD"
+
+func TestMain(m *testing.M) {
+	if os.Getenv(childEnv) == "alloc" {
+		allocate()
+		return
+	}
+	os.Exit(m.Run())
+}
+
+// allocate waits for a byte on stdin, then touches 256 MiB.
+func allocate() {
+	if _, err := io.ReadFull(os.Stdin, make([]byte, 1)); err != nil {
+		os.Exit(2)
+	}
+	b := make([]byte, 256<<20)
+	for i := 0; i < len(b); i += os.Getpagesize() {
+		b[i] = 1
+	}
+	os.Exit(0)
+}
+
+// ownParent is the test's own memory cgroup, checked.
+func ownParent(t *testing.T) cgroup.Parent {
+	t.Helper()
+	testenv.RequirePrivileged(t)
+	p, err := cgroup.Own("/proc")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Check(); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// uniqueName keeps concurrent test binaries in the same parent apart.
+func uniqueName(what string) string {
+	return fmt.Sprintf("%s-%d-%d", what, os.Getpid(), time.Now().UnixNano())
+}
+
+// create makes a cgroup that is destroyed when the test ends, whatever happens.
+func create(t *testing.T, p cgroup.Parent, name string, l cgroup.Limits) *cgroup.Cgroup {
+	t.Helper()
+	c, err := p.Create(name, l)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { destroy(t, c) })
+	return c
+}
+
+func destroy(t *testing.T, c *cgroup.Cgroup) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := c.Destroy(ctx); err != nil {
+		t.Error(err)
+	}
+}
+
+// sleeper starts `sleep 60`, reaped in the background; the returned channel
+// yields its exit, then closes.
+func sleeper(t *testing.T, attr *syscall.SysProcAttr) (*exec.Cmd, <-chan error) {
+	t.Helper()
+	cmd := exec.Command("sleep", "60")
+	cmd.SysProcAttr = attr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() {
+		done <- cmd.Wait()
+		close(done)
+	}()
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		<-done
+	})
+	return cmd, done
+}
+
+func exists(path string) bool {
+	_, err := os.Stat(path)
+	return err == nil
+}
+
+func TestCreateAddDestroy(t *testing.T) {
+	p := ownParent(t)
+	const limit = 64 << 20
+	c := create(t, p, uniqueName("test"), cgroup.Limits{MemoryBytes: limit})
+	if want := filepath.Join(p.Path, cgroup.Prefix); !strings.HasPrefix(c.Path, want) || c.V2 != p.V2 {
+		t.Fatalf("created %+v, want a cgroup %s* with V2=%v", c, want, p.V2)
+	}
+	if got, err := c.MemoryLimit(); err != nil || got != limit {
+		t.Fatalf("MemoryLimit() = %d, %v; want %d", got, err, limit)
+	}
+	if got, err := c.OOMKills(); err != nil || got != 0 {
+		t.Errorf("OOMKills() of a new cgroup = %d, %v; want 0", got, err)
+	}
+
+	cmd, done := sleeper(t, nil)
+	if err := c.Add(cmd.Process.Pid); err != nil {
+		t.Fatal(err)
+	}
+	if pids, err := c.PIDs(); err != nil || !slices.Equal(pids, []int{cmd.Process.Pid}) {
+		t.Fatalf("PIDs() = %v, %v; want [%d]", pids, err, cmd.Process.Pid)
+	}
+	// v1 leaves a moved process's charges behind, so usage may be 0.
+	if got, err := c.MemoryUsage(); err != nil || got < 0 || got > limit {
+		t.Errorf("MemoryUsage() = %d, %v; want in [0, %d]", got, err, limit)
+	}
+	opened, err := cgroup.Open(c.Path, c.V2)
+	if err != nil || *opened != *c {
+		t.Fatalf("Open(%s) = %+v, %v; want %+v", c.Path, opened, err, c)
+	}
+
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	start := time.Now()
+	if err := opened.Destroy(ctx); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("Destroy took %v", time.Since(start))
+	if exists(c.Path) {
+		t.Errorf("%s still exists after Destroy", c.Path)
+	}
+	select {
+	case err := <-done:
+		var exit *exec.ExitError
+		if !errors.As(err, &exit) || exit.Sys().(syscall.WaitStatus).Signal() != syscall.SIGKILL {
+			t.Errorf("sleep ended with %v, want SIGKILL", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Error("sleep still running after Destroy")
+	}
+	if err := c.Destroy(ctx); err != nil {
+		t.Errorf("second Destroy: %v, want nil", err)
+	}
+}
+
+func TestDestroyNestedExpired(t *testing.T) {
+	p := ownParent(t)
+	c := create(t, p, uniqueName("test"), cgroup.Limits{MemoryBytes: 64 << 20})
+	// A nested cgroup we did not empty through Destroy's own cgroup.procs:
+	// Destroy must find it.
+	nested := filepath.Join(c.Path, "inner")
+	if err := os.Mkdir(nested, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	cmd, _ := sleeper(t, nil)
+	if err := os.WriteFile(filepath.Join(nested, "cgroup.procs"), fmt.Appendf(nil, "%d", cmd.Process.Pid), 0); err != nil {
+		t.Fatal(err)
+	}
+	// An expired context still gets one round, and an error naming what
+	// was left.
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	err := c.Destroy(ctx)
+	t.Logf("Destroy with an expired context: %v", err)
+	if err == nil {
+		// One round may have been enough.
+		return
+	}
+	if !strings.Contains(err.Error(), fmt.Sprint(cmd.Process.Pid)) && !strings.Contains(err.Error(), "removing") {
+		t.Errorf("Destroy with an expired context: %v; want the pid %d or the removal named", err, cmd.Process.Pid)
+	}
+	destroy(t, c)
+	if exists(c.Path) {
+		t.Errorf("%s still exists", c.Path)
+	}
+}
+
+func TestSweep(t *testing.T) {
+	p := ownParent(t)
+	run := uniqueName("sweep")
+	stale := create(t, p, run+"-run-1", cgroup.Limits{MemoryBytes: 64 << 20})
+	cmd, done := sleeper(t, nil)
+	if err := stale.Add(cmd.Process.Pid); err != nil {
+		t.Fatal(err)
+	}
+	// Siblings Sweep must leave: one without the prefix, one with it but
+	// another name.
+	foreign := filepath.Join(p.Path, run+"-run-foreign")
+	if err := os.Mkdir(foreign, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := os.Remove(foreign); err != nil {
+			t.Error(err)
+		}
+	})
+	other := create(t, p, "other-"+run, cgroup.Limits{MemoryBytes: 64 << 20})
+
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	removed, err := p.Sweep(ctx, run+"-run-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(removed, []string{stale.Path}) {
+		t.Errorf("Sweep removed %v, want [%s]", removed, stale.Path)
+	}
+	if exists(stale.Path) {
+		t.Errorf("%s survived Sweep", stale.Path)
+	}
+	for _, keep := range []string{foreign, other.Path} {
+		if !exists(keep) {
+			t.Errorf("Sweep removed %s", keep)
+		}
+	}
+	select {
+	case <-done:
+	case <-time.After(5 * time.Second):
+		t.Error("the process in the swept cgroup is still running")
+	}
+}
+
+func TestCreateInvalidLimitLeavesNothing(t *testing.T) {
+	p := ownParent(t)
+	limitFile := "memory.limit_in_bytes"
+	if p.V2 {
+		limitFile = "memory.max"
+	}
+	name := uniqueName("test")
+	path := filepath.Join(p.Path, cgroup.Prefix+name)
+	if c, err := p.Create(name, cgroup.Limits{MemoryBytes: -5}); err == nil {
+		destroy(t, c)
+		t.Fatal("Create with a negative limit succeeded")
+	}
+	if exists(path) {
+		t.Errorf("%s left behind by a refused Create", path)
+	}
+	// The kernel rejects these after the mkdir: Create must rmdir.
+	for _, value := range []string{"-5", "lots"} {
+		c, err := p.CreateWith(name, [2]string{limitFile, value})
+		if err == nil {
+			destroy(t, c)
+			t.Fatalf("writing %q to %s succeeded", value, limitFile)
+		}
+		t.Logf("%q: %v", value, err)
+		if !strings.Contains(err.Error(), "creating cgroup "+path) || !errors.Is(err, syscall.EINVAL) {
+			t.Errorf("error %q: want the cgroup named and EINVAL", err)
+		}
+		if exists(path) {
+			t.Errorf("%s left behind after the kernel refused %q", path, value)
+		}
+	}
+}
+
+// TestOOMKills drives a consumer past its limit with swap out of reach, so the
+// OOM killer must take it.
+func TestOOMKills(t *testing.T) {
+	p := ownParent(t)
+	c := create(t, p, uniqueName("test"), cgroup.Limits{MemoryBytes: 32 << 20})
+	// Our own cgroup, so ours to tune: without swap the limit is hard.
+	noSwap := [2]string{"memory.swappiness", "0"}
+	if p.V2 {
+		noSwap = [2]string{"memory.swap.max", "0"}
+	}
+	if err := os.WriteFile(filepath.Join(c.Path, noSwap[0]), []byte(noSwap[1]), 0); err != nil {
+		t.Fatal(err)
+	}
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(exe)
+	cmd.Env = append(os.Environ(), childEnv+"=alloc")
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Add(cmd.Process.Pid); err != nil {
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+		t.Fatal(err)
+	}
+	if _, err := stdin.Write([]byte{1}); err != nil {
+		t.Fatal(err)
+	}
+	err = cmd.Wait()
+	var exit *exec.ExitError
+	if !errors.As(err, &exit) || exit.Sys().(syscall.WaitStatus).Signal() != syscall.SIGKILL {
+		t.Fatalf("consumer ended with %v, want killed by the OOM killer", err)
+	}
+	n, err := c.OOMKills()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n < 1 {
+		t.Errorf("OOMKills() = %d after an OOM kill, want at least 1", n)
+	}
+}
+
+func TestParentAt(t *testing.T) {
+	p := ownParent(t)
+	got, err := cgroup.ParentAt(p.Path + "/")
+	if err != nil || got != p {
+		t.Errorf("ParentAt(%s) = %+v, %v; want %+v", p.Path, got, err, p)
+	}
+	for _, bad := range []string{t.TempDir(), filepath.Join(p.Path, "no-such-cgroup")} {
+		if _, err := cgroup.ParentAt(bad); !errors.Is(err, cgroup.ErrUnusable) {
+			t.Errorf("ParentAt(%s) = %v, want ErrUnusable", bad, err)
+		}
+	}
+}
+
+// TestV2WithoutMemory runs the v2 mechanics (cgroup.kill, CgroupFD, Sweep) on
+// the unified hierarchy even where memory is not on it, as on hybrid hosts.
+func TestV2WithoutMemory(t *testing.T) {
+	testenv.RequirePrivileged(t)
+	p, ok := cgroup.OwnV2("/proc")
+	if !ok {
+		t.Skip("no cgroup v2 mount")
+	}
+	if err := p.Check(); err == nil {
+		t.Log("memory is enabled on this v2 parent; the message check does not apply")
+	} else if !errors.Is(err, cgroup.ErrUnusable) || !strings.Contains(err.Error(), "enable memory in "+p.Path+"/cgroup.subtree_control, or set --cgroup.parent to a delegated cgroup (systemd Delegate=yes)") {
+		t.Errorf("Check() = %v, want the fix named", err)
+	} else {
+		name := uniqueName("test")
+		if _, err := p.Create(name, cgroup.Limits{MemoryBytes: 64 << 20}); err == nil || exists(filepath.Join(p.Path, cgroup.Prefix+name)) {
+			t.Errorf("Create without memory enabled: %v, want an error and no directory", err)
+		}
+	}
+
+	run := uniqueName("v2")
+	c, err := p.CreateWith(run + "-run-1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { destroy(t, c) })
+	fd, err := c.FD()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd, done := sleeper(t, &syscall.SysProcAttr{UseCgroupFD: true, CgroupFD: fd})
+	syscall.Close(fd)
+	if pids, err := c.PIDs(); err != nil || !slices.Equal(pids, []int{cmd.Process.Pid}) {
+		t.Fatalf("PIDs() = %v, %v; want [%d], started inside through the FD", pids, err, cmd.Process.Pid)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	removed, err := p.Sweep(ctx, run+"-run-")
+	if err != nil || !slices.Equal(removed, []string{c.Path}) {
+		t.Fatalf("Sweep = %v, %v; want [%s]", removed, err, c.Path)
+	}
+	select {
+	case <-done:
+	case <-time.After(5 * time.Second):
+		t.Error("sleep survived the v2 Destroy")
+	}
+}
+
+func TestFDOnV1(t *testing.T) {
+	c := &cgroup.Cgroup{Path: "/sys/fs/cgroup/memory/" + cgroup.Prefix + "x"}
+	if _, err := c.FD(); err == nil {
+		t.Error("FD on cgroup v1 succeeded")
+	}
+}

@@ -1,0 +1,484 @@
+package loadgen
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"math/bits"
+	"math/rand/v2"
+	"os"
+	"strconv"
+	"sync/atomic"
+	"time"
+
+	"github.com/alecthomas/kingpin/v2"
+	"golang.org/x/sys/unix"
+)
+
+// Consumer modes, as in --mode.
+const (
+	ModeCycles = "cycles" // Maziero et al.'s write cycles
+	ModeFill   = "fill"   // seed 002's progressive fill
+)
+
+const (
+	pageSize = 4096
+	// Writes between looks at the stop flag: free next to the writes, and
+	// SIGTERM lands within ~100 ms even when each write is a swap-in.
+	stopCheckWrites = 256
+	// Fill bytes between looks at the stop flag.
+	stopCheckFill = 64 << 10
+)
+
+// ErrParentGone: the master died (its control pipe closed, or the consumer
+// was reparented before it could arm PR_SET_PDEATHSIG). The consumer exits
+// at once, status 0, and reports nothing.
+var ErrParentGone = errors.New("the master is gone")
+
+// ConsumerConfig is one consumer process: loadgen consume's flags.
+type ConsumerConfig struct {
+	Index int
+	Mode  string
+	// Size is the region in cycles mode and one chunk in fill mode.
+	Size   int64
+	Writes int
+	Sleep  time.Duration
+	// Start is the planned start (zero: at once); End is t_f (cycles mode).
+	Start, End time.Time
+	Backing    string
+	// FileDir holds the unlinked backing file; empty is os.TempDir().
+	FileDir     string
+	Fill        string
+	ParentPID   int
+	Chunks      int
+	Repeats     int
+	HotInterval time.Duration
+}
+
+// ConsumeCommand adds the hidden consume command to app and returns it with
+// the config its flags fill. main and ParseConsumerArgs share it, so Args
+// and the parser cannot drift apart.
+func ConsumeCommand(app *kingpin.Application) (*kingpin.CmdClause, *ConsumerConfig) {
+	c := &ConsumerConfig{}
+	cmd := app.Command("consume", "One consumer process (internal: loadgen run and the observer start it, with the control pipe on stdin and the report pipe on fd 3).").Hidden()
+	cmd.Flag("index", "Consumer index; names the process consumer-NN.").Default("0").IntVar(&c.Index)
+	cmd.Flag("mode", "cycles (write cycles until --end) or fill (progressive fill).").Default(ModeCycles).EnumVar(&c.Mode, ModeCycles, ModeFill)
+	cmd.Flag("size", "Region size in bytes (fill mode: chunk size).").Default("0").Int64Var(&c.Size)
+	cmd.Flag("writes", "Writes per cycle (W).").Default("0").IntVar(&c.Writes)
+	cmd.Flag("sleep", "Sleep after each cycle (t_s).").Default("0s").DurationVar(&c.Sleep)
+	cmd.Flag("start", "Planned start, unix ns; 0 or past: at once.").Default("0").SetValue(unixNanoValue{&c.Start})
+	cmd.Flag("end", "Finish time t_f, unix ns.").Default("0").SetValue(unixNanoValue{&c.End})
+	cmd.Flag("backing", "anon (private anonymous memory) or file (an unlinked file in --file-dir).").Default(BackingAnon).EnumVar(&c.Backing, BackingAnon, BackingFile)
+	cmd.Flag("file-dir", "Directory for --backing=file; empty: $TMPDIR.").Default("").StringVar(&c.FileDir)
+	cmd.Flag("fill", "random (incompressible) or zero.").Default(FillRandom).EnumVar(&c.Fill, FillRandom, FillZero)
+	cmd.Flag("parent-pid", "The master's pid; the consumer exits if its parent is already another process. 0: no check.").Default("0").IntVar(&c.ParentPID)
+	cmd.Flag("chunks", "Fill mode: chunks per repeat.").Default("0").IntVar(&c.Chunks)
+	cmd.Flag("repeats", "Fill mode: repeats.").Default("0").IntVar(&c.Repeats)
+	cmd.Flag("hot-interval", "Fill mode: pause between the helper's passes over earlier chunks.").Default("0s").DurationVar(&c.HotInterval)
+	return cmd, c
+}
+
+// unixNanoValue is a time flag in unix nanoseconds; 0 is the zero time.
+type unixNanoValue struct{ t *time.Time }
+
+func (v unixNanoValue) Set(s string) error {
+	n, err := strconv.ParseInt(s, 10, 64)
+	if err != nil {
+		return fmt.Errorf("%q: want unix nanoseconds", s)
+	}
+	*v.t = fromUnixNano(n)
+	return nil
+}
+
+func (v unixNanoValue) String() string {
+	if v.t == nil {
+		return "0"
+	}
+	return strconv.FormatInt(toUnixNano(*v.t), 10)
+}
+
+func toUnixNano(t time.Time) int64 {
+	if t.IsZero() {
+		return 0
+	}
+	return t.UnixNano()
+}
+
+func fromUnixNano(n int64) time.Time {
+	if n == 0 {
+		return time.Time{}
+	}
+	return time.Unix(0, n)
+}
+
+// Args is the command line after the program name, starting with
+// "consume", that gives back c when parsed.
+func (c ConsumerConfig) Args() []string {
+	i := strconv.Itoa
+	return []string{"consume",
+		"--index=" + i(c.Index),
+		"--mode=" + c.Mode,
+		"--size=" + strconv.FormatInt(c.Size, 10),
+		"--writes=" + i(c.Writes),
+		"--sleep=" + c.Sleep.String(),
+		"--start=" + strconv.FormatInt(toUnixNano(c.Start), 10),
+		"--end=" + strconv.FormatInt(toUnixNano(c.End), 10),
+		"--backing=" + c.Backing,
+		"--file-dir=" + c.FileDir,
+		"--fill=" + c.Fill,
+		"--parent-pid=" + i(c.ParentPID),
+		"--chunks=" + i(c.Chunks),
+		"--repeats=" + i(c.Repeats),
+		"--hot-interval=" + c.HotInterval.String(),
+	}
+}
+
+// ParseConsumerArgs parses what Args writes and validates it.
+func ParseConsumerArgs(args []string) (ConsumerConfig, error) {
+	app := kingpin.New("loadgen", "").Terminate(nil).UsageWriter(io.Discard).ErrorWriter(io.Discard)
+	cmd, c := ConsumeCommand(app)
+	got, err := app.Parse(args)
+	if err != nil {
+		return ConsumerConfig{}, err
+	}
+	if got != cmd.FullCommand() {
+		return ConsumerConfig{}, fmt.Errorf("command %q: want consume", got)
+	}
+	return *c, c.Validate()
+}
+
+// Validate checks the flags for sense; the run spec's limits were checked
+// by the master.
+func (c ConsumerConfig) Validate() error {
+	var errs []error
+	bad := func(format string, a ...any) { errs = append(errs, fmt.Errorf(format, a...)) }
+	if c.Index < 0 {
+		bad("--index=%d: want 0 or more", c.Index)
+	}
+	if c.Size < pageSize {
+		bad("--size=%d: want at least %d (a page)", c.Size, pageSize)
+	}
+	if c.Backing != BackingAnon && c.Backing != BackingFile {
+		bad("--backing=%q: want anon or file", c.Backing)
+	}
+	if c.Fill != FillRandom && c.Fill != FillZero {
+		bad("--fill=%q: want random or zero", c.Fill)
+	}
+	if c.ParentPID < 0 {
+		bad("--parent-pid=%d: want a pid, or 0 for no check", c.ParentPID)
+	}
+	switch c.Mode {
+	case ModeCycles:
+		if c.Writes < 1 || c.Writes > MaxWrites {
+			bad("--writes=%d: want 1 to %d", c.Writes, MaxWrites)
+		}
+		if c.Sleep < 0 {
+			bad("--sleep=%s: want 0 or more", c.Sleep)
+		}
+		if c.End.IsZero() {
+			bad("--end: required in cycles mode (t_f, unix ns)")
+		}
+	case ModeFill:
+		if c.Chunks < 1 {
+			bad("--chunks=%d: want 1 or more", c.Chunks)
+		}
+		if c.Repeats < 1 {
+			bad("--repeats=%d: want 1 or more", c.Repeats)
+		}
+		if c.HotInterval < 0 {
+			bad("--hot-interval=%s: want 0 or more", c.HotInterval)
+		}
+	default:
+		bad("--mode=%q: want cycles or fill", c.Mode)
+	}
+	return errors.Join(errs...)
+}
+
+// Consume runs one consumer: it waits for the go byte on ctl, then for
+// cfg.Start, then allocates and writes (or fills chunks) and reports on rep.
+// A nil ctl means no go byte and no watch for the master's death.
+// Cancelling ctx is SIGTERM: the consumer reports Done and returns nil.
+// EOF on ctl returns ErrParentGone and reports nothing more.
+func Consume(ctx context.Context, cfg ConsumerConfig, ctl io.Reader, rep io.Writer) error {
+	if err := cfg.Validate(); err != nil {
+		return err
+	}
+	runCtx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	goByte := make(chan struct{})
+	if ctl == nil {
+		close(goByte)
+	} else {
+		go watchControl(ctl, goByte, cancel)
+	}
+	c := &consumer{cfg: cfg, ctx: runCtx, term: ctx, rep: rep}
+	defer context.AfterFunc(runCtx, func() { c.stop.Store(true) })()
+
+	select {
+	case <-goByte:
+	case <-runCtx.Done():
+		return c.done(0)
+	}
+	if !sleepCtx(runCtx, time.Until(cfg.Start)) {
+		return c.done(0)
+	}
+	if cfg.Mode == ModeFill {
+		return c.fillChunks()
+	}
+	return c.cycles()
+}
+
+// watchControl closes goByte at the first byte and cancels with
+// ErrParentGone at EOF (or any read error): the master is gone.
+func watchControl(ctl io.Reader, goByte chan<- struct{}, cancel context.CancelCauseFunc) {
+	var b [1]byte
+	started := false
+	for {
+		n, err := ctl.Read(b[:])
+		if n > 0 && !started {
+			started = true
+			close(goByte)
+		}
+		if err != nil {
+			cancel(ErrParentGone)
+			return
+		}
+	}
+}
+
+type consumer struct {
+	cfg  ConsumerConfig
+	ctx  context.Context // done on SIGTERM or when the master is gone
+	term context.Context // done on SIGTERM only
+	stop atomic.Bool     // ctx is done; cheap to poll in loops
+	rep  io.Writer
+	buf  [ReportSize]byte
+}
+
+func (c *consumer) parentGone() bool { return errors.Is(context.Cause(c.ctx), ErrParentGone) }
+
+func (c *consumer) report(r Report) error {
+	if c.parentGone() {
+		return ErrParentGone
+	}
+	b, _ := r.AppendBinary(c.buf[:0])
+	if _, err := c.rep.Write(b); err != nil {
+		return fmt.Errorf("writing the %s report: %w", r.Kind, err)
+	}
+	return nil
+}
+
+// done reports Done; n counts cycles, or chunks in fill mode.
+func (c *consumer) done(n int64) error {
+	return c.report(DoneReport(time.Now(), n, c.term.Err() != nil))
+}
+
+// fail reports a fatal error (best effort) and returns it.
+func (c *consumer) fail(err error) error {
+	if c.parentGone() {
+		return ErrParentGone
+	}
+	r := Report{Kind: KindError}
+	var errno unix.Errno
+	if errors.As(err, &errno) {
+		r.A = int64(errno)
+	}
+	_ = c.report(r)
+	return err
+}
+
+// fill fills b as --fill says; false when the stop flag abandoned it.
+func (c *consumer) fill(b []byte, seed uint64) bool {
+	if c.cfg.Fill == FillZero {
+		return fillZero(b, &c.stop)
+	}
+	return fillRandom(b, seed, &c.stop)
+}
+
+func (c *consumer) cycles() error {
+	began := time.Now()
+	b, err := mapRegion(c.cfg.Size, c.cfg.Backing, c.cfg.FileDir)
+	if err != nil {
+		return c.fail(err)
+	}
+	defer unix.Munmap(b)
+	state := rand.Uint64()
+	if !c.fill(b, state) {
+		if err := c.report(StartedReport(began, time.Time{})); err != nil {
+			return err
+		}
+		return c.done(0)
+	}
+	if err := c.report(StartedReport(began, time.Now())); err != nil {
+		return err
+	}
+	var n int64
+	for !c.stop.Load() && time.Now().Before(c.cfg.End) {
+		t0 := time.Now()
+		w := writeCycle(b, c.cfg.Writes, &state, &c.stop)
+		d := time.Since(t0)
+		n++
+		if err := c.report(CycleReport(w, d)); err != nil {
+			return err
+		}
+		if !sleepCtx(c.ctx, min(c.cfg.Sleep, time.Until(c.cfg.End))) {
+			break
+		}
+	}
+	return c.done(n)
+}
+
+// sleepCtx sleeps for d (nothing when d <= 0); false when ctx ended it.
+func sleepCtx(ctx context.Context, d time.Duration) bool {
+	if d <= 0 {
+		return ctx.Err() == nil
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
+
+// mapRegion maps size bytes outside the Go heap: private anonymous memory,
+// or a shared mapping of an unlinked file in dir, so that nothing is left on
+// disk even after kill -9. Transparent huge pages are off so that faults and
+// accessed bits are per 4 KiB page.
+func mapRegion(size int64, backing, dir string) ([]byte, error) {
+	var b []byte
+	var err error
+	if backing == BackingFile {
+		b, err = mapUnlinkedFile(size, dir)
+	} else {
+		b, err = unix.Mmap(-1, 0, int(size), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS)
+		if err != nil {
+			err = fmt.Errorf("mmap of %d anonymous bytes: %w", size, err)
+		}
+	}
+	if err != nil {
+		return nil, err
+	}
+	// EINVAL: a kernel without THP, where there is nothing to turn off.
+	if err := unix.Madvise(b, unix.MADV_NOHUGEPAGE); err != nil && !errors.Is(err, unix.EINVAL) {
+		unix.Munmap(b)
+		return nil, fmt.Errorf("madvise(MADV_NOHUGEPAGE): %w", err)
+	}
+	return b, nil
+}
+
+func mapUnlinkedFile(size int64, dir string) ([]byte, error) {
+	if dir == "" {
+		dir = os.TempDir()
+	}
+	f, err := openUnlinked(dir)
+	if err != nil {
+		return nil, fmt.Errorf("backing file in %s: %w", dir, err)
+	}
+	defer f.Close() // the mapping keeps the file
+	if err := f.Truncate(size); err != nil {
+		return nil, fmt.Errorf("backing file in %s: %w", dir, err)
+	}
+	// Reserve the blocks now: a full disk is an error here rather than a
+	// SIGBUS in the middle of the fill.
+	if err := unix.Fallocate(int(f.Fd()), 0, 0, size); err != nil && !errors.Is(err, unix.EOPNOTSUPP) {
+		return nil, fmt.Errorf("backing file in %s: reserving %d bytes: %w", dir, size, err)
+	}
+	b, err := unix.Mmap(int(f.Fd()), 0, int(size), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
+	if err != nil {
+		return nil, fmt.Errorf("mmap of a %d-byte backing file in %s: %w", size, dir, err)
+	}
+	return b, nil
+}
+
+// openUnlinked opens a file in dir that has no name: O_TMPFILE, or where
+// the file system lacks it a named file removed at once.
+func openUnlinked(dir string) (*os.File, error) {
+	fd, err := unix.Open(dir, unix.O_TMPFILE|unix.O_RDWR|unix.O_CLOEXEC, 0o600)
+	if err == nil {
+		return os.NewFile(uintptr(fd), dir+"/(unlinked)"), nil
+	}
+	return createUnlinked(dir)
+}
+
+func createUnlinked(dir string) (*os.File, error) {
+	f, err := os.CreateTemp(dir, "thrashscope-consumer-*")
+	if err != nil {
+		return nil, err
+	}
+	if err := os.Remove(f.Name()); err != nil {
+		f.Close()
+		return nil, err
+	}
+	return f, nil
+}
+
+// wyrand (Wang Yi): one add and one 64×64→128 multiply per number, good
+// enough for offsets and incompressible fill, and inlined in the loops.
+const (
+	wyAdd = 0xa0761d6478bd642f
+	wyXor = 0xe7037ed1a0b428db
+)
+
+// fillRandom writes incompressible bytes, 8 at a time; false when stop
+// abandoned it.
+func fillRandom(b []byte, seed uint64, stop *atomic.Bool) bool {
+	x := seed
+	for off := 0; off < len(b); off += stopCheckFill {
+		if stop != nil && stop.Load() {
+			return false
+		}
+		p := b[off:min(off+stopCheckFill, len(b))]
+		for len(p) >= 8 {
+			x += wyAdd
+			hi, lo := bits.Mul64(x, x^wyXor)
+			binary.LittleEndian.PutUint64(p, hi^lo)
+			p = p[8:]
+		}
+		for i := range p {
+			x += wyAdd
+			hi, lo := bits.Mul64(x, x^wyXor)
+			p[i] = byte(hi ^ lo)
+		}
+	}
+	return true
+}
+
+// fillZero writes a zero into each page, so each is faulted in and dirty.
+func fillZero(b []byte, stop *atomic.Bool) bool {
+	for off := 0; off < len(b); off += pageSize {
+		if off%stopCheckFill == 0 && stop != nil && stop.Load() {
+			return false
+		}
+		b[off] = 0
+	}
+	return true
+}
+
+// writeCycle does writes one-byte writes at random offsets in b and returns
+// how many it did: fewer only when stop was set.
+func writeCycle(b []byte, writes int, state *uint64, stop *atomic.Bool) int {
+	n := uint64(len(b))
+	x := *state
+	done := 0
+	for done < writes {
+		batch := min(writes-done, stopCheckWrites)
+		for range batch {
+			x += wyAdd
+			hi, lo := bits.Mul64(x, x^wyXor)
+			r := hi ^ lo
+			off, _ := bits.Mul64(r, n) // Lemire: r·n/2⁶⁴ is uniform in [0, n)
+			b[off] = byte(r)
+		}
+		done += batch
+		if stop.Load() {
+			break
+		}
+	}
+	*state = x
+	return done
+}

@@ -1,0 +1,768 @@
+package loadgen
+
+import (
+	"bufio"
+	"bytes"
+	"compress/flate"
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"reflect"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+const testMiB = 1 << 20
+
+func cyclesConfig(size int64, writes int, sleep time.Duration, end time.Time) ConsumerConfig {
+	return ConsumerConfig{
+		Mode: ModeCycles, Size: size, Writes: writes, Sleep: sleep, End: end,
+		Backing: BackingAnon, Fill: FillRandom,
+	}
+}
+
+func TestConsumerArgsRoundTrip(t *testing.T) {
+	for _, c := range []ConsumerConfig{
+		{
+			Index: 7, Mode: ModeCycles, Size: 100_000_000, Writes: 10_000, Sleep: 100 * time.Millisecond,
+			Start: time.Unix(0, 1_700_000_010_000_000_001), End: time.Unix(0, 1_700_000_060_000_000_000),
+			Backing: BackingFile, FileDir: "/var/lib/thrashscope dir", Fill: FillZero, ParentPID: 4242,
+		},
+		{
+			Index: 0, Mode: ModeFill, Size: 128 << 20, Start: time.Unix(0, 1_700_000_000_000_000_000),
+			Backing: BackingAnon, Fill: FillRandom, Chunks: 12, Repeats: 5, HotInterval: 5 * time.Millisecond,
+		},
+	} {
+		got, err := ParseConsumerArgs(c.Args())
+		if err != nil {
+			t.Fatalf("ParseConsumerArgs(%q): %v", c.Args(), err)
+		}
+		if !reflect.DeepEqual(got, c) {
+			t.Errorf("round trip of %q\n got %+v\nwant %+v", c.Args(), got, c)
+		}
+	}
+}
+
+func TestParseConsumerArgsErrors(t *testing.T) {
+	good := cyclesConfig(4*testMiB, 1000, 0, time.Unix(0, 1_700_000_000_000_000_000)).Args()
+	// with replaces flags in the good args (kingpin refuses repeats).
+	with := func(flags ...string) []string {
+		args := slices.Clone(good)
+		for _, f := range flags {
+			name, _, _ := strings.Cut(f, "=")
+			i := slices.IndexFunc(args, func(a string) bool { return strings.HasPrefix(a, name+"=") })
+			if i < 0 {
+				args = append(args, f)
+			} else {
+				args[i] = f
+			}
+		}
+		return args
+	}
+	for _, tc := range []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"unknown flag", with("--bogus=1"), "bogus"},
+		{"bad mode", with("--mode=thrash"), "thrash"},
+		{"bad backing", with("--backing=disk"), "disk"},
+		{"tiny size", with("--size=100"), "--size=100"},
+		{"no writes", with("--writes=0"), "--writes=0"},
+		{"no end", with("--end=0"), "--end"},
+		{"bad time", with("--start=soon"), "unix nanoseconds"},
+		{"fill without chunks", with("--mode=fill", "--repeats=1"), "--chunks=0"},
+		{"not consume", []string{"run"}, "run"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := ParseConsumerArgs(tc.args)
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("got %v, want an error containing %q", err, tc.want)
+			}
+		})
+	}
+	if _, err := ParseConsumerArgs(good); err != nil {
+		t.Fatalf("the good args: %v", err)
+	}
+}
+
+// consumeRun is Consume running in a goroutine, with pipes as the master
+// would give it.
+type consumeRun struct {
+	cancel  context.CancelFunc
+	ctl     *os.File // the master's end of the control pipe
+	reports chan Report
+	err     chan error
+}
+
+func startConsume(t *testing.T, cfg ConsumerConfig, sendGo bool) *consumeRun {
+	t.Helper()
+	ctlR, ctlW, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	repR, repW, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	r := &consumeRun{cancel: cancel, ctl: ctlW, reports: make(chan Report, 1024), err: make(chan error, 1)}
+	t.Cleanup(func() {
+		cancel()
+		ctlW.Close()
+		ctlR.Close()
+	})
+	if sendGo {
+		if _, err := ctlW.Write([]byte{'g'}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	go func() {
+		err := Consume(ctx, cfg, ctlR, repW)
+		repW.Close()
+		r.err <- err
+	}()
+	go func() {
+		defer repR.Close()
+		defer close(r.reports)
+		for {
+			rep, err := ReadReport(repR)
+			if err != nil {
+				if err != io.EOF {
+					t.Errorf("reading reports: %v", err)
+				}
+				return
+			}
+			r.reports <- rep
+		}
+	}()
+	return r
+}
+
+// next waits for the next report of the given kind, skipping others.
+func (r *consumeRun) next(t *testing.T, kind ReportKind, timeout time.Duration) Report {
+	t.Helper()
+	deadline := time.After(timeout)
+	for {
+		select {
+		case rep, ok := <-r.reports:
+			if !ok {
+				t.Fatalf("the report stream ended before a %s report", kind)
+			}
+			if rep.Kind == kind {
+				return rep
+			}
+		case <-deadline:
+			t.Fatalf("no %s report within %s", kind, timeout)
+		}
+	}
+}
+
+// wait returns Consume's error and every report not read yet.
+func (r *consumeRun) wait(t *testing.T, timeout time.Duration) ([]Report, error) {
+	t.Helper()
+	var err error
+	select {
+	case err = <-r.err:
+	case <-time.After(timeout):
+		t.Fatalf("Consume still running after %s", timeout)
+	}
+	var reps []Report
+	for rep := range r.reports {
+		reps = append(reps, rep)
+	}
+	return reps, err
+}
+
+func kinds(reps []Report) string {
+	var s []string
+	for _, r := range reps {
+		s = append(s, r.Kind.String())
+	}
+	return strings.Join(s, ",")
+}
+
+// checkCycles checks a whole run's reports: Started, cycles of W writes,
+// Done on time.
+func checkCycles(t *testing.T, reps []Report, cfg ConsumerConfig, began time.Time, minCycles int) {
+	t.Helper()
+	if len(reps) < 2 || reps[0].Kind != KindStarted || reps[len(reps)-1].Kind != KindDone {
+		t.Fatalf("reports %s: want started, cycles, done", kinds(reps))
+	}
+	st, done := reps[0], reps[len(reps)-1]
+	if st.TimeA().Before(began) || st.TimeB().Before(st.TimeA()) || st.TimeB().After(done.TimeA()) {
+		t.Errorf("started %v: allocation at %v, filled at %v, want between %v and the end", st, st.TimeA(), st.TimeB(), began)
+	}
+	cycles := reps[1 : len(reps)-1]
+	for i, c := range cycles {
+		if c.Kind != KindCycle || c.A != int64(cfg.Writes) || c.B <= 0 {
+			t.Fatalf("report %d: %v, want a cycle of %d writes with a duration", i+1, c, cfg.Writes)
+		}
+	}
+	if len(cycles) < minCycles {
+		t.Errorf("%d cycles, want at least %d", len(cycles), minCycles)
+	}
+	if done.B != int64(len(cycles)) || done.Terminated() {
+		t.Errorf("done %v: want B = %d cycles, not terminated", done, len(cycles))
+	}
+	// It never sleeps past t_f, so it ends within a cycle of it.
+	if late := done.TimeA().Sub(cfg.End); late < 0 || late > 50*time.Millisecond {
+		t.Errorf("done %s after t_f, want 0 to 50ms", late)
+	}
+}
+
+func TestConsumeCycles(t *testing.T) {
+	began := time.Now()
+	cfg := cyclesConfig(4*testMiB, 1000, 10*time.Millisecond, began.Add(300*time.Millisecond))
+	cfg.Start = began
+	r := startConsume(t, cfg, true)
+	reps, err := r.wait(t, 5*time.Second)
+	if err != nil {
+		t.Fatalf("Consume: %v", err)
+	}
+	checkCycles(t, reps, cfg, began, 20)
+}
+
+func TestConsumeFileBacking(t *testing.T) {
+	for _, fill := range []string{FillRandom, FillZero} {
+		t.Run(fill, func(t *testing.T) {
+			dir := t.TempDir()
+			began := time.Now()
+			cfg := cyclesConfig(4*testMiB, 1000, 10*time.Millisecond, began.Add(300*time.Millisecond))
+			cfg.Backing, cfg.FileDir, cfg.Fill = BackingFile, dir, fill
+			r := startConsume(t, cfg, true)
+			st := r.next(t, KindStarted, 5*time.Second)
+			assertEmptyDir(t, dir) // while the region is mapped
+			reps, err := r.wait(t, 5*time.Second)
+			if err != nil {
+				t.Fatalf("Consume: %v", err)
+			}
+			checkCycles(t, append([]Report{st}, reps...), cfg, began, 20)
+			assertEmptyDir(t, dir)
+		})
+	}
+}
+
+func assertEmptyDir(t *testing.T, dir string) {
+	t.Helper()
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(ents) != 0 {
+		t.Fatalf("%s holds %d entries (first %q), want none: the backing file must have no name", dir, len(ents), ents[0].Name())
+	}
+}
+
+// The fallback for file systems without O_TMPFILE also leaves no name.
+func TestCreateUnlinked(t *testing.T) {
+	dir := t.TempDir()
+	f, err := createUnlinked(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	assertEmptyDir(t, dir)
+	if _, err := f.WriteString("still usable"); err != nil {
+		t.Fatalf("writing the unlinked file: %v", err)
+	}
+}
+
+func TestConsumeWaitsForPlannedStart(t *testing.T) {
+	start := time.Now().Add(200 * time.Millisecond)
+	cfg := cyclesConfig(testMiB, 100, 10*time.Millisecond, start.Add(100*time.Millisecond))
+	cfg.Start = start
+	r := startConsume(t, cfg, true)
+	st := r.next(t, KindStarted, 5*time.Second)
+	if st.TimeA().Before(start) {
+		t.Fatalf("allocated at %v, before the planned start %v", st.TimeA(), start)
+	}
+	if _, err := r.wait(t, 5*time.Second); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestConsumeCancelStopsQuickly(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		writes int
+		sleep  time.Duration
+		after  ReportKind // cancel once this report arrives
+	}{
+		{"while sleeping", 1000, time.Hour, KindCycle},
+		// One cycle of 10⁸ writes takes seconds: the stop flag must cut it.
+		{"inside a slow cycle", MaxWrites, 0, KindStarted},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := cyclesConfig(4*testMiB, tc.writes, tc.sleep, time.Now().Add(time.Hour))
+			r := startConsume(t, cfg, true)
+			r.next(t, tc.after, 5*time.Second)
+			time.Sleep(20 * time.Millisecond)
+			t0 := time.Now()
+			r.cancel()
+			reps, err := r.wait(t, 5*time.Second)
+			if d := time.Since(t0); d > 200*time.Millisecond {
+				t.Errorf("stopped %s after the cancel, want within 200ms", d)
+			}
+			if err != nil {
+				t.Fatalf("Consume: %v, want nil after SIGTERM", err)
+			}
+			if len(reps) == 0 || reps[len(reps)-1].Kind != KindDone || !reps[len(reps)-1].Terminated() {
+				t.Fatalf("reports %s, want a terminated done last", kinds(reps))
+			}
+			if tc.writes == MaxWrites {
+				c := reps[0]
+				if c.Kind != KindCycle || c.A >= MaxWrites || c.A%stopCheckWrites != 0 {
+					t.Errorf("cut cycle %v: want fewer than %d writes, a multiple of %d", c, MaxWrites, stopCheckWrites)
+				}
+			}
+		})
+	}
+}
+
+func TestConsumeCancelBeforeGo(t *testing.T) {
+	r := startConsume(t, cyclesConfig(testMiB, 100, 0, time.Now().Add(time.Hour)), false)
+	time.Sleep(20 * time.Millisecond)
+	r.cancel()
+	reps, err := r.wait(t, time.Second)
+	if err != nil || len(reps) != 1 || reps[0].Kind != KindDone || !reps[0].Terminated() || reps[0].B != 0 {
+		t.Fatalf("got %v, %s; want nil and one terminated done of 0 cycles", err, kinds(reps))
+	}
+}
+
+func TestConsumeParentGone(t *testing.T) {
+	t.Run("before go", func(t *testing.T) {
+		r := startConsume(t, cyclesConfig(testMiB, 100, 0, time.Now().Add(time.Hour)), false)
+		r.ctl.Close()
+		reps, err := r.wait(t, time.Second)
+		if !errors.Is(err, ErrParentGone) || len(reps) != 0 {
+			t.Fatalf("got %v and %s, want ErrParentGone and no reports", err, kinds(reps))
+		}
+	})
+	t.Run("while writing", func(t *testing.T) {
+		r := startConsume(t, cyclesConfig(4*testMiB, MaxWrites, 0, time.Now().Add(time.Hour)), true)
+		r.next(t, KindStarted, 5*time.Second)
+		t0 := time.Now()
+		r.ctl.Close()
+		reps, err := r.wait(t, time.Second)
+		if d := time.Since(t0); d > 200*time.Millisecond {
+			t.Errorf("exited %s after EOF, want at once", d)
+		}
+		if !errors.Is(err, ErrParentGone) || len(reps) != 0 {
+			t.Fatalf("got %v and %s, want ErrParentGone and nothing more reported", err, kinds(reps))
+		}
+	})
+}
+
+func TestConsumeMapFailureReportsError(t *testing.T) {
+	cfg := cyclesConfig(testMiB, 100, 0, time.Now().Add(time.Hour))
+	cfg.Backing, cfg.FileDir = BackingFile, filepath.Join(t.TempDir(), "missing")
+	r := startConsume(t, cfg, true)
+	reps, err := r.wait(t, 5*time.Second)
+	if err == nil || !strings.Contains(err.Error(), "missing") {
+		t.Fatalf("Consume: %v, want an error naming the directory", err)
+	}
+	if len(reps) != 1 || reps[0].Kind != KindError || reps[0].A != int64(unix.ENOENT) {
+		t.Fatalf("reports %v, want one error with ENOENT", reps)
+	}
+}
+
+func TestFillRandomIsIncompressible(t *testing.T) {
+	ratio := func(b []byte) float64 {
+		var out bytes.Buffer
+		w, _ := flate.NewWriter(&out, flate.DefaultCompression)
+		w.Write(b)
+		w.Close()
+		return float64(out.Len()) / float64(len(b))
+	}
+	b := make([]byte, testMiB+5) // and a tail that is not a whole word
+	if !fillRandom(b, 1, nil) {
+		t.Fatal("fillRandom abandoned without a stop flag")
+	}
+	if r := ratio(b); r < 0.95 {
+		t.Errorf("random fill compresses to %.3f of its size, want more than 0.95", r)
+	}
+	if r := ratio(make([]byte, testMiB)); r > 0.05 {
+		t.Fatalf("the check is blind: zeros compress only to %.3f", r)
+	}
+	if bytes.Count(b[len(b)-5:], []byte{0}) == 5 {
+		t.Error("the tail was left unfilled")
+	}
+}
+
+func TestFillZeroTouchesEveryPage(t *testing.T) {
+	b, err := mapRegion(testMiB, BackingAnon, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Munmap(b)
+	if !fillZero(b, nil) {
+		t.Fatal("fillZero abandoned without a stop flag")
+	}
+	// pagemap's present bit (63) is readable without privileges.
+	addr, err := strconv.ParseUint(strings.TrimPrefix(fmt.Sprintf("%p", &b[0]), "0x"), 16, 64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.Open("/proc/self/pagemap")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	pages := len(b) / pageSize
+	buf := make([]byte, 8*pages)
+	if _, err := f.ReadAt(buf, int64(addr/pageSize*8)); err != nil {
+		t.Fatal(err)
+	}
+	for i := range pages {
+		if binary.LittleEndian.Uint64(buf[8*i:])>>63 == 0 {
+			t.Fatalf("page %d of %d is not present after the fill", i, pages)
+		}
+	}
+}
+
+// The region has transparent huge pages off: VmFlags "nh" in smaps.
+func TestMapRegionNoHugePages(t *testing.T) {
+	for _, backing := range []string{BackingAnon, BackingFile} {
+		b, err := mapRegion(4*testMiB, backing, t.TempDir())
+		if err != nil {
+			t.Fatal(err)
+		}
+		flags := vmFlags(t, "self", fmt.Sprintf("%p", &b[0]))
+		unix.Munmap(b)
+		if !strings.Contains(" "+flags+" ", " nh ") {
+			t.Errorf("%s region VmFlags %q, want nh", backing, flags)
+		}
+	}
+}
+
+// vmFlags returns the VmFlags of pid's mapping that holds addr ("0x...").
+func vmFlags(t *testing.T, pid, addr string) string {
+	t.Helper()
+	a, err := strconv.ParseUint(strings.TrimPrefix(addr, "0x"), 16, 64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.Open("/proc/" + pid + "/smaps")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	in := false
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		line := sc.Text()
+		if lo, hi, ok := vmaRange(line); ok {
+			in = lo <= a && a < hi
+		} else if in && strings.HasPrefix(line, "VmFlags:") {
+			return strings.TrimSpace(strings.TrimPrefix(line, "VmFlags:"))
+		}
+	}
+	t.Fatalf("no mapping holds %s", addr)
+	return ""
+}
+
+// vmaRange parses an smaps header line "lo-hi perms ...".
+func vmaRange(line string) (lo, hi uint64, ok bool) {
+	r, _, _ := strings.Cut(line, " ")
+	l, h, found := strings.Cut(r, "-")
+	if !found {
+		return 0, 0, false
+	}
+	lo, err1 := strconv.ParseUint(l, 16, 64)
+	hi, err2 := strconv.ParseUint(h, 16, 64)
+	return lo, hi, err1 == nil && err2 == nil
+}
+
+func TestWriteCycle(t *testing.T) {
+	b := make([]byte, 3*pageSize+1) // not a power of two
+	var stop atomic.Bool
+	state := uint64(42)
+	if n := writeCycle(b, 10_000, &state, &stop); n != 10_000 {
+		t.Fatalf("writeCycle did %d writes, want 10000", n)
+	}
+	if state == 42 {
+		t.Error("the generator state did not advance")
+	}
+	if bytes.Count(b, []byte{0}) > len(b)/2 {
+		t.Error("10000 writes over 12 KiB left most bytes untouched")
+	}
+	stop.Store(true)
+	if n := writeCycle(b, 10_000, &state, &stop); n != stopCheckWrites {
+		t.Fatalf("with the stop flag set: %d writes, want %d", n, stopCheckWrites)
+	}
+}
+
+// The real binary, started the way the master starts it.
+
+var buildLoadgen = sync.OnceValues(func() (string, error) {
+	dir, err := os.MkdirTemp("", "thrashscope-loadgen-test-")
+	if err != nil {
+		return "", err
+	}
+	bin := filepath.Join(dir, "loadgen")
+	out, err := exec.Command("go", "build", "-buildvcs=false", "-o", bin, "github.com/thrashscope/thrashscope/cmd/loadgen").CombinedOutput()
+	if err != nil {
+		return "", fmt.Errorf("go build: %v\n%s", err, out)
+	}
+	return bin, nil
+})
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if bin, err := buildLoadgen(); err == nil {
+		os.RemoveAll(filepath.Dir(bin))
+	}
+	os.Exit(code)
+}
+
+type consumerProc struct {
+	cmd     *exec.Cmd
+	ctl     io.WriteCloser
+	reports chan Report
+	stderr  *bytes.Buffer
+}
+
+func startConsumerProc(t *testing.T, cfg ConsumerConfig) *consumerProc {
+	t.Helper()
+	if _, err := exec.LookPath("go"); err != nil {
+		t.Skip("no go tool on PATH to build cmd/loadgen")
+	}
+	bin, err := buildLoadgen()
+	if err != nil {
+		t.Fatal(err)
+	}
+	repR, repW, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &consumerProc{cmd: exec.Command(bin, cfg.Args()...), reports: make(chan Report, 1024), stderr: &bytes.Buffer{}}
+	p.cmd.ExtraFiles = []*os.File{repW}
+	p.cmd.Stderr = p.stderr
+	p.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if p.ctl, err = p.cmd.StdinPipe(); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	repW.Close()
+	t.Cleanup(func() {
+		p.cmd.Process.Kill()
+		p.cmd.Wait()
+	})
+	go func() {
+		defer repR.Close()
+		defer close(p.reports)
+		for {
+			rep, err := ReadReport(repR)
+			if err != nil {
+				return
+			}
+			p.reports <- rep
+		}
+	}()
+	return p
+}
+
+func (p *consumerProc) next(t *testing.T, timeout time.Duration) Report {
+	t.Helper()
+	select {
+	case rep, ok := <-p.reports:
+		if !ok {
+			t.Fatalf("the consumer closed its report pipe; stderr: %s", p.stderr)
+		}
+		return rep
+	case <-time.After(timeout):
+		t.Fatalf("no report within %s", timeout)
+	}
+	return Report{}
+}
+
+// exit waits for the process and returns its status and remaining reports.
+func (p *consumerProc) exit(t *testing.T, timeout time.Duration) (int, []Report) {
+	t.Helper()
+	done := make(chan error, 1)
+	go func() { done <- p.cmd.Wait() }()
+	select {
+	case <-done:
+	case <-time.After(timeout):
+		t.Fatalf("the consumer still runs after %s", timeout)
+	}
+	var reps []Report
+	for r := range p.reports {
+		reps = append(reps, r)
+	}
+	return p.cmd.ProcessState.ExitCode(), reps
+}
+
+func procStatus(t *testing.T, pid int, field string) int64 {
+	t.Helper()
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, field+":"); ok {
+			n, err := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 10, 64)
+			if err != nil {
+				t.Fatalf("%s: %q", field, line)
+			}
+			return n << 10
+		}
+	}
+	t.Fatalf("no %s in /proc/%d/status", field, pid)
+	return 0
+}
+
+// regions counts pid's mappings of at least size bytes with huge pages off:
+// the consumer's regions.
+func regions(t *testing.T, pid int, size uint64) int {
+	t.Helper()
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/smaps", pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	var big bool
+	for _, line := range strings.Split(string(b), "\n") {
+		if lo, hi, ok := vmaRange(line); ok {
+			big = hi-lo >= size
+		} else if big && strings.HasPrefix(line, "VmFlags:") && strings.Contains(line+" ", " nh ") {
+			n++
+		}
+	}
+	return n
+}
+
+func TestConsumerProcess(t *testing.T) {
+	const size = 64 * testMiB
+	cfg := cyclesConfig(size, 1000, 10*time.Millisecond, time.Now().Add(time.Hour))
+	cfg.Index, cfg.ParentPID = 3, os.Getpid()
+	p := startConsumerProc(t, cfg)
+	pid := p.cmd.Process.Pid
+
+	var comm string
+	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
+		b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/comm", pid))
+		if comm = strings.TrimSpace(string(b)); comm == "consumer-03" {
+			break
+		}
+	}
+	if comm != "consumer-03" {
+		t.Fatalf("/proc/%d/comm = %q, want consumer-03; stderr: %s", pid, comm, p.stderr)
+	}
+	stat, _ := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if !bytes.Contains(stat, []byte("(consumer-03)")) {
+		t.Errorf("/proc/%d/stat = %q, want (consumer-03)", pid, stat)
+	}
+
+	// Before the go byte it holds nothing, though its start is past.
+	time.Sleep(100 * time.Millisecond)
+	if rss := procStatus(t, pid, "VmRSS"); rss > size/4 {
+		t.Errorf("VmRSS %d MiB before the go byte, want little", rss>>20)
+	}
+	if n := regions(t, pid, size); n != 0 {
+		t.Errorf("%d regions mapped before the go byte, want none", n)
+	}
+	select {
+	case r := <-p.reports:
+		t.Fatalf("reported %v before the go byte", r)
+	default:
+	}
+
+	if _, err := p.ctl.Write([]byte{'g'}); err != nil {
+		t.Fatal(err)
+	}
+	if r := p.next(t, 5*time.Second); r.Kind != KindStarted || r.B == 0 {
+		t.Fatalf("first report %v, want started and filled", r)
+	}
+	if r := p.next(t, 5*time.Second); r.Kind != KindCycle || r.A != 1000 {
+		t.Fatalf("second report %v, want a cycle of 1000 writes", r)
+	}
+	if rss := procStatus(t, pid, "VmRSS"); rss < size {
+		t.Errorf("VmRSS %d MiB after the fill, want at least %d", rss>>20, size>>20)
+	}
+	if n := regions(t, pid, size); n != 1 {
+		t.Errorf("%d regions mapped, want 1", n)
+	}
+
+	// The master is gone: exit at once, report nothing more.
+	p.ctl.Close()
+	code, reps := p.exit(t, 2*time.Second)
+	for _, r := range reps {
+		if r.Kind != KindCycle {
+			t.Errorf("reported %v after stdin closed", r)
+		}
+	}
+	if code != 0 {
+		t.Errorf("exit status %d after stdin closed, want 0; stderr: %s", code, p.stderr)
+	}
+}
+
+func TestConsumerProcessSIGTERM(t *testing.T) {
+	cfg := cyclesConfig(8*testMiB, 1000, 10*time.Millisecond, time.Now().Add(time.Hour))
+	cfg.Backing, cfg.FileDir = BackingFile, t.TempDir()
+	p := startConsumerProc(t, cfg)
+	p.ctl.Write([]byte{'g'})
+	for p.next(t, 5*time.Second).Kind != KindCycle {
+	}
+	t0 := time.Now()
+	p.cmd.Process.Signal(syscall.SIGTERM)
+	code, reps := p.exit(t, 2*time.Second)
+	if d := time.Since(t0); d > 200*time.Millisecond {
+		t.Errorf("exited %s after SIGTERM, want within 200ms", d)
+	}
+	if code != 0 || len(reps) == 0 || !reps[len(reps)-1].Terminated() {
+		t.Fatalf("exit %d, reports %s; want 0 and a terminated done; stderr: %s", code, kinds(reps), p.stderr)
+	}
+	assertEmptyDir(t, cfg.FileDir)
+}
+
+func TestConsumerProcessExitStatus(t *testing.T) {
+	ok := cyclesConfig(testMiB, 100, 0, time.Now().Add(time.Hour))
+
+	bad := ok
+	bad.Writes = 0
+	p := startConsumerProc(t, bad)
+	if code, reps := p.exit(t, 5*time.Second); code != 2 || len(reps) != 0 || !strings.Contains(p.stderr.String(), "--writes") {
+		t.Errorf("bad flags: exit %d, reports %s, stderr %q; want 2, none, a message naming --writes", code, kinds(reps), p.stderr)
+	}
+
+	// Without ExtraFiles, fd 3 is whatever the runtime opened there.
+	noPipe := exec.Command(p.cmd.Path, ok.Args()...)
+	var stderr bytes.Buffer
+	noPipe.Stderr = &stderr
+	if err := noPipe.Run(); noPipe.ProcessState == nil || noPipe.ProcessState.ExitCode() != 2 || !strings.Contains(stderr.String(), "fd 3") {
+		t.Errorf("no report pipe: %v, stderr %q; want exit 2 and a message about fd 3", err, stderr.String())
+	}
+
+	orphan := ok
+	orphan.ParentPID = 1 // not our parent: as if the master died before prctl
+	p = startConsumerProc(t, orphan)
+	if code, reps := p.exit(t, 5*time.Second); code != 0 || len(reps) != 0 {
+		t.Errorf("parent gone: exit %d, reports %s; want 0 and none; stderr %s", code, kinds(reps), p.stderr)
+	}
+
+	fatal := ok
+	fatal.Backing, fatal.FileDir = BackingFile, filepath.Join(t.TempDir(), "missing")
+	p = startConsumerProc(t, fatal)
+	p.ctl.Write([]byte{'g'})
+	code, reps := p.exit(t, 5*time.Second)
+	if code != 1 || len(reps) != 1 || reps[0].Kind != KindError || !strings.Contains(p.stderr.String(), "missing") {
+		t.Errorf("fatal error: exit %d, reports %s, stderr %q; want 1, one error, the message", code, kinds(reps), p.stderr)
+	}
+}

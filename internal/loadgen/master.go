@@ -1,0 +1,581 @@
+package loadgen
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"math"
+	"os"
+	"os/exec"
+	"runtime"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/thrashscope/thrashscope/internal/cgroup"
+)
+
+// spawnLead is how long before its planned start a consumer process is
+// started. It waits, idle and already inside the run cgroup, so exec and
+// runtime start-up never delay the plan.
+const spawnLead = 500 * time.Millisecond
+
+// overrunGrace is how long the master waits past a consumer's t_f for it to
+// finish its last cycle before it is terminated. Lateness within it is what
+// the paper records; beyond it the consumer is stuck, not late.
+const overrunGrace = 60 * time.Second
+
+// stopGrace is how long consumers get to exit on SIGTERM before the cgroup
+// is destroyed with SIGKILL.
+const stopGrace = 2 * time.Second
+
+// RunConfig configures one run.
+type RunConfig struct {
+	ID   string
+	Spec Resolved
+	// Binary is the loadgen executable that consumers run as.
+	Binary string
+	// Parent is where the run cgroup goes.
+	Parent cgroup.Parent
+	// FileDir holds backing=file regions, unlinked as soon as they open.
+	FileDir string
+	Logger  *slog.Logger
+	// OnCycle sees every write cycle's duration; it must not block.
+	OnCycle func(consumer int, d time.Duration)
+	// OnChange is told that the record changed: a consumer started or
+	// ended, or the state moved. It must not block for long.
+	OnChange func()
+	// HostMemory reads free memory and swap, for the fill table.
+	HostMemory func() (memFree, swapFree uint64)
+	// Now is the clock; nil is time.Now.
+	Now func() time.Time
+}
+
+// Run is one run in progress: its cgroup, its consumers and its record.
+type Run struct {
+	cfg   RunConfig
+	cg    *cgroup.Cgroup
+	start time.Time
+
+	ctx    context.Context
+	cancel context.CancelCauseFunc
+	done   chan struct{}
+
+	mu    sync.Mutex
+	rec   Record
+	procs []*os.Process // by index; nil until spawned
+	// slowest[0] is the slowest cycle in the current second, [1] in the one before.
+	slowest   [2]time.Duration
+	slowestAt int64 // the unix second slowest[0] belongs to
+	chunks    [][]chunkSample
+	oomBefore uint64
+}
+
+type chunkSample struct {
+	seconds           float64
+	memFree, swapFree uint64
+}
+
+// errAborted is the cancel cause of an abort; its text is the reason.
+type abortError struct{ reason string }
+
+func (e abortError) Error() string { return e.reason }
+
+// StartRun creates the run cgroup and starts the run in the background. The
+// record is pending until the cgroup exists, running from then on.
+func StartRun(cfg RunConfig) (*Run, error) {
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if cfg.OnCycle == nil {
+		cfg.OnCycle = func(int, time.Duration) {}
+	}
+	if cfg.OnChange == nil {
+		cfg.OnChange = func() {}
+	}
+	if _, err := os.Stat(cfg.Binary); err != nil {
+		return nil, &UnsafeError{Msg: fmt.Sprintf("the consumer binary %q is missing: run make build, or install loadgen beside observer", cfg.Binary)}
+	}
+	cg, err := cfg.Parent.Create("run-"+cfg.ID, cgroup.Limits{
+		MemoryBytes: cfg.Spec.MemoryLimitBytes,
+		NoSwap:      cfg.Spec.Backing == BackingFile, // a page-cache thrash, with or without swap
+	})
+	if err != nil {
+		return nil, &UnsafeError{Msg: "cannot make the run cgroup: " + err.Error()}
+	}
+	oom, _ := cg.OOMKills()
+	start := cfg.Now()
+	r := &Run{cfg: cfg, cg: cg, start: start, done: make(chan struct{}), oomBefore: oom}
+	r.ctx, r.cancel = context.WithCancelCause(context.Background())
+	r.rec = Record{ID: cfg.ID, Spec: cfg.Spec, State: StateRunning, StartedAt: start, Cgroup: cg.Path}
+	n := cfg.Spec.processes()
+	r.procs = make([]*os.Process, n)
+	for i := range n {
+		s := cfg.Spec.Slot(i)
+		c := ConsumerRecord{Index: i, PlannedStart: start.Add(s.Start), PlannedEnd: start.Add(s.End)}
+		if cfg.Spec.Preset == PresetFill {
+			c.PlannedStart, c.PlannedEnd = start, start.Add(MaxRunDuration)
+		}
+		r.rec.Consumers = append(r.rec.Consumers, c)
+	}
+	if cfg.Spec.Preset == PresetFill {
+		r.chunks = make([][]chunkSample, cfg.Spec.Consumers)
+	}
+	go r.drive()
+	return r, nil
+}
+
+// Record returns a copy of the run record as it stands.
+func (r *Run) Record() Record {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	rec := r.rec
+	rec.Consumers = append([]ConsumerRecord(nil), r.rec.Consumers...)
+	rec.Transitions = append([]Transition(nil), r.rec.Transitions...)
+	return rec
+}
+
+// AddTransition records a detector state change in the run record.
+func (r *Run) AddTransition(tr Transition) {
+	r.mu.Lock()
+	r.rec.Transitions = append(r.rec.Transitions, tr)
+	r.mu.Unlock()
+	r.cfg.OnChange()
+}
+
+// Abort stops the run: consumers get SIGTERM, then the cgroup is destroyed.
+// It returns at once; Done closes when everything is gone.
+func (r *Run) Abort(reason string) { r.cancel(abortError{reason}) }
+
+// Done is closed when the run has ended and its cgroup is gone.
+func (r *Run) Done() <-chan struct{} { return r.done }
+
+// Cgroup is the run cgroup.
+func (r *Run) Cgroup() *cgroup.Cgroup { return r.cg }
+
+// PIDs are the live consumers' pids.
+func (r *Run) PIDs() []int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var pids []int
+	for i, c := range r.rec.Consumers {
+		if c.PID != 0 && c.Exit == "" && r.procs[i] != nil {
+			pids = append(pids, c.PID)
+		}
+	}
+	return pids
+}
+
+// Progress is a run's live state, for metrics and the progress line.
+type Progress struct {
+	Elapsed, Total  time.Duration
+	Active, Planned int // consumers holding memory now; the plan's count
+	Started, Ended  int
+	DemandBytes     int64 // Active × S
+	LimitBytes      int64
+	SlowestCycle    time.Duration // over the last second or two
+	Cycles          []uint64      // by consumer
+	LatenessSeconds []float64     // by consumer; grows live past t_f
+	ChunksDone      int           // fill: chunks filled over all repeats
+}
+
+// Progress reports the run's live state.
+func (r *Run) Progress() Progress {
+	now := r.cfg.Now()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	p := Progress{
+		Elapsed:    now.Sub(r.start),
+		Total:      r.cfg.Spec.Duration(),
+		Planned:    r.cfg.Spec.ActiveAt(now.Sub(r.start)),
+		LimitBytes: r.cfg.Spec.MemoryLimitBytes,
+	}
+	for _, c := range r.rec.Consumers {
+		if c.ActualStart != nil {
+			p.Started++
+		}
+		if c.Exit != "" || c.ActualEnd != nil {
+			p.Ended++
+		} else if c.ActualStart != nil {
+			p.Active++
+		}
+		p.Cycles = append(p.Cycles, c.Cycles)
+		late := c.LatenessSeconds
+		if c.ActualEnd == nil && c.Exit == "" && c.ActualStart != nil && now.After(c.PlannedEnd) {
+			late = now.Sub(c.PlannedEnd).Seconds()
+		}
+		p.LatenessSeconds = append(p.LatenessSeconds, late)
+	}
+	if r.cfg.Spec.Preset == PresetFill {
+		for _, rep := range r.chunks {
+			p.ChunksDone += len(rep)
+		}
+		p.Planned = min(p.Active, 1)
+		p.DemandBytes = int64(p.ChunksDone%max(r.cfg.Spec.Consumers, 1)) * r.cfg.Spec.SizeBytes
+	} else {
+		p.DemandBytes = int64(p.Active) * r.cfg.Spec.SizeBytes
+	}
+	r.rotateSlowest(now)
+	p.SlowestCycle = max(r.slowest[0], r.slowest[1])
+	return p
+}
+
+// rotateSlowest moves to the current second's bucket. Called with r.mu held.
+func (r *Run) rotateSlowest(now time.Time) {
+	sec := now.Unix()
+	switch {
+	case sec == r.slowestAt:
+	case sec == r.slowestAt+1:
+		r.slowest = [2]time.Duration{0, r.slowest[0]}
+	default:
+		r.slowest = [2]time.Duration{}
+	}
+	r.slowestAt = sec
+}
+
+// drive runs the plan: spawn each consumer on time, wait for all of them
+// to finish or for an abort, then tear the cgroup down.
+func (r *Run) drive() {
+	defer close(r.done)
+	var wg sync.WaitGroup
+	spawned := make(chan struct{})
+	// One goroutine on one locked OS thread spawns every consumer: their
+	// PDEATHSIG fires when the spawning thread exits, so that thread must
+	// live exactly as long as the run.
+	go func() {
+		runtime.LockOSThread()
+		defer runtime.UnlockOSThread()
+		r.spawnAll(&wg)
+		close(spawned)
+		wg.Wait() // keep the thread while any consumer lives
+	}()
+
+	<-spawned
+	allExited := make(chan struct{})
+	go func() { wg.Wait(); close(allExited) }()
+
+	deadline := r.start.Add(r.cfg.Spec.Duration() + overrunGrace)
+	if r.cfg.Spec.Preset == PresetFill {
+		deadline = r.start.Add(MaxRunDuration)
+	}
+	overrun := time.NewTimer(time.Until(deadline))
+	defer overrun.Stop()
+	select {
+	case <-allExited:
+	case <-r.ctx.Done():
+	case <-overrun.C:
+		r.cfg.Logger.Warn("consumers overran their finish time; terminating them", "run", r.cfg.ID, "grace", overrunGrace)
+		r.cancel(errors.New("consumers still running " + overrunGrace.String() + " after the plan ended"))
+	}
+	r.terminate(allExited)
+
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	destroyErr := r.cg.Destroy(ctx)
+	<-allExited
+	r.finish(destroyErr)
+}
+
+// spawnAll starts each consumer spawnLead before its plan, until the plan
+// is done or the run is cancelled.
+func (r *Run) spawnAll(wg *sync.WaitGroup) {
+	for i := range r.procs {
+		at := r.rec.Consumers[i].PlannedStart.Add(-spawnLead)
+		t := time.NewTimer(time.Until(at))
+		select {
+		case <-r.ctx.Done():
+			t.Stop()
+			return
+		case <-t.C:
+		}
+		if err := r.spawn(i, wg); err != nil {
+			r.cfg.Logger.Error("starting a consumer failed; aborting the run", "run", r.cfg.ID, "consumer", i, "err", err)
+			r.cancel(fmt.Errorf("starting consumer %d: %w", i, err))
+			return
+		}
+	}
+}
+
+// spawn starts consumer i, moves it into the cgroup and lets it go.
+func (r *Run) spawn(i int, wg *sync.WaitGroup) error {
+	c := r.rec.Consumers[i] // fixed fields only; no lock needed
+	cc := ConsumerConfig{
+		Index:     i,
+		Size:      r.cfg.Spec.SizeBytes,
+		Writes:    r.cfg.Spec.WritesPerCycle,
+		Sleep:     r.cfg.Spec.Sleep.D(),
+		Start:     c.PlannedStart,
+		End:       c.PlannedEnd,
+		Backing:   r.cfg.Spec.Backing,
+		FileDir:   r.cfg.FileDir,
+		Fill:      r.cfg.Spec.Fill,
+		ParentPID: os.Getpid(),
+		Mode:      ModeCycles,
+	}
+	if r.cfg.Spec.Preset == PresetFill {
+		cc.Mode, cc.Chunks, cc.Repeats = ModeFill, r.cfg.Spec.Consumers, r.cfg.Spec.Repeats
+	}
+	repR, repW, err := os.Pipe()
+	if err != nil {
+		return err
+	}
+	cmd := exec.Command(r.cfg.Binary, cc.Args()...)
+	cmd.ExtraFiles = []*os.File{repW}
+	cmd.Stdout, cmd.Stderr = nil, &logWriter{r.cfg.Logger.With("run", r.cfg.ID, "consumer", i)}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	ctl, err := cmd.StdinPipe()
+	if err != nil {
+		repR.Close()
+		repW.Close()
+		return err
+	}
+	if err := cmd.Start(); err != nil {
+		repR.Close()
+		repW.Close()
+		return err
+	}
+	repW.Close()
+	if err := r.cg.Add(cmd.Process.Pid); err != nil {
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+		repR.Close()
+		return fmt.Errorf("moving consumer %d into %s: %w", i, r.cg.Path, err)
+	}
+	if _, err := ctl.Write([]byte{'g'}); err != nil {
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+		repR.Close()
+		return fmt.Errorf("starting consumer %d: %w", i, err)
+	}
+	r.mu.Lock()
+	r.procs[i] = cmd.Process
+	r.rec.Consumers[i].PID = cmd.Process.Pid
+	r.mu.Unlock()
+
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		r.readReports(i, repR)
+		repR.Close()
+		err := cmd.Wait()
+		ctl.Close()
+		r.exited(i, cmd.ProcessState, err)
+	}()
+	return nil
+}
+
+// readReports applies a consumer's reports until it closes the pipe.
+func (r *Run) readReports(i int, rd io.Reader) {
+	for {
+		rep, err := ReadReport(rd)
+		if err != nil {
+			if !errors.Is(err, io.EOF) {
+				r.cfg.Logger.Warn("bad report from a consumer", "run", r.cfg.ID, "consumer", i, "err", err)
+			}
+			return
+		}
+		r.apply(i, rep)
+	}
+}
+
+func (r *Run) apply(i int, rep Report) {
+	changed := false
+	r.mu.Lock()
+	c := &r.rec.Consumers[i]
+	switch rep.Kind {
+	case KindStarted:
+		t := time.Unix(0, rep.A)
+		c.ActualStart = &t
+		changed = true
+	case KindCycle:
+		c.Cycles++
+		d := time.Duration(rep.B)
+		r.rotateSlowest(r.cfg.Now())
+		r.slowest[0] = max(r.slowest[0], d)
+		defer r.cfg.OnCycle(i, d)
+	case KindChunk:
+		_, chunk := rep.Chunk()
+		if chunk < len(r.chunks) {
+			var free, swap uint64
+			if r.cfg.HostMemory != nil {
+				free, swap = r.cfg.HostMemory()
+			}
+			r.chunks[chunk] = append(r.chunks[chunk], chunkSample{seconds: time.Duration(rep.B).Seconds(), memFree: free, swapFree: swap})
+		}
+	case KindDone:
+		t := time.Unix(0, rep.A)
+		c.ActualEnd = &t
+		c.Cycles = uint64(rep.B)
+		if late := t.Sub(c.PlannedEnd); late > 0 && r.cfg.Spec.Preset != PresetFill {
+			c.LatenessSeconds = late.Seconds()
+		}
+		changed = true
+	}
+	r.mu.Unlock()
+	if changed {
+		r.cfg.OnChange()
+	}
+}
+
+// exited records how consumer i ended.
+func (r *Run) exited(i int, ps *os.ProcessState, waitErr error) {
+	r.mu.Lock()
+	c := &r.rec.Consumers[i]
+	now := r.cfg.Now()
+	if c.ActualEnd == nil && c.ActualStart != nil {
+		c.ActualEnd = &now
+		if late := now.Sub(c.PlannedEnd); late > 0 && r.cfg.Spec.Preset != PresetFill {
+			c.LatenessSeconds = late.Seconds()
+		}
+	}
+	c.Exit = r.exitString(ps, waitErr)
+	r.mu.Unlock()
+	if c.Exit == "oom-killed" {
+		// A thrashing memcg can OOM with swap still free when reclaim runs
+		// out of retries; that is an outcome to record, not to hide.
+		r.cfg.Logger.Warn("the OOM killer killed a consumer; it is not respawned", "run", r.cfg.ID, "consumer", i)
+	}
+	r.cfg.OnChange()
+}
+
+// exitString names how a consumer ended. Called with r.mu held.
+func (r *Run) exitString(ps *os.ProcessState, waitErr error) string {
+	if ps == nil {
+		return "unknown: " + waitErr.Error()
+	}
+	ws, ok := ps.Sys().(syscall.WaitStatus)
+	switch {
+	case !ok:
+		return ps.String()
+	case ws.Exited() && ws.ExitStatus() == 0:
+		if r.ctx.Err() != nil {
+			return "terminated"
+		}
+		return "ok"
+	case ws.Exited():
+		return fmt.Sprintf("exit %d", ws.ExitStatus())
+	case ws.Signaled() && ws.Signal() == syscall.SIGKILL:
+		// A SIGKILL the run did not send is the OOM killer's, when the
+		// cgroup's count says so.
+		if n, err := r.cg.OOMKills(); err == nil && n > r.oomBefore && r.ctx.Err() == nil {
+			r.oomBefore++
+			return "oom-killed"
+		}
+		return "killed"
+	default:
+		return "signal " + ws.Signal().String()
+	}
+}
+
+// terminate asks every live consumer to stop and gives them stopGrace.
+func (r *Run) terminate(allExited <-chan struct{}) {
+	r.mu.Lock()
+	for i, p := range r.procs {
+		if p != nil && r.rec.Consumers[i].Exit == "" {
+			_ = p.Signal(syscall.SIGTERM)
+		}
+	}
+	r.mu.Unlock()
+	select {
+	case <-allExited:
+	case <-time.After(stopGrace):
+	}
+}
+
+// finish settles the run's final state.
+func (r *Run) finish(destroyErr error) {
+	now := r.cfg.Now()
+	r.mu.Lock()
+	r.rec.EndedAt = &now
+	cause := context.Cause(r.ctx)
+	var ab abortError
+	switch {
+	case errors.As(cause, &ab):
+		r.rec.State, r.rec.Reason = StateAborted, ab.reason
+	case cause != nil:
+		r.rec.State, r.rec.Reason = StateFailed, cause.Error()
+	default:
+		r.rec.State = StateCompleted
+	}
+	if destroyErr != nil {
+		r.rec.Reason = joinReason(r.rec.Reason, "removing the run cgroup: "+destroyErr.Error())
+		if r.rec.State == StateCompleted {
+			r.rec.State = StateFailed
+		}
+	}
+	state, reason := r.rec.State, r.rec.Reason
+	r.mu.Unlock()
+	r.cancel(nil)
+	r.cfg.Logger.Info("run ended", "run", r.cfg.ID, "state", state, "reason", reason)
+	r.cfg.OnChange()
+}
+
+func joinReason(a, b string) string {
+	if a == "" {
+		return b
+	}
+	return a + "; " + b
+}
+
+// logWriter turns a consumer's stderr into log lines.
+type logWriter struct{ l *slog.Logger }
+
+func (w *logWriter) Write(b []byte) (int, error) {
+	w.l.Warn("consumer: " + string(b))
+	return len(b), nil
+}
+
+// FillCSV is the fill experiment's table: per chunk, the mean and standard
+// deviation of its fill time over the repeats, with the host's free memory
+// and swap when it was filled. Empty for other presets.
+func (r *Run) FillCSV() []byte {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.chunks == nil {
+		return nil
+	}
+	var b strings.Builder
+	b.WriteString("chunk_index,allocated_bytes,repeats,fill_seconds_mean,fill_seconds_sd,memory_free_bytes,swap_free_bytes\n")
+	for i, reps := range r.chunks {
+		if len(reps) == 0 {
+			continue
+		}
+		var secs []float64
+		var free, swap float64
+		for _, c := range reps {
+			secs = append(secs, c.seconds)
+			free += float64(c.memFree)
+			swap += float64(c.swapFree)
+		}
+		mean, sd := meanSD(secs)
+		n := float64(len(reps))
+		fmt.Fprintf(&b, "%d,%d,%d,%.6f,%.6f,%.0f,%.0f\n", i, int64(i+1)*r.cfg.Spec.SizeBytes, len(reps), mean, sd, free/n, swap/n)
+	}
+	return []byte(b.String())
+}
+
+// meanSD is the mean and the sample standard deviation (n-1), as seed 002
+// reports over its 5 runs.
+func meanSD(xs []float64) (mean, sd float64) {
+	if len(xs) == 0 {
+		return 0, 0
+	}
+	for _, x := range xs {
+		mean += x
+	}
+	mean /= float64(len(xs))
+	if len(xs) < 2 {
+		return mean, 0
+	}
+	var ss float64
+	for _, x := range xs {
+		ss += (x - mean) * (x - mean)
+	}
+	return mean, math.Sqrt(ss / float64(len(xs)-1))
+}

@@ -1,0 +1,76 @@
+package loadgen
+
+import (
+	"errors"
+	"fmt"
+	"time"
+)
+
+// Run states, as in the run record.
+const (
+	StatePending   = "pending"
+	StateRunning   = "running"
+	StateCompleted = "completed"
+	StateAborted   = "aborted"
+	StateFailed    = "failed"
+)
+
+// Record is a run record: what was asked, what was planned and what happened.
+// It is the JSON of GET /api/v1/runs/{id} and of the record file.
+type Record struct {
+	ID        string     `json:"id"`
+	Spec      Resolved   `json:"spec"`
+	State     string     `json:"state"`
+	Reason    string     `json:"reason,omitempty"`
+	StartedAt time.Time  `json:"started_at"`
+	EndedAt   *time.Time `json:"ended_at,omitempty"`
+	Cgroup    string     `json:"cgroup"`
+	// Host is the observing side's view: the observer, or loadgen run.
+	Host      string           `json:"host,omitempty"`
+	Consumers []ConsumerRecord `json:"consumers"`
+	// Transitions are the thrash detector's state changes during the run.
+	Transitions []Transition `json:"transitions,omitempty"`
+}
+
+// ConsumerRecord is one consumer's plan and outcome.
+type ConsumerRecord struct {
+	Index        int        `json:"index"`
+	PID          int        `json:"pid"`
+	PlannedStart time.Time  `json:"planned_start"`
+	ActualStart  *time.Time `json:"actual_start,omitempty"`
+	PlannedEnd   time.Time  `json:"planned_end"`
+	ActualEnd    *time.Time `json:"actual_end,omitempty"`
+	Cycles       uint64     `json:"cycles"`
+	// Lateness is how long after t_f the consumer finished; 0 when on time.
+	LatenessSeconds float64 `json:"lateness_seconds"`
+	// Exit is how it ended: "ok", "terminated", "oom-killed", "exit 3",
+	// "signal killed", or empty while it runs.
+	Exit string `json:"exit,omitempty"`
+}
+
+// Transition is one detector state change.
+type Transition struct {
+	At        time.Time `json:"at"`
+	To        string    `json:"to"`
+	Processes []string  `json:"processes,omitempty"`
+}
+
+// Active reports whether a run in this state may still change.
+func Active(state string) bool { return state == StatePending || state == StateRunning }
+
+// ConsumerName is the consumer's comm and its metric label: consumer-07.
+func ConsumerName(i int) string { return fmt.Sprintf("consumer-%02d", i) }
+
+// Errors the run API maps to status codes.
+var (
+	// ErrBusy: another run is active (409).
+	ErrBusy = errors.New("another run is active")
+	// ErrNotFound: no run has that id (404).
+	ErrNotFound = errors.New("no such run")
+)
+
+// UnsafeError is a spec that cannot run safely on this host (422). The
+// message says what to change.
+type UnsafeError struct{ Msg string }
+
+func (e *UnsafeError) Error() string { return e.Msg }

@@ -1,0 +1,290 @@
+// Package loadgen is thrashscope's producer of memory pressure: the run spec
+// and its presets (Maziero et al., 2013's experiments e1-e4, seed 002's
+// progressive fill and seed 003's SYN8), the schedule, the safety budget, the
+// consumer processes and the master that runs them in a run cgroup. The
+// observer watches what a run does; it never depends on the run.
+package loadgen
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"maps"
+	"math"
+	"reflect"
+	"slices"
+	"strings"
+	"time"
+)
+
+// Backing and fill values.
+const (
+	BackingAnon = "anon"
+	BackingFile = "file"
+	FillRandom  = "random"
+	FillZero    = "zero"
+)
+
+// Preset names.
+const (
+	PresetFill = "fill"
+	PresetSyn8 = "syn8"
+)
+
+// Limits that make a spec absurd rather than merely unsafe here.
+const (
+	MaxConsumers   = 512
+	MaxRunDuration = 4 * time.Hour
+	MaxRepeats     = 20
+	MinSizeBytes   = 1 << 20 // below a MiB a consumer is mostly runtime
+	MaxWrites      = 100_000_000
+	MinMemoryLimit = 16 << 20
+)
+
+// Duration is a time.Duration that reads and writes Go duration strings
+// ("30s", "100ms") in JSON.
+type Duration time.Duration
+
+// D returns the time.Duration.
+func (d Duration) D() time.Duration { return time.Duration(d) }
+
+func (d Duration) String() string { return time.Duration(d).String() }
+
+// MarshalJSON writes a Go duration string.
+func (d Duration) MarshalJSON() ([]byte, error) { return json.Marshal(d.String()) }
+
+// UnmarshalJSON reads a Go duration string.
+func (d *Duration) UnmarshalJSON(b []byte) error {
+	var s string
+	if err := json.Unmarshal(b, &s); err != nil {
+		return errors.New(`want a Go duration string such as "100ms" or "30s"`)
+	}
+	v, err := time.ParseDuration(s)
+	if err != nil {
+		return fmt.Errorf("%q is not a Go duration such as \"100ms\" or \"30s\"", s)
+	}
+	*d = Duration(v)
+	return nil
+}
+
+// Spec is a run spec, as POSTed to /api/v1/runs and as loadgen run's flags.
+// Pointer fields are overrides: nil takes the preset's value. Resolve fills
+// every field.
+type Spec struct {
+	Preset           string    `json:"preset"`
+	Consumers        *int      `json:"consumers,omitempty"`
+	SizeBytes        *int64    `json:"size_bytes,omitempty"`
+	WritesPerCycle   *int      `json:"writes_per_cycle,omitempty"`
+	Sleep            *Duration `json:"sleep,omitempty"`
+	Interval         *Duration `json:"interval,omitempty"`
+	LeadIn           *Duration `json:"lead_in,omitempty"`
+	MemoryLimitBytes *int64    `json:"memory_limit_bytes,omitempty"`
+	Scale            *float64  `json:"scale,omitempty"`
+	Backing          *string   `json:"backing,omitempty"`
+	Fill             *string   `json:"fill,omitempty"`
+	// Repeats is the fill preset's number of repetitions (seed 002's 5).
+	Repeats *int `json:"repeats,omitempty"`
+}
+
+// Resolved is a spec with every field filled: what a run actually does.
+// For the fill preset, Consumers is the number of chunks and SizeBytes the
+// chunk size, so the demand is Consumers × SizeBytes as for the others.
+type Resolved struct {
+	Preset           string   `json:"preset"`
+	Consumers        int      `json:"consumers"`
+	SizeBytes        int64    `json:"size_bytes"`
+	WritesPerCycle   int      `json:"writes_per_cycle"`
+	Sleep            Duration `json:"sleep"`
+	Interval         Duration `json:"interval"`
+	LeadIn           Duration `json:"lead_in"`
+	MemoryLimitBytes int64    `json:"memory_limit_bytes"`
+	Scale            float64  `json:"scale"`
+	Backing          string   `json:"backing"`
+	Fill             string   `json:"fill"`
+	Repeats          int      `json:"repeats,omitempty"`
+}
+
+// Preset is a named default spec with the source it reproduces.
+type Preset struct {
+	Name        string   `json:"name"`
+	Description string   `json:"description"`
+	Spec        Resolved `json:"spec"`
+}
+
+const (
+	mb  = 1_000_000 // the paper's sizes are decimal megabytes
+	mib = 1 << 20
+	gib = 1 << 30
+)
+
+// Presets lists every preset, in order.
+func Presets() []Preset {
+	paper := func(name string, w int, sleep, interval time.Duration, desc string) Preset {
+		return Preset{Name: name, Description: desc, Spec: Resolved{
+			Preset: name, Consumers: 25, SizeBytes: 100 * mb, WritesPerCycle: w,
+			Sleep: Duration(sleep), Interval: Duration(interval), LeadIn: Duration(10 * time.Second),
+			MemoryLimitBytes: 1 * gib, Scale: 1, Backing: BackingAnon, Fill: FillRandom,
+		}}
+	}
+	syn8 := paper(PresetSyn8, 10_000, 10*time.Millisecond, time.Second,
+		"Reuven and Wiseman (2006) SYN8: 17 processes of 8 MB in random access (136 MB, the top of its range) in 128 MiB.")
+	syn8.Spec.Consumers, syn8.Spec.SizeBytes, syn8.Spec.MemoryLimitBytes = 17, 8*mb, 128*mib
+	fill := paper(PresetFill, 0, 0, 0,
+		"Seed 002's swap overhead: fill 128 MiB chunks up to 1.5 GiB in a 1 GiB cgroup, keeping earlier chunks hot; 5 repeats.")
+	fill.Spec.Consumers, fill.Spec.SizeBytes, fill.Spec.Repeats = 12, 128*mib, 5
+	fill.Spec.LeadIn = 0
+	return []Preset{
+		paper("e1", 1_000, 100*time.Millisecond, 30*time.Second, "Maziero et al. (2013) e1: W=1,000, t_s=100 ms, t_c=30 s; 25 × 100 MB in 1 GiB, 1510 s."),
+		paper("e2", 10_000, 100*time.Millisecond, 30*time.Second, "Maziero et al. (2013) e2: W=10,000, t_s=100 ms, t_c=30 s; 25 × 100 MB in 1 GiB, 1510 s."),
+		paper("e3", 10_000, time.Second, 30*time.Second, "Maziero et al. (2013) e3: W=10,000, t_s=1 s, t_c=30 s; 25 × 100 MB in 1 GiB, 1510 s."),
+		paper("e4", 10_000, 100*time.Millisecond, time.Second, "Maziero et al. (2013) e4: W=10,000, t_s=100 ms, t_c=1 s; 25 × 100 MB in 1 GiB, 60 s."),
+		fill,
+		syn8,
+	}
+}
+
+// PresetNames lists the preset names, for messages.
+func PresetNames() []string {
+	var names []string
+	for _, p := range Presets() {
+		names = append(names, p.Name)
+	}
+	return names
+}
+
+// FieldError is invalid input: the API answers it with 400.
+type FieldError struct {
+	Field string
+	Msg   string
+}
+
+func (e *FieldError) Error() string { return e.Field + ": " + e.Msg }
+
+// DecodeSpec reads a JSON run spec strictly: unknown fields, wrong types
+// and trailing data are errors naming the field.
+func DecodeSpec(b []byte) (Spec, error) {
+	var s Spec
+	var fields map[string]json.RawMessage
+	dec := json.NewDecoder(bytes.NewReader(b))
+	if err := dec.Decode(&fields); err != nil || fields == nil {
+		return s, &FieldError{Field: "body", Msg: `want a JSON object such as {"preset":"e4","scale":0.1}`}
+	}
+	if dec.More() {
+		return s, &FieldError{Field: "body", Msg: "trailing data after the JSON run spec"}
+	}
+	known := specFields()
+	// One field at a time, so each error names its field.
+	for _, name := range slices.Sorted(maps.Keys(fields)) {
+		if !known[name] {
+			return s, &FieldError{Field: name, Msg: "unknown field; a spec takes " + strings.Join(slices.Sorted(maps.Keys(known)), ", ")}
+		}
+		one, _ := json.Marshal(map[string]json.RawMessage{name: fields[name]})
+		if err := json.Unmarshal(one, &s); err != nil {
+			var ute *json.UnmarshalTypeError
+			if errors.As(err, &ute) {
+				return s, &FieldError{Field: name, Msg: fmt.Sprintf("want a %s, got a JSON %s", ute.Type, ute.Value)}
+			}
+			return s, &FieldError{Field: name, Msg: err.Error()}
+		}
+	}
+	return s, nil
+}
+
+// specFields are the JSON names a Spec takes.
+func specFields() map[string]bool {
+	m := map[string]bool{}
+	t := reflect.TypeFor[Spec]()
+	for i := range t.NumField() {
+		name, _, _ := strings.Cut(t.Field(i).Tag.Get("json"), ",")
+		m[name] = true
+	}
+	return m
+}
+
+// Resolve fills a spec from its preset, applies the overrides and the scale,
+// and validates the result. Every error is a *FieldError.
+func Resolve(s Spec) (Resolved, error) {
+	name := s.Preset
+	if name == "" {
+		return Resolved{}, &FieldError{Field: "preset", Msg: "required; one of " + strings.Join(PresetNames(), ", ")}
+	}
+	i := slices.IndexFunc(Presets(), func(p Preset) bool { return p.Name == name })
+	if i < 0 {
+		return Resolved{}, &FieldError{Field: "preset", Msg: fmt.Sprintf("%q is not a preset; want one of %s", name, strings.Join(PresetNames(), ", "))}
+	}
+	r := Presets()[i].Spec
+	set(&r.Consumers, s.Consumers)
+	set(&r.SizeBytes, s.SizeBytes)
+	set(&r.WritesPerCycle, s.WritesPerCycle)
+	set(&r.Sleep, s.Sleep)
+	set(&r.Interval, s.Interval)
+	set(&r.LeadIn, s.LeadIn)
+	set(&r.MemoryLimitBytes, s.MemoryLimitBytes)
+	set(&r.Scale, s.Scale)
+	set(&r.Backing, s.Backing)
+	set(&r.Fill, s.Fill)
+	set(&r.Repeats, s.Repeats)
+	if r.Scale <= 0 || r.Scale > 100 || math.IsNaN(r.Scale) {
+		return Resolved{}, &FieldError{Field: "scale", Msg: fmt.Sprintf("%g: want more than 0 and at most 100", r.Scale)}
+	}
+	// Scale sizes, not times: a scaled run keeps the paper's timeline.
+	r.SizeBytes = pageRound(float64(r.SizeBytes) * r.Scale)
+	r.MemoryLimitBytes = pageRound(float64(r.MemoryLimitBytes) * r.Scale)
+	return r, r.Validate()
+}
+
+func set[T any](dst *T, v *T) {
+	if v != nil {
+		*dst = *v
+	}
+}
+
+func pageRound(v float64) int64 {
+	const page = 4096
+	return int64(math.Round(v/page)) * page
+}
+
+// Validate checks that a resolved spec makes sense at all, whatever the host.
+func (r Resolved) Validate() error {
+	fill := r.Preset == PresetFill
+	switch {
+	case r.Consumers < 1 || r.Consumers > MaxConsumers:
+		return &FieldError{Field: "consumers", Msg: fmt.Sprintf("%d: want 1 to %d", r.Consumers, MaxConsumers)}
+	case r.SizeBytes < MinSizeBytes:
+		return &FieldError{Field: "size_bytes", Msg: fmt.Sprintf("%d after scale: want at least %d (1 MiB)", r.SizeBytes, MinSizeBytes)}
+	case r.MemoryLimitBytes < MinMemoryLimit:
+		return &FieldError{Field: "memory_limit_bytes", Msg: fmt.Sprintf("%d after scale: want at least %d (16 MiB)", r.MemoryLimitBytes, MinMemoryLimit)}
+	case r.Backing != BackingAnon && r.Backing != BackingFile:
+		return &FieldError{Field: "backing", Msg: fmt.Sprintf("%q: want anon or file", r.Backing)}
+	case r.Fill != FillRandom && r.Fill != FillZero:
+		return &FieldError{Field: "fill", Msg: fmt.Sprintf("%q: want random or zero", r.Fill)}
+	case r.LeadIn < 0 || r.LeadIn.D() > time.Hour:
+		return &FieldError{Field: "lead_in", Msg: fmt.Sprintf("%s: want 0 to 1h", r.LeadIn)}
+	}
+	if fill {
+		switch {
+		case r.Repeats < 1 || r.Repeats > MaxRepeats:
+			return &FieldError{Field: "repeats", Msg: fmt.Sprintf("%d: want 1 to %d", r.Repeats, MaxRepeats)}
+		case r.Backing != BackingAnon:
+			return &FieldError{Field: "backing", Msg: "the fill preset measures swap: want anon"}
+		}
+		return nil
+	}
+	switch {
+	case r.Repeats != 0:
+		return &FieldError{Field: "repeats", Msg: "only the fill preset repeats; leave it out"}
+	case r.WritesPerCycle < 1 || r.WritesPerCycle > MaxWrites:
+		return &FieldError{Field: "writes_per_cycle", Msg: fmt.Sprintf("%d: want 1 to %d", r.WritesPerCycle, MaxWrites)}
+	case r.Sleep < 0 || r.Sleep.D() > time.Minute:
+		return &FieldError{Field: "sleep", Msg: fmt.Sprintf("%s: want 0 to 1m", r.Sleep)}
+	case r.Interval.D() < 10*time.Millisecond:
+		return &FieldError{Field: "interval", Msg: fmt.Sprintf("%s: want at least 10ms", r.Interval)}
+	case r.Duration() > MaxRunDuration:
+		return &FieldError{Field: "interval", Msg: fmt.Sprintf("the run would last %s (lead_in + 2 × consumers × interval): want at most %s; lower interval or consumers", r.Duration(), MaxRunDuration)}
+	}
+	return nil
+}
+
+// Demand is the memory the run asks for at its peak.
+func (r Resolved) Demand() int64 { return int64(r.Consumers) * r.SizeBytes }

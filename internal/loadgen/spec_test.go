@@ -1,0 +1,192 @@
+package loadgen
+
+import (
+	"errors"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestPresetsMatchThePaper(t *testing.T) {
+	want := map[string]struct {
+		w            int
+		sleep, inter time.Duration
+	}{
+		"e1": {1_000, 100 * time.Millisecond, 30 * time.Second},
+		"e2": {10_000, 100 * time.Millisecond, 30 * time.Second},
+		"e3": {10_000, time.Second, 30 * time.Second},
+		"e4": {10_000, 100 * time.Millisecond, time.Second},
+	}
+	for name, w := range want {
+		r, err := Resolve(Spec{Preset: name})
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		if r.Consumers != 25 || r.SizeBytes != pageRound(100e6) {
+			t.Errorf("%s: N=%d S=%d, want 25 × 100 MB", name, r.Consumers, r.SizeBytes)
+		}
+		if r.WritesPerCycle != w.w || r.Sleep.D() != w.sleep || r.Interval.D() != w.inter {
+			t.Errorf("%s: W=%d t_s=%s t_c=%s, want %d %s %s", name, r.WritesPerCycle, r.Sleep, r.Interval, w.w, w.sleep, w.inter)
+		}
+		if r.MemoryLimitBytes != 1<<30 || r.LeadIn.D() != 10*time.Second || r.Backing != BackingAnon || r.Fill != FillRandom {
+			t.Errorf("%s: limit=%d lead_in=%s backing=%s fill=%s", name, r.MemoryLimitBytes, r.LeadIn, r.Backing, r.Fill)
+		}
+	}
+	for _, p := range Presets() {
+		if _, err := Resolve(Spec{Preset: p.Name}); err != nil {
+			t.Errorf("preset %s does not validate: %v", p.Name, err)
+		}
+	}
+}
+
+func TestScaleMultipliesSizesNotTimes(t *testing.T) {
+	// DESIGN.md: {"preset":"e4","scale":0.1} is a 60 s thrash of 25 × 10 MB in a 100 MiB cgroup.
+	r, err := Resolve(Spec{Preset: "e4", Scale: ptr(0.1)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.SizeBytes != pageRound(10e6) || r.MemoryLimitBytes != pageRound(0.1*(1<<30)) {
+		t.Errorf("S=%d limit=%d", r.SizeBytes, r.MemoryLimitBytes)
+	}
+	if r.Duration() != 60*time.Second || r.Interval.D() != time.Second {
+		t.Errorf("duration %s interval %s", r.Duration(), r.Interval)
+	}
+	if r.SizeBytes%4096 != 0 || r.MemoryLimitBytes%4096 != 0 {
+		t.Error("sizes are not whole pages")
+	}
+}
+
+func TestOverridesWin(t *testing.T) {
+	d := Duration(50 * time.Millisecond)
+	r, err := Resolve(Spec{Preset: "e1", Consumers: ptr(3), Sleep: &d, Backing: ptr(BackingFile), Fill: ptr(FillZero)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Consumers != 3 || r.Sleep != d || r.Backing != BackingFile || r.Fill != FillZero || r.WritesPerCycle != 1000 {
+		t.Errorf("%+v", r)
+	}
+}
+
+func TestBadSpecsNameTheField(t *testing.T) {
+	cases := []struct {
+		body, field string
+	}{
+		{`{}`, "preset"},
+		{`{"preset":"e9"}`, "preset"},
+		{`{"preset":"e4","consumers":0}`, "consumers"},
+		{`{"preset":"e4","consumers":513}`, "consumers"},
+		{`{"preset":"e4","consumers":"many"}`, "consumers"},
+		{`{"preset":"e4","size_bytes":1000}`, "size_bytes"},
+		{`{"preset":"e4","scale":0}`, "scale"},
+		{`{"preset":"e4","scale":-1}`, "scale"},
+		{`{"preset":"e4","sleep":"soon"}`, "sleep"},
+		{`{"preset":"e4","sleep":100}`, "sleep"},
+		{`{"preset":"e4","interval":"1ns"}`, "interval"},
+		{`{"preset":"e1","interval":"5m"}`, "interval"}, // 10s + 2·25·5m > 4h
+		{`{"preset":"e4","backing":"tmpfs"}`, "backing"},
+		{`{"preset":"e4","fill":"ones"}`, "fill"},
+		{`{"preset":"e4","memory_limit_bytes":1024}`, "memory_limit_bytes"},
+		{`{"preset":"e4","writes_per_cycle":0}`, "writes_per_cycle"},
+		{`{"preset":"e4","repeats":3}`, "repeats"},
+		{`{"preset":"fill","repeats":0}`, "repeats"},
+		{`{"preset":"fill","backing":"file"}`, "backing"},
+		{`{"preset":"e4","colour":"red"}`, "colour"},
+		{`{"preset":"e4"} {}`, "body"},
+		{`[1,2]`, "body"},
+	}
+	for _, c := range cases {
+		s, err := DecodeSpec([]byte(c.body))
+		if err == nil {
+			_, err = Resolve(s)
+		}
+		var fe *FieldError
+		if !errors.As(err, &fe) {
+			t.Errorf("%s: got %v, want a FieldError", c.body, err)
+			continue
+		}
+		if !strings.Contains(fe.Field, c.field) {
+			t.Errorf("%s: error names %q (%v), want %q", c.body, fe.Field, err, c.field)
+		}
+	}
+}
+
+func TestScheduleMatchesThePaper(t *testing.T) {
+	// At N=25 and t_c=30 s, all consumers are active in [730 s, 790 s] and
+	// the run lasts 1510 s; at t_c=1 s it lasts 60 s.
+	e2, _ := Resolve(Spec{Preset: "e2"})
+	from, to := e2.Plateau()
+	if from != 730*time.Second || to != 790*time.Second {
+		t.Errorf("e2 plateau [%s, %s], want [730s, 790s]", from, to)
+	}
+	if e2.Duration() != 1510*time.Second {
+		t.Errorf("e2 lasts %s", e2.Duration())
+	}
+	if e2.ActiveAt(760*time.Second) != 25 || e2.ActiveAt(729*time.Second) != 24 || e2.ActiveAt(5*time.Second) != 0 || e2.ActiveAt(1510*time.Second) != 0 {
+		t.Errorf("active: %d %d %d %d", e2.ActiveAt(760*time.Second), e2.ActiveAt(729*time.Second), e2.ActiveAt(5*time.Second), e2.ActiveAt(1510*time.Second))
+	}
+	e4, _ := Resolve(Spec{Preset: "e4"})
+	if e4.Duration() != 60*time.Second {
+		t.Errorf("e4 lasts %s", e4.Duration())
+	}
+	s := e4.Slot(7)
+	if s.Start != 17*time.Second || s.End != 43*time.Second {
+		t.Errorf("e4 consumer 7: %+v", s)
+	}
+	// 1 GiB holds 10 consumers of 100 MB; the 11th (index 10) starts the overcommit.
+	if on, ok := e4.Onset(); !ok || on != 20*time.Second {
+		t.Errorf("e4 onset %s %v, want 20s", on, ok)
+	}
+	small, _ := Resolve(Spec{Preset: "e4", Consumers: ptr(2)})
+	if _, ok := small.Onset(); ok {
+		t.Error("2 × 100 MB in 1 GiB never overcommits")
+	}
+}
+
+func TestBudget(t *testing.T) {
+	const gb = 1 << 30
+	host := Host{MemTotalBytes: 24 * gb, MemAvailableBytes: 23 * gb, SwapTotalBytes: 4 * gb, SwapFreeBytes: 4 * gb, DiskFreeBytes: 80 * gb}
+	noSwap := host
+	noSwap.SwapTotalBytes, noSwap.SwapFreeBytes = 0, 0
+	cases := []struct {
+		name string
+		spec Spec
+		host Host
+		want string // "" = allowed
+	}{
+		{"e4 at 0.1 with swap", Spec{Preset: "e4", Scale: ptr(0.1)}, host, ""},
+		{"e4 at 1.0 with swap", Spec{Preset: "e4"}, host, ""},
+		{"anon without swap", Spec{Preset: "e4", Scale: ptr(0.1)}, noSwap, "no swap configured"},
+		{"anon without swap that fits", Spec{Preset: "e4", Consumers: ptr(2)}, noSwap, ""},
+		{"file without swap", Spec{Preset: "e4", Scale: ptr(0.1), Backing: ptr(BackingFile)}, noSwap, ""},
+		{"beyond swap", Spec{Preset: "e4", Scale: ptr(3.0)}, host, "would OOM"},
+		{"limit beyond the host", Spec{Preset: "e4", MemoryLimitBytes: ptr(int64(23 * gb))}, host, "more than this host can give"},
+		{"file beyond the disk", Spec{Preset: "e4", Backing: ptr(BackingFile)}, Host{MemTotalBytes: 24 * gb, MemAvailableBytes: 23 * gb, DiskFreeBytes: gb}, "disk"},
+		{"fill", Spec{Preset: "fill", Scale: ptr(0.1)}, host, ""},
+	}
+	for _, c := range cases {
+		r, err := Resolve(c.spec)
+		if err != nil {
+			t.Fatalf("%s: %v", c.name, err)
+		}
+		err = r.Check(c.host)
+		var ue *UnsafeError
+		switch {
+		case c.want == "" && err != nil:
+			t.Errorf("%s: refused: %v", c.name, err)
+		case c.want != "" && !errors.As(err, &ue):
+			t.Errorf("%s: got %v, want an UnsafeError", c.name, err)
+		case c.want != "" && !strings.Contains(err.Error(), c.want):
+			t.Errorf("%s: %q does not say %q", c.name, err, c.want)
+		}
+	}
+}
+
+func TestSize(t *testing.T) {
+	for in, want := range map[int64]string{512: "512 B", 4096: "4 KiB", 100 << 20: "100 MiB", 1536 << 20: "1.5 GiB"} {
+		if got := size(in); got != want {
+			t.Errorf("size(%d) = %q, want %q", in, got, want)
+		}
+	}
+}
+
+func ptr[T any](v T) *T { return &v }

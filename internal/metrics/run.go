@@ -1,0 +1,86 @@
+package metrics
+
+import (
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/thrashscope/thrashscope/internal/loadgen"
+	"github.com/thrashscope/thrashscope/internal/runs"
+)
+
+// RunSource is the part of the run manager the run metrics read.
+type RunSource interface {
+	Status() (runs.Status, bool)
+}
+
+// RunCollector exports the run_* metrics for the most recent run: gauges
+// that follow it live, and counters across runs.
+type RunCollector struct {
+	src       RunSource
+	durations prometheus.Histogram
+
+	info, active, planned, demand, limit, cycles, lateness, outcomes *prometheus.Desc
+}
+
+// NewRunCollector builds the run metrics over a run manager.
+func NewRunCollector(src RunSource) *RunCollector {
+	d := desc
+	return &RunCollector{
+		src: src,
+		durations: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Namespace: namespace,
+			Name:      "run_write_cycle_duration_seconds",
+			Help:      "How long consumers' write cycles took (W writes, without the sleep); slow cycles are thrashing.",
+			Buckets:   prometheus.ExponentialBuckets(0.0005, 2, 18), // 0.5 ms to about 65 s
+		}),
+		info:     d("run_info", "The most recent run, active or ended; 1.", "run_id", "preset"),
+		active:   d("run_consumers_active", "Consumers of the most recent run that hold their memory now."),
+		planned:  d("run_consumers_planned", "Consumers the schedule has active now."),
+		demand:   d("run_demand_bytes", "Memory the active consumers ask for: active × size."),
+		limit:    d("run_memory_limit_bytes", "The run cgroup's memory limit."),
+		cycles:   d("run_write_cycles_total", "Write cycles each consumer of the most recent run has finished.", "consumer"),
+		lateness: d("run_consumer_lateness_seconds", "How long past its planned finish t_f each consumer ended (or, still running, is now).", "consumer"),
+		outcomes: d("runs_total", "Runs that ended, by outcome.", "outcome"),
+	}
+}
+
+// ObserveCycle records one write cycle's duration.
+func (c *RunCollector) ObserveCycle(_ int, d time.Duration) { c.durations.Observe(d.Seconds()) }
+
+// Describe implements prometheus.Collector.
+func (c *RunCollector) Describe(ch chan<- *prometheus.Desc) {
+	c.durations.Describe(ch)
+	for _, d := range []*prometheus.Desc{c.info, c.active, c.planned, c.demand, c.limit, c.cycles, c.lateness, c.outcomes} {
+		ch <- d
+	}
+}
+
+// Collect implements prometheus.Collector.
+func (c *RunCollector) Collect(ch chan<- prometheus.Metric) {
+	c.durations.Collect(ch)
+	st, ok := c.src.Status()
+	for _, o := range runs.OutcomeNames {
+		ch <- prometheus.MustNewConstMetric(c.outcomes, prometheus.CounterValue, float64(st.Outcomes[o]), o)
+	}
+	if !ok {
+		return
+	}
+	p := st.Progress
+	gauge := func(d *prometheus.Desc, v float64, labels ...string) {
+		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, labels...)
+	}
+	gauge(c.info, 1, st.ID, st.Preset)
+	if !st.Active {
+		p.Active, p.Planned, p.DemandBytes = 0, 0, 0
+	}
+	gauge(c.active, float64(p.Active))
+	gauge(c.planned, float64(p.Planned))
+	gauge(c.demand, float64(p.DemandBytes))
+	gauge(c.limit, float64(p.LimitBytes))
+	for i, n := range p.Cycles {
+		name := loadgen.ConsumerName(i)
+		ch <- prometheus.MustNewConstMetric(c.cycles, prometheus.CounterValue, float64(n), name)
+		gauge(c.lateness, p.LatenessSeconds[i], name)
+	}
+}

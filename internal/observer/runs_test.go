@@ -1,0 +1,526 @@
+package observer
+
+import (
+	"bufio"
+	"encoding/csv"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/thrashscope/thrashscope/internal/loadgen"
+	"github.com/thrashscope/thrashscope/internal/testenv"
+)
+
+// daemon is the real bin/observer, run as a user runs it.
+type daemon struct {
+	url, dataDir string
+	cmd          *exec.Cmd
+	log          *os.File
+}
+
+func startDaemon(t *testing.T, dataDir string, args ...string) *daemon {
+	t.Helper()
+	dir := testenv.BinaryDir(t)
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	l.Close()
+	logf, err := os.CreateTemp(t.TempDir(), "observer-*.log")
+	if err != nil {
+		t.Fatal(err)
+	}
+	args = append([]string{"--web.listen-address=" + addr, "--data.dir=" + dataDir, "--sample.interval=500ms", "--log.level=debug"}, args...)
+	cmd := exec.Command(filepath.Join(dir, "observer"), args...)
+	cmd.Stdout, cmd.Stderr = logf, logf
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	d := &daemon{url: "http://" + addr, dataDir: dataDir, cmd: cmd, log: logf}
+	t.Cleanup(func() {
+		d.stop()
+		if t.Failed() {
+			b, _ := os.ReadFile(logf.Name())
+			t.Logf("observer log:\n%s", b)
+		}
+	})
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		if resp, err := http.Get(d.url + "/readyz"); err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return d
+			}
+		}
+		if time.Now().After(deadline) {
+			b, _ := os.ReadFile(logf.Name())
+			t.Fatalf("observer not ready after 20 s:\n%s", b)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+func (d *daemon) stop() {
+	if d.cmd.ProcessState != nil {
+		return
+	}
+	_ = d.cmd.Process.Signal(syscall.SIGTERM)
+	done := make(chan struct{})
+	go func() { d.cmd.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(20 * time.Second):
+		_ = d.cmd.Process.Kill()
+		<-done
+	}
+}
+
+func (d *daemon) do(t *testing.T, method, path, body string) (int, []byte) {
+	t.Helper()
+	req, _ := http.NewRequest(method, d.url+path, strings.NewReader(body))
+	if body != "" {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, b
+}
+
+func (d *daemon) startRun(t *testing.T, spec string) loadgen.Record {
+	t.Helper()
+	code, b := d.do(t, "POST", "/api/v1/runs", spec)
+	if code != http.StatusCreated {
+		t.Fatalf("POST %s: %d %s", spec, code, b)
+	}
+	var rec loadgen.Record
+	if err := json.Unmarshal(b, &rec); err != nil {
+		t.Fatal(err)
+	}
+	return rec
+}
+
+func (d *daemon) record(t *testing.T, id string) loadgen.Record {
+	t.Helper()
+	code, b := d.do(t, "GET", "/api/v1/runs/"+id, "")
+	if code != http.StatusOK {
+		t.Fatalf("GET run %s: %d %s", id, code, b)
+	}
+	var rec loadgen.Record
+	if err := json.Unmarshal(b, &rec); err != nil {
+		t.Fatal(err)
+	}
+	return rec
+}
+
+// waitFor polls until cond holds or the timeout passes.
+func waitFor(t *testing.T, timeout time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %s waiting for %s", timeout, what)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+func started(rec loadgen.Record) int {
+	n := 0
+	for _, c := range rec.Consumers {
+		if c.ActualStart != nil {
+			n++
+		}
+	}
+	return n
+}
+
+// alive reports which of the pids still exist (and are not zombies).
+func alive(pids []int) []int {
+	var out []int
+	for _, pid := range pids {
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+		if err != nil {
+			continue
+		}
+		if f := strings.Fields(string(b)); len(f) > 2 && f[2] == "Z" {
+			continue
+		}
+		out = append(out, pid)
+	}
+	return out
+}
+
+func pidsOf(rec loadgen.Record) []int {
+	var pids []int
+	for _, c := range rec.Consumers {
+		if c.PID != 0 {
+			pids = append(pids, c.PID)
+		}
+	}
+	return pids
+}
+
+func gone(path string) bool {
+	_, err := os.Stat(path)
+	return os.IsNotExist(err)
+}
+
+func readCSV(t *testing.T, b []byte) (map[string]int, [][]float64) {
+	t.Helper()
+	rows, err := csv.NewReader(strings.NewReader(string(b))).ReadAll()
+	if err != nil || len(rows) == 0 {
+		t.Fatalf("samples.csv: %v\n%s", err, b)
+	}
+	col := map[string]int{}
+	for i, h := range rows[0] {
+		col[h] = i
+	}
+	var out [][]float64
+	for _, r := range rows[1:] {
+		var v []float64
+		for _, f := range r {
+			x, err := strconv.ParseFloat(f, 64)
+			if err != nil {
+				t.Fatalf("samples.csv field %q: %v", f, err)
+			}
+			v = append(v, x)
+		}
+		out = append(out, v)
+	}
+	return col, out
+}
+
+// TestRunE4AtATenth is the paper's e4 at scale 0.1: 25 × 10 MB in 100 MiB,
+// one consumer a second, 60 s, with real swap.
+func TestRunE4AtATenth(t *testing.T) {
+	testenv.RequirePrivileged(t)
+	testenv.RequireSwap(t)
+	d := startDaemon(t, t.TempDir())
+	rec := d.startRun(t, `{"preset":"e4","scale":0.1}`)
+	if rec.State != loadgen.StateRunning || len(rec.Consumers) != 25 || rec.Cgroup == "" {
+		t.Fatalf("new run: %+v", rec)
+	}
+	if code, b := d.do(t, "POST", "/api/v1/runs", `{"preset":"e4","scale":0.1}`); code != http.StatusConflict {
+		t.Errorf("a second run while one is active: %d %s, want 409", code, b)
+	}
+
+	// During the plateau every started consumer is in the cgroup, and the
+	// cgroup has the asked limit.
+	from, _ := rec.Spec.Plateau()
+	time.Sleep(time.Until(rec.StartedAt.Add(from + 500*time.Millisecond)))
+	cur := d.record(t, rec.ID)
+	limit, err := os.ReadFile(filepath.Join(rec.Cgroup, limitFile(rec.Cgroup)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := strconv.ParseInt(strings.TrimSpace(string(limit)), 10, 64); got != rec.Spec.MemoryLimitBytes {
+		t.Errorf("cgroup limit %d, want %d", got, rec.Spec.MemoryLimitBytes)
+	}
+	procs, _ := os.ReadFile(filepath.Join(rec.Cgroup, "cgroup.procs"))
+	inside := map[int]bool{}
+	for f := range strings.FieldsSeq(string(procs)) {
+		pid, _ := strconv.Atoi(f)
+		inside[pid] = true
+	}
+	for _, c := range cur.Consumers {
+		if c.PID != 0 && c.Exit == "" && !inside[c.PID] {
+			t.Errorf("consumer %d (pid %d) is not in %s", c.Index, c.PID, rec.Cgroup)
+		}
+		if c.PID != 0 && c.Exit == "" {
+			if comm, _ := os.ReadFile(fmt.Sprintf("/proc/%d/comm", c.PID)); strings.TrimSpace(string(comm)) != loadgen.ConsumerName(c.Index) {
+				t.Errorf("consumer %d comm %q", c.Index, comm)
+			}
+		}
+	}
+	if started(cur) != 25 {
+		t.Errorf("%d consumers started by the plateau, want 25", started(cur))
+	}
+	_, scrape := get(t, d.url+"/metrics")
+	for _, want := range []string{`thrashscope_run_info{preset="e4",run_id="` + rec.ID + `"} 1`, "thrashscope_run_consumers_planned 25",
+		`comm="consumer-24"`, `thrashscope_run_write_cycles_total{consumer="consumer-00"}`, "thrashscope_run_write_cycle_duration_seconds_bucket"} {
+		if !strings.Contains(scrape, want) {
+			t.Errorf("scrape during the plateau lacks %s", want)
+		}
+	}
+
+	waitFor(t, 2*time.Minute, "the run to end", func() bool { return !loadgen.Active(d.record(t, rec.ID).State) })
+	final := d.record(t, rec.ID)
+	if final.State != loadgen.StateCompleted || final.EndedAt == nil {
+		t.Fatalf("run ended %s: %s", final.State, final.Reason)
+	}
+	var worst time.Duration
+	ooms := 0
+	for _, c := range final.Consumers {
+		// A memcg this overcommitted can OOM with swap still free (reclaim
+		// runs out of retries); the record must say so, not hide it.
+		if c.Exit == "oom-killed" {
+			ooms++
+		}
+		if c.PID == 0 || c.ActualStart == nil || c.ActualEnd == nil || c.Cycles == 0 || (c.Exit != "ok" && c.Exit != "oom-killed") {
+			t.Errorf("consumer %d incomplete: %+v", c.Index, c)
+			continue
+		}
+		off := c.ActualStart.Sub(c.PlannedStart).Abs()
+		worst = max(worst, off)
+		if off > 100*time.Millisecond {
+			t.Errorf("consumer %d started %s off its plan", c.Index, off)
+		}
+	}
+	t.Logf("schedule accuracy: worst start offset %s over %d consumers; %d OOM-killed", worst, len(final.Consumers), ooms)
+	if ooms > len(final.Consumers)/5 {
+		t.Errorf("%d of %d consumers were OOM-killed", ooms, len(final.Consumers))
+	}
+	if !gone(rec.Cgroup) {
+		t.Errorf("run cgroup %s still exists", rec.Cgroup)
+	}
+	if left := alive(pidsOf(final)); len(left) > 0 {
+		t.Errorf("consumers still alive: %v", left)
+	}
+
+	code, b := d.do(t, "GET", "/api/v1/runs/"+rec.ID+"/samples.csv", "")
+	if code != http.StatusOK {
+		t.Fatalf("samples.csv: %d", code)
+	}
+	col, rows := readCSV(t, b)
+	if len(rows) < 100 { // 60 s at 500 ms
+		t.Errorf("samples.csv has %d rows, want a row per sample over 60 s", len(rows))
+	}
+	lo, hi := rec.Spec.Plateau()
+	var peakSwapIn, peakStall, peakSome float64
+	for _, r := range rows {
+		el := time.Duration(r[col["elapsed_seconds"]] * float64(time.Second))
+		if el < lo-10*time.Second || el > hi+10*time.Second {
+			continue
+		}
+		peakSwapIn = max(peakSwapIn, r[col["swap_in_pages_per_second"]])
+		peakStall = max(peakStall, r[col["consumer_stall_percent"]])
+		peakSome = max(peakSome, r[col["pressure_some_percent"]])
+	}
+	t.Logf("around the plateau: peak swap-in %.0f pages/s, consumers' memory stall %.1f%% of a CPU, PSI some %.1f%%", peakSwapIn, peakStall, peakSome)
+	if peakSwapIn <= 0 {
+		t.Error("no swap-ins around the plateau")
+	}
+	if peakStall <= 0 && peakSome <= 0 {
+		t.Error("no memory stall around the plateau")
+	}
+	saved, err := os.ReadFile(filepath.Join(d.dataDir, "runs", rec.ID, "samples.csv"))
+	if err != nil || len(saved) < len(b)/2 {
+		t.Errorf("saved samples.csv: %v (%d bytes)", err, len(saved))
+	}
+	if _, err := os.ReadFile(filepath.Join(d.dataDir, "runs", rec.ID, "record.json")); err != nil {
+		t.Error(err)
+	}
+}
+
+func limitFile(cg string) string {
+	if _, err := os.Stat(filepath.Join(cg, "memory.max")); err == nil {
+		return "memory.max"
+	}
+	return "memory.limit_in_bytes"
+}
+
+func get(t *testing.T, url string) (int, string) {
+	t.Helper()
+	resp, err := http.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}
+
+// TestRunAbortLeavesNothing: DELETE stops every consumer and removes the
+// cgroup within 5 s, and the record says aborted.
+func TestRunAbortLeavesNothing(t *testing.T) {
+	testenv.RequirePrivileged(t)
+	testenv.RequireSwap(t)
+	d := startDaemon(t, t.TempDir())
+	rec := d.startRun(t, `{"preset":"e4","scale":0.1,"lead_in":"1s"}`)
+	waitFor(t, 15*time.Second, "three consumers", func() bool { return started(d.record(t, rec.ID)) >= 3 })
+	pids := pidsOf(d.record(t, rec.ID))
+	begin := time.Now()
+	code, b := d.do(t, "DELETE", "/api/v1/runs/"+rec.ID, "")
+	if code != http.StatusOK {
+		t.Fatalf("DELETE: %d %s", code, b)
+	}
+	waitFor(t, 5*time.Second, "consumers and cgroup gone", func() bool { return len(alive(pids)) == 0 && gone(rec.Cgroup) })
+	t.Logf("abort cleaned up in %s", time.Since(begin).Round(time.Millisecond))
+	final := d.record(t, rec.ID)
+	if final.State != loadgen.StateAborted || final.Reason == "" {
+		t.Errorf("after abort: %s %q", final.State, final.Reason)
+	}
+	if code, _ := d.do(t, "DELETE", "/api/v1/runs/"+rec.ID, ""); code != http.StatusOK {
+		t.Errorf("second DELETE: %d, want 200 (idempotent)", code)
+	}
+	if again := d.record(t, rec.ID); again.State != loadgen.StateAborted || !again.EndedAt.Equal(*final.EndedAt) {
+		t.Errorf("second DELETE changed the record: %+v", again)
+	}
+	// The slot is free again.
+	if code, b := d.do(t, "POST", "/api/v1/runs", `{"preset":"e4","scale":0.1,"consumers":1,"lead_in":"0s"}`); code != http.StatusCreated {
+		t.Errorf("a run after the abort: %d %s", code, b)
+	}
+}
+
+// TestObserverKilledMidRun: kill -9 of the observer takes its consumers
+// with it (PDEATHSIG); a restarted observer removes the cgroup and marks
+// the run aborted.
+func TestObserverKilledMidRun(t *testing.T) {
+	testenv.RequirePrivileged(t)
+	testenv.RequireSwap(t)
+	data := t.TempDir()
+	d := startDaemon(t, data)
+	rec := d.startRun(t, `{"preset":"e4","scale":0.1,"lead_in":"1s"}`)
+	waitFor(t, 15*time.Second, "three consumers", func() bool { return started(d.record(t, rec.ID)) >= 3 })
+	pids := pidsOf(d.record(t, rec.ID))
+	if err := d.cmd.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	d.cmd.Wait()
+	waitFor(t, 5*time.Second, "the consumers to die with the observer", func() bool { return len(alive(pids)) == 0 })
+	if gone(rec.Cgroup) {
+		t.Fatal("the cgroup vanished without a restart; the test cannot show the clean-up")
+	}
+
+	d2 := startDaemon(t, data)
+	final := d2.record(t, rec.ID)
+	if final.State != loadgen.StateAborted || !strings.Contains(final.Reason, "stopped mid-run") {
+		t.Errorf("after restart: %s %q", final.State, final.Reason)
+	}
+	if !gone(rec.Cgroup) {
+		t.Errorf("restarted observer left %s", rec.Cgroup)
+	}
+	if _, b := d2.do(t, "GET", "/api/v1/runs", ""); !strings.Contains(string(b), rec.ID) {
+		t.Errorf("run list lacks %s: %s", rec.ID, b)
+	}
+}
+
+// TestRunBackingFile thrashes the page cache: the consumers' major faults
+// are file faults, and the budget accepts it without swap. The run cgroup
+// keeps its anon memory out of swap for backing=file, so the run is the
+// same with swap on (as in CI) and off.
+func TestRunBackingFile(t *testing.T) {
+	testenv.RequirePrivileged(t)
+	spec := `{"preset":"e4","scale":0.1,"consumers":8,"lead_in":"1s","backing":"file","memory_limit_bytes":335544320}`
+	s, err := loadgen.DecodeSpec([]byte(spec))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := loadgen.Resolve(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Check(loadgen.Host{MemTotalBytes: 24 << 30, MemAvailableBytes: 20 << 30, DiskFreeBytes: 10 << 30}); err != nil {
+		t.Fatalf("the budget refuses backing=file without swap: %v", err)
+	}
+	d := startDaemon(t, t.TempDir(), "--probes=bpf")
+	rec := d.startRun(t, spec)
+	var fileFaults, anonFaults float64
+	waitFor(t, time.Minute, "the run to end", func() bool {
+		_, scrape := get(t, d.url+"/metrics")
+		f, a := consumerFaults(scrape)
+		fileFaults, anonFaults = max(fileFaults, f), max(anonFaults, a)
+		time.Sleep(200 * time.Millisecond)
+		return !loadgen.Active(d.record(t, rec.ID).State)
+	})
+	t.Logf("consumers' major faults: file %.0f, anon %.0f", fileFaults, anonFaults)
+	if fileFaults < 100 || anonFaults > fileFaults/10 {
+		t.Errorf("file-backed consumers took %.0f file and %.0f anon major faults, want a thrash of file faults", fileFaults, anonFaults)
+	}
+	if final := d.record(t, rec.ID); final.State != loadgen.StateCompleted {
+		t.Errorf("run %s: %s", final.State, final.Reason)
+	}
+	if ents, _ := os.ReadDir(filepath.Join(d.dataDir, "scratch")); len(ents) != 0 {
+		t.Errorf("backing files left in scratch: %v", ents)
+	}
+}
+
+// consumerFaults sums the consumers' major faults by kind in a scrape.
+func consumerFaults(scrape string) (file, anon float64) {
+	sc := bufio.NewScanner(strings.NewReader(scrape))
+	for sc.Scan() {
+		line := sc.Text()
+		if !strings.HasPrefix(line, "thrashscope_process_major_faults_total{") || !strings.Contains(line, `comm="consumer-`) {
+			continue
+		}
+		v, _ := strconv.ParseFloat(line[strings.LastIndex(line, " ")+1:], 64)
+		switch {
+		case strings.Contains(line, `kind="file"`):
+			file += v
+		case strings.Contains(line, `kind="anon"`):
+			anon += v
+		}
+	}
+	return file, anon
+}
+
+// TestRunBadSpecs: each bad request gets its status and a message that
+// names the problem.
+func TestRunBadSpecs(t *testing.T) {
+	testenv.RequirePrivileged(t)
+	dir := t.TempDir()
+	token := filepath.Join(dir, "token")
+	os.WriteFile(token, []byte("s3cret\n"), 0o600)
+	d := startDaemon(t, filepath.Join(dir, "data"), "--web.api-token-file="+token)
+	cases := []struct {
+		body, auth string
+		code       int
+		says       string
+	}{
+		{`{"preset":"e4","scale":0.1}`, "", http.StatusUnauthorized, "Bearer"},
+		{`{"preset":"e4","scale":0.1}`, "Bearer wrong", http.StatusUnauthorized, "Bearer"},
+		{`{"preset":"e9"}`, "Bearer s3cret", http.StatusBadRequest, "preset"},
+		{`{"preset":"e4","consumers":513}`, "Bearer s3cret", http.StatusBadRequest, "consumers"},
+		{`{"preset":"e4","interval":"10m"}`, "Bearer s3cret", http.StatusBadRequest, "interval"},
+		{`{"preset":"e4","sleep":"soon"}`, "Bearer s3cret", http.StatusBadRequest, "sleep"},
+		{`{"preset":"e4","scale":0.1,"extra":1}`, "Bearer s3cret", http.StatusBadRequest, "extra"},
+		{`{"preset":"e4","scale":60}`, "Bearer s3cret", http.StatusUnprocessableEntity, "memory_limit_bytes"},
+		{`{"preset":"e4","consumers":500,"size_bytes":1073741824,"memory_limit_bytes":1073741824}`, "Bearer s3cret", http.StatusUnprocessableEntity, "OOM"},
+	}
+	if b, _ := os.ReadFile("/proc/swaps"); strings.Count(string(b), "\n") < 2 {
+		cases = append(cases, struct {
+			body, auth string
+			code       int
+			says       string
+		}{`{"preset":"e4","scale":0.1}`, "Bearer s3cret", http.StatusUnprocessableEntity, "no swap"})
+	}
+	for _, c := range cases {
+		req, _ := http.NewRequest("POST", d.url+"/api/v1/runs", strings.NewReader(c.body))
+		req.Header.Set("Content-Type", "application/json")
+		if c.auth != "" {
+			req.Header.Set("Authorization", c.auth)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		var e struct{ Error string }
+		_ = json.Unmarshal(b, &e)
+		if resp.StatusCode != c.code || !strings.Contains(e.Error, c.says) {
+			t.Errorf("%s (%s): %d %s, want %d naming %q", c.body, c.auth, resp.StatusCode, b, c.code, c.says)
+		}
+		if strings.Contains(string(b), "s3cret") {
+			t.Errorf("response echoes the token: %s", b)
+		}
+	}
+	if code, b := d.do(t, "GET", "/api/v1/runs", ""); code != http.StatusOK || strings.Contains(string(b), `"id"`) {
+		t.Errorf("refused specs left runs behind: %d %s", code, b)
+	}
+}

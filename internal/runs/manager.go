@@ -1,0 +1,436 @@
+// Package runs manages on-demand runs for the observer and for loadgen run:
+// one active run at a time, its record and sample table kept current under
+// the data directory, and the clean-up of what a crashed predecessor left.
+// It sits between the sampler (which feeds each run's samples) and the API.
+package runs
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"maps"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/thrashscope/thrashscope/internal/cgroup"
+	"github.com/thrashscope/thrashscope/internal/loadgen"
+	"github.com/thrashscope/thrashscope/internal/procfs"
+	"github.com/thrashscope/thrashscope/internal/sampler"
+	"github.com/thrashscope/thrashscope/internal/store"
+)
+
+// Config configures a Manager.
+type Config struct {
+	Store *store.Dir
+	// Parent is where run cgroups go. ParentErr, when set, says why there
+	// is none, and every run is refused with it.
+	Parent    cgroup.Parent
+	ParentErr error
+	// Binary is the loadgen executable the consumers run as.
+	Binary string
+	ProcFS procfs.FS
+	Logger *slog.Logger
+	// OnCycle sees every write cycle (the duration histogram).
+	OnCycle func(consumer int, d time.Duration)
+}
+
+// saveEvery is how many sample rows pass between saves of the table.
+const saveEvery = 10
+
+// abortWait bounds how long DELETE waits for a run to be gone.
+const abortWait = 10 * time.Second
+
+// Manager runs one run at a time.
+type Manager struct {
+	cfg     Config
+	fileDir string
+
+	mu       sync.Mutex
+	active   *active
+	last     *active // the most recent run, active or not, for metrics
+	outcomes map[string]uint64
+}
+
+type active struct {
+	run       *loadgen.Run
+	table     *store.Table
+	prevStall map[int]float64
+	unsaved   int
+	saveMu    sync.Mutex    // orders saves of this run
+	saved     chan struct{} // closed once the final record is saved
+}
+
+// New opens the manager and cleans up after a predecessor that died
+// mid-run: its cgroups are destroyed and its records marked aborted.
+func New(cfg Config) (*Manager, error) {
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	m := &Manager{cfg: cfg, outcomes: map[string]uint64{}, fileDir: filepath.Join(cfg.Store.Path(), "scratch")}
+	if err := os.MkdirAll(m.fileDir, 0o700); err != nil {
+		return nil, fmt.Errorf("making %s for backing=file: %w", m.fileDir, err)
+	}
+	// Consumers unlink their files at once; anything here is a leftover.
+	if ents, err := os.ReadDir(m.fileDir); err == nil {
+		for _, e := range ents {
+			_ = os.RemoveAll(filepath.Join(m.fileDir, e.Name()))
+		}
+	}
+	return m, m.recover()
+}
+
+// recover settles records left active by a dead observer and sweeps its
+// run cgroups.
+func (m *Manager) recover() error {
+	recs, err := m.cfg.Store.Records()
+	if err != nil {
+		m.cfg.Logger.Warn("reading run records", "err", err)
+	}
+	var errs []error
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+	defer cancel()
+	for _, rec := range recs {
+		if !loadgen.Active(rec.State) {
+			continue
+		}
+		if rec.Cgroup != "" && strings.HasPrefix(filepath.Base(rec.Cgroup), cgroup.Prefix+"run-") {
+			if cg, err := cgroup.Open(rec.Cgroup, m.cfg.Parent.V2); err == nil {
+				if err := cg.Destroy(ctx); err != nil {
+					errs = append(errs, fmt.Errorf("removing run %s's cgroup: %w", rec.ID, err))
+				}
+			}
+		}
+		now := time.Now()
+		rec.State, rec.EndedAt = loadgen.StateAborted, &now
+		rec.Reason = "the observer stopped mid-run (crash or kill); its consumers and cgroup were removed when it restarted"
+		for i := range rec.Consumers {
+			if rec.Consumers[i].PID != 0 && rec.Consumers[i].Exit == "" {
+				rec.Consumers[i].Exit = "killed"
+			}
+		}
+		if err := m.cfg.Store.SaveRecord(rec); err != nil {
+			errs = append(errs, err)
+		}
+		m.cfg.Logger.Warn("marked a run left by a previous observer aborted", "run", rec.ID, "cgroup", rec.Cgroup)
+	}
+	if m.cfg.ParentErr == nil {
+		swept, err := m.cfg.Parent.Sweep(ctx, "run-")
+		for _, p := range swept {
+			m.cfg.Logger.Warn("removed a stale run cgroup", "cgroup", p)
+		}
+		if err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// Host reads what the safety budget needs.
+func (m *Manager) Host() (loadgen.Host, error) {
+	mem, err := m.cfg.ProcFS.Memory()
+	if err != nil {
+		return loadgen.Host{}, err
+	}
+	var st unix.Statfs_t
+	if err := unix.Statfs(m.fileDir, &st); err != nil {
+		return loadgen.Host{}, fmt.Errorf("statfs %s: %w", m.fileDir, err)
+	}
+	return loadgen.Host{
+		MemTotalBytes: int64(mem.TotalBytes), MemAvailableBytes: int64(mem.AvailableBytes),
+		SwapTotalBytes: int64(mem.SwapTotalBytes), SwapFreeBytes: int64(mem.SwapFreeBytes),
+		DiskFreeBytes: int64(st.Bavail) * st.Bsize,
+	}, nil
+}
+
+// Start validates a spec against the host and starts it.
+func (m *Manager) Start(spec loadgen.Spec) (loadgen.Record, error) {
+	r, err := loadgen.Resolve(spec)
+	if err != nil {
+		return loadgen.Record{}, err
+	}
+	if m.cfg.ParentErr != nil {
+		return loadgen.Record{}, &loadgen.UnsafeError{Msg: "no cgroup for runs: " + m.cfg.ParentErr.Error()}
+	}
+	if err := m.cfg.Parent.Check(); err != nil {
+		return loadgen.Record{}, &loadgen.UnsafeError{Msg: err.Error()}
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.active != nil && !ended(m.active.run) {
+		return loadgen.Record{}, fmt.Errorf("%w: %s", loadgen.ErrBusy, m.active.run.Record().ID)
+	}
+	host, err := m.Host()
+	if err != nil {
+		return loadgen.Record{}, err
+	}
+	if err := r.Check(host); err != nil {
+		return loadgen.Record{}, err
+	}
+	a := &active{table: &store.Table{}, prevStall: map[int]float64{}, saved: make(chan struct{})}
+	// Saves triggered before StartRun returns wait here for a.run.
+	a.saveMu.Lock()
+	run, err := loadgen.StartRun(loadgen.RunConfig{
+		ID:       newID(),
+		Spec:     r,
+		Binary:   m.cfg.Binary,
+		Parent:   m.cfg.Parent,
+		FileDir:  m.fileDir,
+		Logger:   m.cfg.Logger,
+		OnCycle:  m.cfg.OnCycle,
+		OnChange: func() { go m.save(a, false) }, // off the run's goroutines: a save syncs to disk
+		HostMemory: func() (uint64, uint64) {
+			mem, _ := m.cfg.ProcFS.Memory()
+			return mem.AvailableBytes, mem.SwapFreeBytes
+		},
+	})
+	a.run = run
+	a.saveMu.Unlock()
+	if err != nil {
+		return loadgen.Record{}, err
+	}
+	m.active, m.last = a, a
+	m.save(a, true)
+	rec := run.Record()
+	m.cfg.Logger.Info("run started", "run", rec.ID, "preset", r.Preset, "consumers", r.Consumers,
+		"size_bytes", r.SizeBytes, "memory_limit_bytes", r.MemoryLimitBytes, "cgroup", rec.Cgroup, "duration", r.Duration())
+	go m.watch(a)
+	return rec, nil
+}
+
+// watch waits for a run to end, saves it and frees the slot.
+func (m *Manager) watch(a *active) {
+	<-a.run.Done()
+	m.save(a, true)
+	rec := a.run.Record()
+	m.mu.Lock()
+	m.outcomes[rec.State]++
+	if m.active == a {
+		m.active = nil
+	}
+	m.mu.Unlock()
+	close(a.saved)
+}
+
+// save writes the record, and the tables when withTables (or when enough
+// rows have gathered). Saves of one run are serialised.
+func (m *Manager) save(a *active, withTables bool) {
+	a.saveMu.Lock()
+	defer a.saveMu.Unlock()
+	if a.run == nil {
+		return // StartRun failed
+	}
+	rec := a.run.Record()
+	if err := m.cfg.Store.SaveRecord(rec); err != nil {
+		m.cfg.Logger.Error("saving the run record", "run", rec.ID, "err", err)
+	}
+	if !withTables {
+		return
+	}
+	if err := m.cfg.Store.WriteFile(rec.ID, store.SamplesFile, a.table.CSV()); err != nil {
+		m.cfg.Logger.Error("saving the samples", "run", rec.ID, "err", err)
+	}
+	if fill := a.run.FillCSV(); fill != nil {
+		if err := m.cfg.Store.WriteFile(rec.ID, store.FillFile, fill); err != nil {
+			m.cfg.Logger.Error("saving the fill table", "run", rec.ID, "err", err)
+		}
+	}
+}
+
+// OnSample adds a row to the active run's table; the sampler calls it.
+func (m *Manager) OnSample(prev, cur *sampler.Sample) {
+	m.mu.Lock()
+	a := m.active
+	m.mu.Unlock()
+	if a == nil || prev == nil {
+		return
+	}
+	rec := a.run.Record()
+	p := a.run.Progress()
+	row := store.Row{
+		ElapsedSeconds:       cur.Time.Sub(rec.StartedAt).Seconds(),
+		Rates:                sampler.RatesBetween(prev, cur),
+		MemoryAvailableBytes: cur.Memory.AvailableBytes,
+		SwapFreeBytes:        cur.Memory.SwapFreeBytes,
+		ConsumersActive:      p.Active,
+		ConsumersPlanned:     p.Planned,
+		DemandBytes:          p.DemandBytes,
+		ConsumerStallPercent: -1,
+	}
+	if u, err := a.run.Cgroup().MemoryUsage(); err == nil {
+		row.CgroupUsageBytes = u
+	}
+	pids := map[int]bool{}
+	for _, pid := range a.run.PIDs() {
+		pids[pid] = true
+	}
+	var stall float64
+	hasStall := false
+	for _, pr := range cur.Processes {
+		if !pids[pr.PID] || !pr.HasStall {
+			continue
+		}
+		hasStall = true
+		if before, ok := a.prevStall[pr.PID]; ok {
+			stall += max(pr.StallSeconds-before, 0)
+		}
+		a.prevStall[pr.PID] = pr.StallSeconds
+	}
+	if hasStall && row.Rates.Seconds > 0 {
+		row.ConsumerStallPercent = 100 * stall / row.Rates.Seconds
+	}
+	a.table.Append(row)
+	a.unsaved++
+	if a.unsaved >= saveEvery {
+		a.unsaved = 0
+		go m.save(a, true)
+	}
+}
+
+// ended reports whether a run is over; its watcher may not have freed the
+// slot yet.
+func ended(r *loadgen.Run) bool {
+	select {
+	case <-r.Done():
+		return true
+	default:
+		return false
+	}
+}
+
+// Pinned are the active run's consumers, tracked whatever their activity.
+func (m *Manager) Pinned() []int {
+	m.mu.Lock()
+	a := m.active
+	m.mu.Unlock()
+	if a == nil {
+		return nil
+	}
+	return a.run.PIDs()
+}
+
+// List returns every run, newest first.
+func (m *Manager) List() ([]loadgen.Record, error) {
+	recs, err := m.cfg.Store.Records()
+	m.mu.Lock()
+	a := m.active
+	m.mu.Unlock()
+	if a != nil {
+		live := a.run.Record()
+		for i := range recs {
+			if recs[i].ID == live.ID {
+				recs[i] = live
+			}
+		}
+	}
+	return recs, err
+}
+
+// Get returns one run.
+func (m *Manager) Get(id string) (loadgen.Record, error) {
+	if a := m.find(id); a != nil {
+		return a.run.Record(), nil
+	}
+	return m.cfg.Store.LoadRecord(id)
+}
+
+func (m *Manager) find(id string) *active {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.last != nil && m.last.run.Record().ID == id {
+		return m.last
+	}
+	return nil
+}
+
+// Abort stops a run and waits (bounded) until its consumers and cgroup are
+// gone. Aborting a finished run returns it unchanged.
+func (m *Manager) Abort(id string) (loadgen.Record, error) {
+	a := m.find(id)
+	if a == nil {
+		return m.cfg.Store.LoadRecord(id)
+	}
+	a.run.Abort("aborted by request")
+	select {
+	case <-a.run.Done():
+	case <-time.After(abortWait):
+	}
+	return a.run.Record(), nil
+}
+
+// WriteSamples writes a run's samples.csv.
+func (m *Manager) WriteSamples(id string, w io.Writer) error {
+	if a := m.find(id); a != nil {
+		_, err := w.Write(a.table.CSV())
+		return err
+	}
+	b, err := m.cfg.Store.ReadFile(id, store.SamplesFile)
+	if err != nil {
+		return err
+	}
+	_, err = w.Write(b)
+	return err
+}
+
+// Status is what the run metrics show: the most recent run.
+type Status struct {
+	ID, Preset string
+	Active     bool
+	Progress   loadgen.Progress
+	Outcomes   map[string]uint64
+}
+
+// Status returns the most recent run's progress, and false before any run.
+func (m *Manager) Status() (Status, bool) {
+	m.mu.Lock()
+	last, isActive := m.last, m.active != nil
+	outcomes := maps.Clone(m.outcomes)
+	m.mu.Unlock()
+	if last == nil {
+		return Status{Outcomes: outcomes}, false
+	}
+	rec := last.run.Record()
+	return Status{ID: rec.ID, Preset: rec.Spec.Preset, Active: isActive, Progress: last.run.Progress(), Outcomes: outcomes}, true
+}
+
+// Current is the active run, or nil.
+func (m *Manager) Current() *loadgen.Run {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.active == nil {
+		return nil
+	}
+	return m.active.run
+}
+
+// Close aborts the active run and waits for it to be cleaned up and saved.
+func (m *Manager) Close() {
+	m.mu.Lock()
+	a := m.active
+	m.mu.Unlock()
+	if a == nil {
+		return
+	}
+	a.run.Abort("the observer is shutting down")
+	<-a.saved
+}
+
+// newID names a run by its start time, with a random suffix: sortable, and
+// safe as a path and a cgroup name.
+func newID() string {
+	var b [3]byte
+	_, _ = rand.Read(b[:])
+	return time.Now().UTC().Format("20060102-150405") + "-" + hex.EncodeToString(b[:])
+}
+
+// OutcomeNames are the runs_total outcomes, so each series exists from 0.
+var OutcomeNames = slices.Clone([]string{loadgen.StateCompleted, loadgen.StateAborted, loadgen.StateFailed})

@@ -1,0 +1,136 @@
+package runs
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/thrashscope/thrashscope/internal/cgroup"
+	"github.com/thrashscope/thrashscope/internal/loadgen"
+	"github.com/thrashscope/thrashscope/internal/procfs"
+	"github.com/thrashscope/thrashscope/internal/sampler"
+	"github.com/thrashscope/thrashscope/internal/store"
+)
+
+// StandaloneConfig configures loadgen run: one run without the observer.
+type StandaloneConfig struct {
+	Spec   loadgen.Spec
+	OutDir string
+	Binary string
+	// CgroupParent is where the run cgroup goes; empty is this process's own.
+	CgroupParent string
+	ProcfsPath   string
+	// Progress receives the live progress line; Interactive redraws it in
+	// place, otherwise a line is printed every ProgressEvery.
+	Progress      io.Writer
+	Interactive   bool
+	ProgressEvery time.Duration
+	Logger        *slog.Logger
+}
+
+// RunStandalone runs one experiment to its end, or until ctx is cancelled
+// (Ctrl-C), which aborts it cleanly. It samples the host from procfs every
+// second for samples.csv, as the observer would.
+func RunStandalone(ctx context.Context, cfg StandaloneConfig) (loadgen.Record, error) {
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.ProgressEvery <= 0 {
+		cfg.ProgressEvery = 5 * time.Second
+	}
+	st, err := store.Open(cfg.OutDir)
+	if err != nil {
+		return loadgen.Record{}, err
+	}
+	fs, err := procfs.NewFS(cfg.ProcfsPath)
+	if err != nil {
+		return loadgen.Record{}, err
+	}
+	rc := Config{Store: st, ProcFS: fs, Binary: cfg.Binary, Logger: cfg.Logger}
+	if cfg.CgroupParent != "" {
+		rc.Parent, rc.ParentErr = cgroup.ParentAt(cfg.CgroupParent)
+	} else {
+		rc.Parent, rc.ParentErr = cgroup.Own(cfg.ProcfsPath)
+	}
+	m, err := New(rc)
+	if err != nil {
+		cfg.Logger.Warn("cleaning up after an earlier run", "err", err)
+	}
+
+	var mu sync.Mutex
+	var rates sampler.Rates
+	smp := sampler.New(sampler.Config{
+		ProcFS: fs, Interval: time.Second, TopK: 1, Pinned: m.Pinned, Logger: cfg.Logger,
+		OnSample: func(prev, cur *sampler.Sample) {
+			m.OnSample(prev, cur)
+			if prev != nil {
+				mu.Lock()
+				rates = sampler.RatesBetween(prev, cur)
+				mu.Unlock()
+			}
+		},
+	})
+	rec, err := m.Start(cfg.Spec)
+	if err != nil {
+		return rec, err
+	}
+	run := m.Current()
+	sctx, stopSampling := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	wg.Go(func() { smp.Run(sctx) })
+	defer func() { stopSampling(); wg.Wait() }()
+
+	tick := time.NewTicker(time.Second)
+	defer tick.Stop()
+	lastPrint := time.Time{}
+	for done := false; !done; {
+		select {
+		case <-ctx.Done():
+			fmt.Fprintln(cfg.Progress, "\naborting: stopping the consumers and removing the run cgroup")
+			m.Abort(rec.ID)
+			<-run.Done()
+			done = true
+		case <-run.Done():
+			done = true
+		case now := <-tick.C:
+			if !cfg.Interactive && now.Sub(lastPrint) < cfg.ProgressEvery {
+				continue
+			}
+			lastPrint = now
+			mu.Lock()
+			r := rates
+			mu.Unlock()
+			line := ProgressLine(run.Progress(), r)
+			if cfg.Interactive {
+				fmt.Fprint(cfg.Progress, "\r\033[K"+line)
+			} else {
+				fmt.Fprintln(cfg.Progress, line)
+			}
+		}
+	}
+	m.Close() // waits for the final save
+	if cfg.Interactive {
+		fmt.Fprintln(cfg.Progress)
+	}
+	return m.Get(rec.ID)
+}
+
+// ProgressLine is the one-line live view of a run.
+func ProgressLine(p loadgen.Progress, r sampler.Rates) string {
+	total := "?"
+	if p.Total > 0 {
+		total = p.Total.Round(time.Second).String()
+	}
+	line := fmt.Sprintf("%s/%s  consumers %d/%d  demand %s of %s  swap-in %.0f/s  slowest cycle %s",
+		p.Elapsed.Round(time.Second), total, p.Active, p.Planned,
+		mebibytes(p.DemandBytes), mebibytes(p.LimitBytes), r.SwapInPagesPerSecond, p.SlowestCycle.Round(time.Millisecond))
+	if p.ChunksDone > 0 {
+		line += fmt.Sprintf("  chunks filled %d", p.ChunksDone)
+	}
+	return line
+}
+
+func mebibytes(b int64) string { return fmt.Sprintf("%.0f MiB", float64(b)/(1<<20)) }
