@@ -6,7 +6,7 @@ GOFILES  = $(shell git ls-files '*.go' | grep -v '_bpfel.go$$')
 
 .PHONY: build run test generate lint bench vmlinux
 
-build: ## bin/observer (the committed BPF objects mean no clang is needed)
+build: ## bin/observer and bin/loadgen (the committed BPF objects mean no clang is needed)
 	$(GO) build -ldflags "$(LDFLAGS)" -o bin/ ./cmd/...
 
 run: build ## the observer in the foreground on http://127.0.0.1:9752 (root for BPF)

@@ -35,7 +35,7 @@ func newFakeRuns(active bool) *fakeRuns {
 	ended := t0.Add(rs.Duration())
 	done := loadgen.Record{
 		ID: "run-1", Spec: rs, State: loadgen.StateCompleted, StartedAt: t0, EndedAt: &ended,
-		Cgroup: "/sys/fs/cgroup/memory/thrashscope/run-1", Host: "observer",
+		Cgroup: "/sys/fs/cgroup/memory/thrashscope/run-1",
 		Consumers: plan(rs, t0),
 		Transitions: []loadgen.Transition{
 			{At: t0.Add(20 * time.Second), To: "monitoring"},
@@ -89,7 +89,7 @@ func (f *fakeRuns) Start(spec loadgen.Spec) (loadgen.Record, error) {
 	}
 	id := fmt.Sprintf("run-%d", len(f.recs)+1)
 	rec := loadgen.Record{ID: id, Spec: rs, State: loadgen.StateRunning, StartedAt: t0,
-		Cgroup: "/sys/fs/cgroup/memory/thrashscope/" + id, Host: "observer", Consumers: plan(rs, t0)}
+		Cgroup: "/sys/fs/cgroup/memory/thrashscope/" + id, Consumers: plan(rs, t0)}
 	f.recs = slices.Insert(f.recs, 0, rec)
 	return rec, nil
 }

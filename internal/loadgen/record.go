@@ -18,15 +18,13 @@ const (
 // Record is a run record: what was asked, what was planned and what happened.
 // It is the JSON of GET /api/v1/runs/{id} and of the record file.
 type Record struct {
-	ID        string     `json:"id"`
-	Spec      Resolved   `json:"spec"`
-	State     string     `json:"state"`
-	Reason    string     `json:"reason,omitempty"`
-	StartedAt time.Time  `json:"started_at"`
-	EndedAt   *time.Time `json:"ended_at,omitempty"`
-	Cgroup    string     `json:"cgroup"`
-	// Host is the observing side's view: the observer, or loadgen run.
-	Host      string           `json:"host,omitempty"`
+	ID        string           `json:"id"`
+	Spec      Resolved         `json:"spec"`
+	State     string           `json:"state"`
+	Reason    string           `json:"reason,omitempty"`
+	StartedAt time.Time        `json:"started_at"`
+	EndedAt   *time.Time       `json:"ended_at,omitempty"`
+	Cgroup    string           `json:"cgroup"`
 	Consumers []ConsumerRecord `json:"consumers"`
 	// Transitions are the thrash detector's state changes during the run.
 	Transitions []Transition `json:"transitions,omitempty"`

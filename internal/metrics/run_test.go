@@ -1,0 +1,84 @@
+package metrics
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/thrashscope/thrashscope/internal/loadgen"
+	"github.com/thrashscope/thrashscope/internal/runs"
+)
+
+type fakeRuns struct {
+	st runs.Status
+	ok bool
+}
+
+func (f fakeRuns) Status() (runs.Status, bool) { return f.st, f.ok }
+
+func TestRunMetrics(t *testing.T) {
+	src := &fakeRuns{st: runs.Status{Outcomes: map[string]uint64{loadgen.StateCompleted: 2}}}
+	c := NewRunCollector(src)
+	// Before any run: only the outcome counters, each from 0.
+	want := `
+# HELP thrashscope_runs_total Runs that ended, by outcome.
+# TYPE thrashscope_runs_total counter
+thrashscope_runs_total{outcome="aborted"} 0
+thrashscope_runs_total{outcome="completed"} 2
+thrashscope_runs_total{outcome="failed"} 0
+`
+	if err := testutil.CollectAndCompare(c, strings.NewReader(want), "thrashscope_runs_total", "thrashscope_run_info"); err != nil {
+		t.Error(err)
+	}
+
+	src.ok = true
+	src.st = runs.Status{ID: "20261122-101500-abcdef", Preset: "e4", Active: true, Outcomes: src.st.Outcomes,
+		Progress: loadgen.Progress{Active: 3, Planned: 4, DemandBytes: 30 << 20, LimitBytes: 100 << 20,
+			Cycles: []uint64{10, 7}, LatenessSeconds: []float64{0, 1.5}}}
+	c.ObserveCycle(0, 3*time.Millisecond)
+	c.ObserveCycle(1, 2*time.Second)
+	want = `
+# HELP thrashscope_run_info The most recent run, active or ended; 1.
+# TYPE thrashscope_run_info gauge
+thrashscope_run_info{preset="e4",run_id="20261122-101500-abcdef"} 1
+# HELP thrashscope_run_consumers_active Consumers of the most recent run that hold their memory now.
+# TYPE thrashscope_run_consumers_active gauge
+thrashscope_run_consumers_active 3
+# HELP thrashscope_run_consumers_planned Consumers the schedule has active now.
+# TYPE thrashscope_run_consumers_planned gauge
+thrashscope_run_consumers_planned 4
+# HELP thrashscope_run_demand_bytes Memory the active consumers ask for: active × size.
+# TYPE thrashscope_run_demand_bytes gauge
+thrashscope_run_demand_bytes 3.145728e+07
+# HELP thrashscope_run_write_cycles_total Write cycles each consumer of the most recent run has finished.
+# TYPE thrashscope_run_write_cycles_total counter
+thrashscope_run_write_cycles_total{consumer="consumer-00"} 10
+thrashscope_run_write_cycles_total{consumer="consumer-01"} 7
+# HELP thrashscope_run_consumer_lateness_seconds How long past its planned finish t_f each consumer ended (or, still running, is now).
+# TYPE thrashscope_run_consumer_lateness_seconds gauge
+thrashscope_run_consumer_lateness_seconds{consumer="consumer-00"} 0
+thrashscope_run_consumer_lateness_seconds{consumer="consumer-01"} 1.5
+`
+	if err := testutil.CollectAndCompare(c, strings.NewReader(want), "thrashscope_run_info", "thrashscope_run_consumers_active",
+		"thrashscope_run_consumers_planned", "thrashscope_run_demand_bytes", "thrashscope_run_write_cycles_total",
+		"thrashscope_run_consumer_lateness_seconds"); err != nil {
+		t.Error(err)
+	}
+	if n := testutil.CollectAndCount(c, "thrashscope_run_write_cycle_duration_seconds"); n != 1 {
+		t.Errorf("duration histogram: %d series", n)
+	}
+	// An ended run keeps its info and per-consumer series, with nothing active.
+	src.st.Active = false
+	if err := testutil.CollectAndCompare(c, strings.NewReader(`
+# HELP thrashscope_run_consumers_active Consumers of the most recent run that hold their memory now.
+# TYPE thrashscope_run_consumers_active gauge
+thrashscope_run_consumers_active 0
+`), "thrashscope_run_consumers_active"); err != nil {
+		t.Error(err)
+	}
+	if problems, err := testutil.CollectAndLint(c); err != nil || len(problems) > 0 {
+		t.Errorf("lint: %v %v", problems, err)
+	}
+}

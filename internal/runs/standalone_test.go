@@ -1,0 +1,170 @@
+package runs_test
+
+import (
+	"bytes"
+	"encoding/csv"
+	"encoding/json"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/thrashscope/thrashscope/internal/loadgen"
+	"github.com/thrashscope/thrashscope/internal/testenv"
+)
+
+// loadgenRun runs the real loadgen binary and returns its run record.
+func onlyRecord(t *testing.T, out string) (loadgen.Record, string) {
+	t.Helper()
+	dirs, _ := filepath.Glob(filepath.Join(out, "runs", "*"))
+	if len(dirs) != 1 {
+		t.Fatalf("want one run directory under %s, got %v", out, dirs)
+	}
+	b, err := os.ReadFile(filepath.Join(dirs[0], "record.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rec loadgen.Record
+	if err := json.Unmarshal(b, &rec); err != nil {
+		t.Fatalf("record.json: %v", err)
+	}
+	return rec, dirs[0]
+}
+
+func csvRows(t *testing.T, path string) [][]string {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rows, err := csv.NewReader(bytes.NewReader(b)).ReadAll()
+	if err != nil {
+		t.Fatalf("%s: %v", path, err)
+	}
+	return rows
+}
+
+func noneAlive(t *testing.T, rec loadgen.Record) {
+	t.Helper()
+	for _, c := range rec.Consumers {
+		if c.PID == 0 {
+			continue
+		}
+		if b, err := os.ReadFile("/proc/" + strconv.Itoa(c.PID) + "/comm"); err == nil && strings.HasPrefix(string(b), "consumer-") {
+			t.Errorf("consumer %d (pid %d) outlived the run", c.Index, c.PID)
+		}
+	}
+	if _, err := os.Stat(rec.Cgroup); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("run cgroup %s left behind", rec.Cgroup)
+	}
+}
+
+// TestLoadgenRunCompletes: a short e4-shaped run, standalone, writes its
+// record and samples and leaves nothing behind.
+func TestLoadgenRunCompletes(t *testing.T) {
+	testenv.RequirePrivileged(t)
+	testenv.RequireSwap(t)
+	out := t.TempDir()
+	cmd := exec.Command(testenv.Binary(t, "loadgen"), "run", "--preset=e4", "--scale=0.1", "--consumers=4",
+		"--interval=500ms", "--lead-in=0s", "--out="+out)
+	b, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("loadgen run: %v\n%s", err, b)
+	}
+	if !strings.Contains(string(b), "consumers ") || !strings.Contains(string(b), "completed") {
+		t.Errorf("no progress line or outcome:\n%s", b)
+	}
+	rec, dir := onlyRecord(t, out)
+	if rec.State != loadgen.StateCompleted || len(rec.Consumers) != 4 {
+		t.Fatalf("record: %+v", rec)
+	}
+	for _, c := range rec.Consumers {
+		if c.ActualStart == nil || c.ActualEnd == nil || c.Cycles == 0 || c.Exit != "ok" {
+			t.Errorf("consumer %d: %+v", c.Index, c)
+		}
+	}
+	rows := csvRows(t, filepath.Join(dir, "samples.csv"))
+	if len(rows) < 3 || rows[0][0] != "elapsed_seconds" { // 4 s at 1 s
+		t.Errorf("samples.csv: %v", rows)
+	}
+	noneAlive(t, rec)
+}
+
+// TestLoadgenRunCtrlC: SIGINT aborts cleanly: the record says aborted, the
+// consumers and the cgroup are gone.
+func TestLoadgenRunCtrlC(t *testing.T) {
+	testenv.RequirePrivileged(t)
+	testenv.RequireSwap(t)
+	out := t.TempDir()
+	var stderr bytes.Buffer
+	cmd := exec.Command(testenv.Binary(t, "loadgen"), "run", "--preset=e4", "--scale=0.1", "--lead-in=0s", "--out="+out)
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(3 * time.Second)
+	begin := time.Now()
+	cmd.Process.Signal(syscall.SIGINT)
+	err := cmd.Wait()
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || ee.ExitCode() != 1 {
+		t.Errorf("exit after Ctrl-C: %v, want status 1\n%s", err, stderr.String())
+	}
+	t.Logf("Ctrl-C to exit: %s", time.Since(begin).Round(time.Millisecond))
+	rec, dir := onlyRecord(t, out)
+	if rec.State != loadgen.StateAborted || rec.EndedAt == nil {
+		t.Errorf("record after Ctrl-C: %s %q", rec.State, rec.Reason)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "samples.csv")); err != nil {
+		t.Error(err)
+	}
+	noneAlive(t, rec)
+}
+
+// TestLoadgenFill is seed 002's experiment at a small size: chunks past the
+// limit into swap, each timed over the repeats.
+func TestLoadgenFill(t *testing.T) {
+	testenv.RequirePrivileged(t)
+	testenv.RequireSwap(t)
+	out := t.TempDir()
+	cmd := exec.Command(testenv.Binary(t, "loadgen"), "fill", "--memory-limit=64MiB", "--chunk=16MiB", "--total=96MiB", "--repeats=2", "--out="+out)
+	b, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("loadgen fill: %v\n%s", err, b)
+	}
+	rec, dir := onlyRecord(t, out)
+	if rec.State != loadgen.StateCompleted {
+		t.Fatalf("fill run %s: %s", rec.State, rec.Reason)
+	}
+	rows := csvRows(t, filepath.Join(dir, "fill.csv"))
+	if len(rows) != 7 {
+		t.Fatalf("fill.csv: want a header and 6 chunks, got %v", rows)
+	}
+	col := map[string]int{}
+	for i, h := range rows[0] {
+		col[h] = i
+	}
+	var first, last float64
+	for i, r := range rows[1:] {
+		mean, _ := strconv.ParseFloat(r[col["fill_seconds_mean"]], 64)
+		sd, err := strconv.ParseFloat(r[col["fill_seconds_sd"]], 64)
+		if mean <= 0 || err != nil || sd < 0 || r[col["repeats"]] != "2" {
+			t.Errorf("chunk %d: %v", i, r)
+		}
+		if i == 0 {
+			first = mean
+		}
+		last = mean
+	}
+	// Past the 64 MiB limit the fill pushes earlier chunks out to swap.
+	t.Logf("fill time: first chunk %.1f ms, last (past the limit) %.1f ms", first*1e3, last*1e3)
+	if last <= first {
+		t.Errorf("filling past the limit (%.4fs) was not slower than the first chunk (%.4fs)", last, first)
+	}
+	noneAlive(t, rec)
+}
