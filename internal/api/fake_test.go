@@ -35,7 +35,7 @@ func newFakeRuns(active bool) *fakeRuns {
 	ended := t0.Add(rs.Duration())
 	done := loadgen.Record{
 		ID: "run-1", Spec: rs, State: loadgen.StateCompleted, StartedAt: t0, EndedAt: &ended,
-		Cgroup: "/sys/fs/cgroup/memory/thrashscope/run-1",
+		Cgroup:    "/sys/fs/cgroup/memory/thrashscope/run-1",
 		Consumers: plan(rs, t0),
 		Transitions: []loadgen.Transition{
 			{At: t0.Add(20 * time.Second), To: "monitoring"},
