@@ -47,6 +47,9 @@ type Config struct {
 // saveEvery is how many sample rows pass between saves of the table.
 const saveEvery = 10
 
+// keepRuns is how many ended runs the data directory keeps.
+const keepRuns = 100
+
 // abortWait bounds how long DELETE waits for a run to be gone.
 const abortWait = 10 * time.Second
 
@@ -218,6 +221,11 @@ func (m *Manager) watch(a *active) {
 		m.active = nil
 	}
 	m.mu.Unlock()
+	if removed, err := m.cfg.Store.Prune(keepRuns); err != nil {
+		m.cfg.Logger.Warn("pruning old runs", "err", err)
+	} else if len(removed) > 0 {
+		m.cfg.Logger.Info("removed the oldest runs' records", "runs", removed, "keep", keepRuns)
+	}
 	close(a.saved)
 }
 

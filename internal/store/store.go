@@ -166,3 +166,25 @@ func (d *Dir) ReadFile(id, name string) ([]byte, error) {
 	}
 	return b, err
 }
+
+// Prune removes the oldest ended runs beyond keep, so a stream of requests
+// cannot fill the disk. Active runs are never removed.
+func (d *Dir) Prune(keep int) ([]string, error) {
+	recs, err := d.Records()
+	var removed []string
+	for i, rec := range recs { // newest first
+		if i < keep || loadgen.Active(rec.State) {
+			continue
+		}
+		dir, derr := d.RunDir(rec.ID)
+		if derr == nil {
+			derr = os.RemoveAll(dir)
+		}
+		if derr != nil {
+			err = errors.Join(err, derr)
+			continue
+		}
+		removed = append(removed, rec.ID)
+	}
+	return removed, err
+}

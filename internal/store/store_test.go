@@ -100,3 +100,27 @@ func TestTableCSV(t *testing.T) {
 		t.Errorf("rows %v", recs)
 	}
 }
+
+func TestPruneKeepsTheNewestAndActive(t *testing.T) {
+	d, _ := Open(t.TempDir())
+	t0 := time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC)
+	for i := range 5 {
+		state := loadgen.StateCompleted
+		if i == 0 {
+			state = loadgen.StateRunning // the oldest, but still active
+		}
+		d.SaveRecord(loadgen.Record{ID: "r" + string(rune('a'+i)), State: state, StartedAt: t0.Add(time.Duration(i) * time.Minute)})
+	}
+	removed, err := d.Prune(2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	recs, _ := d.Records()
+	var ids []string
+	for _, r := range recs {
+		ids = append(ids, r.ID)
+	}
+	if strings.Join(ids, ",") != "re,rd,ra" || strings.Join(removed, ",") != "rc,rb" {
+		t.Errorf("kept %v, removed %v", ids, removed)
+	}
+}
