@@ -23,8 +23,9 @@ lint: ## gofmt, go vet, clang-format
 	$(GO) vet ./...
 	clang-format --dry-run --Werror bpf/*.bpf.c
 
-bench: build ## what the observer costs the host, side by side with a baseline (root)
+bench: build ## what the observer costs the host, and how fast it detects a thrash, each side by side with a baseline (root, swap)
 	$(GO) run ./bench/overhead --observer bin/observer
+	$(GO) run ./bench/detection --observer bin/observer
 
 vmlinux: ## regenerate bpf/include/vmlinux.h from this kernel's BTF
 	bpftool btf dump file /sys/kernel/btf/vmlinux format c > bpf/include/vmlinux.h

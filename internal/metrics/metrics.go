@@ -3,7 +3,7 @@
 // extra reads of the kernel and all series of one scrape agree in time.
 //
 // One file per source: system.go (procfs), process.go (per process),
-// probe.go (the BPF probes themselves).
+// probe.go (the BPF probes themselves), detector.go (the indicators).
 package metrics
 
 import (
@@ -32,7 +32,7 @@ type Collector struct {
 
 // NewCollector builds every descriptor once.
 func NewCollector(src Source) *Collector {
-	return &Collector{src: src, updaters: []updater{newSystem(), newProcesses(), newProbes()}}
+	return &Collector{src: src, updaters: []updater{newSystem(), newProcesses(), newProbes(), newDetector()}}
 }
 
 // Describe implements prometheus.Collector.

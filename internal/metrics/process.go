@@ -13,7 +13,7 @@ import (
 // consumers): the sampler bounds the set, and a process that exits is
 // simply absent from the next sample, so its series go away.
 type processes struct {
-	major, minor, stall, cpu, rss, swap, virt *prometheus.Desc
+	major, minor, stall, cpu, rss, swap, virt, wss, high *prometheus.Desc
 }
 
 func newProcesses() *processes {
@@ -25,11 +25,13 @@ func newProcesses() *processes {
 		rss:   desc("process_resident_bytes", "Resident set size.", "pid", "comm"),
 		swap:  desc("process_swap_bytes", "Memory swapped out (VmSwap).", "pid", "comm"),
 		virt:  desc("process_virtual_bytes", "Virtual memory size.", "pid", "comm"),
+		wss:   desc("process_working_set_bytes", "Working set over the last --wss.interval: pages referenced since the kernel's accessed bits were cleared (clear_refs, smaps_rollup Referenced).", "pid", "comm"),
+		high:  desc("process_high_fault", "1 while the process is in the detector's high-fault set.", "pid", "comm"),
 	}
 }
 
 func (m *processes) describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{m.major, m.minor, m.stall, m.cpu, m.rss, m.swap, m.virt} {
+	for _, d := range []*prometheus.Desc{m.major, m.minor, m.stall, m.cpu, m.rss, m.swap, m.virt, m.wss, m.high} {
 		ch <- d
 	}
 }
@@ -52,6 +54,16 @@ func (m *processes) update(s *sampler.Sample, ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(m.rss, prometheus.GaugeValue, float64(p.ResidentBytes), pid, comm)
 		ch <- prometheus.MustNewConstMetric(m.swap, prometheus.GaugeValue, float64(p.SwapBytes), pid, comm)
 		ch <- prometheus.MustNewConstMetric(m.virt, prometheus.GaugeValue, float64(p.VirtualBytes), pid, comm)
+		if p.HasWorkingSet {
+			ch <- prometheus.MustNewConstMetric(m.wss, prometheus.GaugeValue, float64(p.WorkingSetBytes), pid, comm)
+		}
+		if s.HasDetector {
+			high := 0.0
+			if p.HighFault {
+				high = 1
+			}
+			ch <- prometheus.MustNewConstMetric(m.high, prometheus.GaugeValue, high, pid, comm)
+		}
 	}
 }
 

@@ -410,6 +410,23 @@ func (m *Manager) Status() (Status, bool) {
 	return Status{ID: rec.ID, Preset: rec.Spec.Preset, Active: isActive, Progress: last.run.Progress(), Outcomes: outcomes}, true
 }
 
+// Scope is the active run's live consumers and its cgroup limit, for the
+// working-set ratio; false when no run is active.
+func (m *Manager) Scope() ([]int, int64, bool) {
+	r := m.Current()
+	if r == nil {
+		return nil, 0, false
+	}
+	return r.PIDs(), r.Record().Spec.MemoryLimitBytes, true
+}
+
+// AddTransition records a detector transition in the active run, if any.
+func (m *Manager) AddTransition(t loadgen.Transition) {
+	if r := m.Current(); r != nil {
+		r.AddTransition(t)
+	}
+}
+
 // Current is the active run, or nil.
 func (m *Manager) Current() *loadgen.Run {
 	m.mu.Lock()

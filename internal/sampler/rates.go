@@ -8,7 +8,10 @@ type Rates struct {
 	// CPU shares of all CPUs, 0-100. User includes nice; system includes
 	// irq and softirq, as top counts them.
 	CPUUserPercent, CPUSystemPercent, CPUIOWaitPercent float64
-	SwapInPagesPerSecond, SwapOutPagesPerSecond        float64
+	// CPUBusyPercent is utilisation as TPF reads it: everything but idle
+	// and iowait (a CPU waiting on paging I/O is not doing work).
+	CPUBusyPercent                              float64
+	SwapInPagesPerSecond, SwapOutPagesPerSecond float64
 	// PagedIn/Out are pgpgin/pgpgout: KiB of all block I/O.
 	PagedInKiBPerSecond, PagedOutKiBPerSecond float64
 	MajorFaultsPerSecond                      float64
@@ -33,6 +36,7 @@ func RatesBetween(prev, cur *Sample) Rates {
 		r.CPUUserPercent = 100 * pos(cc.User+cc.Nice-pc.User-pc.Nice) / dt
 		r.CPUSystemPercent = 100 * pos(cc.System+cc.IRQ+cc.SoftIRQ-pc.System-pc.IRQ-pc.SoftIRQ) / dt
 		r.CPUIOWaitPercent = 100 * pos(cc.IOWait-pc.IOWait) / dt
+		r.CPUBusyPercent = 100 * pos(dt-(cc.Idle-pc.Idle)-(cc.IOWait-pc.IOWait)) / dt
 	}
 	pv, cv := prev.VMStat, cur.VMStat
 	per := func(c, p uint64) float64 {

@@ -32,8 +32,12 @@ type Config struct {
 	// Pinned lists processes tracked whatever their activity: the consumers
 	// of the active run. Nil means none.
 	Pinned func() []int
-	// OnSample, when set, sees each new sample with the one before it
-	// (nil at first); the run manager builds its sample table from them.
+	// Annotate, when set, completes each new sample before it is
+	// published, with the one before it (nil at first): the indicators
+	// fill in working sets and the detector's verdict there.
+	Annotate func(prev, cur *Sample)
+	// OnSample, when set, sees each new sample after it is published; the
+	// run manager builds its sample table from them.
 	OnSample func(prev, cur *Sample)
 	Logger   *slog.Logger
 }
@@ -53,6 +57,16 @@ type Sample struct {
 	Probes  []probe.Status
 	Latency map[string]probe.Histogram
 	Lost    map[string]uint64
+
+	// From the indicators, when they run (HasDetector).
+	HasDetector        bool
+	ThrashingState     int // 0 normal, 1 monitoring, 2 thrashing
+	HighFaultCount     int
+	Transitions        map[string]uint64 // cumulative, by state entered
+	WorkingSetRatio    float64           // valid when HasWorkingSetRatio
+	HasWorkingSetRatio bool
+	// WorkingSetScanSeconds is the working-set estimator's own cost so far.
+	WorkingSetScanSeconds float64
 }
 
 // Process is one tracked process.
@@ -67,6 +81,11 @@ type Process struct {
 	HasStall     bool
 	// Activity is the decayed major-fault rate the process was ranked by.
 	Activity float64
+	// From the indicators: the working set over the last τ (when
+	// HasWorkingSet) and membership of the high-fault set.
+	WorkingSetBytes uint64
+	HasWorkingSet   bool
+	HighFault       bool
 }
 
 // Sampler runs the sample loop and holds the latest Sample.
@@ -167,8 +186,13 @@ func (s *Sampler) SampleOnce() error {
 	}
 	smp.Processes = s.track(candidates)
 
-	s.mu.Lock()
+	s.mu.RLock()
 	prev := s.latest
+	s.mu.RUnlock()
+	if s.cfg.Annotate != nil {
+		s.cfg.Annotate(prev, smp)
+	}
+	s.mu.Lock()
 	s.latest = smp
 	s.mu.Unlock()
 	if s.cfg.OnSample != nil {

@@ -1,0 +1,240 @@
+// Command detection measures how fast thrashscope notices a thrash. It sits
+// beside the data flow: it runs bin/observer and a real Prometheus as black
+// boxes, induces a run over the HTTP API, and times, from the moment the
+// schedule's demand first exceeds the memory limit, when each signal fires:
+// thrashscope_thrashing_state=2, PSI memory some avg10 above 10 %, the
+// ThrashscopeHostThrashing alert, and a node_exporter-style major-fault
+// rule evaluated by the same Prometheus on the same data.
+// Invoked by `make bench`; see bench/README.md.
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/thrashscope/thrashscope/internal/loadgen"
+)
+
+func main() {
+	observer := flag.String("observer", "bin/observer", "the observer binary (loadgen beside it)")
+	prometheus := flag.String("prometheus", "prometheus", "the Prometheus server binary")
+	rules := flag.String("rules", "deploy/prometheus/rules", "directory of thrashscope.yml and node-exporter-baseline.yml")
+	spec := flag.String("spec", `{"preset":"e4","scale":0.1}`, "the run to induce")
+	after := flag.Duration("after", 2*time.Minute, "how long to keep watching after the run ends")
+	flag.Parse()
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := run(ctx, *observer, *prometheus, *rules, *spec, *after, os.Stdout); err != nil {
+		fmt.Fprintln(os.Stderr, "detection:", err)
+		os.Exit(1)
+	}
+}
+
+func run(ctx context.Context, observerBin, promBin, rulesDir, spec string, after time.Duration, out io.Writer) error {
+	tmp, err := os.MkdirTemp("", "thrashscope-detection-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(tmp)
+	obsAddr, promAddr := freeAddr(), freeAddr()
+	obs, err := start(tmp, "observer", observerBin, "--web.listen-address="+obsAddr, "--data.dir="+filepath.Join(tmp, "data"), "--sample.interval=1s")
+	if err != nil {
+		return err
+	}
+	defer stopProcess(obs)
+	if err := waitReady("http://" + obsAddr + "/readyz"); err != nil {
+		return fmt.Errorf("observer: %w (log in %s)", err, tmp)
+	}
+	rulesAbs, _ := filepath.Abs(rulesDir)
+	cfg := fmt.Sprintf(`global: {scrape_interval: 1s, evaluation_interval: 1s}
+rule_files: [%q, %q]
+scrape_configs:
+  - job_name: thrashscope
+    static_configs: [{targets: [%q]}]
+`, filepath.Join(rulesAbs, "thrashscope.yml"), filepath.Join(rulesAbs, "node-exporter-baseline.yml"), obsAddr)
+	if err := os.WriteFile(filepath.Join(tmp, "prometheus.yml"), []byte(cfg), 0o600); err != nil {
+		return err
+	}
+	prom, err := start(tmp, "prometheus", promBin, "--config.file="+filepath.Join(tmp, "prometheus.yml"),
+		"--storage.tsdb.path="+filepath.Join(tmp, "tsdb"), "--web.listen-address="+promAddr)
+	if err != nil {
+		return err
+	}
+	defer stopProcess(prom)
+	if err := waitReady("http://" + promAddr + "/-/ready"); err != nil {
+		return fmt.Errorf("prometheus: %w (log in %s)", err, tmp)
+	}
+	time.Sleep(5 * time.Second) // a few scrapes of the quiet host first
+
+	resp, err := http.Post("http://"+obsAddr+"/api/v1/runs", "application/json", strings.NewReader(spec))
+	if err != nil {
+		return err
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusCreated {
+		return fmt.Errorf("starting the run: %d %s", resp.StatusCode, body)
+	}
+	var rec loadgen.Record
+	if err := json.Unmarshal(body, &rec); err != nil {
+		return err
+	}
+	defer func() {
+		req, _ := http.NewRequest(http.MethodDelete, "http://"+obsAddr+"/api/v1/runs/"+rec.ID, nil)
+		if r, err := http.DefaultClient.Do(req); err == nil {
+			r.Body.Close()
+		}
+	}()
+	onsetOffset, ok := rec.Spec.Onset()
+	if !ok {
+		return fmt.Errorf("the run never overcommits its limit: nothing to detect")
+	}
+	onset := rec.StartedAt.Add(onsetOffset)
+	end := rec.StartedAt.Add(rec.Spec.Duration()).Add(after)
+	fmt.Fprintf(out, "run %s: %s, demand exceeds the %d MiB limit at %s; watching until %s after the run\n",
+		rec.ID, strings.TrimSpace(spec), rec.Spec.MemoryLimitBytes>>20, onsetOffset, after)
+
+	ds := []detection{{name: "thrashing_state=2 (observer)"}, {name: "PSI memory some avg10 > 10%"},
+		{name: "ThrashscopeHostThrashing alert firing"}, {name: "node_exporter-style rule firing"}}
+	mark := func(i int, ok bool) {
+		if ok && !ds[i].fired {
+			ds[i].fired, ds[i].after = true, time.Since(onset)
+		}
+	}
+	lastProm := time.Time{}
+	for time.Now().Before(end) {
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		mark(0, scrapeHas("http://"+obsAddr+"/metrics", "thrashscope_thrashing_state 2"))
+		mark(1, psiSomeAvg10() > 10)
+		if time.Since(lastProm) >= time.Second {
+			lastProm = time.Now()
+			firing := alertsFiring("http://" + promAddr + "/api/v1/alerts")
+			mark(2, firing["ThrashscopeHostThrashing"])
+			mark(3, firing["NodeMajorFaultsBaseline"])
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	report(out, ds, time.Since(onset))
+	return nil
+}
+
+func freeAddr() string {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		panic(err)
+	}
+	defer l.Close()
+	return l.Addr().String()
+}
+
+func start(dir, name, bin string, args ...string) (*exec.Cmd, error) {
+	logf, err := os.Create(filepath.Join(dir, name+".log"))
+	if err != nil {
+		return nil, err
+	}
+	cmd := exec.Command(bin, args...)
+	cmd.Stdout, cmd.Stderr = logf, logf
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("starting %s: %w", name, err)
+	}
+	return cmd, nil
+}
+
+func stopProcess(cmd *exec.Cmd) {
+	_ = cmd.Process.Signal(syscall.SIGTERM)
+	done := make(chan struct{})
+	go func() { _ = cmd.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(20 * time.Second):
+		_ = cmd.Process.Kill()
+		<-done
+	}
+}
+
+func waitReady(url string) error {
+	deadline := time.Now().Add(30 * time.Second)
+	for time.Now().Before(deadline) {
+		if r, err := http.Get(url); err == nil {
+			r.Body.Close()
+			if r.StatusCode == http.StatusOK {
+				return nil
+			}
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	return fmt.Errorf("%s not ready after 30 s", url)
+}
+
+func scrapeHas(url, line string) bool {
+	r, err := http.Get(url)
+	if err != nil {
+		return false
+	}
+	defer r.Body.Close()
+	sc := bufio.NewScanner(r.Body)
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		if sc.Text() == line {
+			return true
+		}
+	}
+	return false
+}
+
+func psiSomeAvg10() float64 {
+	b, err := os.ReadFile("/proc/pressure/memory")
+	if err != nil {
+		return 0
+	}
+	line, _, _ := bytes.Cut(b, []byte("\n"))
+	for f := range strings.FieldsSeq(string(line)) {
+		if v, ok := strings.CutPrefix(f, "avg10="); ok {
+			x, _ := strconv.ParseFloat(v, 64)
+			return x
+		}
+	}
+	return 0
+}
+
+func alertsFiring(url string) map[string]bool {
+	out := map[string]bool{}
+	r, err := http.Get(url)
+	if err != nil {
+		return out
+	}
+	defer r.Body.Close()
+	var body struct {
+		Data struct {
+			Alerts []struct {
+				Labels map[string]string `json:"labels"`
+				State  string            `json:"state"`
+			} `json:"alerts"`
+		} `json:"data"`
+	}
+	if json.NewDecoder(r.Body).Decode(&body) == nil {
+		for _, a := range body.Data.Alerts {
+			if a.State == "firing" {
+				out[a.Labels["alertname"]] = true
+			}
+		}
+	}
+	return out
+}

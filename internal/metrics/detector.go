@@ -1,0 +1,47 @@
+package metrics
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/thrashscope/thrashscope/internal/sampler"
+)
+
+// detector exports the indicators' host-wide verdict.
+type detector struct {
+	state, high, ratio, transitions, scan *prometheus.Desc
+}
+
+// transitionStates are the detector_transitions_total{to} values, each
+// exported from 0.
+var transitionStates = []string{"normal", "monitoring", "thrashing"}
+
+func newDetector() *detector {
+	return &detector{
+		state:       desc("thrashing_state", "The thrash detector's state: 0 normal, 1 monitoring (two or more high-fault processes), 2 thrashing (and CPU starved or PSI memory full high)."),
+		high:        desc("high_fault_processes", "Processes in the high-fault set (above --detector.pf-high faults/s, until below --detector.pf-low)."),
+		ratio:       desc("working_set_ratio", "Sum of the tracked processes' working sets over the memory available to them (the run cgroup's limit for a run's consumers); above 1 they cannot all fit."),
+		transitions: desc("detector_transitions_total", "Detector transitions, by the state entered.", "to"),
+		scan:        desc("working_set_scan_seconds_total", "Time the working-set estimator has spent clearing and reading accessed bits."),
+	}
+}
+
+func (m *detector) describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{m.state, m.high, m.ratio, m.transitions, m.scan} {
+		ch <- d
+	}
+}
+
+func (m *detector) update(s *sampler.Sample, ch chan<- prometheus.Metric) {
+	if !s.HasDetector {
+		return
+	}
+	ch <- prometheus.MustNewConstMetric(m.state, prometheus.GaugeValue, float64(s.ThrashingState))
+	ch <- prometheus.MustNewConstMetric(m.high, prometheus.GaugeValue, float64(s.HighFaultCount))
+	if s.HasWorkingSetRatio {
+		ch <- prometheus.MustNewConstMetric(m.ratio, prometheus.GaugeValue, s.WorkingSetRatio)
+	}
+	for _, to := range transitionStates {
+		ch <- prometheus.MustNewConstMetric(m.transitions, prometheus.CounterValue, float64(s.Transitions[to]), to)
+	}
+	ch <- prometheus.MustNewConstMetric(m.scan, prometheus.CounterValue, s.WorkingSetScanSeconds)
+}
