@@ -180,4 +180,3 @@ func (ind *Indicators) report(tr Transition, cur *sampler.Sample) {
 		ind.cfg.OnTransition(tr, cur.Time, names)
 	}
 }
-
