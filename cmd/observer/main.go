@@ -14,6 +14,7 @@ import (
 	"github.com/alecthomas/kingpin/v2"
 	"github.com/prometheus/common/version"
 
+	"github.com/thrashscope/thrashscope/internal/indicators"
 	"github.com/thrashscope/thrashscope/internal/observer"
 )
 
@@ -30,11 +31,20 @@ func main() {
 	app.Flag("process.top-k", "How many of the busiest processes get per-process series.").Default("20").IntVar(&cfg.TopK)
 	app.Flag("data.dir", "Directory for run records and samples.").Default("/var/lib/thrashscope").StringVar(&cfg.DataDir)
 	app.Flag("cgroup.parent", "cgroup to create run cgroups under (default: the observer's own).").Default("").StringVar(&cfg.CgroupParent)
+	app.Flag("wss.interval", "τ of the working-set estimate (accessed bits cleared, then read τ later) for the tracked processes; 0 turns it off.").Default("1s").DurationVar(&cfg.WSSInterval)
+	app.Flag("detector.pf-high", "Major faults/s that put a process in the high-fault set (TPF's PF_High).").Default("10").Float64Var(&cfg.Detector.PFHigh)
+	app.Flag("detector.pf-low", "Major faults/s below which it leaves the set (TPF's PF_Low).").Default("1").Float64Var(&cfg.Detector.PFLow)
+	app.Flag("detector.fault-kind", "Which major faults count: anon (swap-ins, as TPF) or all.").Default(indicators.CountAnon).EnumVar(&cfg.FaultKind, indicators.CountAnon, indicators.CountAll)
+	app.Flag("detector.cpu-low", "CPU utilisation (%) below which two or more high-fault processes mean thrashing (TPF's CPU_Low).").Default("40").Float64Var(&cfg.Detector.CPULow)
+	app.Flag("detector.cpu-high", "CPU utilisation (%) past which thrashing is over (TPF's CPU_High).").Default("80").Float64Var(&cfg.Detector.CPUHigh)
+	psiFull := app.Flag("detector.psi-full", "PSI memory full share (%) of an interval that means thrashing; it clears below half of it.").Default("10").Float64()
 	check := app.Flag("check", "Load and attach every probe, print their status, and exit non-zero if a required one failed.").Bool()
 	logLevel := app.Flag("log.level", "debug, info, warn or error.").Default("info").Enum("debug", "info", "warn", "error")
 	app.Version(version.Print("observer"))
 	app.HelpFlag.Short('h')
+	cfg.Detector.MinHigh = indicators.DefaultDetectorConfig().MinHigh
 	kingpin.MustParse(app.Parse(os.Args[1:]))
+	cfg.Detector.PSIFullHigh, cfg.Detector.PSIFullLow = *psiFull, *psiFull/2
 
 	var level slog.Level
 	_ = level.UnmarshalText([]byte(*logLevel))

@@ -7,6 +7,8 @@ import (
 	"os"
 	"strings"
 	"time"
+
+	"github.com/thrashscope/thrashscope/internal/indicators"
 )
 
 // Probe modes, as in --probes.
@@ -31,6 +33,10 @@ type Config struct {
 	// LoadgenBinary is the consumer executable; empty finds loadgen beside
 	// this executable, then on PATH.
 	LoadgenBinary string
+	// WSSInterval is τ of the working-set estimate; 0 turns it off.
+	WSSInterval time.Duration
+	Detector    indicators.DetectorConfig
+	FaultKind   string
 }
 
 // Validate checks every field and says what to change.
@@ -43,6 +49,15 @@ func (c Config) Validate() error {
 	}
 	if c.SampleInterval < 100*time.Millisecond || c.SampleInterval > time.Minute {
 		errs = append(errs, fmt.Errorf("--sample.interval=%s: want between 100ms and 1m", c.SampleInterval))
+	}
+	if c.WSSInterval != 0 && (c.WSSInterval < 100*time.Millisecond || c.WSSInterval > time.Minute) {
+		errs = append(errs, fmt.Errorf("--wss.interval=%s: want 0 (off) or between 100ms and 1m", c.WSSInterval))
+	}
+	if err := c.Detector.Validate(); err != nil {
+		errs = append(errs, err)
+	}
+	if c.FaultKind != indicators.CountAnon && c.FaultKind != indicators.CountAll {
+		errs = append(errs, fmt.Errorf("--detector.fault-kind=%q: want anon (swap faults, as TPF) or all", c.FaultKind))
 	}
 	if c.TopK < 1 || c.TopK > 1000 {
 		errs = append(errs, fmt.Errorf("--process.top-k=%d: want 1 to 1000 (each process adds about ten series)", c.TopK))

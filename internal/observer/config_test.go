@@ -1,6 +1,8 @@
 package observer
 
 import (
+	"github.com/thrashscope/thrashscope/internal/indicators"
+
 	"os"
 	"path/filepath"
 	"strings"
@@ -16,6 +18,9 @@ func validConfig() Config {
 		Probes:          ProbesAuto,
 		SampleInterval:  time.Second,
 		TopK:            20,
+		WSSInterval:     time.Second,
+		Detector:        indicators.DefaultDetectorConfig(),
+		FaultKind:       indicators.CountAnon,
 	}
 }
 

@@ -25,6 +25,8 @@ import (
 
 	"github.com/thrashscope/thrashscope/internal/api"
 	"github.com/thrashscope/thrashscope/internal/cgroup"
+	"github.com/thrashscope/thrashscope/internal/indicators"
+	"github.com/thrashscope/thrashscope/internal/loadgen"
 	"github.com/thrashscope/thrashscope/internal/metrics"
 	"github.com/thrashscope/thrashscope/internal/probe"
 	"github.com/thrashscope/thrashscope/internal/procfs"
@@ -41,7 +43,8 @@ type Observer struct {
 	sampler  *sampler.Sampler
 	registry *prometheus.Registry
 	handler  http.Handler
-	runs     *runs.Manager // nil when runs are unavailable
+	runs     *runs.Manager          // nil when runs are unavailable
+	wss      *indicators.WorkingSet // nil when --wss.interval=0
 }
 
 // New loads the probes as --probes says and builds everything else.
@@ -90,6 +93,24 @@ func build(cfg Config, logger *slog.Logger, checkOnly bool) (*Observer, error) {
 		scfg.Pinned, scfg.OnSample = o.runs.Pinned, o.runs.OnSample
 		runCollector = metrics.NewRunCollector(o.runs)
 	}
+	icfg := indicators.Config{Detector: cfg.Detector, FaultKind: cfg.FaultKind, Logger: logger.With("component", "detector")}
+	if cfg.WSSInterval > 0 {
+		o.wss = indicators.NewWorkingSet(indicators.WorkingSetConfig{ProcfsPath: cfg.ProcfsPath, Interval: cfg.WSSInterval, Logger: logger.With("component", "wss")})
+		icfg.WorkingSet = o.wss.Get
+		icfg.ScanSeconds = func() float64 { return o.wss.Stats().ScanSeconds }
+	}
+	if o.runs != nil {
+		icfg.Scope = o.runs.Scope
+		icfg.OnTransition = func(t indicators.Transition, at time.Time, names []string) {
+			o.runs.AddTransition(loadgen.Transition{At: at, To: indicators.StateNames[t.To], Processes: names})
+		}
+	}
+	ind, err := indicators.New(icfg)
+	if err != nil {
+		o.Close()
+		return nil, err
+	}
+	scfg.Annotate = ind.Annotate
 	o.sampler = sampler.New(scfg)
 
 	o.registry = prometheus.NewRegistry()
@@ -197,6 +218,9 @@ func (o *Observer) Run(ctx context.Context, listeners []net.Listener, webConfigF
 	var wg sync.WaitGroup
 	sampleCtx, stopSampling := context.WithCancel(ctx)
 	wg.Go(func() { o.sampler.Run(sampleCtx) })
+	if o.wss != nil {
+		wg.Go(func() { o.wss.Run(sampleCtx, o.trackedPIDs) })
+	}
 
 	srv := &http.Server{Handler: o.handler, ReadHeaderTimeout: 10 * time.Second}
 	flags := &web.FlagConfig{
@@ -225,6 +249,20 @@ func (o *Observer) Run(ctx context.Context, listeners []net.Listener, webConfigF
 		err = errors.Join(err, serr)
 	}
 	return errors.Join(err, closeErr)
+}
+
+// trackedPIDs are the latest sample's tracked processes, busiest first:
+// the working-set estimator scans those.
+func (o *Observer) trackedPIDs() []int {
+	s, ok := o.sampler.Latest()
+	if !ok {
+		return nil
+	}
+	pids := make([]int, len(s.Processes))
+	for i, p := range s.Processes {
+		pids[i] = p.PID
+	}
+	return pids
 }
 
 // Close detaches the probes. Run calls it; call it yourself only when Run

@@ -1,0 +1,339 @@
+package observer
+
+import (
+	"encoding/json"
+	"fmt"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/thrashscope/thrashscope/internal/loadgen"
+	"github.com/thrashscope/thrashscope/internal/testenv"
+)
+
+// deployDir is deploy/prometheus, absolute, so a temporary Prometheus config
+// can point at the shipped rules.
+func deployDir(t *testing.T) string {
+	t.Helper()
+	dir, err := filepath.Abs(filepath.Join("..", "..", "deploy", "prometheus"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
+// TestPrometheusRules runs promtool over deploy/prometheus: every rules file
+// and the example config are valid, and the rule unit tests pass.
+func TestPrometheusRules(t *testing.T) {
+	promtool := testenv.RequireTool(t, "promtool", "prometheus")
+	dir := deployDir(t)
+	run := func(args ...string) {
+		t.Helper()
+		cmd := exec.Command(promtool, args...)
+		cmd.Dir = dir
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Errorf("promtool %s: %v\n%s", strings.Join(args, " "), err, out)
+		}
+	}
+	rules, _ := filepath.Glob(filepath.Join(dir, "rules", "*.yml"))
+	rules = slices.DeleteFunc(rules, func(p string) bool { return strings.HasSuffix(p, "_test.yml") })
+	if len(rules) < 2 {
+		t.Fatalf("rules files in %s: %v", dir, rules)
+	}
+	for _, f := range rules {
+		run("check", "rules", f)
+	}
+	run("check", "config", "prometheus.yml")
+	run("test", "rules", filepath.Join("rules", "thrashscope_test.yml"))
+
+	// Every alert has a unit test.
+	tests, err := os.ReadFile(filepath.Join(dir, "rules", "thrashscope_test.yml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range rules {
+		b, _ := os.ReadFile(f)
+		for _, m := range regexp.MustCompile(`(?m)^\s*- alert: (\w+)`).FindAllStringSubmatch(string(b), -1) {
+			if !strings.Contains(string(tests), "alertname: "+m[1]+"\n") {
+				t.Errorf("alert %s (%s) has no test in thrashscope_test.yml", m[1], filepath.Base(f))
+			}
+		}
+	}
+}
+
+// promServer is a real Prometheus scraping one observer.
+type promServer struct {
+	url string
+	cmd *exec.Cmd
+}
+
+// startPrometheus runs prometheus on a free loopback port with the shipped
+// thrashscope rules, scraping target every second.
+func startPrometheus(t *testing.T, bin, target string) *promServer {
+	t.Helper()
+	dir := t.TempDir()
+	// evaluation_interval does not apply to the shipped groups: they set
+	// their own (5s), and that is what is under test.
+	config := fmt.Sprintf(`global:
+  scrape_interval: 1s
+  scrape_timeout: 1s
+  evaluation_interval: 1s
+rule_files:
+  - %q
+scrape_configs:
+  - job_name: thrashscope
+    static_configs:
+      - targets: [%q]
+`, filepath.Join(deployDir(t), "rules", "thrashscope.yml"), target)
+	if err := os.WriteFile(filepath.Join(dir, "prometheus.yml"), []byte(config), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	l.Close()
+	logf, err := os.Create(filepath.Join(dir, "prometheus.log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(bin, "--config.file="+filepath.Join(dir, "prometheus.yml"),
+		"--storage.tsdb.path="+filepath.Join(dir, "data"), "--web.listen-address="+addr)
+	cmd.Stdout, cmd.Stderr = logf, logf
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	p := &promServer{url: "http://" + addr, cmd: cmd}
+	t.Cleanup(func() {
+		_ = cmd.Process.Signal(syscall.SIGTERM)
+		done := make(chan struct{})
+		go func() { cmd.Wait(); close(done) }()
+		select {
+		case <-done:
+		case <-time.After(10 * time.Second):
+			_ = cmd.Process.Kill()
+			<-done
+		}
+		if t.Failed() {
+			b, _ := os.ReadFile(logf.Name())
+			t.Logf("prometheus log:\n%s", b)
+		}
+	})
+	waitFor(t, 30*time.Second, "prometheus to be ready", func() bool {
+		resp, err := http.Get(p.url + "/-/ready")
+		if err != nil {
+			return false
+		}
+		resp.Body.Close()
+		return resp.StatusCode == http.StatusOK
+	})
+	return p
+}
+
+// api GETs a Prometheus HTTP API path and decodes its data field.
+func (p *promServer) api(t *testing.T, path string, data any) {
+	t.Helper()
+	resp, err := http.Get(p.url + path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var body struct {
+		Status string          `json:"status"`
+		Error  string          `json:"error"`
+		Data   json.RawMessage `json:"data"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&body); err != nil || body.Status != "success" {
+		t.Fatalf("GET %s: %d %v %s", path, resp.StatusCode, err, body.Error)
+	}
+	if err := json.Unmarshal(body.Data, data); err != nil {
+		t.Fatalf("GET %s: %v", path, err)
+	}
+}
+
+type promSample struct {
+	Metric map[string]string `json:"metric"`
+	Value  [2]any            `json:"value"`
+}
+
+// query runs an instant query and returns the vector.
+func (p *promServer) query(t *testing.T, q string) []promSample {
+	t.Helper()
+	var data struct {
+		Result []promSample `json:"result"`
+	}
+	p.api(t, "/api/v1/query?query="+url.QueryEscape(q), &data)
+	return data.Result
+}
+
+type promAlert struct {
+	Labels map[string]string `json:"labels"`
+	State  string            `json:"state"`
+	Value  string            `json:"value"`
+}
+
+func (p *promServer) alerts(t *testing.T) []promAlert {
+	t.Helper()
+	var data struct {
+		Alerts []promAlert `json:"alerts"`
+	}
+	p.api(t, "/api/v1/alerts", &data)
+	return data.Alerts
+}
+
+// alertWatch follows one alert: when it first went pending and firing, and
+// when it last stopped firing.
+type alertWatch struct {
+	pending, fired, lastFiring, resolved time.Time
+	instances                            map[string]bool // firing instances, by comm/pid or instance
+}
+
+func (w *alertWatch) firing() bool { return !w.fired.IsZero() && w.resolved.IsZero() }
+
+// TestAlertsFireOnARealThrash runs e4 at a tenth under the real observer,
+// scraped by a real Prometheus with the shipped rules: the host and process
+// alerts fire during the thrash and resolve after it.
+func TestAlertsFireOnARealThrash(t *testing.T) {
+	testenv.RequirePrivileged(t)
+	testenv.RequireSwap(t)
+	bin := testenv.RequireTool(t, "prometheus", "prometheus")
+	d := startDaemon(t, t.TempDir(), "--probes=bpf")
+	p := startPrometheus(t, bin, strings.TrimPrefix(d.url, "http://"))
+	// Scraped, and the shipped recording rules evaluated on it.
+	waitFor(t, 30*time.Second, "a scrape and a recorded rate", func() bool {
+		time.Sleep(500 * time.Millisecond)
+		return len(p.query(t, `up{job="thrashscope"} == 1`)) == 1 && len(p.query(t, `thrashscope:swap_in_pages:rate10s`)) == 1
+	})
+
+	watched := []string{"ThrashscopeHostThrashing", "ThrashscopeProcessMajorFaults"}
+	w := map[string]*alertWatch{}
+	for _, name := range watched {
+		w[name] = &alertWatch{instances: map[string]bool{}}
+	}
+	others := map[string]string{} // other alerts seen, with their state
+
+	rec := d.startRun(t, `{"preset":"e4","scale":0.1}`)
+	start := rec.StartedAt
+	var end time.Time
+	for {
+		now := time.Now()
+		firingNow := map[string]bool{}
+		for _, a := range p.alerts(t) {
+			name := a.Labels["alertname"]
+			aw, ok := w[name]
+			if !ok {
+				others[name] = a.State
+				continue
+			}
+			if aw.pending.IsZero() {
+				aw.pending = now
+			}
+			if a.State == "firing" {
+				firingNow[name] = true
+				id := a.Labels["instance"]
+				if a.Labels["pid"] != "" {
+					id = a.Labels["comm"] + "/" + a.Labels["pid"]
+				}
+				aw.instances[id] = true
+			}
+		}
+		for _, name := range watched {
+			aw := w[name]
+			switch {
+			case firingNow[name] && aw.fired.IsZero():
+				aw.fired = now
+			case firingNow[name]:
+				aw.resolved = time.Time{} // fired again
+			case aw.firing():
+				aw.resolved = now
+			}
+			if firingNow[name] {
+				aw.lastFiring = now
+			}
+		}
+		if end.IsZero() {
+			if r := d.record(t, rec.ID); !loadgen.Active(r.State) {
+				if r.State != loadgen.StateCompleted || r.EndedAt == nil {
+					t.Fatalf("run ended %s: %s", r.State, r.Reason)
+				}
+				end = *r.EndedAt
+			}
+		}
+		if !end.IsZero() && !w[watched[0]].firing() && !w[watched[1]].firing() {
+			break
+		}
+		// A process's 10s rate empties 10s after its last fault and groups
+		// evaluate every 5s; 90 s leaves the detector's hysteresis room too.
+		if !end.IsZero() && now.After(end.Add(90*time.Second)) {
+			break
+		}
+		if now.After(start.Add(5 * time.Minute)) {
+			t.Fatal("the run did not end within 5 minutes")
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+
+	at := func(tm time.Time) string {
+		if tm.IsZero() {
+			return "never"
+		}
+		return tm.Sub(start).Round(100 * time.Millisecond).String()
+	}
+	t.Logf("run %s: started at 0s, ended at %s", rec.ID, at(end))
+	for _, name := range watched {
+		aw := w[name]
+		ids := make([]string, 0, len(aw.instances))
+		for id := range aw.instances {
+			ids = append(ids, id)
+		}
+		slices.Sort(ids)
+		t.Logf("%s: pending %s, firing %s, last firing %s, resolved %s; %d firing instances %v",
+			name, at(aw.pending), at(aw.fired), at(aw.lastFiring), at(aw.resolved), len(ids), ids)
+		switch {
+		case aw.fired.IsZero():
+			t.Errorf("%s never fired during the run", name)
+		case aw.fired.After(end):
+			t.Errorf("%s fired %s after the run ended", name, aw.fired.Sub(end).Round(time.Millisecond))
+		case aw.firing():
+			t.Errorf("%s still firing 90 s after the run ended", name)
+		}
+	}
+	consumers := 0
+	for id := range w["ThrashscopeProcessMajorFaults"].instances {
+		if strings.HasPrefix(id, "consumer-") {
+			consumers++
+		}
+	}
+	if consumers == 0 {
+		t.Error("ThrashscopeProcessMajorFaults fired for no consumer")
+	}
+	if others["ThrashscopeProbeDown"] != "" {
+		t.Errorf("ThrashscopeProbeDown went %s with every probe attached", others["ThrashscopeProbeDown"])
+	}
+	t.Logf("other alerts seen: %v", others)
+
+	// What the rules saw, for the log (and the reason when an alert failed).
+	for _, q := range []string{
+		`max_over_time(thrashscope_thrashing_state[10m])`,
+		`max_over_time(thrashscope_high_fault_processes[10m])`,
+		`max_over_time(thrashscope_working_set_ratio[10m])`,
+		`max_over_time(max(sum without (kind) (thrashscope:process_major_faults:rate10s{comm=~"consumer-.*"}))[10m:5s])`,
+		`max_over_time(thrashscope:pressure_memory_stalled_seconds:rate10s{kind="full"}[10m])`,
+	} {
+		if res := p.query(t, q); len(res) == 0 {
+			t.Logf("%s: no data", q)
+		} else {
+			t.Logf("%s = %v", q, res[0].Value[1])
+		}
+	}
+}
