@@ -251,16 +251,23 @@ func (o *Observer) Run(ctx context.Context, listeners []net.Listener, webConfigF
 	return errors.Join(err, closeErr)
 }
 
-// trackedPIDs are the latest sample's tracked processes, busiest first:
-// the working-set estimator scans those.
+// trackedPIDs are what the working-set estimator scans, in the order its
+// page budget serves them: the active run's consumers, then the latest
+// sample's tracked processes, busiest first.
 func (o *Observer) trackedPIDs() []int {
-	s, ok := o.sampler.Latest()
-	if !ok {
-		return nil
+	var pids []int
+	seen := map[int]bool{}
+	if o.runs != nil {
+		for _, pid := range o.runs.Pinned() {
+			pids, seen[pid] = append(pids, pid), true
+		}
 	}
-	pids := make([]int, len(s.Processes))
-	for i, p := range s.Processes {
-		pids[i] = p.PID
+	if s, ok := o.sampler.Latest(); ok {
+		for _, p := range s.Processes {
+			if !seen[p.PID] {
+				pids = append(pids, p.PID)
+			}
+		}
 	}
 	return pids
 }

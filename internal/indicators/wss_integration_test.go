@@ -1,0 +1,327 @@
+package indicators
+
+import (
+	"bufio"
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"os/exec"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/thrashscope/thrashscope/internal/loadgen"
+	"github.com/thrashscope/thrashscope/internal/testenv"
+)
+
+// TestWorkingSetAccuracy checks W(t, τ) against consumers whose writes we
+// count. A consumer does k uniform random one-byte writes over P pages within
+// a window, so it touches P·(1 − e^(−k/P)) distinct pages of its region.
+//
+// smaps_rollup is the whole process, and each τ the consumer's Go runtime
+// (text, stacks, timers, the report pipe) references pages of its own. We
+// keep the figure the product reports and account for the runtime with a
+// third consumer that runs the same cycles with one write each: its estimate
+// less its region's expected pages is the runtime's share, measured on the
+// same binary doing the same cycles, and we subtract it. A fixed guess would
+// drift with the Go version, and a larger S would only hide it. As a
+// cross-check, each window also reads the region's own VMA in
+// /proc/<pid>/smaps just before the scan, and logs that figure (which has no
+// runtime in it) beside the estimate.
+//
+// There is no memory pressure (no cgroup limit), so reclaim does not clear
+// accessed bits behind our back, and without it each cycle is short: a
+// cycle's writes land within a millisecond or so, and counting the cycles
+// reported within a window is exact but for the rare one astride its edge.
+func TestWorkingSetAccuracy(t *testing.T) {
+	testenv.RequirePrivileged(t)
+	bin := testenv.Binary(t, "loadgen")
+	const (
+		size    = 64 << 20
+		sleep   = 100 * time.Millisecond
+		tau     = time.Second
+		windows = 8
+		maxErr  = 0.15
+	)
+	page := uint64(os.Getpagesize())
+	pages := float64(size / page)
+	expected := func(k int64) float64 { return pages * (1 - math.Exp(-float64(k)/pages)) * float64(page) }
+
+	rates := []struct {
+		name   string
+		writes int
+	}{{"baseline", 1}, {"W=2000", 2000}, {"W=20000", 20000}}
+	cons := make([]*wssConsumer, len(rates))
+	for i, r := range rates {
+		cons[i] = startWSSConsumer(t, bin, loadgen.ConsumerConfig{
+			Index: i, Mode: loadgen.ModeCycles, Size: size, Writes: r.writes, Sleep: sleep,
+			Start: time.Now(), End: time.Now().Add(30 * time.Second),
+			Backing: loadgen.BackingAnon, Fill: loadgen.FillRandom, ParentPID: os.Getpid(),
+		})
+	}
+	pids := make([]int, len(cons))
+	for i, c := range cons {
+		c.waitFilled(t, 20*time.Second)
+		pids[i] = c.pid
+	}
+
+	w := NewWorkingSet(WorkingSetConfig{ProcfsPath: "/proc", Interval: tau})
+	if err := w.ScanOnce(pids); err != nil { // opens the first window
+		t.Fatal(err)
+	}
+	type reading struct {
+		est      WorkingSetEstimate
+		region   uint64    // the region VMA's Referenced, read just before the scan
+		regionAt time.Time // when
+	}
+	got := make([][]reading, len(cons))
+	tick := time.NewTicker(tau)
+	defer tick.Stop()
+	for range windows {
+		<-tick.C
+		rs := make([]reading, len(cons))
+		for i, c := range cons {
+			t0 := time.Now()
+			ref, err := regionReferenced(c.pid, size)
+			if err != nil {
+				t.Fatal(err)
+			}
+			rs[i].region, rs[i].regionAt = ref, midpoint(t0, time.Now())
+		}
+		if err := w.ScanOnce(pids); err != nil {
+			t.Fatal(err)
+		}
+		for i, c := range cons {
+			e, ok := w.Estimate(c.pid)
+			if !ok {
+				t.Fatalf("%s (pid %d): no estimate after a full window", rates[i].name, c.pid)
+			}
+			if e.Irregular {
+				t.Errorf("%s: window %v flagged irregular with τ %v", rates[i].name, e.Window(), tau)
+			}
+			rs[i].est = e
+			got[i] = append(got[i], rs[i])
+		}
+	}
+	time.Sleep(sleep) // any cycle that ended in the last window has reported by now
+
+	// The runtime's share, from the baseline consumer.
+	var runtime []float64
+	for _, r := range got[0] {
+		runtime = append(runtime, float64(r.est.Bytes)-expected(cons[0].writesIn(r.est.From, r.est.To)))
+	}
+	share := median(runtime)
+	t.Logf("runtime share (baseline estimate less its region's expected pages): median %.0f KiB, windows %s", share/1024, kib(runtime))
+	if float64(got[0][0].est.Bytes) > size/10 {
+		t.Errorf("baseline consumer: %d KiB referenced in a window while writing about %d pages: were the accessed bits cleared?",
+			got[0][0].est.Bytes>>10, cons[0].writesIn(got[0][0].est.From, got[0][0].est.To))
+	}
+
+	for i := 1; i < len(cons); i++ {
+		var errs, regionErrs, measured, exp, rt []float64
+		for _, r := range got[i] {
+			k := cons[i].writesIn(r.est.From, r.est.To)
+			want := expected(k)
+			m := float64(r.est.Bytes) - share
+			measured, exp = append(measured, m), append(exp, want)
+			errs = append(errs, m/want-1)
+			regionWant := expected(cons[i].writesIn(r.est.From, r.regionAt))
+			regionErrs = append(regionErrs, float64(r.region)/regionWant-1)
+			rt = append(rt, float64(r.est.Bytes)-float64(r.region))
+			t.Logf("%s: window %.3fs k=%d expected %.0f KiB estimate %d KiB less runtime %.0f KiB (error %+.1f%%); region VMA %d KiB (error %+.1f%%)",
+				rates[i].name, r.est.Window().Seconds(), k, want/1024, r.est.Bytes>>10, m/1024, 100*(m/want-1), r.region>>10, 100*regionErrs[len(regionErrs)-1])
+		}
+		e := median(errs)
+		t.Logf("%s over %d windows (median): expected %.0f KiB, measured %.0f KiB, error %+.1f%%; region VMA alone error %+.1f%%; estimate less region %.0f KiB (the runtime share seen directly)",
+			rates[i].name, windows, median(exp)/1024, median(measured)/1024, 100*e, 100*median(regionErrs), median(rt)/1024)
+		if math.Abs(e) > maxErr {
+			t.Errorf("%s: median error %+.1f%%, want within ±%.0f%%", rates[i].name, 100*e, 100*maxErr)
+		}
+	}
+}
+
+// wssConsumer is a `loadgen consume` process started the way the master
+// starts one, with the cycles it reported and when they arrived.
+type wssConsumer struct {
+	pid    int
+	filled chan struct{} // closed at the Started report
+
+	mu     sync.Mutex
+	cycles []wssCycle
+	err    error
+}
+
+type wssCycle struct {
+	at     time.Time // the middle of its writes: arrival less half their duration
+	writes int64
+}
+
+func startWSSConsumer(t *testing.T, bin string, cfg loadgen.ConsumerConfig) *wssConsumer {
+	t.Helper()
+	repR, repW, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(bin, cfg.Args()...)
+	cmd.ExtraFiles = []*os.File{repW}
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	ctl, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	repW.Close()
+	c := &wssConsumer{pid: cmd.Process.Pid, filled: make(chan struct{})}
+	read := make(chan struct{})
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		<-read // EOF once it is dead
+		_ = cmd.Wait()
+		ctl.Close()
+		if t.Failed() && stderr.Len() > 0 {
+			t.Logf("consumer %d stderr: %s", cfg.Index, stderr.String())
+		}
+	})
+	go func() {
+		defer close(read)
+		defer repR.Close()
+		for {
+			rep, err := loadgen.ReadReport(repR)
+			now := time.Now()
+			if err != nil {
+				if !errors.Is(err, io.EOF) {
+					c.fail(err)
+				}
+				return
+			}
+			switch rep.Kind {
+			case loadgen.KindStarted:
+				if rep.B != 0 {
+					close(c.filled)
+				}
+			case loadgen.KindCycle:
+				c.mu.Lock()
+				c.cycles = append(c.cycles, wssCycle{at: now.Add(-rep.Duration() / 2), writes: rep.A})
+				c.mu.Unlock()
+			case loadgen.KindError:
+				c.fail(fmt.Errorf("consumer %d failed (errno %d)", cfg.Index, rep.A))
+			}
+		}
+	}()
+	if _, err := ctl.Write([]byte{'g'}); err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+func (c *wssConsumer) fail(err error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.err == nil {
+		c.err = err
+	}
+}
+
+func (c *wssConsumer) waitFilled(t *testing.T, timeout time.Duration) {
+	t.Helper()
+	select {
+	case <-c.filled:
+	case <-time.After(timeout):
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		t.Fatalf("consumer %d did not fill its region within %v (err %v)", c.pid, timeout, c.err)
+	}
+}
+
+// writesIn is the writes of the cycles done within (from, to].
+func (c *wssConsumer) writesIn(from, to time.Time) int64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var k int64
+	for _, cy := range c.cycles {
+		if cy.at.After(from) && !cy.at.After(to) {
+			k += cy.writes
+		}
+	}
+	return k
+}
+
+// regionReferenced is the Referenced of pid's one mapping of at least size
+// bytes with huge pages off: a consumer's region.
+func regionReferenced(pid int, size uint64) (uint64, error) {
+	f, err := os.Open(fmt.Sprintf("/proc/%d/smaps", pid))
+	if err != nil {
+		return 0, err
+	}
+	defer f.Close()
+	var found []uint64
+	var big bool
+	var ref uint64
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		line := sc.Text()
+		if lo, hi, ok := smapsRange(line); ok {
+			big, ref = hi-lo >= size, 0
+			continue
+		}
+		if v, ok := strings.CutPrefix(line, "Referenced:"); ok {
+			n, err := strconv.ParseUint(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")), 10, 64)
+			if err != nil {
+				return 0, fmt.Errorf("smaps: %q: %w", line, err)
+			}
+			ref = n << 10
+		}
+		if big && strings.HasPrefix(line, "VmFlags:") && slices.Contains(strings.Fields(line), "nh") {
+			found = append(found, ref)
+		}
+	}
+	if err := sc.Err(); err != nil {
+		return 0, err
+	}
+	if len(found) != 1 {
+		return 0, fmt.Errorf("pid %d has %d mappings of %d bytes or more with huge pages off, want the consumer's one region", pid, len(found), size)
+	}
+	return found[0], nil
+}
+
+// smapsRange parses an smaps header line "lo-hi perms ...".
+func smapsRange(line string) (lo, hi uint64, ok bool) {
+	r, _, _ := strings.Cut(line, " ")
+	l, h, found := strings.Cut(r, "-")
+	if !found {
+		return 0, 0, false
+	}
+	lo, err1 := strconv.ParseUint(l, 16, 64)
+	hi, err2 := strconv.ParseUint(h, 16, 64)
+	return lo, hi, err1 == nil && err2 == nil
+}
+
+func median(xs []float64) float64 {
+	s := slices.Sorted(slices.Values(xs))
+	if len(s) == 0 {
+		return math.NaN()
+	}
+	if len(s)%2 == 1 {
+		return s[len(s)/2]
+	}
+	return (s[len(s)/2-1] + s[len(s)/2]) / 2
+}
+
+func kib(xs []float64) string {
+	parts := make([]string, len(xs))
+	for i, x := range xs {
+		parts[i] = strconv.FormatFloat(x/1024, 'f', 0, 64)
+	}
+	return "[" + strings.Join(parts, " ") + "] KiB"
+}

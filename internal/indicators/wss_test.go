@@ -1,0 +1,344 @@
+package indicators
+
+import (
+	"context"
+	"errors"
+	"maps"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/thrashscope/thrashscope/internal/procfs"
+)
+
+func TestWorkingSetParseSmapsRollup(t *testing.T) {
+	const kernel618 = `55a8ea1db000-7ffc1d4c1000 ---p 00000000 00:00 0                          [rollup]
+Rss:                1676 kB
+Pss:                 533 kB
+Pss_Dirty:           116 kB
+Pss_Anon:            116 kB
+Pss_File:            417 kB
+Pss_Shmem:             0 kB
+Shared_Clean:       1472 kB
+Shared_Dirty:          0 kB
+Private_Clean:        88 kB
+Private_Dirty:       116 kB
+Referenced:         1676 kB
+Anonymous:           116 kB
+KSM:                   0 kB
+LazyFree:              0 kB
+AnonHugePages:         0 kB
+ShmemPmdMapped:        0 kB
+FilePmdMapped:         0 kB
+Shared_Hugetlb:        0 kB
+Private_Hugetlb:       0 kB
+Swap:                 12 kB
+SwapPss:               0 kB
+Locked:                0 kB
+`
+	tests := []struct {
+		name    string
+		in      string
+		want    smapsRollup
+		wantErr string
+	}{
+		{name: "linux 6.18", in: kernel618, want: smapsRollup{rss: 1676 << 10, swap: 12 << 10, referenced: 1676 << 10}},
+		{name: "no swap line", in: "Rss: 8 kB\nReferenced: 4 kB\n", want: smapsRollup{rss: 8 << 10, referenced: 4 << 10}},
+		{name: "referenced not a number", in: strings.Replace(kernel618, "1676 kB\nAnon", "lots kB\nAnon", 1), wantErr: "bad Referenced line"},
+		{name: "no unit", in: "Rss: 8\nReferenced: 4 kB\n", wantErr: "bad Rss line"},
+		{name: "no referenced", in: "Rss: 8 kB\nSwap: 0 kB\n", wantErr: "no Rss or Referenced"},
+		{name: "header only", in: "55a8ea1db000-7ffc1d4c1000 ---p 00000000 00:00 0 [rollup]\n", wantErr: "no Rss or Referenced"},
+		{name: "empty", in: "", wantErr: "no Rss or Referenced"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := parseSmapsRollup(strings.NewReader(tt.in))
+			if tt.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+					t.Fatalf("error = %v, want one containing %q", err, tt.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got != tt.want {
+				t.Errorf("got %+v, want %+v", got, tt.want)
+			}
+		})
+	}
+}
+
+// wssFixture copies testdata/wss/<tree> to a temporary procfs, since a scan
+// writes each clear_refs.
+//
+// In proc: 100, 200 and 300 are well; 500's smaps_rollup is malformed; 600's
+// is empty, as when the process exits between open and read. Their stat rss
+// is 1000, 3000, 500, 10 and 10 pages; 200 also has 1024 pages in swap.
+func wssFixture(t *testing.T, tree string) string {
+	t.Helper()
+	dir := filepath.Join(t.TempDir(), "proc")
+	if err := os.CopyFS(dir, os.DirFS(filepath.Join("testdata", "wss", tree))); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
+// cleared reports whether pid's clear_refs was written "1" since the last
+// call, and empties it again.
+func cleared(t *testing.T, proc, pid string) bool {
+	t.Helper()
+	path := filepath.Join(proc, pid, "clear_refs")
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return string(b) == "1"
+}
+
+func TestWorkingSetRounds(t *testing.T) {
+	proc := wssFixture(t, "proc")
+	const tau = 100 * time.Millisecond
+	w := NewWorkingSet(WorkingSetConfig{ProcfsPath: proc, Interval: tau, PageBudget: 1 << 30})
+
+	if err := w.ScanOnce([]int{200, 100}); err != nil {
+		t.Fatal(err)
+	}
+	for _, pid := range []int{100, 200} {
+		if b, ok := w.Get(pid); ok {
+			t.Errorf("first round: Get(%d) = %d, true; nothing was cleared τ ago, want no estimate", pid, b)
+		}
+		if !cleared(t, proc, strconv.Itoa(pid)) {
+			t.Errorf("first round did not clear %d's accessed bits", pid)
+		}
+	}
+
+	time.Sleep(tau)
+	before := time.Now()
+	if err := w.ScanOnce([]int{200, 100}); err != nil {
+		t.Fatal(err)
+	}
+	for pid, want := range map[int]uint64{100: 1200 << 10, 200: 8192 << 10} {
+		e, ok := w.Estimate(pid)
+		if !ok || e.Bytes != want {
+			t.Errorf("second round: Estimate(%d) = %d, %v; want %d (Referenced)", pid, e.Bytes, ok, want)
+		}
+		if !e.From.Before(before) || !e.To.After(before) || e.Window() < tau {
+			t.Errorf("pid %d: window %v to %v (%v) should open in round 1 and close in round 2, %v apart", pid, e.From, e.To, e.Window(), tau)
+		}
+		if e.Irregular {
+			t.Errorf("pid %d: a %v window with τ %v flagged irregular", pid, e.Window(), tau)
+		}
+		if !cleared(t, proc, strconv.Itoa(pid)) {
+			t.Errorf("second round did not clear %d's accessed bits", pid)
+		}
+	}
+	// Round 1 counts stat's rss; round 2 smaps_rollup's Rss+Swap pages:
+	// (4000 + 0) / 4 and (12000 + 4096) / 4.
+	if got := w.Stats(); got.PagesScanned != 1000+3000+1000+4024 || got.ProcessesScanned != 4 || got.ProcessesSkipped != 0 || got.ScanSeconds <= 0 {
+		t.Errorf("stats %+v, want 9024 pages and 4 processes scanned, none skipped, and some ScanSeconds", got)
+	}
+
+	// A round late by more than half of τ still reports, flagged.
+	time.Sleep(3 * tau)
+	if err := w.ScanOnce([]int{100}); err != nil {
+		t.Fatal(err)
+	}
+	if e, ok := w.Estimate(100); !ok || !e.Irregular || e.Window() < 3*tau {
+		t.Errorf("late round: Estimate(100) = %+v, %v; want an irregular window of at least %v", e, ok, 3*tau)
+	}
+}
+
+func TestWorkingSetBudget(t *testing.T) {
+	// Stat rss: 100 → 1000 pages, 200 → 3000, 300 → 500.
+	tests := []struct {
+		name        string
+		budget      int64 // pages per second; τ is 1 s
+		order       []int
+		wantScanned []int
+	}{
+		{"all fit", 4500, []int{200, 100, 300}, []int{200, 100, 300}},
+		{"busiest first", 3500, []int{200, 100, 300}, []int{200, 300}},
+		{"too big for what is left", 2000, []int{200, 100, 300}, []int{100, 300}},
+		{"spent", 1200, []int{100, 300, 200}, []int{100}},
+		{"order decides", 1200, []int{300, 100, 200}, []int{300}},
+		{"nothing fits", 100, []int{100, 200, 300}, nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			proc := wssFixture(t, "proc")
+			w := NewWorkingSet(WorkingSetConfig{ProcfsPath: proc, Interval: time.Second, PageBudget: tt.budget})
+			if err := w.ScanOnce(tt.order); err != nil {
+				t.Fatal(err)
+			}
+			var got []int
+			for _, pid := range tt.order {
+				if cleared(t, proc, strconv.Itoa(pid)) {
+					got = append(got, pid)
+				}
+			}
+			if !slices.Equal(got, tt.wantScanned) {
+				t.Errorf("scanned %v, want %v", got, tt.wantScanned)
+			}
+			st := w.Stats()
+			if int(st.ProcessesScanned) != len(tt.wantScanned) || int(st.ProcessesSkipped) != len(tt.order)-len(tt.wantScanned) {
+				t.Errorf("stats %+v, want %d scanned and %d skipped", st, len(tt.wantScanned), len(tt.order)-len(tt.wantScanned))
+			}
+		})
+	}
+}
+
+func TestWorkingSetSkippedKeepsItsWindow(t *testing.T) {
+	proc := wssFixture(t, "proc")
+	const tau = 50 * time.Millisecond
+	w := NewWorkingSet(WorkingSetConfig{ProcfsPath: proc, Interval: tau, PageBudget: 1 << 30})
+	scan := func(pids ...int) {
+		t.Helper()
+		time.Sleep(tau)
+		if err := w.ScanOnce(pids); err != nil {
+			t.Fatal(err)
+		}
+	}
+	scan(100, 300)
+	scan(100, 300)
+	first, _ := w.Estimate(300)
+
+	w.cfg.PageBudget = 1000 * int64(time.Second/tau) // 100 takes it all
+	scan(100, 300)
+	if b, ok := w.Get(300); ok {
+		t.Errorf("Get(300) = %d, true in a round that skipped it", b)
+	}
+	if _, ok := w.Get(100); !ok {
+		t.Error("Get(100): no estimate in a round that scanned it")
+	}
+
+	w.cfg.PageBudget = 1 << 30
+	scan(100, 300)
+	e, ok := w.Estimate(300)
+	// The window opened with the clear right after first's read.
+	if !ok || !e.From.After(first.To) || e.From.Sub(first.To) > tau/2 {
+		t.Fatalf("after a skip: Estimate(300) = %+v, %v; want the window opened two rounds ago, at %v", e, ok, first.To)
+	}
+	if !e.Irregular || e.Window() < 2*tau {
+		t.Errorf("after a skip: window %v, irregular %v; want about 2τ (%v), flagged", e.Window(), e.Irregular, 2*tau)
+	}
+}
+
+func TestWorkingSetDropsState(t *testing.T) {
+	proc := wssFixture(t, "proc")
+	w := NewWorkingSet(WorkingSetConfig{ProcfsPath: proc, Interval: time.Second})
+	scan := func(pids ...int) {
+		t.Helper()
+		if err := w.ScanOnce(pids); err != nil {
+			t.Fatalf("ScanOnce(%v): %v, want vanished processes to be no error", pids, err)
+		}
+	}
+	scan(100, 200, 300, 600)
+	scan(100, 200, 300, 600)
+	for _, pid := range []int{100, 200, 300} {
+		if _, ok := w.Get(pid); !ok {
+			t.Fatalf("Get(%d): no estimate in the second round", pid)
+		}
+	}
+	// 600's smaps_rollup reads empty: it exited between open and read.
+	if _, ok := w.Get(600); ok {
+		t.Error("Get(600): an estimate for a process whose smaps_rollup read empty")
+	}
+
+	// 100 exits, 200 is no longer tracked, 300's pid is reused.
+	if err := os.RemoveAll(filepath.Join(proc, "100")); err != nil {
+		t.Fatal(err)
+	}
+	stat := filepath.Join(proc, "300", "stat")
+	b, err := os.ReadFile(stat)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(stat, []byte(strings.Replace(string(b), " 300 1073741824 ", " 99999 1073741824 ", 1)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	scan(100, 300)
+	for _, pid := range []int{100, 200, 300, 600} {
+		if _, ok := w.Get(pid); ok {
+			t.Errorf("Get(%d): an estimate after the process exited, left the tracked set or was replaced", pid)
+		}
+	}
+	if got := slices.Sorted(maps.Keys(w.state)); !slices.Equal(got, []int{300}) {
+		t.Errorf("state kept for %v, want only the new 300", got)
+	}
+	scan(300)
+	if _, ok := w.Get(300); !ok {
+		t.Error("Get(300): the new process has no estimate in its second round")
+	}
+}
+
+func TestWorkingSetMalformedRollup(t *testing.T) {
+	proc := wssFixture(t, "proc")
+	w := NewWorkingSet(WorkingSetConfig{ProcfsPath: proc, Interval: time.Second})
+	if err := w.ScanOnce([]int{500, 100}); err != nil {
+		t.Fatal(err)
+	}
+	err := w.ScanOnce([]int{500, 100})
+	if err == nil || !strings.Contains(err.Error(), "pid 500") || !strings.Contains(err.Error(), "bad Referenced line") {
+		t.Errorf("error = %v, want pid 500's bad Referenced line", err)
+	}
+	if errors.Is(err, procfs.ErrNoData) {
+		t.Errorf("error %v is ErrNoData; a malformed file is a failure", err)
+	}
+	if _, ok := w.Get(500); ok {
+		t.Error("Get(500): an estimate from a malformed smaps_rollup")
+	}
+	if _, ok := w.Get(100); !ok {
+		t.Error("Get(100): one malformed process stopped the others' estimates")
+	}
+}
+
+func TestWorkingSetKernelWithoutPageMonitor(t *testing.T) {
+	proc := wssFixture(t, "proc-nopagemon")
+	w := NewWorkingSet(WorkingSetConfig{ProcfsPath: proc, Interval: time.Second})
+	for range 2 {
+		if err := w.ScanOnce([]int{400}); !errors.Is(err, procfs.ErrNoData) {
+			t.Fatalf("error = %v, want ErrNoData: no clear_refs or smaps_rollup on this kernel", err)
+		}
+	}
+	if _, ok := w.Get(400); ok {
+		t.Error("Get(400): an estimate without the files")
+	}
+}
+
+func TestWorkingSetRun(t *testing.T) {
+	proc := wssFixture(t, "proc")
+	w := NewWorkingSet(WorkingSetConfig{ProcfsPath: proc, Interval: 5 * time.Millisecond})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		w.Run(ctx, func() []int { return []int{100, 600} })
+	}()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		if b, ok := w.Get(100); ok {
+			if b != 1200<<10 {
+				t.Errorf("Get(100) = %d, want %d", b, 1200<<10)
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("Run gave no estimate for 100 within 5s")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	cancel()
+	select {
+	case <-done:
+	case <-time.After(5 * time.Second):
+		t.Fatal("Run did not return after cancel")
+	}
+}
