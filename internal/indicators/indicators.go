@@ -98,10 +98,9 @@ func (ind *Indicators) Annotate(prev, cur *sampler.Sample) {
 	}
 	ind.lastFaults = seen
 
-	if prev != nil {
-		r := sampler.RatesBetween(prev, cur)
-		in.CPUBusy = r.CPUBusyPercent
-		in.PSIFull, in.HasPSI = r.PressureFullPercent, cur.Pressure != nil && prev.Pressure != nil
+	if cur.HasRates {
+		in.CPUBusy = cur.Rates.CPUBusyPercent
+		in.PSIFull, in.HasPSI = cur.Rates.PressureFullPercent, cur.Pressure != nil && prev.Pressure != nil
 		if tr := ind.det.Step(in); tr != nil {
 			ind.report(*tr, cur)
 		}
@@ -112,11 +111,7 @@ func (ind *Indicators) Annotate(prev, cur *sampler.Sample) {
 	cur.HasDetector = true
 	cur.ThrashingState = ind.det.State()
 	cur.HighFaultCount = ind.det.HighCount()
-	tr := ind.det.Transitions()
-	cur.Transitions = map[string]uint64{}
-	for s, name := range StateNames {
-		cur.Transitions[name] = tr[s]
-	}
+	cur.Transitions = ind.det.Transitions()
 	cur.WorkingSetRatio, cur.HasWorkingSetRatio = ind.ratio(cur)
 	if ind.cfg.ScanSeconds != nil {
 		cur.WorkingSetScanSeconds = ind.cfg.ScanSeconds()

@@ -41,13 +41,13 @@ func TestIndicatorsFollowARun(t *testing.T) {
 	var prev *sampler.Sample
 	for i := range 4 {
 		cur := sample(float64(i), 20, map[int]uint64{1: uint64(100 * i), 2: uint64(100 * i), 3: 0})
-		ind.Annotate(prev, cur)
+		annotate(ind, prev, cur)
 		prev = cur
 	}
 	if prev.ThrashingState != Thrashing || prev.HighFaultCount != 2 || len(got) != 2 {
 		t.Fatalf("state %d, %d high, transitions %+v", prev.ThrashingState, prev.HighFaultCount, got)
 	}
-	if prev.Transitions["thrashing"] != 1 || prev.Transitions["monitoring"] != 1 {
+	if prev.Transitions[Thrashing] != 1 || prev.Transitions[Monitoring] != 1 {
 		t.Errorf("transition counts %v", prev.Transitions)
 	}
 	for _, p := range prev.Processes {
@@ -61,7 +61,7 @@ func TestIndicatorsFollowARun(t *testing.T) {
 	}
 	// The faults stop: back to normal.
 	cur := sample(5, 20, map[int]uint64{1: 300, 2: 300, 3: 0})
-	ind.Annotate(prev, cur)
+	annotate(ind, prev, cur)
 	if cur.ThrashingState != Normal || cur.HighFaultCount != 0 {
 		t.Errorf("after the faults stop: state %d, %d high", cur.ThrashingState, cur.HighFaultCount)
 	}
@@ -71,13 +71,13 @@ func TestIndicatorsHostRatioAndFaultKind(t *testing.T) {
 	ind, _ := New(Config{Detector: DefaultDetectorConfig(), FaultKind: CountAll,
 		WorkingSet: func(pid int) (uint64, bool) { return 25 << 20, pid != 3 }})
 	prev := sample(0, 20, map[int]uint64{1: 0, 2: 0, 3: 0})
-	ind.Annotate(nil, prev)
+	annotate(ind, nil, prev)
 	cur := sample(1, 20, map[int]uint64{1: 0, 2: 0, 3: 0})
 	// fault-kind=all: the 1000 file faults in sample() appear only as a
 	// level, so rates stay 0 here; bump file faults on two processes.
 	cur.Processes[0].MajorFaults[1] += 50
 	cur.Processes[1].MajorFaults[1] += 50
-	ind.Annotate(prev, cur)
+	annotate(ind, prev, cur)
 	if cur.HighFaultCount != 2 {
 		t.Errorf("fault-kind=all: %d high, want 2 (file faults count)", cur.HighFaultCount)
 	}
@@ -89,4 +89,13 @@ func TestIndicatorsHostRatioAndFaultKind(t *testing.T) {
 	if _, err := New(Config{Detector: DefaultDetectorConfig(), FaultKind: "swap"}); err == nil {
 		t.Error("a bad fault kind was accepted")
 	}
+}
+
+// annotate does what the sampler does before its Annotate hook: the rates
+// since the previous sample.
+func annotate(ind *Indicators, prev, cur *sampler.Sample) {
+	if prev != nil {
+		cur.Rates, cur.HasRates = sampler.RatesBetween(prev, cur), true
+	}
+	ind.Annotate(prev, cur)
 }

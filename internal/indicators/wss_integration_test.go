@@ -271,7 +271,7 @@ func regionReferenced(pid int, size uint64) (uint64, error) {
 	sc := bufio.NewScanner(f)
 	for sc.Scan() {
 		line := sc.Text()
-		if lo, hi, ok := smapsRange(line); ok {
+		if lo, hi, ok := testenv.VMARange(line); ok {
 			big, ref = hi-lo >= size, 0
 			continue
 		}
@@ -293,18 +293,6 @@ func regionReferenced(pid int, size uint64) (uint64, error) {
 		return 0, fmt.Errorf("pid %d has %d mappings of %d bytes or more with huge pages off, want the consumer's one region", pid, len(found), size)
 	}
 	return found[0], nil
-}
-
-// smapsRange parses an smaps header line "lo-hi perms ...".
-func smapsRange(line string) (lo, hi uint64, ok bool) {
-	r, _, _ := strings.Cut(line, " ")
-	l, h, found := strings.Cut(r, "-")
-	if !found {
-		return 0, 0, false
-	}
-	lo, err1 := strconv.ParseUint(l, 16, 64)
-	hi, err2 := strconv.ParseUint(h, 16, 64)
-	return lo, hi, err1 == nil && err2 == nil
 }
 
 func median(xs []float64) float64 {

@@ -30,7 +30,7 @@ func (h Host) SwapReserve() int64 { return h.SwapTotalBytes / 10 }
 func (r Resolved) Check(h Host) error {
 	demand := r.Demand() + int64(r.processes())*ConsumerOverheadBytes
 	if limit := h.MemAvailableBytes - h.Headroom(); r.MemoryLimitBytes > limit {
-		return unsafe("memory_limit_bytes %s is more than this host can give: %s available minus %s headroom leaves %s; lower memory_limit_bytes or scale",
+		return refuse("memory_limit_bytes %s is more than this host can give: %s available minus %s headroom leaves %s; lower memory_limit_bytes or scale",
 			size(r.MemoryLimitBytes), size(h.MemAvailableBytes), size(h.Headroom()), size(max(limit, 0)))
 	}
 	over := demand - r.MemoryLimitBytes // what must live outside RAM
@@ -40,16 +40,16 @@ func (r Resolved) Check(h Host) error {
 			return nil
 		}
 		if h.SwapTotalBytes == 0 {
-			return unsafe("no swap configured: an anon thrash of %s in a %s limit would OOM; add swap (fallocate, mkswap, swapon) or use backing=file",
+			return refuse("no swap configured: an anon thrash of %s in a %s limit would OOM; add swap (fallocate, mkswap, swapon) or use backing=file",
 				size(demand), size(r.MemoryLimitBytes))
 		}
 		if free := h.SwapFreeBytes - h.SwapReserve(); over > free {
-			return unsafe("total demand %s (%d × %s plus %s per process) exceeds the %s limit plus %s of usable free swap (%s free, %s kept for the host): it would OOM; lower consumers, size_bytes or scale, raise memory_limit_bytes, or add swap",
+			return refuse("total demand %s (%d × %s plus %s per process) exceeds the %s limit plus %s of usable free swap (%s free, %s kept for the host): it would OOM; lower consumers, size_bytes or scale, raise memory_limit_bytes, or add swap",
 				size(demand), r.Consumers, size(r.SizeBytes), size(ConsumerOverheadBytes), size(r.MemoryLimitBytes), size(max(free, 0)), size(h.SwapFreeBytes), size(h.SwapReserve()))
 		}
 	case BackingFile:
 		if need := r.Demand() + r.Demand()/10; need > h.DiskFreeBytes {
-			return unsafe("backing=file needs %s of disk for the consumers' files and %s is free: free some space, point --data.dir elsewhere, or lower consumers, size_bytes or scale",
+			return refuse("backing=file needs %s of disk for the consumers' files and %s is free: free some space, point --data.dir elsewhere, or lower consumers, size_bytes or scale",
 				size(need), size(h.DiskFreeBytes))
 		}
 	}
@@ -64,7 +64,7 @@ func (r Resolved) processes() int {
 	return r.Consumers
 }
 
-func unsafe(format string, args ...any) error {
+func refuse(format string, args ...any) error {
 	return &UnsafeError{Msg: fmt.Sprintf(format, args...)}
 }
 

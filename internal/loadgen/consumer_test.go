@@ -23,6 +23,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/thrashscope/thrashscope/internal/testenv"
 )
 
 const testMiB = 1 << 20
@@ -465,7 +467,7 @@ func vmFlags(t *testing.T, pid, addr string) string {
 	sc := bufio.NewScanner(f)
 	for sc.Scan() {
 		line := sc.Text()
-		if lo, hi, ok := vmaRange(line); ok {
+		if lo, hi, ok := testenv.VMARange(line); ok {
 			in = lo <= a && a < hi
 		} else if in && strings.HasPrefix(line, "VmFlags:") {
 			return strings.TrimSpace(strings.TrimPrefix(line, "VmFlags:"))
@@ -473,18 +475,6 @@ func vmFlags(t *testing.T, pid, addr string) string {
 	}
 	t.Fatalf("no mapping holds %s", addr)
 	return ""
-}
-
-// vmaRange parses an smaps header line "lo-hi perms ...".
-func vmaRange(line string) (lo, hi uint64, ok bool) {
-	r, _, _ := strings.Cut(line, " ")
-	l, h, found := strings.Cut(r, "-")
-	if !found {
-		return 0, 0, false
-	}
-	lo, err1 := strconv.ParseUint(l, 16, 64)
-	hi, err2 := strconv.ParseUint(h, 16, 64)
-	return lo, hi, err1 == nil && err2 == nil
 }
 
 func TestWriteCycle(t *testing.T) {
@@ -639,7 +629,7 @@ func regions(t *testing.T, pid int, size uint64) int {
 	n := 0
 	var big bool
 	for _, line := range strings.Split(string(b), "\n") {
-		if lo, hi, ok := vmaRange(line); ok {
+		if lo, hi, ok := testenv.VMARange(line); ok {
 			big = hi-lo >= size
 		} else if big && strings.HasPrefix(line, "VmFlags:") && strings.Contains(line+" ", " nh ") {
 			n++

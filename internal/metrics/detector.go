@@ -3,6 +3,7 @@ package metrics
 import (
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/thrashscope/thrashscope/internal/indicators"
 	"github.com/thrashscope/thrashscope/internal/sampler"
 )
 
@@ -10,10 +11,6 @@ import (
 type detector struct {
 	state, high, ratio, transitions, scan *prometheus.Desc
 }
-
-// transitionStates are the detector_transitions_total{to} values, each
-// exported from 0.
-var transitionStates = []string{"normal", "monitoring", "thrashing"}
 
 func newDetector() *detector {
 	return &detector{
@@ -40,8 +37,8 @@ func (m *detector) update(s *sampler.Sample, ch chan<- prometheus.Metric) {
 	if s.HasWorkingSetRatio {
 		ch <- prometheus.MustNewConstMetric(m.ratio, prometheus.GaugeValue, s.WorkingSetRatio)
 	}
-	for _, to := range transitionStates {
-		ch <- prometheus.MustNewConstMetric(m.transitions, prometheus.CounterValue, float64(s.Transitions[to]), to)
+	for state, to := range indicators.StateNames { // each from 0
+		ch <- prometheus.MustNewConstMetric(m.transitions, prometheus.CounterValue, float64(s.Transitions[state]), to)
 	}
 	ch <- prometheus.MustNewConstMetric(m.scan, prometheus.CounterValue, s.WorkingSetScanSeconds)
 }

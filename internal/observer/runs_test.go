@@ -17,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/thrashscope/thrashscope/internal/cgroup"
 	"github.com/thrashscope/thrashscope/internal/loadgen"
 	"github.com/thrashscope/thrashscope/internal/testenv"
 )
@@ -224,12 +225,16 @@ func TestRunE4AtATenth(t *testing.T) {
 	from, _ := rec.Spec.Plateau()
 	time.Sleep(time.Until(rec.StartedAt.Add(from + 500*time.Millisecond)))
 	cur := d.record(t, rec.ID)
-	limit, err := os.ReadFile(filepath.Join(rec.Cgroup, limitFile(rec.Cgroup)))
+	own, err := cgroup.Own("/proc") // the observer's parent is this test's own cgroup
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got, _ := strconv.ParseInt(strings.TrimSpace(string(limit)), 10, 64); got != rec.Spec.MemoryLimitBytes {
-		t.Errorf("cgroup limit %d, want %d", got, rec.Spec.MemoryLimitBytes)
+	cg, err := cgroup.Open(rec.Cgroup, own.V2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, err := cg.MemoryLimit(); err != nil || got != rec.Spec.MemoryLimitBytes {
+		t.Errorf("cgroup limit %d (%v), want %d", got, err, rec.Spec.MemoryLimitBytes)
 	}
 	procs, _ := os.ReadFile(filepath.Join(rec.Cgroup, "cgroup.procs"))
 	inside := map[int]bool{}
@@ -325,13 +330,6 @@ func TestRunE4AtATenth(t *testing.T) {
 	if _, err := os.ReadFile(filepath.Join(d.dataDir, "runs", rec.ID, "record.json")); err != nil {
 		t.Error(err)
 	}
-}
-
-func limitFile(cg string) string {
-	if _, err := os.Stat(filepath.Join(cg, "memory.max")); err == nil {
-		return "memory.max"
-	}
-	return "memory.limit_in_bytes"
 }
 
 func get(t *testing.T, url string) (int, string) {

@@ -66,11 +66,9 @@ func RunStandalone(ctx context.Context, cfg StandaloneConfig) (loadgen.Record, e
 		ProcFS: fs, Interval: time.Second, TopK: 1, Pinned: m.Pinned, Logger: cfg.Logger,
 		OnSample: func(prev, cur *sampler.Sample) {
 			m.OnSample(prev, cur)
-			if prev != nil {
-				mu.Lock()
-				rates = sampler.RatesBetween(prev, cur)
-				mu.Unlock()
-			}
+			mu.Lock()
+			rates = cur.Rates
+			mu.Unlock()
 		},
 	})
 	rec, err := m.Start(cfg.Spec)

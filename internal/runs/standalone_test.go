@@ -132,7 +132,7 @@ func TestLoadgenFill(t *testing.T) {
 	testenv.RequirePrivileged(t)
 	testenv.RequireSwap(t)
 	out := t.TempDir()
-	cmd := exec.Command(testenv.Binary(t, "loadgen"), "fill", "--memory-limit=64MiB", "--chunk=16MiB", "--total=96MiB", "--repeats=2", "--out="+out)
+	cmd := exec.Command(testenv.Binary(t, "loadgen"), "fill", "--memory-limit=64MiB", "--chunk=16MiB", "--total=96MiB", "--repeats=3", "--out="+out)
 	b, err := cmd.CombinedOutput()
 	if err != nil {
 		t.Fatalf("loadgen fill: %v\n%s", err, b)
@@ -149,22 +149,25 @@ func TestLoadgenFill(t *testing.T) {
 	for i, h := range rows[0] {
 		col[h] = i
 	}
+	// The baseline is the fastest chunk that fits well under the limit (16
+	// and 32 MiB of 64): one chunk slowed by the host, e.g. reclaim left
+	// over from an earlier thrash, must not stand for "free memory".
 	var first, last float64
 	for i, r := range rows[1:] {
 		mean, _ := strconv.ParseFloat(r[col["fill_seconds_mean"]], 64)
 		sd, err := strconv.ParseFloat(r[col["fill_seconds_sd"]], 64)
-		if mean <= 0 || err != nil || sd < 0 || r[col["repeats"]] != "2" {
+		if mean <= 0 || err != nil || sd < 0 || r[col["repeats"]] != "3" {
 			t.Errorf("chunk %d: %v", i, r)
 		}
-		if i == 0 {
+		if i == 0 || i == 1 && mean < first {
 			first = mean
 		}
 		last = mean
 	}
 	// Past the 64 MiB limit the fill pushes earlier chunks out to swap.
-	t.Logf("fill time: first chunk %.1f ms, last (past the limit) %.1f ms", first*1e3, last*1e3)
+	t.Logf("fill time: fastest chunk under the limit %.1f ms, last (past the limit) %.1f ms", first*1e3, last*1e3)
 	if last <= first {
-		t.Errorf("filling past the limit (%.4fs) was not slower than the first chunk (%.4fs)", last, first)
+		t.Errorf("filling past the limit (%.4fs) was not slower than filling under it (%.4fs)", last, first)
 	}
 	noneAlive(t, rec)
 }

@@ -49,6 +49,10 @@ type Sample struct {
 	VMStat   procfs.VMStat
 	Memory   procfs.Memory
 	Pressure *procfs.Pressure // nil when the kernel has no PSI
+	// Rates are the per-second figures since the previous sample; valid
+	// when HasRates (every sample but the first).
+	Rates    Rates
+	HasRates bool
 
 	// Processes are the tracked ones (top-K plus pinned), busiest first.
 	Processes []Process
@@ -62,8 +66,8 @@ type Sample struct {
 	HasDetector        bool
 	ThrashingState     int // 0 normal, 1 monitoring, 2 thrashing
 	HighFaultCount     int
-	Transitions        map[string]uint64 // cumulative, by state entered
-	WorkingSetRatio    float64           // valid when HasWorkingSetRatio
+	Transitions        [3]uint64 // cumulative, by state entered (indexed as ThrashingState)
+	WorkingSetRatio    float64   // valid when HasWorkingSetRatio
 	HasWorkingSetRatio bool
 	// WorkingSetScanSeconds is the working-set estimator's own cost so far.
 	WorkingSetScanSeconds float64
@@ -189,6 +193,9 @@ func (s *Sampler) SampleOnce() error {
 	s.mu.RLock()
 	prev := s.latest
 	s.mu.RUnlock()
+	if prev != nil {
+		smp.Rates, smp.HasRates = RatesBetween(prev, smp), true
+	}
 	if s.cfg.Annotate != nil {
 		s.cfg.Annotate(prev, smp)
 	}
