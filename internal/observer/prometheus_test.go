@@ -202,7 +202,9 @@ func (w *alertWatch) firing() bool { return !w.fired.IsZero() && w.resolved.IsZe
 
 // TestAlertsFireOnARealThrash runs e4 at a tenth under the real observer,
 // scraped by a real Prometheus with the shipped rules: the host and process
-// alerts fire during the thrash and resolve after it.
+// alerts fire during the thrash and resolve after it. The same run checks
+// the Grafana dashboards: every metric they name is in a scrape, and every
+// query they run returns data (dashboards_test.go).
 func TestAlertsFireOnARealThrash(t *testing.T) {
 	testenv.RequirePrivileged(t)
 	testenv.RequireSwap(t)
@@ -222,11 +224,17 @@ func TestAlertsFireOnARealThrash(t *testing.T) {
 	}
 	others := map[string]string{} // other alerts seen, with their state
 
+	// The dashboards' metrics are looked for in scrapes during the run,
+	// when the run_* and per-process series exist.
+	metrics := newDashboardMetrics(t)
 	rec := d.startRun(t, `{"preset":"e4","scale":0.1}`)
 	start := rec.StartedAt
 	var end time.Time
 	for {
 		now := time.Now()
+		if end.IsZero() {
+			metrics.scrape(t, d.url)
+		}
 		firingNow := map[string]bool{}
 		for _, a := range p.alerts(t) {
 			name := a.Labels["alertname"]
@@ -321,6 +329,11 @@ func TestAlertsFireOnARealThrash(t *testing.T) {
 		t.Errorf("ThrashscopeProbeDown went %s with every probe attached", others["ThrashscopeProbeDown"])
 	}
 	t.Logf("other alerts seen: %v", others)
+
+	// Every dashboard query over the run, from just before it started (the
+	// run-start annotation looks 5 s back) to now.
+	metrics.check(t)
+	checkDashboardQueries(t, p, strings.TrimPrefix(d.url, "http://"), start.Add(-10*time.Second), time.Now())
 
 	// What the rules saw, for the log (and the reason when an alert failed).
 	for _, q := range []string{
