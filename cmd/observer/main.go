@@ -1,6 +1,7 @@
 // Command observer is the thrashscope daemon: it watches memory thrashing on
-// this host and serves it as Prometheus metrics. main only wires flags,
-// logging and shutdown; the daemon lives in internal/observer.
+// this host and serves it as Prometheus metrics. `observer report` draws the
+// report of ended runs. main only wires flags, logging and shutdown; the
+// daemon lives in internal/observer, the report in internal/report.
 package main
 
 import (
@@ -16,34 +17,59 @@ import (
 
 	"github.com/thrashscope/thrashscope/internal/indicators"
 	"github.com/thrashscope/thrashscope/internal/observer"
+	"github.com/thrashscope/thrashscope/internal/report"
 )
+
+const defaultDataDir = "/var/lib/thrashscope"
 
 func main() {
 	app := kingpin.New("observer", "thrashscope: a live memory-thrashing observatory for this host.")
+	// The daemon is the default command, so the flat `observer --flag ...`
+	// form keeps working; `observer serve --help` lists its flags.
+	serve := app.Command("serve", "Run the daemon (the default command).").Default()
 	var cfg observer.Config
-	app.Flag("web.listen-address", "Address to serve metrics and the API on. Repeatable. Beyond loopback it needs --web.api-token-file.").Default("127.0.0.1:9752").StringsVar(&cfg.ListenAddresses)
-	app.Flag("web.config.file", "exporter-toolkit web config file (TLS, basic auth).").Default("").StringVar(&cfg.WebConfigFile)
-	app.Flag("web.api-token-file", "File holding the bearer token that mutating API requests must carry.").Default("").StringVar(&cfg.APITokenFile)
-	app.Flag("path.procfs", "procfs mount point.").Default("/proc").StringVar(&cfg.ProcfsPath)
-	app.Flag("path.sysfs", "sysfs mount point.").Default("/sys").StringVar(&cfg.SysfsPath)
-	app.Flag("probes", "auto: BPF when it loads, else procfs alone; bpf: BPF or fail; procfs: no BPF.").Default(observer.ProbesAuto).EnumVar(&cfg.Probes, observer.ProbesAuto, observer.ProbesBPF, observer.ProbesProcfs)
-	app.Flag("sample.interval", "How often to read the kernel.").Default("1s").DurationVar(&cfg.SampleInterval)
-	app.Flag("process.top-k", "How many of the busiest processes get per-process series.").Default("20").IntVar(&cfg.TopK)
-	app.Flag("data.dir", "Directory for run records and samples.").Default("/var/lib/thrashscope").StringVar(&cfg.DataDir)
-	app.Flag("cgroup.parent", "cgroup to create run cgroups under (default: the observer's own).").Default("").StringVar(&cfg.CgroupParent)
-	app.Flag("wss.interval", "τ of the working-set estimate (accessed bits cleared, then read τ later) for the tracked processes; 0 turns it off.").Default("1s").DurationVar(&cfg.WSSInterval)
-	app.Flag("detector.pf-high", "Major faults/s that put a process in the high-fault set (TPF's PF_High).").Default("10").Float64Var(&cfg.Detector.PFHigh)
-	app.Flag("detector.pf-low", "Major faults/s below which it leaves the set (TPF's PF_Low).").Default("1").Float64Var(&cfg.Detector.PFLow)
-	app.Flag("detector.fault-kind", "Which major faults count: anon (swap-ins, as TPF) or all.").Default(indicators.CountAnon).EnumVar(&cfg.FaultKind, indicators.CountAnon, indicators.CountAll)
-	app.Flag("detector.cpu-low", "CPU utilisation (%) below which two or more high-fault processes mean thrashing (TPF's CPU_Low).").Default("40").Float64Var(&cfg.Detector.CPULow)
-	app.Flag("detector.cpu-high", "CPU utilisation (%) past which thrashing is over (TPF's CPU_High).").Default("80").Float64Var(&cfg.Detector.CPUHigh)
-	psiFull := app.Flag("detector.psi-full", "PSI memory full share (%) of an interval that means thrashing; it clears below half of it.").Default("10").Float64()
-	check := app.Flag("check", "Load and attach every probe, print their status, and exit non-zero if a required one failed.").Bool()
-	logLevel := app.Flag("log.level", "debug, info, warn or error.").Default("info").Enum("debug", "info", "warn", "error")
+	serve.Flag("web.listen-address", "Address to serve metrics and the API on. Repeatable. Beyond loopback it needs --web.api-token-file.").Default("127.0.0.1:9752").StringsVar(&cfg.ListenAddresses)
+	serve.Flag("web.config.file", "exporter-toolkit web config file (TLS, basic auth).").Default("").StringVar(&cfg.WebConfigFile)
+	serve.Flag("web.api-token-file", "File holding the bearer token that mutating API requests must carry.").Default("").StringVar(&cfg.APITokenFile)
+	serve.Flag("path.procfs", "procfs mount point.").Default("/proc").StringVar(&cfg.ProcfsPath)
+	serve.Flag("path.sysfs", "sysfs mount point.").Default("/sys").StringVar(&cfg.SysfsPath)
+	serve.Flag("probes", "auto: BPF when it loads, else procfs alone; bpf: BPF or fail; procfs: no BPF.").Default(observer.ProbesAuto).EnumVar(&cfg.Probes, observer.ProbesAuto, observer.ProbesBPF, observer.ProbesProcfs)
+	serve.Flag("sample.interval", "How often to read the kernel.").Default("1s").DurationVar(&cfg.SampleInterval)
+	serve.Flag("process.top-k", "How many of the busiest processes get per-process series.").Default("20").IntVar(&cfg.TopK)
+	serve.Flag("data.dir", "Directory for run records and samples.").Default(defaultDataDir).StringVar(&cfg.DataDir)
+	serve.Flag("cgroup.parent", "cgroup to create run cgroups under (default: the observer's own).").Default("").StringVar(&cfg.CgroupParent)
+	serve.Flag("wss.interval", "τ of the working-set estimate (accessed bits cleared, then read τ later) for the tracked processes; 0 turns it off.").Default("1s").DurationVar(&cfg.WSSInterval)
+	serve.Flag("detector.pf-high", "Major faults/s that put a process in the high-fault set (TPF's PF_High).").Default("10").Float64Var(&cfg.Detector.PFHigh)
+	serve.Flag("detector.pf-low", "Major faults/s below which it leaves the set (TPF's PF_Low).").Default("1").Float64Var(&cfg.Detector.PFLow)
+	serve.Flag("detector.fault-kind", "Which major faults count: anon (swap-ins, as TPF) or all.").Default(indicators.CountAnon).EnumVar(&cfg.FaultKind, indicators.CountAnon, indicators.CountAll)
+	serve.Flag("detector.cpu-low", "CPU utilisation (%) below which two or more high-fault processes mean thrashing (TPF's CPU_Low).").Default("40").Float64Var(&cfg.Detector.CPULow)
+	serve.Flag("detector.cpu-high", "CPU utilisation (%) past which thrashing is over (TPF's CPU_High).").Default("80").Float64Var(&cfg.Detector.CPUHigh)
+	psiFull := serve.Flag("detector.psi-full", "PSI memory full share (%) of an interval that means thrashing; it clears below half of it.").Default("10").Float64()
+	check := serve.Flag("check", "Load and attach every probe, print their status, and exit non-zero if a required one failed.").Bool()
+	logLevel := serve.Flag("log.level", "debug, info, warn or error.").Default("info").Enum("debug", "info", "warn", "error")
+
+	rep := app.Command("report", "Draw the report of ended runs: the paper's figures raw and smoothed, demand vs RSS per consumer, the stability overlay of several runs, and summary.txt.")
+	var rc report.Config
+	rep.Flag("run", "Run id to report on. Repeat it for several runs of one preset (the stability overlay).").Required().StringsVar(&rc.RunIDs)
+	rep.Flag("out", "Directory to write the report to; made if missing.").Required().StringVar(&rc.OutDir)
+	rep.Flag("data.dir", "The observer's --data.dir, or loadgen run's --out, holding runs/<id>/.").Default(defaultDataDir).StringVar(&rc.DataDir)
+
 	app.Version(version.Print("observer"))
 	app.HelpFlag.Short('h')
 	cfg.Detector.MinHigh = indicators.DefaultDetectorConfig().MinHigh
-	kingpin.MustParse(app.Parse(os.Args[1:]))
+	cmd := kingpin.MustParse(app.Parse(os.Args[1:]))
+
+	if cmd == rep.FullCommand() {
+		res, err := report.Build(rc)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "observer report:", err)
+			os.Exit(1)
+		}
+		for _, f := range res.Files {
+			fmt.Println(f)
+		}
+		return
+	}
 	cfg.Detector.PSIFullHigh, cfg.Detector.PSIFullLow = *psiFull, *psiFull/2
 
 	var level slog.Level
@@ -70,7 +96,7 @@ func main() {
 		os.Exit(2)
 	}
 	for _, l := range listeners {
-		logger.Info("thrashscope observer ready: open http://"+l.Addr().String()+"/metrics", "version", version.Version)
+		logger.Info("thrashscope observer listening", "address", l.Addr().String(), "version", version.Version)
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"math"
 	"os"
 	"os/exec"
 	"runtime"
@@ -14,6 +13,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"gonum.org/v1/gonum/stat"
 
 	"github.com/thrashscope/thrashscope/internal/cgroup"
 )
@@ -563,19 +564,11 @@ func (r *Run) FillCSV() []byte {
 // meanSD is the mean and the sample standard deviation (n-1), as seed 002
 // reports over its 5 runs.
 func meanSD(xs []float64) (mean, sd float64) {
-	if len(xs) == 0 {
+	switch len(xs) {
+	case 0:
 		return 0, 0
+	case 1:
+		return xs[0], 0
 	}
-	for _, x := range xs {
-		mean += x
-	}
-	mean /= float64(len(xs))
-	if len(xs) < 2 {
-		return mean, 0
-	}
-	var ss float64
-	for _, x := range xs {
-		ss += (x - mean) * (x - mean)
-	}
-	return mean, math.Sqrt(ss / float64(len(xs)-1))
+	return stat.MeanStdDev(xs, nil) // the unbiased (n-1) SD
 }

@@ -66,7 +66,9 @@ type Manager struct {
 type active struct {
 	run       *loadgen.Run
 	table     *store.Table
+	processes *store.ProcessTable
 	prevStall map[int]float64
+	prevMajor map[int]uint64
 	unsaved   int
 	saveMu    sync.Mutex    // orders saves of this run
 	saved     chan struct{} // closed once the final record is saved
@@ -175,7 +177,8 @@ func (m *Manager) Start(spec loadgen.Spec) (loadgen.Record, error) {
 	if err := r.Check(host); err != nil {
 		return loadgen.Record{}, err
 	}
-	a := &active{table: &store.Table{}, prevStall: map[int]float64{}, saved: make(chan struct{})}
+	a := &active{table: &store.Table{}, processes: &store.ProcessTable{},
+		prevStall: map[int]float64{}, prevMajor: map[int]uint64{}, saved: make(chan struct{})}
 	// Saves triggered before StartRun returns wait here for a.run.
 	a.saveMu.Lock()
 	run, err := loadgen.StartRun(loadgen.RunConfig{
@@ -243,6 +246,9 @@ func (m *Manager) save(a *active, withTables bool) {
 	if err := m.cfg.Store.WriteFile(rec.ID, store.SamplesFile, a.table.CSV()); err != nil {
 		m.cfg.Logger.Error("saving the samples", "run", rec.ID, "err", err)
 	}
+	if err := m.cfg.Store.WriteFile(rec.ID, store.ProcessesFile, a.processes.CSV()); err != nil {
+		m.cfg.Logger.Error("saving the per-process table", "run", rec.ID, "err", err)
+	}
 	if fill := a.run.FillCSV(); fill != nil {
 		if err := m.cfg.Store.WriteFile(rec.ID, store.FillFile, fill); err != nil {
 			m.cfg.Logger.Error("saving the fill table", "run", rec.ID, "err", err)
@@ -273,31 +279,74 @@ func (m *Manager) OnSample(_, cur *sampler.Sample) {
 	if u, err := a.run.Cgroup().MemoryUsage(); err == nil {
 		row.CgroupUsageBytes = u
 	}
-	pids := map[int]bool{}
+	live := map[int]bool{}
 	for _, pid := range a.run.PIDs() {
-		pids[pid] = true
+		live[pid] = true
+	}
+	consumers := map[int]loadgen.ConsumerRecord{}
+	for _, c := range rec.Consumers {
+		if live[c.PID] {
+			consumers[c.PID] = c
+		}
 	}
 	var stall float64
 	hasStall := false
+	var procRows []store.ProcessRow
 	for _, pr := range cur.Processes {
-		if !pids[pr.PID] || !pr.HasStall {
+		c, ok := consumers[pr.PID]
+		if !ok {
 			continue
 		}
-		hasStall = true
-		if before, ok := a.prevStall[pr.PID]; ok {
-			stall += max(pr.StallSeconds-before, 0)
+		prow := store.ProcessRow{
+			ElapsedSeconds: row.ElapsedSeconds, Consumer: c.Index, PID: pr.PID, Comm: pr.Comm,
+			DemandBytes:   consumerDemand(rec, c, cur.Time, p),
+			ResidentBytes: int64(pr.ResidentBytes), SwapBytes: int64(pr.SwapBytes),
+			WorkingSetBytes: -1, MajorFaultsPerSecond: -1, StallPercent: -1,
 		}
-		a.prevStall[pr.PID] = pr.StallSeconds
+		if pr.HasWorkingSet {
+			prow.WorkingSetBytes = int64(pr.WorkingSetBytes)
+		}
+		// maj_flt, read for every tracked process with or without BPF.
+		if before, ok := a.prevMajor[pr.PID]; ok && row.Rates.Seconds > 0 && pr.Process.MajorFaults >= before {
+			prow.MajorFaultsPerSecond = float64(pr.Process.MajorFaults-before) / row.Rates.Seconds
+		}
+		a.prevMajor[pr.PID] = pr.Process.MajorFaults
+		if pr.HasStall {
+			hasStall = true
+			if before, ok := a.prevStall[pr.PID]; ok {
+				d := max(pr.StallSeconds-before, 0)
+				stall += d
+				if row.Rates.Seconds > 0 {
+					prow.StallPercent = 100 * d / row.Rates.Seconds
+				}
+			}
+			a.prevStall[pr.PID] = pr.StallSeconds
+		}
+		procRows = append(procRows, prow)
 	}
 	if hasStall && row.Rates.Seconds > 0 {
 		row.ConsumerStallPercent = 100 * stall / row.Rates.Seconds
 	}
+	a.processes.AppendSample(procRows)
 	a.table.Append(row)
 	a.unsaved++
 	if a.unsaved >= saveEvery {
 		a.unsaved = 0
 		go m.save(a, true)
 	}
+}
+
+// consumerDemand is TPF's memory allocation demand of consumer c at t: its
+// S from the moment it began allocating until it finished, 0 before and
+// after. The fill preset's one consumer demands what it has filled so far.
+func consumerDemand(rec loadgen.Record, c loadgen.ConsumerRecord, t time.Time, p loadgen.Progress) int64 {
+	if c.ActualStart == nil || t.Before(*c.ActualStart) || (c.ActualEnd != nil && !t.Before(*c.ActualEnd)) {
+		return 0
+	}
+	if rec.Spec.Preset == loadgen.PresetFill {
+		return p.DemandBytes
+	}
+	return rec.Spec.SizeBytes
 }
 
 // ended reports whether a run is over; its watcher may not have freed the

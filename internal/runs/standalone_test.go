@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/thrashscope/thrashscope/internal/loadgen"
+	"github.com/thrashscope/thrashscope/internal/store"
 	"github.com/thrashscope/thrashscope/internal/testenv"
 )
 
@@ -92,7 +93,41 @@ func TestLoadgenRunCompletes(t *testing.T) {
 	if len(rows) < 3 || rows[0][0] != "elapsed_seconds" { // 4 s at 1 s
 		t.Errorf("samples.csv: %v", rows)
 	}
+	checkProcesses(t, rec, dir)
 	noneAlive(t, rec)
+}
+
+// checkProcesses: processes.csv has rows for the consumers of the record,
+// their demand is S or 0, and a consumer holding its S is resident or in
+// swap for most of it.
+func checkProcesses(t *testing.T, rec loadgen.Record, dir string) {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(dir, store.ProcessesFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rows, err := store.ParseProcesses(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := map[int]bool{}
+	for _, r := range rows {
+		if r.Consumer < 0 || r.Consumer >= len(rec.Consumers) || rec.Consumers[r.Consumer].PID != r.PID {
+			t.Fatalf("row for consumer %d pid %d does not match the record", r.Consumer, r.PID)
+		}
+		if r.Comm != loadgen.ConsumerName(r.Consumer) {
+			t.Errorf("consumer %d's comm is %q", r.Consumer, r.Comm)
+		}
+		if r.DemandBytes != 0 && r.DemandBytes != rec.Spec.SizeBytes {
+			t.Errorf("consumer %d demands %d bytes at %gs, want 0 or %d", r.Consumer, r.DemandBytes, r.ElapsedSeconds, rec.Spec.SizeBytes)
+		}
+		if r.DemandBytes > 0 && r.ResidentBytes+r.SwapBytes >= rec.Spec.SizeBytes/2 {
+			seen[r.Consumer] = true
+		}
+	}
+	if len(seen) < len(rec.Consumers)/2 {
+		t.Errorf("only consumers %v were seen holding half their demand; rows: %d", seen, len(rows))
+	}
 }
 
 // TestLoadgenRunCtrlC: SIGINT aborts cleanly: the record says aborted, the

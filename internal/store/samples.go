@@ -3,6 +3,7 @@ package store
 import (
 	"bytes"
 	"encoding/csv"
+	"fmt"
 	"strconv"
 	"sync"
 
@@ -78,4 +79,41 @@ func (t *Table) CSV() []byte {
 	}
 	w.Flush()
 	return b.Bytes()
+}
+
+// ParseSamples reads a samples.csv. Columns are found by name, so a table
+// with more columns (a later version) still reads.
+func ParseSamples(b []byte) ([]Row, error) {
+	recs, col, err := readCSV(b, Columns)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", SamplesFile, err)
+	}
+	rows := make([]Row, 0, len(recs))
+	for n, rec := range recs {
+		p := parser{rec: rec, col: col}
+		var r Row
+		r.ElapsedSeconds = p.float("elapsed_seconds")
+		r.CPUUserPercent = p.float("cpu_user_percent")
+		r.CPUSystemPercent = p.float("cpu_system_percent")
+		r.SwapInPagesPerSecond = p.float("swap_in_pages_per_second")
+		r.SwapOutPagesPerSecond = p.float("swap_out_pages_per_second")
+		r.CPUIOWaitPercent = p.float("cpu_iowait_percent")
+		r.PagedInKiBPerSecond = p.float("paged_in_kib_per_second")
+		r.PagedOutKiBPerSecond = p.float("paged_out_kib_per_second")
+		r.MajorFaultsPerSecond = p.float("major_faults_per_second")
+		r.PressureSomePercent = p.float("pressure_some_percent")
+		r.PressureFullPercent = p.float("pressure_full_percent")
+		r.MemoryAvailableBytes = uint64(p.int("memory_available_bytes"))
+		r.SwapFreeBytes = uint64(p.int("swap_free_bytes"))
+		r.ConsumersActive = int(p.int("consumers_active"))
+		r.ConsumersPlanned = int(p.int("consumers_planned"))
+		r.DemandBytes = p.int("demand_bytes")
+		r.CgroupUsageBytes = p.int("cgroup_usage_bytes")
+		r.ConsumerStallPercent = p.float("consumer_stall_percent")
+		if p.err != nil {
+			return nil, fmt.Errorf("%s line %d: %w", SamplesFile, n+2, p.err)
+		}
+		rows = append(rows, r)
+	}
+	return rows, nil
 }

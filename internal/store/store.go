@@ -52,6 +52,19 @@ func Open(path string) (*Dir, error) {
 	return &Dir{path: path}, nil
 }
 
+// OpenExisting opens a data directory only to read it: nothing is made or
+// cleared, so a reader never races the observer writing beside it.
+func OpenExisting(path string) (*Dir, error) {
+	if path == "" {
+		return nil, errors.New("the data directory is empty: give the observer's --data.dir or loadgen run's --out")
+	}
+	fi, err := os.Stat(filepath.Join(path, "runs"))
+	if err != nil || !fi.IsDir() {
+		return nil, fmt.Errorf("%s holds no runs/ directory: give the observer's --data.dir (default /var/lib/thrashscope) or loadgen run's --out", path)
+	}
+	return &Dir{path: path}, nil
+}
+
 // Path is the data directory.
 func (d *Dir) Path() string { return d.path }
 

@@ -1,0 +1,212 @@
+// Package report turns ended runs into a report: the paper's figures of each
+// run, raw and Bézier-smoothed (Maziero et al. 2013, Figs 3-11), each
+// consumer's memory demand against its resident set (Jiang and Zhang 2001),
+// the stability overlay of repeated runs (Fig 12), the fill curve of seed
+// 002, and summary.txt with onset, recovery, peaks and lateness. It reads
+// what internal/store keeps under --data.dir and draws with internal/figures;
+// `observer report` is its command line.
+package report
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/thrashscope/thrashscope/internal/loadgen"
+	"github.com/thrashscope/thrashscope/internal/store"
+)
+
+// Config says which runs to report on and where to write.
+type Config struct {
+	// DataDir is the observer's --data.dir, or loadgen run's --out.
+	DataDir string
+	RunIDs  []string
+	OutDir  string
+}
+
+// Run is one ended run's data.
+type Run struct {
+	Record  loadgen.Record
+	Samples []store.Row
+	// Processes is nil for runs recorded before processes.csv existed.
+	Processes []store.ProcessRow
+	// Fill is the fill preset's table; nil for other presets.
+	Fill []FillRow
+}
+
+// Result lists what Build wrote.
+type Result struct {
+	Files     []string // paths, in the order written
+	Summaries []Summary
+}
+
+// Build loads the runs, checks they can be reported together, and writes
+// the report under cfg.OutDir: summary.txt and, when several runs are
+// given, stability.png/svg at the top; each run's figures in <id>/.
+func Build(cfg Config) (Result, error) {
+	runs, err := Load(cfg.DataDir, cfg.RunIDs)
+	if err != nil {
+		return Result{}, err
+	}
+	if cfg.OutDir == "" {
+		return Result{}, errors.New("no output directory: give --out DIR")
+	}
+	if err := os.MkdirAll(cfg.OutDir, 0o755); err != nil {
+		return Result{}, fmt.Errorf("cannot make the output directory --out=%q: %w; choose a directory you can write", cfg.OutDir, err)
+	}
+	var res Result
+	w := writer{res: &res}
+	for _, r := range runs {
+		dir := filepath.Join(cfg.OutDir, r.Record.ID)
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			return res, fmt.Errorf("cannot make %s: %w", dir, err)
+		}
+		res.Summaries = append(res.Summaries, Summarise(r.Record, r.Samples))
+		w.both(filepath.Join(dir, "paper"), paperFigure(r))
+		if r.Processes != nil {
+			w.both(filepath.Join(dir, "processes"), processFigure(r))
+		}
+		if r.Fill != nil {
+			w.both(filepath.Join(dir, "fill"), fillFigure(r))
+		}
+	}
+	if len(runs) > 1 {
+		w.both(filepath.Join(cfg.OutDir, "stability"), stabilityFigure(runs))
+	}
+	w.file(filepath.Join(cfg.OutDir, "summary.txt"), []byte(SummaryText(runs, res.Summaries)))
+	return res, w.err
+}
+
+// Load reads the runs from the data directory, refusing what cannot be
+// reported: an unknown id (the error lists the ones there are), a run still
+// going, a run without samples, or runs of different presets together.
+func Load(dataDir string, ids []string) ([]Run, error) {
+	if len(ids) == 0 {
+		return nil, errors.New("no run given: name one or more with --run ID")
+	}
+	d, err := store.OpenExisting(dataDir)
+	if err != nil {
+		return nil, err
+	}
+	var runs []Run
+	seen := map[string]bool{}
+	for _, id := range ids {
+		if seen[id] {
+			return nil, fmt.Errorf("run %s is given twice: give each run once", id)
+		}
+		seen[id] = true
+		r, err := loadRun(d, id)
+		if err != nil {
+			return nil, err
+		}
+		runs = append(runs, r)
+	}
+	for _, r := range runs[1:] {
+		if a, b := runs[0].Record.Spec.Preset, r.Record.Spec.Preset; a != b {
+			return nil, fmt.Errorf("runs %s (%s) and %s (%s) are of different presets: the stability overlay compares repeats of one preset; report them separately",
+				runs[0].Record.ID, a, r.Record.ID, b)
+		}
+	}
+	return runs, nil
+}
+
+func loadRun(d *store.Dir, id string) (Run, error) {
+	var r Run
+	rec, err := d.LoadRecord(id)
+	if errors.Is(err, loadgen.ErrNotFound) {
+		return r, fmt.Errorf("no run %q in %s: %s", id, d.Path(), available(d))
+	}
+	if err != nil {
+		return r, err
+	}
+	if loadgen.Active(rec.State) {
+		return r, fmt.Errorf("run %s is still %s: wait for it to end (it lasts %s), or abort it with DELETE /api/v1/runs/%s; "+
+			"a run left active by an observer that died is marked aborted when the observer next starts", id, rec.State, rec.Spec.Duration(), id)
+	}
+	r.Record = rec
+	b, err := d.ReadFile(id, store.SamplesFile)
+	if errors.Is(err, loadgen.ErrNotFound) {
+		return r, fmt.Errorf("run %s has no %s (it ended, %s, before its first sample was saved): there is nothing to draw; report another run", id, store.SamplesFile, rec.State)
+	}
+	if err != nil {
+		return r, err
+	}
+	if r.Samples, err = store.ParseSamples(b); err != nil {
+		return r, fmt.Errorf("run %s: %w", id, err)
+	}
+	if len(r.Samples) == 0 {
+		return r, fmt.Errorf("run %s: %s has no rows (the run ended within its first sample): report another run", id, store.SamplesFile)
+	}
+	if b, err := d.ReadFile(id, store.ProcessesFile); err == nil {
+		if r.Processes, err = store.ParseProcesses(b); err != nil {
+			return r, fmt.Errorf("run %s: %w", id, err)
+		}
+		if r.Processes == nil {
+			r.Processes = []store.ProcessRow{}
+		}
+	} else if !errors.Is(err, loadgen.ErrNotFound) {
+		return r, err
+	}
+	if rec.Spec.Preset == loadgen.PresetFill {
+		b, err := d.ReadFile(id, store.FillFile)
+		if err != nil {
+			return r, fmt.Errorf("run %s is a fill run without %s: %w", id, store.FillFile, err)
+		}
+		if r.Fill, err = ParseFill(b); err != nil {
+			return r, fmt.Errorf("run %s: %w", id, err)
+		}
+	}
+	return r, nil
+}
+
+// available names the runs a data directory holds, for an error message.
+func available(d *store.Dir) string {
+	recs, _ := d.Records()
+	if len(recs) == 0 {
+		return "it holds no runs; start one with POST /api/v1/runs or loadgen run"
+	}
+	const show = 10
+	var ids []string
+	for _, r := range recs[:min(len(recs), show)] {
+		ids = append(ids, fmt.Sprintf("%s (%s, %s)", r.ID, r.Spec.Preset, r.State))
+	}
+	more := ""
+	if len(recs) > show {
+		more = fmt.Sprintf(", and %d older (GET /api/v1/runs lists them all)", len(recs)-show)
+	}
+	return "the runs there, newest first, are " + strings.Join(ids, ", ") + more
+}
+
+// writer writes report files, keeping the first error.
+type writer struct {
+	res *Result
+	err error
+}
+
+// both writes a figure as base.png and base.svg.
+func (w *writer) both(base string, fig figure) {
+	for _, f := range fig.formats() {
+		if w.err != nil {
+			return
+		}
+		b, err := fig.render(f)
+		if err != nil {
+			w.err = fmt.Errorf("drawing %s.%s: %w", base, f, err)
+			return
+		}
+		w.file(base+"."+string(f), b)
+	}
+}
+
+func (w *writer) file(path string, b []byte) {
+	if w.err != nil {
+		return
+	}
+	if err := os.WriteFile(path, b, 0o644); err != nil {
+		w.err = fmt.Errorf("writing the report: %w", err)
+		return
+	}
+	w.res.Files = append(w.res.Files, path)
+}

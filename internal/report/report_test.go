@@ -1,0 +1,237 @@
+package report
+
+import (
+	"bytes"
+	"encoding/json"
+	"encoding/xml"
+	"image/png"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/thrashscope/thrashscope/internal/loadgen"
+	"github.com/thrashscope/thrashscope/internal/store"
+)
+
+// The committed runs, recorded on this project's 2-core test machine: an e4
+// run at scale 0.1 through the observer (BPF probes and the detector on; two
+// consumers OOM-killed), and a small fill run through loadgen fill.
+const (
+	e4Run   = "20261122-032121-67c5ed"
+	fillRun = "20261122-032349-0338ac"
+)
+
+// dataDir copies the committed data directory, so a test may change it.
+func dataDir(t *testing.T) string {
+	t.Helper()
+	dst := t.TempDir()
+	if err := os.CopyFS(dst, os.DirFS("testdata/data")); err != nil {
+		t.Fatal(err)
+	}
+	return dst
+}
+
+func TestReportOfARealE4Run(t *testing.T) {
+	out := filepath.Join(t.TempDir(), "report")
+	res, err := Build(Config{DataDir: "testdata/data", RunIDs: []string{e4Run}, OutDir: out})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{e4Run + "/paper.png", e4Run + "/paper.svg", e4Run + "/processes.png", e4Run + "/processes.svg", "summary.txt"}
+	checkFiles(t, out, res, want)
+	summary := readFile(t, filepath.Join(out, "summary.txt"))
+	for _, line := range []string{
+		"spec                         e4 at scale 0.1 (25 × 10 MB in 102 MiB, anon)",
+		"outcome                      completed after 60.0 s",
+		"planned demand > limit       at 20.0 s",
+		"thrashing onset              21.3 s (detector); swap-in rule: 21.3 s",
+		"recovery                     49.3 s (detector), 28.0 s after onset; swap-in rule: 49.3 s",
+		"swap-in threshold            5408 pages/s",
+		"peak swap-in                 54084 pages/s at 23.3 s",
+		"peak swap-out                44330 pages/s",
+		"peak PSI memory some / full  92.7 % / 64.9 %",
+		"consumer lateness            max 3.42 s (consumer-01), mean 0.81 s; 7 of 23 late (more than 1.1 s past t_f)",
+		"consumers OOM-killed         2 of 25 (consumer-15, consumer-20)",
+	} {
+		if !strings.Contains(summary, "  "+line+"\n") {
+			t.Errorf("summary.txt lacks the line %q:\n%s", line, summary)
+		}
+	}
+	if strings.Contains(summary, "\nacross ") {
+		t.Error("one run, but summary.txt has an across-runs block")
+	}
+	if len(res.Summaries) != 1 || res.Summaries[0].Primary().Source != "detector" {
+		t.Errorf("summaries: %+v", res.Summaries)
+	}
+}
+
+func TestReportOfAFillRun(t *testing.T) {
+	out := t.TempDir()
+	res, err := Build(Config{DataDir: "testdata/data", RunIDs: []string{fillRun}, OutDir: out})
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkFiles(t, out, res, []string{fillRun + "/paper.png", fillRun + "/paper.svg", fillRun + "/processes.png",
+		fillRun + "/processes.svg", fillRun + "/fill.png", fillRun + "/fill.svg", "summary.txt"})
+	summary := readFile(t, filepath.Join(out, "summary.txt"))
+	// Chunk 7 is the first past the 128 MiB limit: three times slower.
+	for _, line := range []string{
+		"    0        16 MiB    0.016 ± 0.001 s     23596 MiB      4096 MiB",
+		"    7       128 MiB    0.048 ± 0.008 s     23552 MiB      4094 MiB",
+	} {
+		if !strings.Contains(summary, line+"\n") {
+			t.Errorf("summary.txt lacks %q:\n%s", line, summary)
+		}
+	}
+	if strings.Contains(summary, "\n  consumer lateness ") {
+		t.Error("a fill run has no schedule, but the summary reports lateness")
+	}
+}
+
+func TestReportOfSeveralRuns(t *testing.T) {
+	data := dataDir(t)
+	// A second run: the same samples under another id, so the overlay and
+	// the mean ± SD (which must be the value ± 0) have two runs to work on.
+	twin := "20261122-040000-abcdef"
+	src := filepath.Join(data, "runs", e4Run)
+	if err := os.CopyFS(filepath.Join(data, "runs", twin), os.DirFS(src)); err != nil {
+		t.Fatal(err)
+	}
+	var rec loadgen.Record
+	if err := json.Unmarshal([]byte(readFile(t, filepath.Join(src, store.RecordFile))), &rec); err != nil {
+		t.Fatal(err)
+	}
+	rec.ID = twin
+	d, _ := store.Open(data)
+	if err := d.SaveRecord(rec); err != nil {
+		t.Fatal(err)
+	}
+	out := t.TempDir()
+	res, err := Build(Config{DataDir: data, RunIDs: []string{e4Run, twin}, OutDir: out})
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkFiles(t, out, res, []string{"stability.png", "stability.svg", "summary.txt", e4Run + "/paper.png", twin + "/paper.png"})
+	summary := readFile(t, filepath.Join(out, "summary.txt"))
+	for _, line := range []string{
+		"across 2 runs (mean ± SD, over the runs that have the figure)",
+		"  thrashing onset              21.3 ± 0.0 s (n=2)",
+		"  recovery                     49.3 ± 0.0 s (n=2)",
+		"  peak swap-in                 54084 ± 0 pages/s (n=2)",
+		"  max consumer lateness        3.42 ± 0.00 s (n=2)",
+		"  consumers OOM-killed         2.0 ± 0.0 (n=2)",
+	} {
+		if !strings.Contains(summary, line+"\n") {
+			t.Errorf("summary.txt lacks %q:\n%s", line, summary)
+		}
+	}
+}
+
+func TestReportRefusesWithAClearMessage(t *testing.T) {
+	data := dataDir(t)
+	d, _ := store.Open(data)
+	active, _ := d.LoadRecord(e4Run)
+	active.ID, active.State, active.EndedAt = "20261122-050000-000001", loadgen.StateRunning, nil
+	d.SaveRecord(active)
+	noSamples, _ := d.LoadRecord(e4Run)
+	noSamples.ID = "20261122-050000-000002"
+	d.SaveRecord(noSamples)
+	blocker := filepath.Join(t.TempDir(), "file")
+	os.WriteFile(blocker, nil, 0o600)
+
+	cases := map[string]struct {
+		cfg  Config
+		want []string
+	}{
+		"unknown id": {Config{DataDir: data, RunIDs: []string{"nope"}, OutDir: t.TempDir()},
+			[]string{`no run "nope"`, e4Run + " (e4, completed)", fillRun + " (fill, completed)"}},
+		"active": {Config{DataDir: data, RunIDs: []string{active.ID}, OutDir: t.TempDir()},
+			[]string{"is still running", "wait for it to end", "DELETE /api/v1/runs/" + active.ID}},
+		"no samples": {Config{DataDir: data, RunIDs: []string{noSamples.ID}, OutDir: t.TempDir()},
+			[]string{"has no samples.csv", "report another run"}},
+		"presets": {Config{DataDir: data, RunIDs: []string{e4Run, fillRun}, OutDir: t.TempDir()},
+			[]string{"different presets", "(e4)", "(fill)", "report them separately"}},
+		"twice":   {Config{DataDir: data, RunIDs: []string{e4Run, e4Run}, OutDir: t.TempDir()}, []string{"given twice"}},
+		"no runs": {Config{DataDir: data, OutDir: t.TempDir()}, []string{"--run ID"}},
+		"not a data dir": {Config{DataDir: t.TempDir(), RunIDs: []string{e4Run}, OutDir: t.TempDir()},
+			[]string{"no runs/ directory", "--data.dir"}},
+		"out not makeable": {Config{DataDir: data, RunIDs: []string{e4Run}, OutDir: filepath.Join(blocker, "report")},
+			[]string{"cannot make the output directory", "choose a directory you can write"}},
+	}
+	for name, c := range cases {
+		_, err := Build(c.cfg)
+		if err == nil {
+			t.Errorf("%s: no error", name)
+			continue
+		}
+		for _, w := range c.want {
+			if !strings.Contains(err.Error(), w) {
+				t.Errorf("%s: %q does not say %q", name, err, w)
+			}
+		}
+	}
+}
+
+func readFile(t *testing.T, path string) string {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+// checkFiles: Build wrote exactly the wanted files under out, every PNG
+// decodes and every SVG is XML with an svg root.
+func checkFiles(t *testing.T, out string, res Result, want []string) {
+	t.Helper()
+	got := map[string]bool{}
+	for _, f := range res.Files {
+		rel, _ := filepath.Rel(out, f)
+		got[filepath.ToSlash(rel)] = true
+	}
+	for _, w := range want {
+		if !got[w] {
+			t.Errorf("%s was not written; wrote %v", w, res.Files)
+		}
+	}
+	for _, f := range res.Files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		switch filepath.Ext(f) {
+		case ".png":
+			img, err := png.Decode(bytes.NewReader(b))
+			if err != nil {
+				t.Errorf("%s: %v", f, err)
+			} else if img.Bounds().Dx() < 1000 {
+				t.Errorf("%s is %d px wide", f, img.Bounds().Dx())
+			}
+		case ".svg":
+			dec := xml.NewDecoder(bytes.NewReader(b))
+			root := ""
+			for {
+				tok, err := dec.Token()
+				if err == io.EOF {
+					break
+				}
+				if err != nil {
+					t.Errorf("%s: %v", f, err)
+					break
+				}
+				if se, ok := tok.(xml.StartElement); ok && root == "" {
+					root = se.Name.Local
+				}
+			}
+			if root != "svg" {
+				t.Errorf("%s: root element %q", f, root)
+			}
+		case ".txt":
+		default:
+			t.Errorf("unexpected file %s", f)
+		}
+	}
+}

@@ -1,0 +1,224 @@
+package report
+
+import (
+	"math"
+	"slices"
+	"time"
+
+	"gonum.org/v1/gonum/stat"
+
+	"github.com/thrashscope/thrashscope/internal/indicators"
+	"github.com/thrashscope/thrashscope/internal/loadgen"
+	"github.com/thrashscope/thrashscope/internal/store"
+)
+
+// The swap-in rule, for runs without detector transitions (loadgen run
+// standalone, or a detector that never said thrashing): the host thrashes
+// while swap-ins stay at or above a tenth of the run's peak, and at least
+// minSwapInThreshold pages/s, for sustainSamples samples in a row.
+const (
+	thresholdShare     = 0.1
+	minSwapInThreshold = 100
+	sustainSamples     = 3
+)
+
+// lateSlack is how far past t_f a consumer may finish and still be on time,
+// beyond one sleep t_s: it checks t_f once per cycle, so an unhurried
+// consumer ends within a cycle of it.
+const lateSlack = time.Second
+
+// Episode is when a run thrashed: from Onset to Recovery, in seconds since
+// the run started.
+type Episode struct {
+	Source string // "detector" or "swap-in"
+	Onset  float64
+	// Recovery is valid when Recovered; a run can end still thrashing.
+	Recovery  float64
+	Recovered bool
+	// Threshold is the swap-in rule's threshold, pages/s.
+	Threshold float64
+}
+
+// Summary is one run's figures.
+type Summary struct {
+	ID, Preset, State string
+	Spec              loadgen.Resolved
+	DurationSeconds   float64
+	// PlannedOverload is when the planned demand first passes the limit.
+	PlannedOverload    float64
+	HasPlannedOverload bool
+	// Detector and SwapIn are the two readings of the thrash episode; nil
+	// when that source shows none. Primary is the detector's when present.
+	Detector, SwapIn *Episode
+	PeakSwapIn       float64
+	PeakSwapInAt     float64
+	PeakSwapOut      float64
+	PeakPSISome      float64
+	PeakPSIFull      float64
+	// PeakConsumerStall is the consumers' summed stall in % of one CPU; -1
+	// when the stall probe was not there.
+	PeakConsumerStall float64
+	Lateness          Lateness
+	OOMKilled         []int // consumer indices
+	Consumers         int
+}
+
+// Primary is the episode the report leads with: the detector's, else the
+// swap-in rule's, else nil.
+func (s Summary) Primary() *Episode {
+	if s.Detector != nil {
+		return s.Detector
+	}
+	return s.SwapIn
+}
+
+// Lateness is how late the consumers finished past their t_f.
+type Lateness struct {
+	Finished   int // consumers that ran and ended
+	Late       int // of them, more than t_s + lateSlack past t_f
+	Max, Mean  float64
+	MaxIndex   int
+	LateCutoff float64
+}
+
+// Summarise computes a run's summary.
+func Summarise(rec loadgen.Record, rows []store.Row) Summary {
+	s := Summary{
+		ID: rec.ID, Preset: rec.Spec.Preset, State: rec.State, Spec: rec.Spec,
+		Consumers: len(rec.Consumers), PeakConsumerStall: -1,
+	}
+	if rec.EndedAt != nil {
+		s.DurationSeconds = rec.EndedAt.Sub(rec.StartedAt).Seconds()
+	}
+	if d, ok := rec.Spec.Onset(); ok {
+		s.PlannedOverload, s.HasPlannedOverload = d.Seconds(), true
+	}
+	elapsed := make([]float64, len(rows))
+	swapIn := make([]float64, len(rows))
+	for i, r := range rows {
+		elapsed[i], swapIn[i] = r.ElapsedSeconds, r.SwapInPagesPerSecond
+		if r.SwapInPagesPerSecond > s.PeakSwapIn {
+			s.PeakSwapIn, s.PeakSwapInAt = r.SwapInPagesPerSecond, r.ElapsedSeconds
+		}
+		s.PeakSwapOut = max(s.PeakSwapOut, r.SwapOutPagesPerSecond)
+		s.PeakPSISome = max(s.PeakPSISome, r.PressureSomePercent)
+		s.PeakPSIFull = max(s.PeakPSIFull, r.PressureFullPercent)
+		s.PeakConsumerStall = max(s.PeakConsumerStall, r.ConsumerStallPercent)
+	}
+	s.Detector = DetectorEpisode(rec)
+	s.SwapIn = SwapInEpisode(elapsed, swapIn)
+	s.Lateness = ConsumerLateness(rec)
+	for _, c := range rec.Consumers {
+		if c.Exit == "oom-killed" {
+			s.OOMKilled = append(s.OOMKilled, c.Index)
+		}
+	}
+	return s
+}
+
+// DetectorEpisode reads the episode from the detector's transitions in the
+// record: onset is the first entry into thrashing, recovery the last exit
+// from it (to monitoring or normal); nil when it never said thrashing.
+func DetectorEpisode(rec loadgen.Record) *Episode {
+	thrashing := indicators.StateNames[indicators.Thrashing]
+	var e *Episode
+	in := false
+	for _, tr := range rec.Transitions {
+		at := tr.At.Sub(rec.StartedAt).Seconds()
+		switch {
+		case tr.To == thrashing && !in:
+			in = true
+			if e == nil {
+				e = &Episode{Source: "detector", Onset: at}
+			}
+			e.Recovered = false
+		case tr.To != thrashing && in:
+			in = false
+			e.Recovery, e.Recovered = at, true
+		}
+	}
+	return e
+}
+
+// SwapInEpisode applies the swap-in rule to a run's samples: onset is the
+// first sample of the first stretch of sustainSamples or more at or above
+// the threshold; recovery is the first sample after the last such stretch
+// that begins sustainSamples below it. Times are the samples' elapsed
+// seconds (each row's rates cover the interval ending then). Nil when the
+// rates never stay up.
+func SwapInEpisode(elapsed, swapIn []float64) *Episode {
+	if len(swapIn) == 0 {
+		return nil
+	}
+	th := max(thresholdShare*slices.Max(swapIn), minSwapInThreshold)
+	var first, lastEnd = -1, -1 // first stretch's start; last stretch's end (exclusive)
+	for i := 0; i < len(swapIn); {
+		if swapIn[i] < th {
+			i++
+			continue
+		}
+		j := i
+		for j < len(swapIn) && swapIn[j] >= th {
+			j++
+		}
+		if j-i >= sustainSamples {
+			if first < 0 {
+				first = i
+			}
+			lastEnd = j
+		}
+		i = j
+	}
+	if first < 0 {
+		return nil
+	}
+	e := &Episode{Source: "swap-in", Onset: elapsed[first], Threshold: th}
+	for i := lastEnd; i+sustainSamples <= len(swapIn); i++ {
+		quiet := true
+		for _, v := range swapIn[i : i+sustainSamples] {
+			quiet = quiet && v < th
+		}
+		if quiet {
+			e.Recovery, e.Recovered = elapsed[i], true
+			break
+		}
+	}
+	return e
+}
+
+// ConsumerLateness summarises how late the consumers finished past t_f.
+// Consumers that never started, or that the OOM killer ended, are left out:
+// they did not finish. Late means more than t_s + lateSlack past t_f.
+func ConsumerLateness(rec loadgen.Record) Lateness {
+	l := Lateness{MaxIndex: -1, LateCutoff: (rec.Spec.Sleep.D() + lateSlack).Seconds()}
+	var sum float64
+	for _, c := range rec.Consumers {
+		if c.ActualStart == nil || c.ActualEnd == nil || c.Exit == "oom-killed" {
+			continue
+		}
+		l.Finished++
+		sum += c.LatenessSeconds
+		if l.MaxIndex < 0 || c.LatenessSeconds > l.Max {
+			l.Max, l.MaxIndex = c.LatenessSeconds, c.Index
+		}
+		if c.LatenessSeconds > l.LateCutoff {
+			l.Late++
+		}
+	}
+	if l.Finished > 0 {
+		l.Mean = sum / float64(l.Finished)
+	}
+	return l
+}
+
+// MeanSD is the mean and the sample standard deviation (n-1) of xs; the SD
+// is 0 for fewer than two values, as there is no spread to estimate.
+func MeanSD(xs []float64) (mean, sd float64) {
+	switch len(xs) {
+	case 0:
+		return math.NaN(), math.NaN()
+	case 1:
+		return xs[0], 0
+	}
+	return stat.MeanStdDev(xs, nil) // the unbiased (n-1) SD
+}
