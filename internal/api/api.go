@@ -26,6 +26,10 @@ type Options struct {
 	// Token, when non-empty, is the bearer token every mutating request
 	// (POST, DELETE) must carry.
 	Token string
+	// Page, when set, serves the built-in live page at / and its own
+	// resources under /live/ (GET only). Without it / is a 404 like any
+	// unknown path.
+	Page http.Handler
 	// Logger takes the 500s' causes; nil discards them.
 	Logger *slog.Logger
 }
@@ -52,6 +56,11 @@ func NewHandler(opts Options) http.Handler {
 		writeJSON(w, http.StatusOK, map[string]string{"status": "ready"})
 	}))
 	(&runAPI{runs: opts.Runs, token: opts.Token, logger: logger}).register(rt)
+	if opts.Page != nil {
+		// "/{$}" is the root alone: every other unknown path stays a JSON 404.
+		rt.handle("GET /{$}", opts.Page)
+		rt.handle("GET /live/", opts.Page)
+	}
 	return rt.finish()
 }
 
@@ -92,7 +101,11 @@ func (rt *routes) finish() http.Handler {
 			writeError(w, http.StatusMethodNotAllowed, r.Method+" "+r.URL.Path+": method not allowed; use "+strings.Join(methods, " or "))
 		})
 	}
-	known := strings.Join(rt.paths, ", ")
+	var shown []string
+	for _, p := range rt.paths {
+		shown = append(shown, strings.TrimSuffix(p, "{$}"))
+	}
+	known := strings.Join(shown, ", ")
 	rt.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, "no such endpoint: "+r.Method+" "+r.URL.Path+"; see "+known)
 	})

@@ -5,8 +5,12 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/thrashscope/thrashscope/internal/history"
+	"github.com/thrashscope/thrashscope/internal/live"
 )
 
 func TestReadyzFollowsFirstSample(t *testing.T) {
@@ -38,5 +42,49 @@ func TestMethodNotAllowedOnMetrics(t *testing.T) {
 	h.ServeHTTP(rec, httptest.NewRequest(http.MethodPost, "/metrics", nil))
 	if rec.Code != http.StatusMethodNotAllowed {
 		t.Errorf("POST /metrics: %d, want 405", rec.Code)
+	}
+}
+
+// livePage is the real live page over an empty sample store.
+func livePage() http.Handler {
+	return live.New(live.Options{History: history.New(time.Second), TokenRequired: true})
+}
+
+// TestLivePageRoutes: the page is the root alone, GET only; its resources
+// are under /live/; every other path keeps the API's JSON 404 and 405.
+func TestLivePageRoutes(t *testing.T) {
+	h := NewHandler(Options{Gatherer: prometheus.NewRegistry(), Ready: func() bool { return true }, Page: livePage()})
+	for _, tc := range []struct {
+		method, target string
+		wantCode       int
+		wantType       string
+		wantBody       string
+		wantAllow      string
+	}{
+		{"GET", "/", 200, "text/html; charset=utf-8", "Waiting for samples", ""},
+		{"HEAD", "/", 200, "text/html; charset=utf-8", "", ""},
+		{"GET", "/live/figures/cpu.svg", 200, "image/svg+xml", "waiting for samples", ""},
+		{"GET", "/live/assets/page.js", 200, "text/javascript; charset=utf-8", "fetch(", ""},
+		{"GET", "/index.html", 404, "application/json", `"no such endpoint: GET /index.html; see /metrics`, ""},
+		{"GET", "/live/figures/nope.svg", 404, "application/json", `"no such figure: nope.svg`, ""},
+		{"POST", "/", 405, "application/json", `"POST /: method not allowed; use GET"`, "GET, HEAD"},
+		{"DELETE", "/live/status", 405, "application/json", "method not allowed", "GET, HEAD"},
+	} {
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, httptest.NewRequest(tc.method, tc.target, nil))
+		if rec.Code != tc.wantCode || rec.Header().Get("Content-Type") != tc.wantType || !strings.Contains(rec.Body.String(), tc.wantBody) {
+			t.Errorf("%s %s: %d %q %.200s\nwant %d %q containing %q", tc.method, tc.target, rec.Code, rec.Header().Get("Content-Type"), rec.Body, tc.wantCode, tc.wantType, tc.wantBody)
+		}
+		if got := rec.Header().Get("Allow"); got != tc.wantAllow {
+			t.Errorf("%s %s: Allow %q, want %q", tc.method, tc.target, got, tc.wantAllow)
+		}
+	}
+
+	// Without a page the root is unknown, like any other path.
+	h = NewHandler(Options{Gatherer: prometheus.NewRegistry(), Ready: func() bool { return true }})
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, httptest.NewRequest("GET", "/", nil))
+	if rec.Code != http.StatusNotFound || !strings.Contains(rec.Body.String(), "no such endpoint") {
+		t.Errorf("GET / without a page: %d %s, want the JSON 404", rec.Code, rec.Body)
 	}
 }

@@ -1,7 +1,7 @@
 // Package observer assembles the thrashscope daemon: the probes (or procfs
-// alone), the sampler, the metrics and the HTTP server. It starts them in
-// data-flow order and stops them in reverse: the sample loop, the BPF links
-// and objects, then the HTTP server.
+// alone), the sampler, the metrics, the sample store and live page, and the
+// HTTP server. It starts them in data-flow order and stops them in reverse:
+// the sample loop, the BPF links and objects, then the HTTP server.
 package observer
 
 import (
@@ -22,10 +22,13 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	versioncollector "github.com/prometheus/client_golang/prometheus/collectors/version"
 	"github.com/prometheus/exporter-toolkit/web"
+	"go.yaml.in/yaml/v2"
 
 	"github.com/thrashscope/thrashscope/internal/api"
 	"github.com/thrashscope/thrashscope/internal/cgroup"
+	"github.com/thrashscope/thrashscope/internal/history"
 	"github.com/thrashscope/thrashscope/internal/indicators"
+	"github.com/thrashscope/thrashscope/internal/live"
 	"github.com/thrashscope/thrashscope/internal/loadgen"
 	"github.com/thrashscope/thrashscope/internal/metrics"
 	"github.com/thrashscope/thrashscope/internal/probe"
@@ -45,6 +48,7 @@ type Observer struct {
 	handler  http.Handler
 	runs     *runs.Manager          // nil when runs are unavailable
 	wss      *indicators.WorkingSet // nil when --wss.interval=0
+	history  *history.Store         // the live page's last 15 minutes
 }
 
 // New loads the probes as --probes says and builds everything else.
@@ -89,8 +93,14 @@ func build(cfg Config, logger *slog.Logger, checkOnly bool) (*Observer, error) {
 	if !checkOnly {
 		o.runs = newRuns(cfg, fs, logger, func(i int, d time.Duration) { runCollector.ObserveCycle(i, d) })
 	}
+	o.history = history.New(cfg.SampleInterval)
+	scfg.OnSample = o.history.OnSample
 	if o.runs != nil {
-		scfg.Pinned, scfg.OnSample = o.runs.Pinned, o.runs.OnSample
+		scfg.Pinned = o.runs.Pinned
+		scfg.OnSample = func(prev, cur *sampler.Sample) {
+			o.runs.OnSample(prev, cur)
+			o.history.OnSample(prev, cur)
+		}
 		runCollector = metrics.NewRunCollector(o.runs)
 	}
 	icfg := indicators.Config{Detector: cfg.Detector, FaultKind: cfg.FaultKind, Logger: logger.With("component", "detector")}
@@ -137,8 +147,33 @@ func build(cfg Config, logger *slog.Logger, checkOnly bool) (*Observer, error) {
 			return nil, err
 		}
 	}
+	page := live.Options{History: o.history, TokenRequired: opts.Token != "", Interval: cfg.SampleInterval, Logger: logger.With("component", "live")}
+	if o.runs != nil {
+		page.Run = o.runStatus
+	}
+	opts.Page = live.New(page)
 	o.handler = api.NewHandler(opts)
 	return o, nil
+}
+
+// runStatus is the most recent run for the live page.
+func (o *Observer) runStatus() (live.RunStatus, bool) {
+	st, ok := o.runs.Status()
+	if !ok {
+		return live.RunStatus{}, false
+	}
+	p := st.Progress
+	rs := live.RunStatus{
+		ID: st.ID, Preset: st.Preset, Active: st.Active,
+		ConsumersActive: p.Active, ConsumersPlanned: p.Planned, Consumers: len(p.Cycles),
+		Elapsed: p.Elapsed, Duration: p.Total,
+		DemandBytes: p.DemandBytes, LimitBytes: p.LimitBytes,
+	}
+	if rec, err := o.runs.Get(st.ID); err == nil {
+		rs.State = rec.State
+		rs.Active = loadgen.Active(rec.State)
+	}
+	return rs, true
 }
 
 // newRuns sets up the run manager, or returns nil (logged) when runs cannot
@@ -230,6 +265,10 @@ func (o *Observer) Run(ctx context.Context, listeners []net.Listener, webConfigF
 	}
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- web.ServeMultiple(listeners, srv, flags, o.logger.With("component", "web")) }()
+	scheme := schemeOf(webConfigFile)
+	for _, l := range listeners {
+		o.logger.Info("live page", "url", scheme+"://"+l.Addr().String()+"/")
+	}
 
 	var err error
 	select {
@@ -249,6 +288,23 @@ func (o *Observer) Run(ctx context.Context, listeners []net.Listener, webConfigF
 		err = errors.Join(err, serr)
 	}
 	return errors.Join(err, closeErr)
+}
+
+// schemeOf tells whether the web config turns TLS on, for the page's URL.
+// A config that does not parse is left to the server to report.
+func schemeOf(webConfigFile string) string {
+	if webConfigFile == "" {
+		return "http"
+	}
+	b, err := os.ReadFile(webConfigFile)
+	if err != nil {
+		return "http"
+	}
+	var c web.Config
+	if yaml.Unmarshal(b, &c) != nil || (c.TLSConfig.TLSCertPath == "" && c.TLSConfig.TLSCert == "") {
+		return "http"
+	}
+	return "https"
 }
 
 // trackedPIDs are what the working-set estimator scans, in the order its
