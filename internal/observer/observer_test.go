@@ -158,7 +158,14 @@ var sink byte
 
 func TestObserverWithBPF(t *testing.T) {
 	testenv.RequirePrivileged(t)
+	// The kernel frees an exited observer's programs a little after it
+	// exits (the test before may have just stopped one): wait for them to
+	// go, so that they are not counted as this observer's.
 	before := attachedPrograms(t)
+	for deadline := time.Now().Add(5 * time.Second); before > 0 && time.Now().Before(deadline); {
+		time.Sleep(100 * time.Millisecond)
+		before = attachedPrograms(t)
+	}
 	r := start(t, ProbesBPF)
 	if got := attachedPrograms(t); got < before+3 {
 		t.Fatalf("%d thrashscope BPF programs loaded while running, want %d more than before", got, 3)

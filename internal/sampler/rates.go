@@ -51,8 +51,14 @@ func RatesBetween(prev, cur *Sample) Rates {
 	r.PagedOutKiBPerSecond = per(cv.PgpgOut, pv.PgpgOut)
 	r.MajorFaultsPerSecond = per(cv.PgMajFault, pv.PgMajFault)
 	if prev.Pressure != nil && cur.Pressure != nil {
-		r.PressureSomePercent = 100 * pos((cur.Pressure.SomeTotal - prev.Pressure.SomeTotal).Seconds()) / secs
-		r.PressureFullPercent = 100 * pos((cur.Pressure.FullTotal - prev.Pressure.FullTotal).Seconds()) / secs
+		psecs := secs
+		if !prev.PressureTime.IsZero() && !cur.PressureTime.IsZero() {
+			psecs = cur.PressureTime.Sub(prev.PressureTime).Seconds()
+		}
+		if psecs > 0 {
+			r.PressureSomePercent = 100 * pos((cur.Pressure.SomeTotal - prev.Pressure.SomeTotal).Seconds()) / psecs
+			r.PressureFullPercent = 100 * pos((cur.Pressure.FullTotal - prev.Pressure.FullTotal).Seconds()) / psecs
+		}
 	}
 	return r
 }

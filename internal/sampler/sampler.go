@@ -49,6 +49,11 @@ type Sample struct {
 	VMStat   procfs.VMStat
 	Memory   procfs.Memory
 	Pressure *procfs.Pressure // nil when the kernel has no PSI
+	// PressureTime is when Pressure was read. Its stall totals are divided
+	// by the time between two reads, not between the samples' starts: on a
+	// thrashing host the reads before it can take a good part of a second,
+	// and the share would then pass 100 %.
+	PressureTime time.Time
 	// Rates are the per-second figures since the previous sample; valid
 	// when HasRates (every sample but the first).
 	Rates    Rates
@@ -170,7 +175,7 @@ func (s *Sampler) SampleOnce() error {
 		errs = append(errs, err)
 	}
 	if p, err := s.cfg.ProcFS.MemoryPressure(); err == nil {
-		smp.Pressure = &p
+		smp.Pressure, smp.PressureTime = &p, time.Now()
 	} else if !errors.Is(err, procfs.ErrNoData) {
 		errs = append(errs, err)
 	}

@@ -192,4 +192,13 @@ func TestRatesBetween(t *testing.T) {
 	if RatesBetween(cur, cur) != (Rates{}) {
 		t.Error("zero interval should give zero rates")
 	}
+
+	// PSI is read late in a sample; its share is over the time between
+	// its own reads. Here the samples start 2 s apart but the reads were
+	// 1 s apart (the earlier read was slow), so 0.5 s stalled is 50 %.
+	prev.PressureTime, cur.PressureTime = t0.Add(900*time.Millisecond), t0.Add(1900*time.Millisecond)
+	cur.Pressure = &procfs.Pressure{SomeTotal: 1500 * time.Millisecond, FullTotal: 250 * time.Millisecond}
+	if r := RatesBetween(prev, cur); r.PressureSomePercent != 50 || r.PressureFullPercent != 25 {
+		t.Errorf("PSI over its own read times: some %v %%, full %v %%; want 50, 25", r.PressureSomePercent, r.PressureFullPercent)
+	}
 }
