@@ -15,7 +15,7 @@ run: build ## the observer in the foreground on http://127.0.0.1:9752 (root for 
 test: ## every test; privileged ones skip off root unless THRASHSCOPE_REQUIRE_PRIVILEGED=1
 	$(GO) test -count=1 -p 1 -timeout 30m ./...
 
-generate: ## rebuild the bpf2go objects from bpf/ (needs clang, llvm-strip)
+generate: ## rebuild the bpf2go objects from bpf/ (needs clang, llvm-strip), the dashboards JSON and the Kubernetes PrometheusRule
 	$(GO) generate ./...
 
 lint: ## gofmt, go vet, clang-format
