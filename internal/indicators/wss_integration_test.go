@@ -84,6 +84,7 @@ func TestWorkingSetAccuracy(t *testing.T) {
 	got := make([][]reading, len(cons))
 	tick := time.NewTicker(tau)
 	defer tick.Stop()
+	irregular := 0 // windows flagged, over all consumers
 	for range windows {
 		<-tick.C
 		rs := make([]reading, len(cons))
@@ -104,11 +105,19 @@ func TestWorkingSetAccuracy(t *testing.T) {
 				t.Fatalf("%s (pid %d): no estimate after a full window", rates[i].name, c.pid)
 			}
 			if e.Irregular {
-				t.Errorf("%s: window %v flagged irregular with τ %v", rates[i].name, e.Window(), tau)
+				// A late tick on a busy host: the estimate is still
+				// checked below against the writes in its own window.
+				irregular++
+				t.Logf("%s: window %v flagged irregular with τ %v", rates[i].name, e.Window(), tau)
 			}
 			rs[i].est = e
 			got[i] = append(got[i], rs[i])
 		}
+	}
+	// The flag must be rare, not absent: every window is τ apart but for a
+	// late tick, and one late tick flags two windows of each consumer.
+	if limit := 2 * len(cons) * 2; irregular > limit {
+		t.Errorf("%d of %d windows flagged irregular with τ %v, want at most %d (two late ticks)", irregular, windows*len(cons), tau, limit)
 	}
 	time.Sleep(sleep) // any cycle that ended in the last window has reported by now
 

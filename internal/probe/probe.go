@@ -226,7 +226,7 @@ func explainLoadError(err error) error {
 		}
 		return fmt.Errorf("%w (verifier: %s)", err, strings.Join(lines, "; "))
 	case errors.Is(err, os.ErrPermission):
-		return fmt.Errorf("%w: run as root, or grant CAP_BPF, CAP_PERFMON and CAP_SYS_RESOURCE", err)
+		return fmt.Errorf("%w: run as root, or grant CAP_BPF and CAP_PERFMON (and CAP_SYS_RESOURCE on kernels before 5.11, which charge BPF memory to memlock)", err)
 	}
 	return err
 }
