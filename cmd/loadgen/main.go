@@ -9,6 +9,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"os/signal"
@@ -237,9 +238,17 @@ func runConsume(cfg loadgen.ConsumerConfig) int {
 		return exitBadArgs
 	}
 	rep := os.NewFile(3, "report pipe")
+	var join io.Writer
+	if cfg.Join {
+		if target, err := os.Readlink("/proc/self/fd/4"); err != nil || filepath.Base(target) != "cgroup.procs" {
+			fmt.Fprintf(os.Stderr, "loadgen consume: --join needs fd 4 to be the run cgroup's cgroup.procs (it is %q); consumers are started by loadgen run or the observer\n", target)
+			return exitBadArgs
+		}
+		join = os.NewFile(4, "run cgroup.procs")
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
 	defer stop()
-	err := loadgen.Consume(ctx, cfg, os.Stdin, rep)
+	err := loadgen.Consume(ctx, cfg, os.Stdin, rep, join)
 	switch {
 	case err == nil, errors.Is(err, loadgen.ErrParentGone):
 		return exitOK

@@ -187,6 +187,21 @@ func (c *Cgroup) Add(pid int) error {
 	return nil
 }
 
+// OpenProcs opens the cgroup's cgroup.procs for writing, for a child to
+// join the cgroup by itself later (writing "0" moves the writer). The
+// permission check is the opener's, so the child needs no rights of its
+// own. The caller closes it.
+func (c *Cgroup) OpenProcs() (*os.File, error) {
+	if err := c.owned(); err != nil {
+		return nil, err
+	}
+	f, err := os.OpenFile(filepath.Join(c.Path, "cgroup.procs"), os.O_WRONLY, 0)
+	if err != nil {
+		return nil, fmt.Errorf("opening cgroup %s for consumers to join: %w", c.Path, hint(err))
+	}
+	return f, nil
+}
+
 // PIDs lists the processes in the cgroup, sorted (v1 may repeat them).
 func (c *Cgroup) PIDs() ([]int, error) {
 	pids, err := readPIDs(c.Path)

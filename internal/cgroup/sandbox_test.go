@@ -161,6 +161,44 @@ func TestCreateAddDestroy(t *testing.T) {
 	}
 }
 
+// TestOpenProcsJoin: a child given the opened cgroup.procs joins by
+// writing "0", with no rights of its own needed beyond the descriptor.
+func TestOpenProcsJoin(t *testing.T) {
+	p := ownParent(t)
+	c := create(t, p, uniqueName("join"), cgroup.Limits{MemoryBytes: 64 << 20})
+	procs, err := c.OpenProcs()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer procs.Close()
+	cmd := exec.Command("sh", "-c", "printf 0 >&3 && exec sleep 60")
+	cmd.ExtraFiles = []*os.File{procs}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+	})
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		pids, err := c.PIDs()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if slices.Equal(pids, []int{cmd.Process.Pid}) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("PIDs() = %v 5 s after the child wrote 0; want [%d]", pids, cmd.Process.Pid)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if _, err := (&cgroup.Cgroup{Path: t.TempDir()}).OpenProcs(); err == nil || !strings.Contains(err.Error(), "not made by thrashscope") {
+		t.Errorf("OpenProcs on a foreign cgroup: %v, want a refusal", err)
+	}
+}
+
 func TestDestroyNestedExpired(t *testing.T) {
 	p := ownParent(t)
 	c := create(t, p, uniqueName("test"), cgroup.Limits{MemoryBytes: 64 << 20})

@@ -55,6 +55,10 @@ type ConsumerConfig struct {
 	Chunks      int
 	Repeats     int
 	HotInterval time.Duration
+	// Join: at Start, the consumer moves itself into the run cgroup by
+	// writing to the run cgroup's cgroup.procs, which the master passes
+	// open (fd 4 for loadgen consume).
+	Join bool
 }
 
 // ConsumeCommand adds the hidden consume command to app and returns it with
@@ -77,6 +81,7 @@ func ConsumeCommand(app *kingpin.Application) (*kingpin.CmdClause, *ConsumerConf
 	cmd.Flag("chunks", "Fill mode: chunks per repeat.").Default("0").IntVar(&c.Chunks)
 	cmd.Flag("repeats", "Fill mode: repeats.").Default("0").IntVar(&c.Repeats)
 	cmd.Flag("hot-interval", "Fill mode: pause between the helper's passes over earlier chunks.").Default("0s").DurationVar(&c.HotInterval)
+	cmd.Flag("join", "At --start, join the run cgroup through fd 4, its cgroup.procs opened by the master.").BoolVar(&c.Join)
 	return cmd, c
 }
 
@@ -132,6 +137,7 @@ func (c ConsumerConfig) Args() []string {
 		"--chunks=" + i(c.Chunks),
 		"--repeats=" + i(c.Repeats),
 		"--hot-interval=" + c.HotInterval.String(),
+		map[bool]string{true: "--join", false: "--no-join"}[c.Join],
 	}
 }
 
@@ -197,13 +203,17 @@ func (c ConsumerConfig) Validate() error {
 }
 
 // Consume runs one consumer: it waits for the go byte on ctl, then for
-// cfg.Start, then allocates and writes (or fills chunks) and reports on rep.
+// cfg.Start, then joins the run cgroup through join (when cfg.Join), then
+// allocates and writes (or fills chunks) and reports on rep.
 // A nil ctl means no go byte and no watch for the master's death.
 // Cancelling ctx is SIGTERM: the consumer reports Done and returns nil.
 // EOF on ctl returns ErrParentGone and reports nothing more.
-func Consume(ctx context.Context, cfg ConsumerConfig, ctl io.Reader, rep io.Writer) error {
+func Consume(ctx context.Context, cfg ConsumerConfig, ctl io.Reader, rep, join io.Writer) error {
 	if err := cfg.Validate(); err != nil {
 		return err
+	}
+	if cfg.Join && join == nil {
+		return errors.New("--join: no cgroup.procs to join through")
 	}
 	runCtx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
@@ -224,10 +234,19 @@ func Consume(ctx context.Context, cfg ConsumerConfig, ctl io.Reader, rep io.Writ
 	if !sleepCtx(runCtx, time.Until(cfg.Start)) {
 		return c.done(0)
 	}
-	if cfg.Mode == ModeFill {
-		return c.fillChunks()
+	began := time.Now()
+	if cfg.Join {
+		// The consumer waited outside the run cgroup, so the thrash it is
+		// about to join neither slowed its wake-up nor holds its start-up
+		// memory; "0" is the writer itself, whole thread group.
+		if _, err := io.WriteString(join, "0"); err != nil {
+			return c.fail(fmt.Errorf("joining the run cgroup at the planned start: %w", err))
+		}
 	}
-	return c.cycles()
+	if cfg.Mode == ModeFill {
+		return c.fillChunks(began)
+	}
+	return c.cycles(began)
 }
 
 // watchControl closes goByte at the first byte and cancels with
@@ -297,8 +316,7 @@ func (c *consumer) fill(b []byte, seed uint64) bool {
 	return fillRandom(b, seed, &c.stop)
 }
 
-func (c *consumer) cycles() error {
-	began := time.Now()
+func (c *consumer) cycles(began time.Time) error {
 	b, err := mapRegion(c.cfg.Size, c.cfg.Backing, c.cfg.FileDir)
 	if err != nil {
 		return c.fail(err)

@@ -41,7 +41,7 @@ func TestConsumerArgsRoundTrip(t *testing.T) {
 		{
 			Index: 7, Mode: ModeCycles, Size: 100_000_000, Writes: 10_000, Sleep: 100 * time.Millisecond,
 			Start: time.Unix(0, 1_700_000_010_000_000_001), End: time.Unix(0, 1_700_000_060_000_000_000),
-			Backing: BackingFile, FileDir: "/var/lib/thrashscope dir", Fill: FillZero, ParentPID: 4242,
+			Backing: BackingFile, FileDir: "/var/lib/thrashscope dir", Fill: FillZero, ParentPID: 4242, Join: true,
 		},
 		{
 			Index: 0, Mode: ModeFill, Size: 128 << 20, Start: time.Unix(0, 1_700_000_000_000_000_000),
@@ -112,6 +112,13 @@ type consumeRun struct {
 
 func startConsume(t *testing.T, cfg ConsumerConfig, sendGo bool) *consumeRun {
 	t.Helper()
+	return startConsumeJoining(t, cfg, sendGo, nil)
+}
+
+// startConsumeJoining is startConsume with join as the cgroup.procs the
+// consumer joins through.
+func startConsumeJoining(t *testing.T, cfg ConsumerConfig, sendGo bool, join io.Writer) *consumeRun {
+	t.Helper()
 	ctlR, ctlW, err := os.Pipe()
 	if err != nil {
 		t.Fatal(err)
@@ -133,7 +140,7 @@ func startConsume(t *testing.T, cfg ConsumerConfig, sendGo bool) *consumeRun {
 		}
 	}
 	go func() {
-		err := Consume(ctx, cfg, ctlR, repW)
+		err := Consume(ctx, cfg, ctlR, repW, join)
 		repW.Close()
 		r.err <- err
 	}()
@@ -302,6 +309,64 @@ func TestConsumeWaitsForPlannedStart(t *testing.T) {
 	}
 	if _, err := r.wait(t, 5*time.Second); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// joinRecorder stands in for cgroup.procs: it keeps what was written and
+// when, or fails every write.
+type joinRecorder struct {
+	mu   sync.Mutex
+	at   []time.Time
+	data string
+	err  error
+}
+
+func (j *joinRecorder) Write(b []byte) (int, error) {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	if j.err != nil {
+		return 0, j.err
+	}
+	j.at = append(j.at, time.Now())
+	j.data += string(b)
+	return len(b), nil
+}
+
+func TestConsumeJoinsAtPlannedStart(t *testing.T) {
+	start := time.Now().Add(200 * time.Millisecond)
+	cfg := cyclesConfig(testMiB, 100, 10*time.Millisecond, start.Add(100*time.Millisecond))
+	cfg.Start, cfg.Join = start, true
+	j := &joinRecorder{}
+	r := startConsumeJoining(t, cfg, true, j)
+	r.next(t, KindStarted, 5*time.Second)
+	j.mu.Lock()
+	at, data := j.at, j.data
+	j.mu.Unlock()
+	if data != "0" || len(at) != 1 {
+		t.Fatalf("wrote %q in %d writes to cgroup.procs, want one write of \"0\" (the consumer itself)", data, len(at))
+	}
+	if at[0].Before(start) {
+		t.Errorf("joined at %v, before the planned start %v", at[0], start)
+	}
+	if _, err := r.wait(t, 5*time.Second); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// A consumer that cannot join the run cgroup must not allocate outside it.
+func TestConsumeJoinFailureAllocatesNothing(t *testing.T) {
+	cfg := cyclesConfig(testMiB, 100, 0, time.Now().Add(time.Hour))
+	cfg.Join = true
+	r := startConsumeJoining(t, cfg, true, &joinRecorder{err: unix.EBUSY})
+	reps, err := r.wait(t, 5*time.Second)
+	if err == nil || !strings.Contains(err.Error(), "joining the run cgroup") {
+		t.Fatalf("Consume: %v, want an error about joining the run cgroup", err)
+	}
+	if len(reps) != 1 || reps[0].Kind != KindError || reps[0].A != int64(unix.EBUSY) {
+		t.Fatalf("reports %v, want only an error with EBUSY (no start: nothing allocated)", reps)
+	}
+	if err := Consume(context.Background(), cfg, nil, io.Discard, nil); err == nil || !strings.Contains(err.Error(), "--join") {
+		t.Errorf("--join without a cgroup.procs: %v, want an error naming --join", err)
 	}
 }
 

@@ -18,8 +18,8 @@ const hotPagesPerCheck = 64
 // fillChunks is seed 002's progressive fill: per repeat, map and fill
 // Chunks chunks one after another, timing each fill, while a helper thread
 // keeps the chunks filled before it hot.
-func (c *consumer) fillChunks() error {
-	if err := c.report(StartedReport(time.Now(), time.Time{})); err != nil {
+func (c *consumer) fillChunks(began time.Time) error {
+	if err := c.report(StartedReport(began, time.Time{})); err != nil {
 		return err
 	}
 	hot := startHotKeeper(c.cfg.HotInterval)

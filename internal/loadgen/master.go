@@ -20,14 +20,15 @@ import (
 )
 
 // spawnLead is how long before its planned start a consumer process is
-// started. It waits, idle and already inside the run cgroup, so exec and
-// runtime start-up never delay the plan.
-const spawnLead = 500 * time.Millisecond
+// started. It waits idle outside the run cgroup and joins it at its start,
+// so neither a slow fork and exec nor the thrash it is about to join (which
+// would reclaim a waiting consumer's pages) delays the plan.
+const spawnLead = 2 * time.Second
 
-// overrunGrace is how long the master waits past a consumer's t_f for it to
+// OverrunGrace is how long the master waits past a consumer's t_f for it to
 // finish its last cycle before it is terminated. Lateness within it is what
 // the paper records; beyond it the consumer is stuck, not late.
-const overrunGrace = 60 * time.Second
+const OverrunGrace = 60 * time.Second
 
 // stopGrace is how long consumers get to exit on SIGTERM before the cgroup
 // is destroyed with SIGKILL.
@@ -57,9 +58,10 @@ type RunConfig struct {
 
 // Run is one run in progress: its cgroup, its consumers and its record.
 type Run struct {
-	cfg   RunConfig
-	cg    *cgroup.Cgroup
-	start time.Time
+	cfg       RunConfig
+	cg        *cgroup.Cgroup
+	procsFile *os.File // the run cgroup's cgroup.procs, for consumers to join through
+	start     time.Time
 
 	ctx    context.Context
 	cancel context.CancelCauseFunc
@@ -110,9 +112,15 @@ func StartRun(cfg RunConfig) (*Run, error) {
 	if err != nil {
 		return nil, &UnsafeError{Msg: "cannot make the run cgroup: " + err.Error()}
 	}
+	procsFile, err := cg.OpenProcs()
+	if err != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		return nil, &UnsafeError{Msg: errors.Join(err, cg.Destroy(ctx)).Error()}
+	}
 	oom, _ := cg.OOMKills()
 	start := cfg.Now()
-	r := &Run{cfg: cfg, cg: cg, start: start, done: make(chan struct{}), oomBefore: oom}
+	r := &Run{cfg: cfg, cg: cg, procsFile: procsFile, start: start, done: make(chan struct{}), oomBefore: oom}
 	r.ctx, r.cancel = context.WithCancelCause(context.Background())
 	r.rec = Record{ID: cfg.ID, Spec: cfg.Spec, State: StateRunning, StartedAt: start, Cgroup: cg.Path}
 	n := cfg.Spec.processes()
@@ -253,6 +261,7 @@ func (r *Run) drive() {
 		runtime.LockOSThread()
 		defer runtime.UnlockOSThread()
 		r.spawnAll(&wg)
+		r.procsFile.Close() // every consumer that will join holds its own copy
 		close(spawned)
 		wg.Wait() // keep the thread while any consumer lives
 	}()
@@ -261,7 +270,7 @@ func (r *Run) drive() {
 	allExited := make(chan struct{})
 	go func() { wg.Wait(); close(allExited) }()
 
-	deadline := r.start.Add(r.cfg.Spec.Duration() + overrunGrace)
+	deadline := r.start.Add(r.cfg.Spec.Duration() + OverrunGrace)
 	if r.cfg.Spec.Preset == PresetFill {
 		deadline = r.start.Add(MaxRunDuration)
 	}
@@ -271,8 +280,8 @@ func (r *Run) drive() {
 	case <-allExited:
 	case <-r.ctx.Done():
 	case <-overrun.C:
-		r.cfg.Logger.Warn("consumers overran their finish time; terminating them", "run", r.cfg.ID, "grace", overrunGrace)
-		r.cancel(errors.New("consumers still running " + overrunGrace.String() + " after the plan ended"))
+		r.cfg.Logger.Warn("consumers overran their finish time; terminating them", "run", r.cfg.ID, "grace", OverrunGrace)
+		r.cancel(errors.New("consumers still running " + OverrunGrace.String() + " after the plan ended"))
 	}
 	r.terminate(allExited)
 
@@ -300,10 +309,13 @@ func (r *Run) spawnAll(wg *sync.WaitGroup) {
 			r.cancel(fmt.Errorf("starting consumer %d: %w", i, err))
 			return
 		}
+		if late := time.Since(r.rec.Consumers[i].PlannedStart); late > 0 {
+			r.cfg.Logger.Warn("a consumer was ready after its planned start; fork and exec are slow on this host", "run", r.cfg.ID, "consumer", i, "late", late, "lead", spawnLead)
+		}
 	}
 }
 
-// spawn starts consumer i, moves it into the cgroup and lets it go.
+// spawn starts consumer i and lets it go: it joins the cgroup at its start.
 func (r *Run) spawn(i int, wg *sync.WaitGroup) error {
 	c := r.rec.Consumers[i] // fixed fields only; no lock needed
 	cc := ConsumerConfig{
@@ -318,6 +330,7 @@ func (r *Run) spawn(i int, wg *sync.WaitGroup) error {
 		Fill:      r.cfg.Spec.Fill,
 		ParentPID: os.Getpid(),
 		Mode:      ModeCycles,
+		Join:      true,
 	}
 	if r.cfg.Spec.Preset == PresetFill {
 		cc.Mode, cc.Chunks, cc.Repeats = ModeFill, r.cfg.Spec.Consumers, r.cfg.Spec.Repeats
@@ -327,7 +340,7 @@ func (r *Run) spawn(i int, wg *sync.WaitGroup) error {
 		return err
 	}
 	cmd := exec.Command(r.cfg.Binary, cc.Args()...)
-	cmd.ExtraFiles = []*os.File{repW}
+	cmd.ExtraFiles = []*os.File{repW, r.procsFile} // fds 3 and 4
 	cmd.Stdout, cmd.Stderr = nil, &logWriter{r.cfg.Logger.With("run", r.cfg.ID, "consumer", i)}
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	ctl, err := cmd.StdinPipe()
@@ -342,12 +355,6 @@ func (r *Run) spawn(i int, wg *sync.WaitGroup) error {
 		return err
 	}
 	repW.Close()
-	if err := r.cg.Add(cmd.Process.Pid); err != nil {
-		_ = cmd.Process.Kill()
-		_ = cmd.Wait()
-		repR.Close()
-		return fmt.Errorf("moving consumer %d into %s: %w", i, r.cg.Path, err)
-	}
 	if _, err := ctl.Write([]byte{'g'}); err != nil {
 		_ = cmd.Process.Kill()
 		_ = cmd.Wait()
