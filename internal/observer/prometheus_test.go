@@ -331,7 +331,11 @@ func TestAlertsFireOnARealThrash(t *testing.T) {
 	t.Logf("other alerts seen: %v", others)
 
 	// Every dashboard query over the run, from just before it started (the
-	// run-start annotation looks 5 s back) to now.
+	// run-start annotation looks 5 s back) to now, once Prometheus has
+	// scraped the run's end: the alerts can resolve before that scrape.
+	waitFor(t, 30*time.Second, "a scrape after the run ended", func() bool {
+		return len(p.query(t, fmt.Sprintf(`timestamp(up{job="thrashscope"}) > %d`, end.Add(2*time.Second).Unix()))) == 1
+	})
 	metrics.check(t)
 	checkDashboardQueries(t, p, strings.TrimPrefix(d.url, "http://"), start.Add(-10*time.Second), time.Now())
 

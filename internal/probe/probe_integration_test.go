@@ -140,7 +140,7 @@ func runChild(mode, arg string) error {
 		touchPages(mem)
 		fmt.Println("done")
 	case "thrash":
-		// Rewrite random pages of a region three times the cgroup limit
+		// Rewrite random pages of a region larger than the cgroup limit
 		// until told to stop: reclaim and refaults, so memory stalls.
 		size, _ := strconv.Atoi(arg)
 		mem, err := unix.Mmap(-1, 0, size, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS)
@@ -310,7 +310,11 @@ func TestMemoryStallThrashingVersusIdle(t *testing.T) {
 
 	idle := startChild(t, "idle", "")
 	idle.expect(t, "ready")
-	thrash := startChild(t, "thrash", strconv.Itoa(3*limit))
+	// A region a quarter over the limit: most refaults are of pages still
+	// in the workingset, whose reads the kernel counts as memory stall. A
+	// region three times the limit refaults pages long gone, whose reads
+	// are plain I/O waits, and stalls only in reclaim: a few ms in 3 s.
+	thrash := startChild(t, "thrash", strconv.Itoa(5*limit/4))
 	if err := cg.Add(thrash.pid()); err != nil {
 		t.Fatal(err)
 	}
@@ -327,8 +331,8 @@ func TestMemoryStallThrashingVersusIdle(t *testing.T) {
 	stalled := time.Duration(snap.Processes[uint32(thrash.pid())].StallNanoseconds)
 	calm := time.Duration(snap.Processes[uint32(idle.pid())].StallNanoseconds)
 	t.Logf("memory stall over 3 s: thrashing %v, idle %v, maj_flt %d", stalled, calm, majFlt(t, thrash.pid()))
-	if stalled < 50*time.Millisecond {
-		t.Errorf("thrashing process stalled %v, want at least 50ms", stalled)
+	if stalled < 20*time.Millisecond { // 90-310 ms seen on a 2-core VM
+		t.Errorf("thrashing process stalled %v, want at least 20ms", stalled)
 	}
 	if calm != 0 {
 		t.Errorf("idle process stalled %v, want 0", calm)
