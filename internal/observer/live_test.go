@@ -64,6 +64,22 @@ func do(t *testing.T, ctx context.Context, actions ...chromedp.Action[chromedp.V
 	}
 }
 
+// click clicks the element with the given id like a user. The page swaps
+// its live parts every refresh, so the node found may be replaced before
+// the click lands; a user would click the new one, and so does click.
+func click(t *testing.T, ctx context.Context, id string) {
+	t.Helper()
+	var err error
+	for range 3 {
+		if err = chromedp.Do(ctx, chromedp.Click(chromedp.ID(id))); err == nil || !strings.Contains(err.Error(), "Could not find node") {
+			break
+		}
+	}
+	if err != nil {
+		t.Fatalf("clicking #%s: %v", id, err)
+	}
+}
+
 // message is the page's run message: the API's error verbatim on a 4xx.
 func message(t *testing.T, ctx context.Context) (code, text string) {
 	t.Helper()
@@ -160,8 +176,8 @@ func TestLivePageInBrowser(t *testing.T) {
 	do(t, ctx,
 		chromedp.SetValue(chromedp.ID("preset"), "e4"),
 		chromedp.SetValue(chromedp.ID("scale"), "0.05"),
-		chromedp.Click(chromedp.ID("start")),
 	)
+	click(t, ctx, "start")
 	poll(t, ctx, "the page to say the run started", `document.getElementById('run-message').textContent.includes('started')`, 10*time.Second)
 	code, b := d.do(t, "GET", "/api/v1/runs", "")
 	var list struct{ Runs []loadgen.Record }
@@ -180,7 +196,7 @@ func TestLivePageInBrowser(t *testing.T) {
 	poll(t, ctx, "the page to show the run", `document.getElementById('run-id')?.textContent === '`+rec.ID+`' && document.getElementById('run-state').textContent === 'running'`, 5*time.Second)
 
 	// A second start is refused; the page shows the API's message as sent.
-	do(t, ctx, chromedp.Click(chromedp.ID("start")))
+	click(t, ctx, "start")
 	poll(t, ctx, "the 409", `document.querySelector('#run-message .code')?.textContent === '409'`, 5*time.Second)
 	code, b = d.do(t, "POST", "/api/v1/runs", `{"preset":"e4","scale":0.05}`)
 	var apiErr struct{ Error string }
@@ -196,7 +212,7 @@ func TestLivePageInBrowser(t *testing.T) {
 	screenshot(t, ctx, "live-page.png")
 
 	pids := pidsOf(d.record(t, rec.ID))
-	do(t, ctx, chromedp.Click(chromedp.ID("abort")))
+	click(t, ctx, "abort")
 	poll(t, ctx, "the page to say aborted", `document.getElementById('run-message').textContent === 'run `+rec.ID+` aborted'`, 15*time.Second)
 	final := d.record(t, rec.ID)
 	if final.State != loadgen.StateAborted {

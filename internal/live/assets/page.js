@@ -29,7 +29,8 @@
       tpl.innerHTML = await resp.text();
       for (const part of tpl.content.children) {
         const old = part.id && document.getElementById(part.id);
-        if (old) old.replaceWith(part.cloneNode(true));
+        // An unchanged part stays, with its focus and a click in progress.
+        if (old && !old.isEqualNode(part)) old.replaceWith(part.cloneNode(true));
       }
       document.body.classList.remove('stale');
       const gen = document.getElementById('summary')?.dataset.generation;
