@@ -331,10 +331,13 @@ func TestAlertsFireOnARealThrash(t *testing.T) {
 	t.Logf("other alerts seen: %v", others)
 
 	// Every dashboard query over the run, from just before it started (the
-	// run-start annotation looks 5 s back) to now, once Prometheus has
-	// scraped the run's end: the alerts can resolve before that scrape.
-	waitFor(t, 30*time.Second, "a scrape after the run ended", func() bool {
-		return len(p.query(t, fmt.Sprintf(`timestamp(up{job="thrashscope"}) > %d`, end.Add(2*time.Second).Unix()))) == 1
+	// run-start annotation looks 5 s back) to past its end. The run-end
+	// annotation looks 5 s back for the change, so with a 2 s step some
+	// evaluation must land within 4 s after the scrape that saw it: the
+	// last scrape must be 5 s past the end (7 s, in whole seconds and for
+	// the scrape that saw the end). The alerts can resolve before that.
+	waitFor(t, 30*time.Second, "scrapes 7 s past the run's end", func() bool {
+		return len(p.query(t, fmt.Sprintf(`timestamp(up{job="thrashscope"}) > %d`, end.Add(7*time.Second).Unix()))) == 1
 	})
 	metrics.check(t)
 	checkDashboardQueries(t, p, strings.TrimPrefix(d.url, "http://"), start.Add(-10*time.Second), time.Now())
