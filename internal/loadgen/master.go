@@ -288,6 +288,9 @@ func (r *Run) drive() {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	destroyErr := r.cg.Destroy(ctx)
+	// Destroy killed what was inside; a consumer still waiting to join is
+	// outside, and must not outlive the run either.
+	r.kill()
 	<-allExited
 	r.finish(destroyErr)
 }
@@ -493,6 +496,17 @@ func (r *Run) terminate(allExited <-chan struct{}) {
 	select {
 	case <-allExited:
 	case <-time.After(stopGrace):
+	}
+}
+
+// kill sends SIGKILL to every consumer not yet reaped.
+func (r *Run) kill() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for i, p := range r.procs {
+		if p != nil && r.rec.Consumers[i].Exit == "" {
+			_ = p.Kill()
+		}
 	}
 }
 
