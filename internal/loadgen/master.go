@@ -312,7 +312,10 @@ func (r *Run) spawnAll(wg *sync.WaitGroup) {
 			r.cancel(fmt.Errorf("starting consumer %d: %w", i, err))
 			return
 		}
-		if late := time.Since(r.rec.Consumers[i].PlannedStart); late > 0 {
+		// Only a plan that left room for the lead can be missed: a fill run,
+		// or a zero lead-in, starts its first consumers at once.
+		planned := r.rec.Consumers[i].PlannedStart
+		if late := time.Since(planned); late > 0 && planned.Sub(r.start) >= spawnLead {
 			r.cfg.Logger.Warn("a consumer was ready after its planned start; fork and exec are slow on this host", "run", r.cfg.ID, "consumer", i, "late", late, "lead", spawnLead)
 		}
 	}

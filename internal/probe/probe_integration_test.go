@@ -331,7 +331,7 @@ func TestMemoryStallThrashingVersusIdle(t *testing.T) {
 	stalled := time.Duration(snap.Processes[uint32(thrash.pid())].StallNanoseconds)
 	calm := time.Duration(snap.Processes[uint32(idle.pid())].StallNanoseconds)
 	t.Logf("memory stall over 3 s: thrashing %v, idle %v, maj_flt %d", stalled, calm, majFlt(t, thrash.pid()))
-	if stalled < 20*time.Millisecond { // 90-310 ms seen on a 2-core VM
+	if stalled < 20*time.Millisecond { // 90-410 ms seen on a 2-core VM
 		t.Errorf("thrashing process stalled %v, want at least 20ms", stalled)
 	}
 	if calm != 0 {
