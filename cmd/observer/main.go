@@ -41,7 +41,7 @@ func main() {
 	serve.Flag("wss.interval", "τ of the working-set estimate (accessed bits cleared, then read τ later) for the tracked processes; 0 turns it off.").Default("1s").DurationVar(&cfg.WSSInterval)
 	serve.Flag("detector.pf-high", "Major faults/s that put a process in the high-fault set (TPF's PF_High).").Default("10").Float64Var(&cfg.Detector.PFHigh)
 	serve.Flag("detector.pf-low", "Major faults/s below which it leaves the set (TPF's PF_Low).").Default("1").Float64Var(&cfg.Detector.PFLow)
-	serve.Flag("detector.fault-kind", "Which major faults count: anon (swap-ins, as TPF) or all.").Default(indicators.CountAnon).EnumVar(&cfg.FaultKind, indicators.CountAnon, indicators.CountAll)
+	serve.Flag("detector.fault-kind", "Which major faults count: anon (swap-ins: kinds anon and shmem, as TPF) or all.").Default(indicators.CountAnon).EnumVar(&cfg.FaultKind, indicators.CountAnon, indicators.CountAll)
 	serve.Flag("detector.cpu-low", "CPU utilisation (%) below which two or more high-fault processes mean thrashing (TPF's CPU_Low).").Default("40").Float64Var(&cfg.Detector.CPULow)
 	serve.Flag("detector.cpu-high", "CPU utilisation (%) past which thrashing is over (TPF's CPU_High).").Default("80").Float64Var(&cfg.Detector.CPUHigh)
 	psiFull := serve.Flag("detector.psi-full", "PSI memory full share (%) of an interval that means thrashing; it clears below half of it.").Default("10").Float64()

@@ -117,6 +117,15 @@ func (p Parent) Create(name string, l Limits) (*Cgroup, error) {
 	return p.create(name, settingsV1(l))
 }
 
+// CreatePressureGroup makes <parent>/<Prefix><name> on cgroup v2 with no
+// limit: what is put in it is only watched, through its memory.pressure.
+func (p Parent) CreatePressureGroup(name string) (*Cgroup, error) {
+	if !p.V2 {
+		return nil, fmt.Errorf("creating a pressure group under %s: it is on cgroup v1, which has no per-group PSI; use the unified hierarchy", p.Path)
+	}
+	return p.create(name, nil)
+}
+
 func (p Parent) child(name string) string { return filepath.Join(p.Path, Prefix+name) }
 
 func (p Parent) create(name string, settings []setting) (*Cgroup, error) {

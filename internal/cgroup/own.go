@@ -40,6 +40,27 @@ func Own(procRoot string) (Parent, error) {
 	return Parent{}, errors.New("finding own cgroup: no cgroup v1 memory mount nor cgroup v2 mount holds this process: mount the memory controller (or cgroup2), or set --cgroup.parent")
 }
 
+// OwnUnified finds this process's cgroup in the unified (v2) hierarchy, which
+// has memory.pressure in every group even where the memory controller is on
+// v1: a group made there gives the PSI of the processes put in it. It is
+// the same as Own on a pure v2 host.
+func OwnUnified(procRoot string) (Parent, error) {
+	_, unified, err := readProcCgroup(filepath.Join(procRoot, "self", "cgroup"))
+	if err != nil {
+		return Parent{}, fmt.Errorf("finding own cgroup2 group: %w", err)
+	}
+	mounts, err := readMountinfo(filepath.Join(procRoot, "self", "mountinfo"))
+	if err != nil {
+		return Parent{}, fmt.Errorf("finding own cgroup2 group: %w", err)
+	}
+	if unified != "" {
+		if dir, ok := locate(mounts, unified, isV2); ok {
+			return Parent{Path: dir, V2: true}, nil
+		}
+	}
+	return Parent{}, errors.New("finding own cgroup2 group: no cgroup2 mount holds this process: mount cgroup2 (e.g. at /sys/fs/cgroup/unified)")
+}
+
 // readProcCgroup returns this process's path in the v1 hierarchy with the
 // memory controller and in the unified hierarchy; either may be empty.
 func readProcCgroup(file string) (memory, unified string, err error) {

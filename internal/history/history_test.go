@@ -8,6 +8,7 @@ import (
 	"time"
 	"unsafe"
 
+	"github.com/thrashscope/thrashscope/internal/probe"
 	"github.com/thrashscope/thrashscope/internal/procfs"
 	"github.com/thrashscope/thrashscope/internal/sampler"
 )
@@ -134,7 +135,10 @@ func TestOnSampleKeepsSamplesWithRates(t *testing.T) {
 }
 
 func proc(pid int, start uint64, anon, file, unknown uint64, stall float64) sampler.Process {
-	p := sampler.Process{MajorFaults: [3]uint64{anon, file, unknown}, StallSeconds: stall, HasStall: true}
+	p := sampler.Process{
+		MajorFaults: probe.FaultCounts{probe.Anon: anon, probe.Shmem: anon / 10, probe.File: file, probe.Unknown: unknown},
+		Stall:       probe.StallTime{Reclaim: time.Duration(stall * float64(time.Second))}, HasStall: true,
+	}
 	p.PID, p.Comm, p.StartTicks = pid, "consumer-00", start
 	p.ResidentBytes, p.SwapBytes = 7<<20, 3<<20
 	return p
@@ -155,7 +159,7 @@ func TestTopRates(t *testing.T) {
 		t.Fatalf("top: %+v", top)
 	}
 	r := top.Rows[0]
-	if !r.HasRates || r.AnonFaults != 1000 || r.FileFaults != 10 || r.UnknownFaults != 0 || !r.HasStall || r.StallPercent != 75 {
+	if !r.HasRates || r.AnonFaults != 1000 || r.ShmemFaults != 100 || r.FileFaults != 10 || r.UnknownFaults != 0 || !r.HasStall || r.StallPercent != 75 {
 		t.Errorf("pid 1 rates: %+v", r)
 	}
 	if !r.HighFault || !r.HasWorkingSet || r.WorkingSetBytes != 6<<20 || r.ResidentBytes != 7<<20 || r.SwapBytes != 3<<20 || r.Comm != "consumer-00" {

@@ -3,6 +3,7 @@ package history
 import (
 	"time"
 
+	"github.com/thrashscope/thrashscope/internal/probe"
 	"github.com/thrashscope/thrashscope/internal/sampler"
 )
 
@@ -18,11 +19,11 @@ type Top struct {
 type ProcessRow struct {
 	PID  int
 	Comm string
-	// Major faults per second by kind: anon (from swap), file, and
-	// unknown (procfs alone, or a fault the probe could not class).
-	AnonFaults, FileFaults, UnknownFaults float64
-	// StallPercent is off-CPU time in a memory stall over the interval,
-	// in % of one thread; valid when HasStall.
+	// Major faults per second by kind: anon and shmem (from swap), file,
+	// and unknown (procfs alone, or a fault the probe could not class).
+	AnonFaults, ShmemFaults, FileFaults, UnknownFaults float64
+	// StallPercent is the time in a memory stall over the interval, as
+	// PSI counts it, in % of one thread; valid when HasStall.
 	StallPercent float64
 	HasStall     bool
 	HasRates     bool
@@ -55,12 +56,13 @@ func TopOf(prev, cur *sampler.Sample) Top {
 		// A reused pid is another process: no rates against the old one.
 		if b, ok := before[p.PID]; ok && b.StartTicks == p.StartTicks && secs > 0 {
 			row.HasRates = true
-			row.AnonFaults = perSecond(p.MajorFaults[0], b.MajorFaults[0], secs)
-			row.FileFaults = perSecond(p.MajorFaults[1], b.MajorFaults[1], secs)
-			row.UnknownFaults = perSecond(p.MajorFaults[2], b.MajorFaults[2], secs)
+			row.AnonFaults = perSecond(p.MajorFaults[probe.Anon], b.MajorFaults[probe.Anon], secs)
+			row.ShmemFaults = perSecond(p.MajorFaults[probe.Shmem], b.MajorFaults[probe.Shmem], secs)
+			row.FileFaults = perSecond(p.MajorFaults[probe.File], b.MajorFaults[probe.File], secs)
+			row.UnknownFaults = perSecond(p.MajorFaults[probe.Unknown], b.MajorFaults[probe.Unknown], secs)
 			if p.HasStall && b.HasStall {
 				row.HasStall = true
-				row.StallPercent = 100 * max(p.StallSeconds-b.StallSeconds, 0) / secs
+				row.StallPercent = 100 * max(p.Stall.Total().Seconds()-b.Stall.Total().Seconds(), 0) / secs
 			}
 		}
 		t.Rows = append(t.Rows, row)

@@ -8,12 +8,13 @@ import (
 	"strings"
 	"time"
 
+	"github.com/thrashscope/thrashscope/internal/probe"
 	"github.com/thrashscope/thrashscope/internal/sampler"
 )
 
 // Fault kinds the detector counts, as --detector.fault-kind.
 const (
-	CountAnon = "anon" // TPF counted faults served from swap only
+	CountAnon = "anon" // TPF counted faults served from swap only: anon and shmem
 	CountAll  = "all"
 )
 
@@ -58,22 +59,21 @@ func New(cfg Config) (*Indicators, error) {
 	return &Indicators{cfg: cfg, det: NewDetector(cfg.Detector), lastFaults: map[int]uint64{}}, nil
 }
 
-// counted is the major faults the detector counts for a process
-// (MajorFaults is in probe.Kinds order: anon, file, unknown). On procfs
-// alone the kind is unknown and every major fault counts.
+// counted is the major faults the detector counts for a process: with
+// --detector.fault-kind=anon, TPF's swap-ins, that is anon and shmem. On
+// procfs alone the kind is unknown and every major fault counts.
 func (ind *Indicators) counted(p *sampler.Process, withProbe bool) uint64 {
-	anon, file, unknown := p.MajorFaults[0], p.MajorFaults[1], p.MajorFaults[2]
 	if !withProbe {
 		if ind.cfg.FaultKind == CountAnon && !ind.warnedKind {
 			ind.warnedKind = true
 			ind.cfg.Logger.Warn("the detector counts every major fault: on procfs alone anon and file faults cannot be told apart")
 		}
-		return unknown
+		return p.MajorFaults[probe.Unknown]
 	}
 	if ind.cfg.FaultKind == CountAll {
-		return anon + file + unknown
+		return p.MajorFaults.Total()
 	}
-	return anon
+	return p.MajorFaults.SwapIns()
 }
 
 // Annotate is the sampler's hook: it fills the indicator fields of cur.

@@ -20,7 +20,7 @@ func sample(t float64, busy float64, faults map[int]uint64) *sampler.Sample {
 		Probes: []probe.Status{{Name: probe.MajorFaults, Attached: true}},
 	}
 	for pid, n := range faults {
-		s.Processes = append(s.Processes, sampler.Process{Process: procfs.Process{PID: pid, Comm: "consumer", ResidentBytes: 50 << 20}, MajorFaults: [3]uint64{n, 1000, 0}})
+		s.Processes = append(s.Processes, sampler.Process{Process: procfs.Process{PID: pid, Comm: "consumer", ResidentBytes: 50 << 20}, MajorFaults: probe.FaultCounts{probe.Anon: n, probe.File: 1000}})
 	}
 	return s
 }
@@ -75,8 +75,8 @@ func TestIndicatorsHostRatioAndFaultKind(t *testing.T) {
 	cur := sample(1, 20, map[int]uint64{1: 0, 2: 0, 3: 0})
 	// fault-kind=all: the 1000 file faults in sample() appear only as a
 	// level, so rates stay 0 here; bump file faults on two processes.
-	cur.Processes[0].MajorFaults[1] += 50
-	cur.Processes[1].MajorFaults[1] += 50
+	cur.Processes[0].MajorFaults[probe.File] += 50
+	cur.Processes[1].MajorFaults[probe.File] += 50
 	annotate(ind, prev, cur)
 	if cur.HighFaultCount != 2 {
 		t.Errorf("fault-kind=all: %d high, want 2 (file faults count)", cur.HighFaultCount)

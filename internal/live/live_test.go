@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/thrashscope/thrashscope/internal/history"
+	"github.com/thrashscope/thrashscope/internal/probe"
 	"github.com/thrashscope/thrashscope/internal/procfs"
 	"github.com/thrashscope/thrashscope/internal/sampler"
 )
@@ -40,7 +41,7 @@ func thrash(t testing.TB, s *history.Store, n int) {
 			cur.ThrashingState, cur.HighFaultCount = 1, 12
 		}
 		for c := range 3 {
-			p := sampler.Process{MajorFaults: [3]uint64{uint64(i * 1000 * (c + 1)), uint64(i), 0}, StallSeconds: float64(i) * 0.3, HasStall: true,
+			p := sampler.Process{MajorFaults: probe.FaultCounts{probe.Anon: uint64(i * 1000 * (c + 1)), probe.File: uint64(i)}, Stall: probe.StallTime{OffCPU: time.Duration(i) * 300 * time.Millisecond}, HasStall: true,
 				HighFault: c == 0, WorkingSetBytes: 9 << 20, HasWorkingSet: true}
 			p.PID, p.StartTicks, p.Comm = 1000+c, 1, "consumer-0"+string(rune('0'+c))
 			p.ResidentBytes, p.SwapBytes = 7<<20, 3<<20

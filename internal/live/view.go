@@ -79,7 +79,9 @@ func (h *Handler) view() view {
 
 var stateNames = []string{"normal", "monitoring", "thrashing"}
 
-func faults(r history.ProcessRow) float64 { return r.AnonFaults + r.FileFaults + r.UnknownFaults }
+func faults(r history.ProcessRow) float64 {
+	return r.AnonFaults + r.ShmemFaults + r.FileFaults + r.UnknownFaults
+}
 
 var funcs = template.FuncMap{
 	"rate":    rate,

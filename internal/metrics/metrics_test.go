@@ -3,6 +3,7 @@ package metrics
 import (
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
@@ -85,6 +86,7 @@ thrashscope_cpu_seconds_total{mode="user"} 1234.56
 thrashscope_probe_up{probe="fault_latency"} 0
 thrashscope_probe_up{probe="major_faults"} 0
 thrashscope_probe_up{probe="memory_stall"} 0
+thrashscope_probe_up{probe="memory_stall_sample"} 0
 thrashscope_probe_up{probe="process_exit"} 0
 `
 	names := []string{"thrashscope_paged_in_bytes_total", "thrashscope_paged_out_bytes_total", "thrashscope_swap_in_pages_total",
@@ -113,21 +115,29 @@ func TestProcessAndProbeMetrics(t *testing.T) {
 	lat.SumSeconds = 0.0015
 	fp := fakeProbe{snap: probe.Snapshot{
 		Processes: map[uint32]probe.ProcessCounters{
-			4242: {MajorFaults: [3]uint64{700, 25, 0}, StallNanoseconds: 2_500_000_000},
-			9999: {MajorFaults: [3]uint64{5, 0, 0}}, // exited before its procfs read
+			4242: {MajorFaults: probe.FaultCounts{probe.Anon: 700, probe.Shmem: 30, probe.File: 25}, Stall: probe.StallTime{OffCPU: 500 * time.Millisecond, Reclaim: 1800 * time.Millisecond, Sampled: 200 * time.Millisecond}},
+			9999: {MajorFaults: probe.FaultCounts{probe.Anon: 5}}, // exited before its procfs read
 		},
 		Latency: map[string]probe.Histogram{probe.KindAnon: lat},
 		Lost:    map[string]uint64{probe.MajorFaults: 7},
+		Programs: []probe.ProgramStats{
+			{Name: "major_fault", Runs: 730, RunTime: 146 * time.Microsecond},
+			{Name: "memory_stall"},
+		},
 	}}
 	c := collector(t, "../procfs/testdata/proc", fp)
 	const want = `
-# HELP thrashscope_process_major_faults_total Major page faults by kind: anon (swap-in) or file, from the BPF probe since it first saw the process; unknown when the kind could not be told (or on procfs alone).
+# HELP thrashscope_process_major_faults_total Major page faults by kind, from the BPF probe since it first saw the process: anon (private anonymous memory read back from swap), shmem (shared anonymous memory or tmpfs read back from swap), file (a page-cache miss on a real file); unknown when the kind could not be told (or on procfs alone).
 # TYPE thrashscope_process_major_faults_total counter
 thrashscope_process_major_faults_total{comm="loadgen",kind="anon",pid="4242"} 700
 thrashscope_process_major_faults_total{comm="loadgen",kind="file",pid="4242"} 25
-# HELP thrashscope_process_memory_stall_seconds_total Time the process's threads spent off CPU in a memory stall (PSI in_memstall), from the BPF probe.
+thrashscope_process_major_faults_total{comm="loadgen",kind="shmem",pid="4242"} 30
+# HELP thrashscope_process_memory_stall_seconds_total Time the process's threads spent in a memory stall as PSI counts it (in_memstall set: reclaim, refault reads, throttling), on CPU and off, summed over threads, from the BPF probe. Off CPU and reclaim are timed exactly; the rest on CPU is sampled every 1 ms.
 # TYPE thrashscope_process_memory_stall_seconds_total counter
 thrashscope_process_memory_stall_seconds_total{comm="loadgen",pid="4242"} 2.5
+# HELP thrashscope_process_memory_stall_off_cpu_seconds_total The part of process_memory_stall_seconds_total spent off CPU: waiting for a refault read, throttled, or runnable but preempted. The rest was on CPU, mostly reclaiming.
+# TYPE thrashscope_process_memory_stall_off_cpu_seconds_total counter
+thrashscope_process_memory_stall_off_cpu_seconds_total{comm="loadgen",pid="4242"} 0.5
 # HELP thrashscope_process_minor_faults_total Minor page faults (minflt in /proc/<pid>/stat).
 # TYPE thrashscope_process_minor_faults_total counter
 thrashscope_process_minor_faults_total{comm="loadgen",pid="4242"} 5000
@@ -146,15 +156,26 @@ thrashscope_process_virtual_bytes{comm="loadgen",pid="4242"} 1.073741824e+09
 thrashscope_probe_up{probe="fault_latency"} 1
 thrashscope_probe_up{probe="major_faults"} 1
 thrashscope_probe_up{probe="memory_stall"} 1
+thrashscope_probe_up{probe="memory_stall_sample"} 1
 thrashscope_probe_up{probe="process_exit"} 0
 # HELP thrashscope_probe_events_lost_total Kernel events a probe could not count: a full map, a missing fault start, or events the kernel did not hand to the program.
 # TYPE thrashscope_probe_events_lost_total counter
 thrashscope_probe_events_lost_total{probe="fault_latency"} 0
 thrashscope_probe_events_lost_total{probe="major_faults"} 7
 thrashscope_probe_events_lost_total{probe="memory_stall"} 0
+thrashscope_probe_events_lost_total{probe="memory_stall_sample"} 0
 thrashscope_probe_events_lost_total{probe="process_exit"} 0
+# HELP thrashscope_probe_program_runs_total Runs of each of thrashscope's BPF programs, as the kernel counts them while BPF statistics are on (sysctl kernel.bpf_stats_enabled=1); absent until they have been.
+# TYPE thrashscope_probe_program_runs_total counter
+thrashscope_probe_program_runs_total{program="major_fault"} 730
+thrashscope_probe_program_runs_total{program="memory_stall"} 0
+# HELP thrashscope_probe_program_run_seconds_total Kernel-measured run time of each of thrashscope's BPF programs while BPF statistics are on (sysctl kernel.bpf_stats_enabled=1): what the probes cost the host, per run when divided by probe_program_runs_total.
+# TYPE thrashscope_probe_program_run_seconds_total counter
+thrashscope_probe_program_run_seconds_total{program="major_fault"} 0.000146
+thrashscope_probe_program_run_seconds_total{program="memory_stall"} 0
 `
-	names := []string{"thrashscope_process_major_faults_total", "thrashscope_process_memory_stall_seconds_total",
+	names := []string{"thrashscope_process_major_faults_total", "thrashscope_process_memory_stall_seconds_total", "thrashscope_process_memory_stall_off_cpu_seconds_total",
+		"thrashscope_probe_program_runs_total", "thrashscope_probe_program_run_seconds_total",
 		"thrashscope_process_minor_faults_total", "thrashscope_process_cpu_seconds_total", "thrashscope_process_swap_bytes",
 		"thrashscope_process_virtual_bytes", "thrashscope_probe_up", "thrashscope_probe_events_lost_total"}
 	if err := testutil.CollectAndCompare(c, strings.NewReader(want), names...); err != nil {
@@ -198,10 +219,10 @@ func (f fixedSource) Latest() (*sampler.Sample, bool) { return f.s, true }
 func TestProcfsAloneExportsOnlyUnknownKind(t *testing.T) {
 	smp := &sampler.Sample{Processes: []sampler.Process{{
 		Process:     procfs.Process{PID: 77, Comm: "thrasher"},
-		MajorFaults: [3]uint64{0, 0, 42},
+		MajorFaults: probe.FaultCounts{probe.Unknown: 42},
 	}}}
 	const want = `
-# HELP thrashscope_process_major_faults_total Major page faults by kind: anon (swap-in) or file, from the BPF probe since it first saw the process; unknown when the kind could not be told (or on procfs alone).
+# HELP thrashscope_process_major_faults_total Major page faults by kind, from the BPF probe since it first saw the process: anon (private anonymous memory read back from swap), shmem (shared anonymous memory or tmpfs read back from swap), file (a page-cache miss on a real file); unknown when the kind could not be told (or on procfs alone).
 # TYPE thrashscope_process_major_faults_total counter
 thrashscope_process_major_faults_total{comm="thrasher",kind="unknown",pid="77"} 42
 `
@@ -211,5 +232,18 @@ thrashscope_process_major_faults_total{comm="thrasher",kind="unknown",pid="77"} 
 	}
 	if n := testutil.CollectAndCount(c, "thrashscope_process_memory_stall_seconds_total"); n != 0 {
 		t.Errorf("%d stall series without the probe, want none", n)
+	}
+}
+
+// With BPF statistics never on, the kernel's counts are zero: the series
+// are left out rather than read as a probe that costs nothing.
+func TestProgramStatsAbsentWhileNeverOn(t *testing.T) {
+	fp := fakeProbe{snap: probe.Snapshot{
+		Processes: map[uint32]probe.ProcessCounters{},
+		Programs:  []probe.ProgramStats{{Name: "major_fault"}, {Name: "memory_stall"}},
+	}}
+	c := collector(t, "../procfs/testdata/proc", fp)
+	if n := testutil.CollectAndCount(c, "thrashscope_probe_program_runs_total", "thrashscope_probe_program_run_seconds_total"); n != 0 {
+		t.Errorf("%d program statistics series with statistics off, want none", n)
 	}
 }

@@ -1,6 +1,8 @@
 package metrics
 
 import (
+	"slices"
+
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/thrashscope/thrashscope/internal/probe"
@@ -16,7 +18,7 @@ const (
 )
 
 type probes struct {
-	up, lost, latency *prometheus.Desc
+	up, lost, latency, runs, runTime *prometheus.Desc
 }
 
 func newProbes() *probes {
@@ -24,6 +26,8 @@ func newProbes() *probes {
 		up:      desc("probe_up", "1 when the BPF probe is loaded and attached, 0 when it failed or thrashscope runs on procfs alone.", "probe"),
 		lost:    desc("probe_events_lost_total", "Kernel events a probe could not count: a full map, a missing fault start, or events the kernel did not hand to the program.", "probe"),
 		latency: desc("major_fault_latency_seconds", "Major-fault service time, from fault entry to the kernel accounting it as major (BPF). Timed while the host takes major faults: the first ones after 30 s of calm go untimed.", "kind"),
+		runs:    desc("probe_program_runs_total", "Runs of each of thrashscope's BPF programs, as the kernel counts them while BPF statistics are on (sysctl kernel.bpf_stats_enabled=1); absent until they have been.", "program"),
+		runTime: desc("probe_program_run_seconds_total", "Kernel-measured run time of each of thrashscope's BPF programs while BPF statistics are on (sysctl kernel.bpf_stats_enabled=1): what the probes cost the host, per run when divided by probe_program_runs_total.", "program"),
 	}
 }
 
@@ -31,6 +35,8 @@ func (m *probes) describe(ch chan<- *prometheus.Desc) {
 	ch <- m.up
 	ch <- m.lost
 	ch <- m.latency
+	ch <- m.runs
+	ch <- m.runTime
 }
 
 func (m *probes) update(s *sampler.Sample, ch chan<- prometheus.Metric) {
@@ -51,9 +57,16 @@ func (m *probes) update(s *sampler.Sample, ch chan<- prometheus.Metric) {
 	for _, name := range probe.Names {
 		ch <- prometheus.MustNewConstMetric(m.lost, prometheus.CounterValue, float64(s.Lost[name]), name)
 	}
-	for _, kind := range []string{probe.KindAnon, probe.KindFile} {
+	for _, kind := range []string{probe.KindAnon, probe.KindShmem, probe.KindFile} {
 		h := s.Latency[kind]
 		ch <- prometheus.MustNewConstHistogram(m.latency, h.Count(), h.SumSeconds,
 			h.CumulativeBuckets(firstLatencySlot, lastLatencySlot), kind)
+	}
+	if !slices.ContainsFunc(s.Programs, func(p probe.ProgramStats) bool { return p.Runs > 0 }) {
+		return // statistics never on: zeros would read as free
+	}
+	for _, p := range s.Programs {
+		ch <- prometheus.MustNewConstMetric(m.runs, prometheus.CounterValue, float64(p.Runs), p.Name)
+		ch <- prometheus.MustNewConstMetric(m.runTime, prometheus.CounterValue, p.RunTime.Seconds(), p.Name)
 	}
 }

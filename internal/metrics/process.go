@@ -13,25 +13,26 @@ import (
 // consumers): the sampler bounds the set, and a process that exits is
 // simply absent from the next sample, so its series go away.
 type processes struct {
-	major, minor, stall, cpu, rss, swap, virt, wss, high *prometheus.Desc
+	major, minor, stall, stallOff, cpu, rss, swap, virt, wss, high *prometheus.Desc
 }
 
 func newProcesses() *processes {
 	return &processes{
-		major: desc("process_major_faults_total", "Major page faults by kind: anon (swap-in) or file, from the BPF probe since it first saw the process; unknown when the kind could not be told (or on procfs alone).", "pid", "comm", "kind"),
-		minor: desc("process_minor_faults_total", "Minor page faults (minflt in /proc/<pid>/stat).", "pid", "comm"),
-		stall: desc("process_memory_stall_seconds_total", "Time the process's threads spent off CPU in a memory stall (PSI in_memstall), from the BPF probe.", "pid", "comm"),
-		cpu:   desc("process_cpu_seconds_total", "CPU time of the process by mode (utime, stime).", "pid", "comm", "mode"),
-		rss:   desc("process_resident_bytes", "Resident set size.", "pid", "comm"),
-		swap:  desc("process_swap_bytes", "Memory swapped out (VmSwap).", "pid", "comm"),
-		virt:  desc("process_virtual_bytes", "Virtual memory size.", "pid", "comm"),
-		wss:   desc("process_working_set_bytes", "Working set over the last --wss.interval: pages referenced since the kernel's accessed bits were cleared (clear_refs, smaps_rollup Referenced).", "pid", "comm"),
-		high:  desc("process_high_fault", "1 while the process is in the detector's high-fault set.", "pid", "comm"),
+		major:    desc("process_major_faults_total", "Major page faults by kind, from the BPF probe since it first saw the process: anon (private anonymous memory read back from swap), shmem (shared anonymous memory or tmpfs read back from swap), file (a page-cache miss on a real file); unknown when the kind could not be told (or on procfs alone).", "pid", "comm", "kind"),
+		minor:    desc("process_minor_faults_total", "Minor page faults (minflt in /proc/<pid>/stat).", "pid", "comm"),
+		stall:    desc("process_memory_stall_seconds_total", "Time the process's threads spent in a memory stall as PSI counts it (in_memstall set: reclaim, refault reads, throttling), on CPU and off, summed over threads, from the BPF probe. Off CPU and reclaim are timed exactly; the rest on CPU is sampled every 1 ms.", "pid", "comm"),
+		stallOff: desc("process_memory_stall_off_cpu_seconds_total", "The part of process_memory_stall_seconds_total spent off CPU: waiting for a refault read, throttled, or runnable but preempted. The rest was on CPU, mostly reclaiming.", "pid", "comm"),
+		cpu:      desc("process_cpu_seconds_total", "CPU time of the process by mode (utime, stime).", "pid", "comm", "mode"),
+		rss:      desc("process_resident_bytes", "Resident set size.", "pid", "comm"),
+		swap:     desc("process_swap_bytes", "Memory swapped out (VmSwap).", "pid", "comm"),
+		virt:     desc("process_virtual_bytes", "Virtual memory size.", "pid", "comm"),
+		wss:      desc("process_working_set_bytes", "Working set over the last --wss.interval: pages referenced since the kernel's accessed bits were cleared (clear_refs, smaps_rollup Referenced).", "pid", "comm"),
+		high:     desc("process_high_fault", "1 while the process is in the detector's high-fault set.", "pid", "comm"),
 	}
 }
 
 func (m *processes) describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{m.major, m.minor, m.stall, m.cpu, m.rss, m.swap, m.virt, m.wss, m.high} {
+	for _, d := range []*prometheus.Desc{m.major, m.minor, m.stall, m.stallOff, m.cpu, m.rss, m.swap, m.virt, m.wss, m.high} {
 		ch <- d
 	}
 }
@@ -47,7 +48,8 @@ func (m *processes) update(s *sampler.Sample, ch chan<- prometheus.Metric) {
 		}
 		ch <- prometheus.MustNewConstMetric(m.minor, prometheus.CounterValue, float64(p.MinorFaults), pid, comm)
 		if p.HasStall {
-			ch <- prometheus.MustNewConstMetric(m.stall, prometheus.CounterValue, p.StallSeconds, pid, comm)
+			ch <- prometheus.MustNewConstMetric(m.stall, prometheus.CounterValue, p.Stall.Total().Seconds(), pid, comm)
+			ch <- prometheus.MustNewConstMetric(m.stallOff, prometheus.CounterValue, p.Stall.OffCPU.Seconds(), pid, comm)
 		}
 		ch <- prometheus.MustNewConstMetric(m.cpu, prometheus.CounterValue, p.UserSeconds, pid, comm, "user")
 		ch <- prometheus.MustNewConstMetric(m.cpu, prometheus.CounterValue, p.SystemSeconds, pid, comm, "system")
@@ -68,7 +70,7 @@ func (m *processes) update(s *sampler.Sample, ch chan<- prometheus.Metric) {
 }
 
 // skipKind leaves out the kinds a series would only pretend to know: with the
-// probe, unknown until it happens (it is rare); on procfs alone, anon and file,
+// probe, unknown until it happens (it is rare); on procfs alone, the kinds,
 // since maj_flt does not tell them apart.
 func skipKind(kind string, count uint64, withProbe bool) bool {
 	if withProbe {

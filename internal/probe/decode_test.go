@@ -3,6 +3,7 @@ package probe
 import (
 	"reflect"
 	"testing"
+	"time"
 )
 
 func TestParseCPUList(t *testing.T) {
@@ -63,5 +64,40 @@ func TestUnseenEvents(t *testing.T) {
 		if got := unseenEvents(tc.prev, tc.perf, tc.seen); got != tc.want {
 			t.Errorf("unseenEvents(%d, %d, %d) = %d, want %d", tc.prev, tc.perf, tc.seen, got, tc.want)
 		}
+	}
+}
+
+// The Go names index BPF arrays: they must follow the C enums.
+func TestNamesFollowTheBPFEnums(t *testing.T) {
+	if len(Names) != int(thrashscopeProbeIdPROBES) {
+		t.Fatalf("%d probe names, BPF has %d probe ids", len(Names), thrashscopeProbeIdPROBES)
+	}
+	for id, name := range map[thrashscopeProbeId]string{
+		thrashscopeProbeIdPROBE_MAJOR_FAULTS:        MajorFaults,
+		thrashscopeProbeIdPROBE_MEMORY_STALL:        MemoryStall,
+		thrashscopeProbeIdPROBE_MEMORY_STALL_SAMPLE: MemoryStallSample,
+		thrashscopeProbeIdPROBE_FAULT_LATENCY:       FaultLatency,
+		thrashscopeProbeIdPROBE_PROCESS_EXIT:        ProcessExit,
+	} {
+		if Names[id] != name {
+			t.Errorf("Names[%d] = %q, want %q", id, Names[id], name)
+		}
+	}
+	if got := len(thrashscopeMajorFaults{}.Count); got != NumKinds {
+		t.Errorf("BPF counts %d kinds, Go names %d", got, NumKinds)
+	}
+}
+
+func TestFaultCountsAndStall(t *testing.T) {
+	c := FaultCounts{Anon: 5, Shmem: 3, File: 7, Unknown: 1}
+	if c.Total() != 16 || c.SwapIns() != 8 {
+		t.Errorf("Total %d, SwapIns %d; want 16 and 8", c.Total(), c.SwapIns())
+	}
+	s := decodeStall(thrashscopeStallTime{OffCpuNs: 1e6, ReclaimNs: 2e6, SampledNs: 3e6})
+	if s.Total() != 6*time.Millisecond || s.OnCPU() != 5*time.Millisecond || s.OffCPU != time.Millisecond {
+		t.Errorf("stall %+v: total %v, on CPU %v", s, s.Total(), s.OnCPU())
+	}
+	if Shmem.String() != "shmem" || Kind(0).String() != KindAnon {
+		t.Errorf("kind names %q %q", Shmem, Kind(0))
 	}
 }

@@ -67,8 +67,9 @@ func (p *Probe) disarmLatency() error {
 }
 
 // updateLatency arms the hooks when major faults occurred since the last
-// call, and disarms them after the calm period without any.
-func (p *Probe) updateLatency(now time.Time, perfCount uint64) {
+// call, and disarms them after the calm period without any. It reports
+// whether there were major faults.
+func (p *Probe) updateLatency(now time.Time, perfCount uint64) bool {
 	h := &p.latency
 	majors := perfCount > h.perfCount
 	h.perfCount = perfCount
@@ -86,6 +87,7 @@ func (p *Probe) updateLatency(now time.Time, perfCount uint64) {
 			p.logger.Error("fault-entry hooks failed to detach", "err", err)
 		}
 	}
+	return majors
 }
 
 // LatencyArmed reports whether major faults are being timed right now.

@@ -13,18 +13,27 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// perfEvents are the per-CPU PAGE_FAULTS_MAJ events the major_fault program
-// hangs off. Their own counts are read back to find events the program
-// never saw (the kernel skips a BPF program that would nest in another).
+// perfEvents are per-CPU software perf events a program hangs off: the
+// PAGE_FAULTS_MAJ events of major_fault, whose own counts are read back to
+// find events the program never saw (the kernel skips a BPF program that
+// would nest in another), and the CPU-clock events of memory_stall_sample.
 type perfEvents struct {
-	fds []int
+	name string
+	fds  []int
 }
 
-// attachPerfEvents opens a system-wide PAGE_FAULTS_MAJ event on each CPU with
-// sample period 1, so every major fault runs prog, and attaches prog by a
-// BPF link. Events start disabled and are enabled once attached.
-func attachPerfEvents(cpus []int, prog *ebpf.Program) (*perfEvents, []link.Link, error) {
-	pe := &perfEvents{}
+// perfEvent is the kind of software event to open on each CPU.
+type perfEvent struct {
+	name   string // for errors, e.g. "PAGE_FAULTS_MAJ"
+	config uint64 // PERF_COUNT_SW_*
+	period uint64 // events (or ns, for a clock) between runs of the program
+}
+
+// attachPerfEvents opens a system-wide software event on each CPU and
+// attaches prog to each by a BPF link. The events start disabled; they are
+// enabled once all are attached unless enable is false.
+func attachPerfEvents(cpus []int, ev perfEvent, prog *ebpf.Program, enable bool) (*perfEvents, []link.Link, error) {
+	pe := &perfEvents{name: ev.name}
 	var links []link.Link
 	fail := func(err error) (*perfEvents, []link.Link, error) {
 		for _, l := range links {
@@ -36,9 +45,9 @@ func attachPerfEvents(cpus []int, prog *ebpf.Program) (*perfEvents, []link.Link,
 	for _, cpu := range cpus {
 		attr := unix.PerfEventAttr{
 			Type:   unix.PERF_TYPE_SOFTWARE,
-			Config: unix.PERF_COUNT_SW_PAGE_FAULTS_MAJ,
+			Config: ev.config,
 			Size:   uint32(binary.Size(unix.PerfEventAttr{})),
-			Sample: 1,
+			Sample: ev.period,
 			Bits:   unix.PerfBitDisabled,
 		}
 		fd, err := unix.PerfEventOpen(&attr, -1, cpu, -1, unix.PERF_FLAG_FD_CLOEXEC)
@@ -46,19 +55,36 @@ func attachPerfEvents(cpus []int, prog *ebpf.Program) (*perfEvents, []link.Link,
 			if errors.Is(err, unix.EACCES) || errors.Is(err, unix.EPERM) {
 				err = fmt.Errorf("%w: run as root or grant CAP_PERFMON", err)
 			}
-			return fail(fmt.Errorf("opening perf event PAGE_FAULTS_MAJ on CPU %d: %w", cpu, err))
+			return fail(fmt.Errorf("opening perf event %s on CPU %d: %w", ev.name, cpu, err))
 		}
 		pe.fds = append(pe.fds, fd)
 		l, err := link.AttachRawLink(link.RawLinkOptions{Target: fd, Program: prog, Attach: ebpf.AttachPerfEvent})
 		if err != nil {
-			return fail(fmt.Errorf("attaching to perf event on CPU %d: %w", cpu, err))
+			return fail(fmt.Errorf("attaching to perf event %s on CPU %d: %w", ev.name, cpu, err))
 		}
 		links = append(links, l)
-		if err := unix.IoctlSetInt(fd, unix.PERF_EVENT_IOC_ENABLE, 0); err != nil {
-			return fail(fmt.Errorf("enabling perf event on CPU %d: %w", cpu, err))
+	}
+	if enable {
+		if err := pe.setEnabled(true); err != nil {
+			return fail(err)
 		}
 	}
 	return pe, links, nil
+}
+
+// setEnabled starts or stops the events on every CPU. A stopped CPU-clock
+// event arms no timer.
+func (pe *perfEvents) setEnabled(on bool) error {
+	req, verb := uint(unix.PERF_EVENT_IOC_DISABLE), "disabling"
+	if on {
+		req, verb = unix.PERF_EVENT_IOC_ENABLE, "enabling"
+	}
+	for i, fd := range pe.fds {
+		if err := unix.IoctlSetInt(fd, req, 0); err != nil {
+			return fmt.Errorf("%s perf event %s (%d of %d): %w", verb, pe.name, i+1, len(pe.fds), err)
+		}
+	}
+	return nil
 }
 
 // Count sums the events' own counters over every CPU.

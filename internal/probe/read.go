@@ -13,6 +13,20 @@ type Snapshot struct {
 	Processes map[uint32]ProcessCounters // by tgid; only processes the probes have seen
 	Latency   map[string]Histogram       // by fault kind
 	Lost      map[string]uint64          // by probe name
+	// MappingLookups counts the swap-backed major faults whose mapping was
+	// not in the probe's cache and had to be looked up (bpf_find_vma).
+	MappingLookups uint64
+	// Programs are the kernel's run statistics of each program; zero unless
+	// kernel.bpf_stats_enabled is (or was) on.
+	Programs []ProgramStats
+}
+
+// ProgramStats are one BPF program's cumulative run count and time, which
+// the kernel keeps while BPF statistics are enabled.
+type ProgramStats struct {
+	Name    string // the C function's name in bpf/thrashscope.bpf.c
+	Runs    uint64
+	RunTime time.Duration
 }
 
 type readState struct {
@@ -25,36 +39,46 @@ const batchSize = 512
 func (p *Probe) Read() (Snapshot, error) {
 	snap := Snapshot{
 		Processes: make(map[uint32]ProcessCounters),
-		Latency:   make(map[string]Histogram, len(Kinds)),
+		Latency:   make(map[string]Histogram, NumKinds),
 		Lost:      make(map[string]uint64, len(Names)),
 	}
+	now := time.Now()
 
 	// The perf counters go first: see unseenEvents.
 	var perfCount uint64
+	majors := false
 	if p.perf != nil {
 		var err error
 		if perfCount, err = p.perf.Count(); err != nil {
 			return snap, err
 		}
-		p.updateLatency(time.Now(), perfCount)
+		majors = p.updateLatency(now, perfCount)
 	}
-	var seen []uint64
-	if err := p.objs.MajorFaultsSeen.Lookup(uint32(0), &seen); err != nil {
+	seen, err := sumPerCPU(p.objs.MajorFaultsSeen)
+	if err != nil {
 		return snap, fmt.Errorf("reading major_faults_seen: %w", err)
 	}
-	p.reading.unseen = unseenEvents(p.reading.unseen, perfCount, sum(seen))
+	p.reading.unseen = unseenEvents(p.reading.unseen, perfCount, seen)
+	stalls, err := sumPerCPU(p.objs.MemoryStallsSeen)
+	if err != nil {
+		return snap, fmt.Errorf("reading memory_stalls_seen: %w", err)
+	}
+	p.updateSampling(now, stalls, majors)
+	if snap.MappingLookups, err = sumPerCPU(p.objs.MappingLookups); err != nil {
+		return snap, fmt.Errorf("reading mapping_lookups: %w", err)
+	}
 
-	err := readHash(p.objs.ProcessMajorFaults, func(tgid uint32, v thrashscopeMajorFaults) {
+	err = readHash(p.objs.ProcessMajorFaults, func(tgid uint32, v thrashscopeMajorFaults) {
 		c := snap.Processes[tgid]
-		c.MajorFaults = v.Count
+		c.MajorFaults = FaultCounts(v.Count)
 		snap.Processes[tgid] = c
 	})
 	if err != nil {
 		return snap, fmt.Errorf("reading process_major_faults: %w", err)
 	}
-	err = readHash(p.objs.ProcessMemoryStall, func(tgid uint32, ns uint64) {
+	err = readHash(p.objs.ProcessMemoryStall, func(tgid uint32, v thrashscopeStallTime) {
 		c := snap.Processes[tgid]
-		c.StallNanoseconds = ns
+		c.Stall = decodeStall(v)
 		snap.Processes[tgid] = c
 	})
 	if err != nil {
@@ -77,7 +101,56 @@ func (p *Probe) Read() (Snapshot, error) {
 		snap.Lost[name] = sum(perCPU)
 	}
 	snap.Lost[MajorFaults] += p.reading.unseen
+
+	if snap.Programs, err = p.programStats(); err != nil {
+		return snap, err
+	}
 	return snap, nil
+}
+
+// programStats reads each program's run statistics from the kernel.
+func (p *Probe) programStats() ([]ProgramStats, error) {
+	progs := p.programs()
+	out := make([]ProgramStats, 0, len(progs))
+	for _, np := range progs {
+		st, err := np.prog.Stats()
+		if err != nil {
+			return nil, fmt.Errorf("reading run statistics of %s: %w", np.name, err)
+		}
+		out = append(out, ProgramStats{Name: np.name, Runs: st.RunCount, RunTime: st.Runtime})
+	}
+	return out, nil
+}
+
+type namedProgram struct {
+	name string
+	prog *ebpf.Program
+}
+
+// programs lists every program by its C name, in the order of the file.
+func (p *Probe) programs() []namedProgram {
+	o := &p.objs.thrashscopePrograms
+	return []namedProgram{
+		{"fault_entry_user", o.FaultEntryUser},
+		{"fault_entry_kernel", o.FaultEntryKernel},
+		{"filemap_fault", o.FilemapFault},
+		{"major_fault", o.MajorFault},
+		{"direct_reclaim_begin", o.DirectReclaimBegin},
+		{"direct_reclaim_end", o.DirectReclaimEnd},
+		{"memcg_reclaim_begin", o.MemcgReclaimBegin},
+		{"memcg_reclaim_end", o.MemcgReclaimEnd},
+		{"memory_stall_sample", o.MemoryStallSample},
+		{"memory_stall", o.MemoryStall},
+		{"process_exit", o.ProcessExit},
+	}
+}
+
+func sumPerCPU(m *ebpf.Map) (uint64, error) {
+	var perCPU []uint64
+	if err := m.Lookup(uint32(0), &perCPU); err != nil {
+		return 0, err
+	}
+	return sum(perCPU), nil
 }
 
 // readHash walks a hash map in batches, falling back to one key at a time on

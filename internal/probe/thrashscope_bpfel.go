@@ -13,6 +13,16 @@ import (
 	"github.com/cilium/ebpf"
 )
 
+type thrashscopeFaultKind uint32
+
+const (
+	thrashscopeFaultKindFAULT_ANON    thrashscopeFaultKind = 0
+	thrashscopeFaultKindFAULT_SHMEM   thrashscopeFaultKind = 1
+	thrashscopeFaultKindFAULT_FILE    thrashscopeFaultKind = 2
+	thrashscopeFaultKindFAULT_UNKNOWN thrashscopeFaultKind = 3
+	thrashscopeFaultKindFAULT_KINDS   thrashscopeFaultKind = 4
+)
+
 type thrashscopeFaultStart struct {
 	_    structs.HostLayout
 	Ns   uint64
@@ -29,28 +39,83 @@ type thrashscopeLatencyHist struct {
 
 type thrashscopeMajorFaults struct {
 	_     structs.HostLayout
-	Count [3]uint64
+	Count [4]uint64
+}
+
+type thrashscopeMapping struct {
+	_     structs.HostLayout
+	Mm    uint64
+	Start uint64
+	End   uint64
+	Seq   uint32
+	Class uint32
+}
+
+type thrashscopeMappingKey struct {
+	_      structs.HostLayout
+	Tgid   uint32
+	Pad    uint32
+	Region uint64
+}
+
+type thrashscopeProbeId uint32
+
+const (
+	thrashscopeProbeIdPROBE_MAJOR_FAULTS        thrashscopeProbeId = 0
+	thrashscopeProbeIdPROBE_MEMORY_STALL        thrashscopeProbeId = 1
+	thrashscopeProbeIdPROBE_MEMORY_STALL_SAMPLE thrashscopeProbeId = 2
+	thrashscopeProbeIdPROBE_FAULT_LATENCY       thrashscopeProbeId = 3
+	thrashscopeProbeIdPROBE_PROCESS_EXIT        thrashscopeProbeId = 4
+	thrashscopeProbeIdPROBES                    thrashscopeProbeId = 5
+)
+
+type thrashscopeStallThread struct {
+	_            structs.HostLayout
+	OffSince     uint64
+	ReclaimSince uint64
+	InReclaim    uint32
+	Pad          uint32
+}
+
+type thrashscopeStallTime struct {
+	_         structs.HostLayout
+	OffCpuNs  uint64
+	ReclaimNs uint64
+	SampledNs uint64
 }
 
 // Names of all BPF objects in the ELF.
 //
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
-	thrashscopeMapFaultSlot          = "fault_slot"
-	thrashscopeMapFaultStarts        = "fault_starts"
-	thrashscopeMapMajorFaultLatency  = "major_fault_latency"
-	thrashscopeMapMajorFaultsSeen    = "major_faults_seen"
-	thrashscopeMapMemoryStallStart   = "memory_stall_start"
-	thrashscopeMapProbeEventsLost    = "probe_events_lost"
-	thrashscopeMapProcessMajorFaults = "process_major_faults"
-	thrashscopeMapProcessMemoryStall = "process_memory_stall"
-	thrashscopeMapStalledThreads     = "stalled_threads"
-	thrashscopeProgFaultEntryKernel  = "fault_entry_kernel"
-	thrashscopeProgFaultEntryUser    = "fault_entry_user"
-	thrashscopeProgMajorFault        = "major_fault"
-	thrashscopeProgMemoryStall       = "memory_stall"
-	thrashscopeProgProcessExit       = "process_exit"
-	thrashscopeVarLatencyArmed       = "latency_armed"
+	thrashscopeMapFaultSlot           = "fault_slot"
+	thrashscopeMapFaultStarts         = "fault_starts"
+	thrashscopeMapFilemapFaults       = "filemap_faults"
+	thrashscopeMapMajorFaultLatency   = "major_fault_latency"
+	thrashscopeMapMajorFaultsSeen     = "major_faults_seen"
+	thrashscopeMapMappingLookups      = "mapping_lookups"
+	thrashscopeMapMappings            = "mappings"
+	thrashscopeMapMemoryStallsSeen    = "memory_stalls_seen"
+	thrashscopeMapProbeEventsLost     = "probe_events_lost"
+	thrashscopeMapProcessMajorFaults  = "process_major_faults"
+	thrashscopeMapProcessMemoryStall  = "process_memory_stall"
+	thrashscopeMapStallThreads        = "stall_threads"
+	thrashscopeMapStalledThreads      = "stalled_threads"
+	thrashscopeProgDirectReclaimBegin = "direct_reclaim_begin"
+	thrashscopeProgDirectReclaimEnd   = "direct_reclaim_end"
+	thrashscopeProgFaultEntryKernel   = "fault_entry_kernel"
+	thrashscopeProgFaultEntryUser     = "fault_entry_user"
+	thrashscopeProgFilemapFault       = "filemap_fault"
+	thrashscopeProgMajorFault         = "major_fault"
+	thrashscopeProgMemcgReclaimBegin  = "memcg_reclaim_begin"
+	thrashscopeProgMemcgReclaimEnd    = "memcg_reclaim_end"
+	thrashscopeProgMemoryStall        = "memory_stall"
+	thrashscopeProgMemoryStallSample  = "memory_stall_sample"
+	thrashscopeProgProcessExit        = "process_exit"
+	thrashscopeVarFilemapHooked       = "filemap_hooked"
+	thrashscopeVarLatencyArmed        = "latency_armed"
+	thrashscopeVarUnusedFaultKind     = "unused_fault_kind"
+	thrashscopeVarUnusedProbeId       = "unused_probe_id"
 )
 
 // loadThrashscope returns the embedded CollectionSpec for thrashscope.
@@ -95,11 +160,17 @@ type thrashscopeSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type thrashscopeProgramSpecs struct {
-	FaultEntryKernel *ebpf.ProgramSpec `ebpf:"fault_entry_kernel"`
-	FaultEntryUser   *ebpf.ProgramSpec `ebpf:"fault_entry_user"`
-	MajorFault       *ebpf.ProgramSpec `ebpf:"major_fault"`
-	MemoryStall      *ebpf.ProgramSpec `ebpf:"memory_stall"`
-	ProcessExit      *ebpf.ProgramSpec `ebpf:"process_exit"`
+	DirectReclaimBegin *ebpf.ProgramSpec `ebpf:"direct_reclaim_begin"`
+	DirectReclaimEnd   *ebpf.ProgramSpec `ebpf:"direct_reclaim_end"`
+	FaultEntryKernel   *ebpf.ProgramSpec `ebpf:"fault_entry_kernel"`
+	FaultEntryUser     *ebpf.ProgramSpec `ebpf:"fault_entry_user"`
+	FilemapFault       *ebpf.ProgramSpec `ebpf:"filemap_fault"`
+	MajorFault         *ebpf.ProgramSpec `ebpf:"major_fault"`
+	MemcgReclaimBegin  *ebpf.ProgramSpec `ebpf:"memcg_reclaim_begin"`
+	MemcgReclaimEnd    *ebpf.ProgramSpec `ebpf:"memcg_reclaim_end"`
+	MemoryStall        *ebpf.ProgramSpec `ebpf:"memory_stall"`
+	MemoryStallSample  *ebpf.ProgramSpec `ebpf:"memory_stall_sample"`
+	ProcessExit        *ebpf.ProgramSpec `ebpf:"process_exit"`
 }
 
 // thrashscopeMapSpecs contains maps before they are loaded into the kernel.
@@ -108,12 +179,16 @@ type thrashscopeProgramSpecs struct {
 type thrashscopeMapSpecs struct {
 	FaultSlot          *ebpf.MapSpec `ebpf:"fault_slot"`
 	FaultStarts        *ebpf.MapSpec `ebpf:"fault_starts"`
+	FilemapFaults      *ebpf.MapSpec `ebpf:"filemap_faults"`
 	MajorFaultLatency  *ebpf.MapSpec `ebpf:"major_fault_latency"`
 	MajorFaultsSeen    *ebpf.MapSpec `ebpf:"major_faults_seen"`
-	MemoryStallStart   *ebpf.MapSpec `ebpf:"memory_stall_start"`
+	MappingLookups     *ebpf.MapSpec `ebpf:"mapping_lookups"`
+	Mappings           *ebpf.MapSpec `ebpf:"mappings"`
+	MemoryStallsSeen   *ebpf.MapSpec `ebpf:"memory_stalls_seen"`
 	ProbeEventsLost    *ebpf.MapSpec `ebpf:"probe_events_lost"`
 	ProcessMajorFaults *ebpf.MapSpec `ebpf:"process_major_faults"`
 	ProcessMemoryStall *ebpf.MapSpec `ebpf:"process_memory_stall"`
+	StallThreads       *ebpf.MapSpec `ebpf:"stall_threads"`
 	StalledThreads     *ebpf.MapSpec `ebpf:"stalled_threads"`
 }
 
@@ -121,7 +196,10 @@ type thrashscopeMapSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type thrashscopeVariableSpecs struct {
-	LatencyArmed *ebpf.VariableSpec `ebpf:"latency_armed"`
+	FilemapHooked   *ebpf.VariableSpec `ebpf:"filemap_hooked"`
+	LatencyArmed    *ebpf.VariableSpec `ebpf:"latency_armed"`
+	UnusedFaultKind *ebpf.VariableSpec `ebpf:"unused_fault_kind"`
+	UnusedProbeId   *ebpf.VariableSpec `ebpf:"unused_probe_id"`
 }
 
 // thrashscopeObjects contains all objects after they have been loaded into the kernel.
@@ -146,12 +224,16 @@ func (o *thrashscopeObjects) Close() error {
 type thrashscopeMaps struct {
 	FaultSlot          *ebpf.Map `ebpf:"fault_slot"`
 	FaultStarts        *ebpf.Map `ebpf:"fault_starts"`
+	FilemapFaults      *ebpf.Map `ebpf:"filemap_faults"`
 	MajorFaultLatency  *ebpf.Map `ebpf:"major_fault_latency"`
 	MajorFaultsSeen    *ebpf.Map `ebpf:"major_faults_seen"`
-	MemoryStallStart   *ebpf.Map `ebpf:"memory_stall_start"`
+	MappingLookups     *ebpf.Map `ebpf:"mapping_lookups"`
+	Mappings           *ebpf.Map `ebpf:"mappings"`
+	MemoryStallsSeen   *ebpf.Map `ebpf:"memory_stalls_seen"`
 	ProbeEventsLost    *ebpf.Map `ebpf:"probe_events_lost"`
 	ProcessMajorFaults *ebpf.Map `ebpf:"process_major_faults"`
 	ProcessMemoryStall *ebpf.Map `ebpf:"process_memory_stall"`
+	StallThreads       *ebpf.Map `ebpf:"stall_threads"`
 	StalledThreads     *ebpf.Map `ebpf:"stalled_threads"`
 }
 
@@ -159,12 +241,16 @@ func (m *thrashscopeMaps) Close() error {
 	return _ThrashscopeClose(
 		m.FaultSlot,
 		m.FaultStarts,
+		m.FilemapFaults,
 		m.MajorFaultLatency,
 		m.MajorFaultsSeen,
-		m.MemoryStallStart,
+		m.MappingLookups,
+		m.Mappings,
+		m.MemoryStallsSeen,
 		m.ProbeEventsLost,
 		m.ProcessMajorFaults,
 		m.ProcessMemoryStall,
+		m.StallThreads,
 		m.StalledThreads,
 	)
 }
@@ -173,26 +259,41 @@ func (m *thrashscopeMaps) Close() error {
 //
 // It can be passed to loadThrashscopeObjects or ebpf.CollectionSpec.LoadAndAssign.
 type thrashscopeVariables struct {
-	LatencyArmed *ebpf.Variable `ebpf:"latency_armed"`
+	FilemapHooked   *ebpf.Variable `ebpf:"filemap_hooked"`
+	LatencyArmed    *ebpf.Variable `ebpf:"latency_armed"`
+	UnusedFaultKind *ebpf.Variable `ebpf:"unused_fault_kind"`
+	UnusedProbeId   *ebpf.Variable `ebpf:"unused_probe_id"`
 }
 
 // thrashscopePrograms contains all programs after they have been loaded into the kernel.
 //
 // It can be passed to loadThrashscopeObjects or ebpf.CollectionSpec.LoadAndAssign.
 type thrashscopePrograms struct {
-	FaultEntryKernel *ebpf.Program `ebpf:"fault_entry_kernel"`
-	FaultEntryUser   *ebpf.Program `ebpf:"fault_entry_user"`
-	MajorFault       *ebpf.Program `ebpf:"major_fault"`
-	MemoryStall      *ebpf.Program `ebpf:"memory_stall"`
-	ProcessExit      *ebpf.Program `ebpf:"process_exit"`
+	DirectReclaimBegin *ebpf.Program `ebpf:"direct_reclaim_begin"`
+	DirectReclaimEnd   *ebpf.Program `ebpf:"direct_reclaim_end"`
+	FaultEntryKernel   *ebpf.Program `ebpf:"fault_entry_kernel"`
+	FaultEntryUser     *ebpf.Program `ebpf:"fault_entry_user"`
+	FilemapFault       *ebpf.Program `ebpf:"filemap_fault"`
+	MajorFault         *ebpf.Program `ebpf:"major_fault"`
+	MemcgReclaimBegin  *ebpf.Program `ebpf:"memcg_reclaim_begin"`
+	MemcgReclaimEnd    *ebpf.Program `ebpf:"memcg_reclaim_end"`
+	MemoryStall        *ebpf.Program `ebpf:"memory_stall"`
+	MemoryStallSample  *ebpf.Program `ebpf:"memory_stall_sample"`
+	ProcessExit        *ebpf.Program `ebpf:"process_exit"`
 }
 
 func (p *thrashscopePrograms) Close() error {
 	return _ThrashscopeClose(
+		p.DirectReclaimBegin,
+		p.DirectReclaimEnd,
 		p.FaultEntryKernel,
 		p.FaultEntryUser,
+		p.FilemapFault,
 		p.MajorFault,
+		p.MemcgReclaimBegin,
+		p.MemcgReclaimEnd,
 		p.MemoryStall,
+		p.MemoryStallSample,
 		p.ProcessExit,
 	)
 }

@@ -314,13 +314,13 @@ func (m *Manager) OnSample(_, cur *sampler.Sample) {
 		if pr.HasStall {
 			hasStall = true
 			if before, ok := a.prevStall[pr.PID]; ok {
-				d := max(pr.StallSeconds-before, 0)
+				d := max(pr.Stall.Total().Seconds()-before, 0)
 				stall += d
 				if row.Rates.Seconds > 0 {
 					prow.StallPercent = 100 * d / row.Rates.Seconds
 				}
 			}
-			a.prevStall[pr.PID] = pr.StallSeconds
+			a.prevStall[pr.PID] = pr.Stall.Total().Seconds()
 		}
 		procRows = append(procRows, prow)
 	}

@@ -63,9 +63,10 @@ type Sample struct {
 	Processes []Process
 
 	// From the probes; empty on procfs alone.
-	Probes  []probe.Status
-	Latency map[string]probe.Histogram
-	Lost    map[string]uint64
+	Probes   []probe.Status
+	Latency  map[string]probe.Histogram
+	Lost     map[string]uint64
+	Programs []probe.ProgramStats // the probes' own cost, while BPF statistics are on
 
 	// From the indicators, when they run (HasDetector).
 	HasDetector        bool
@@ -81,13 +82,14 @@ type Sample struct {
 // Process is one tracked process.
 type Process struct {
 	procfs.Process
-	// MajorFaults by kind (probe.Kinds order) from the probes, counted
-	// since they first saw the process. On procfs alone the kind is
-	// unknown and the count is maj_flt.
-	MajorFaults [3]uint64
-	// StallSeconds is off-CPU time in a memory stall; valid when HasStall.
-	StallSeconds float64
-	HasStall     bool
+	// MajorFaults by kind from the probes, counted since they first saw
+	// the process. On procfs alone the kind is unknown and the count is
+	// maj_flt.
+	MajorFaults probe.FaultCounts
+	// Stall is the time in a memory stall, as PSI counts it; valid when
+	// HasStall.
+	Stall    probe.StallTime
+	HasStall bool
 	// Activity is the decayed major-fault rate the process was ranked by.
 	Activity float64
 	// From the indicators: the working set over the last τ (when
@@ -186,7 +188,7 @@ func (s *Sampler) SampleOnce() error {
 		if snap, err = s.cfg.Probe.Read(); err != nil {
 			errs = append(errs, err)
 		}
-		smp.Latency, smp.Lost = snap.Latency, snap.Lost
+		smp.Latency, smp.Lost, smp.Programs = snap.Latency, snap.Lost, snap.Programs
 	}
 
 	candidates, err := s.candidates(snap)
@@ -219,7 +221,8 @@ type candidate struct {
 	major    uint64
 	stallNS  uint64
 	hasStall bool
-	kinds    [3]uint64
+	kinds    probe.FaultCounts
+	stall    probe.StallTime
 	proc     *procfs.Process // already read, on procfs alone
 }
 
@@ -229,7 +232,7 @@ func (s *Sampler) candidates(snap probe.Snapshot) ([]candidate, error) {
 	if s.cfg.Probe != nil {
 		out := make([]candidate, 0, len(snap.Processes))
 		for tgid, c := range snap.Processes {
-			out = append(out, candidate{pid: int(tgid), major: c.MajorTotal(), stallNS: c.StallNanoseconds, hasStall: true, kinds: c.MajorFaults})
+			out = append(out, candidate{pid: int(tgid), major: c.MajorFaults.Total(), stallNS: uint64(c.Stall.Total()), hasStall: true, kinds: c.MajorFaults, stall: c.Stall})
 		}
 		return out, nil
 	}
@@ -243,8 +246,8 @@ func (s *Sampler) candidates(snap probe.Snapshot) ([]candidate, error) {
 		if err != nil {
 			continue // gone since the listing
 		}
-		var kinds [3]uint64
-		kinds[2] = p.MajorFaults
+		var kinds probe.FaultCounts
+		kinds[probe.Unknown] = p.MajorFaults
 		out = append(out, candidate{pid: pid, major: p.MajorFaults, kinds: kinds, proc: &p})
 	}
 	return out, nil
@@ -314,9 +317,9 @@ func (s *Sampler) track(cands []candidate) []Process {
 		tp := Process{Process: p}
 		if c, ok := byPID[pid]; ok {
 			tp.MajorFaults = c.kinds
-			tp.StallSeconds, tp.HasStall = float64(c.stallNS)/1e9, c.hasStall
+			tp.Stall, tp.HasStall = c.stall, c.hasStall
 		} else if s.cfg.Probe == nil {
-			tp.MajorFaults[2] = p.MajorFaults
+			tp.MajorFaults[probe.Unknown] = p.MajorFaults
 		} else {
 			tp.HasStall = true // pinned, but no fault or stall seen yet
 		}

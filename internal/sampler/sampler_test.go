@@ -86,7 +86,7 @@ func TestTopKBoundedBusiestFirstPlusPinned(t *testing.T) {
 	for step := uint64(1); step <= 3; step++ {
 		for pid := 100; pid < 109; pid++ {
 			// pid 100+i takes i*10 faults a second; 109 takes none.
-			fp.snap.Processes[uint32(pid)] = probe.ProcessCounters{MajorFaults: [3]uint64{step * uint64(pid-100) * 10}}
+			fp.snap.Processes[uint32(pid)] = probe.ProcessCounters{MajorFaults: probe.FaultCounts{probe.Anon: step * uint64(pid-100) * 10}}
 		}
 		if err := s.SampleOnce(); err != nil {
 			t.Fatal(err)
@@ -104,7 +104,7 @@ func TestTopKBoundedBusiestFirstPlusPinned(t *testing.T) {
 func TestExitedProcessDropsOut(t *testing.T) {
 	root := procTree(t, map[int]uint64{200: 0, 201: 0})
 	fp := &fakeProbe{snap: probe.Snapshot{Processes: map[uint32]probe.ProcessCounters{
-		200: {MajorFaults: [3]uint64{50}}, 201: {MajorFaults: [3]uint64{0, 40}},
+		200: {MajorFaults: probe.FaultCounts{probe.Anon: 50}}, 201: {MajorFaults: probe.FaultCounts{probe.File: 40}},
 	}}}
 	s := newSampler(t, root, fp, 10, nil)
 	if err := s.SampleOnce(); err != nil {
@@ -128,7 +128,7 @@ func TestExitedProcessDropsOut(t *testing.T) {
 
 func TestQuietProcessDecaysOut(t *testing.T) {
 	root := procTree(t, map[int]uint64{300: 0})
-	fp := &fakeProbe{snap: probe.Snapshot{Processes: map[uint32]probe.ProcessCounters{300: {MajorFaults: [3]uint64{10}}}}}
+	fp := &fakeProbe{snap: probe.Snapshot{Processes: map[uint32]probe.ProcessCounters{300: {MajorFaults: probe.FaultCounts{probe.Anon: 10}}}}}
 	s := newSampler(t, root, fp, 10, nil)
 	quietFor := 0
 	for i := range 100 {
@@ -165,7 +165,7 @@ func TestProcfsAloneRanksByMajFlt(t *testing.T) {
 	if len(smp.Processes) != 1 || smp.Processes[0].PID != 401 {
 		t.Fatalf("tracked %v, want [401]", pids(s))
 	}
-	if p := smp.Processes[0]; p.MajorFaults != [3]uint64{0, 0, 1500} || p.HasStall {
+	if p := smp.Processes[0]; p.MajorFaults != (probe.FaultCounts{probe.Unknown: 1500}) || p.HasStall {
 		t.Errorf("procfs-alone process: faults %v (want all unknown), HasStall %v (want false)", p.MajorFaults, p.HasStall)
 	}
 }

@@ -10,6 +10,8 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -128,4 +130,78 @@ func MemoryCgroup(t testing.TB, limitBytes int64) *Cgroup {
 		}
 	})
 	return &Cgroup{c}
+}
+
+// PressureGroup is a cgroup2 group made for one test, to read the PSI of
+// the processes put in it: the kernel's own memory-stall figure.
+type PressureGroup struct {
+	*cgroup.Cgroup
+}
+
+// NewPressureGroup gives the processes of mem a cgroup2 group whose
+// memory.pressure counts only them. On cgroup v2, mem itself is that group.
+// Where the memory controller is on v1 (this project's machines), a group
+// is made in the unified hierarchy beneath the test's own, which has
+// memory.pressure with or without the memory controller; add each process
+// to both. It is removed when the test ends.
+func NewPressureGroup(t testing.TB, mem *Cgroup) *PressureGroup {
+	t.Helper()
+	if mem.V2 {
+		return &PressureGroup{mem.Cgroup}
+	}
+	parent, err := cgroup.OwnUnified("/proc")
+	if err != nil {
+		skipOrFail(t, fmt.Sprintf("needs a cgroup2 group for per-process PSI: %v", err))
+	}
+	g, err := parent.CreatePressureGroup(fmt.Sprintf("test-psi-%d-%d", os.Getpid(), time.Now().UnixNano()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(g.Path, "memory.pressure")); err != nil {
+		skipOrFail(t, fmt.Sprintf("the kernel keeps no per-group memory PSI (%v): boot with psi=1", err))
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if err := g.Destroy(ctx); err != nil {
+			t.Error(err)
+		}
+	})
+	return &PressureGroup{g}
+}
+
+// MemorySomeTotal reads the group's memory.pressure "some" total: the time
+// at least one of its tasks was stalled on memory.
+func (g *PressureGroup) MemorySomeTotal(t testing.TB) time.Duration {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(g.Path, "memory.pressure"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, err := pressureTotal(string(b), "some")
+	if err != nil {
+		t.Fatalf("%s/memory.pressure: %v", g.Path, err)
+	}
+	return d
+}
+
+// pressureTotal finds total=N (µs) on the line of a PSI file that starts
+// with kind ("some" or "full").
+func pressureTotal(text, kind string) (time.Duration, error) {
+	for line := range strings.Lines(text) {
+		fields := strings.Fields(line)
+		if len(fields) == 0 || fields[0] != kind {
+			continue
+		}
+		for _, f := range fields[1:] {
+			if v, ok := strings.CutPrefix(f, "total="); ok {
+				us, err := strconv.ParseUint(v, 10, 64)
+				if err != nil {
+					return 0, fmt.Errorf("bad total %q: %w", v, err)
+				}
+				return time.Duration(us) * time.Microsecond, nil
+			}
+		}
+	}
+	return 0, fmt.Errorf("no %q line with a total", kind)
 }

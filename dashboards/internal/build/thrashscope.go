@@ -62,24 +62,30 @@ func Thrashscope() dashboards.Dashboard {
 	), "paged in (pgpgin)", "blue"), "paged out (pgpgout)", "red"))
 
 	l.addRow("Processes", false)
-	l.add(12, 9, styleQuery(legendTable(timeseries("Major faults per process: anon and file",
+	l.add(12, 9, styleQuery(legendTable(timeseries("Major faults per process: swap-ins and file",
 		"Major page faults per second, over 30 s, of the ten processes that faulted most in the time range "+
-			"(recording rule thrashscope:process_major_faults:rate30s, from the BPF perf event PAGE_FAULTS_MAJ, "+
-			"classed by the faulting mapping). Solid: anon faults, served from swap, the only faults "+
-			"TPF (Jiang and Zhang 2001) counts; dashed: file faults (kind unknown on procfs alone). "+
+			"(recording rule thrashscope:process_major_faults:rate30s, from the BPF perf event PAGE_FAULTS_MAJ). "+
+			"Solid: swap-ins, the only faults TPF (Jiang and Zhang 2001) counts: anon (private anonymous memory) "+
+			"and shmem (shared anonymous memory and tmpfs, e.g. a database's shared buffers); "+
+			"dashed: file faults, page-cache misses on real files (kind unknown on procfs alone). "+
 			"Unit: faults per second.",
 		unitFaults,
-		series("A", top(10, `thrashscope:process_major_faults:rate30s{`+on+`, kind="anon"}`), "{{comm}} {{pid}} anon"),
-		series("B", top(10, `thrashscope:process_major_faults:rate30s{`+on+`, kind!="anon"}`), "{{comm}} {{pid}} {{kind}}"),
+		series("A", top(10, `thrashscope:process_major_faults:rate30s{`+on+`, kind=~"anon|shmem"}`), "{{comm}} {{pid}} {{kind}}"),
+		series("B", top(10, `thrashscope:process_major_faults:rate30s{`+on+`, kind!~"anon|shmem"}`), "{{comm}} {{pid}} {{kind}}"),
 	), "max"), "B", dashed, ""))
-	l.add(12, 9, legendTable(timeseries("Memory stall per process",
-		"Share of wall time each process's threads spent stalled on memory: off CPU in a PSI memory stall "+
-			"(recording rule thrashscope:process_memory_stall_seconds:rate30s; Source: the BPF sched_switch probe, "+
-			"task in_memstall). 100 % is one thread stalled all the time, so a multi-threaded process can go above. "+
-			"The ten processes most stalled in the time range. Unit: percent of one thread's time.",
+	stall := `thrashscope:process_memory_stall_seconds:rate30s{` + on + `}`
+	l.add(12, 9, styleQuery(legendTable(timeseries("Memory stall per process",
+		"Share of wall time each process's threads spent stalled on memory, as PSI counts it: with in_memstall set, "+
+			"in reclaim, reading back a page evicted from the working set, or throttled, on CPU and off "+
+			"(recording rule thrashscope:process_memory_stall_seconds:rate30s; Source: the BPF sched_switch, "+
+			"vmscan reclaim and CPU-clock probes). Solid: the whole stall; dashed: its part off CPU (waiting on I/O, "+
+			"throttled), so the gap between them is reclaim on CPU. 100 % is one thread stalled all the time, "+
+			"so a multi-threaded process can go above. The ten processes most stalled in the time range. "+
+			"Unit: percent of one thread's time.",
 		unitShare,
-		series("A", top(10, `thrashscope:process_memory_stall_seconds:rate30s{`+on+`}`), "{{comm}} {{pid}}"),
-	), "max"))
+		series("A", top(10, stall), "{{comm}} {{pid}}"),
+		series("B", `thrashscope:process_memory_stall_off_cpu_seconds:rate30s{`+on+`} and on (pid) `+topPIDs(10, stall), "{{comm}} {{pid}} off CPU"),
+	), "max"), "B", dashed, ""))
 	// The five largest working sets, and the same processes' RSS and size.
 	ws := `thrashscope_process_working_set_bytes{` + on + `}`
 	l.add(12, 9, styleQuery(styleQuery(legendTable(timeseries("Working set, RSS and virtual size per process",
