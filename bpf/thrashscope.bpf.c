@@ -93,17 +93,16 @@ struct latency_hist {
 	__u64 sum_ns;
 };
 
-// A fault's start. Stamped into a per-CPU slot on every fault, which is as
-// cheap as a store; moved into the task's local storage only when the task
-// switches out, so a fault that sleeps and wakes on another CPU still finds
-// its own start. A slot is only ever written by the task running on its CPU
-// and emptied when that task switches out, so an open slot always belongs to
-// the current task.
-struct fault_start {
-	__u64 ns;
-	__u64 addr;
-	__u32 tid;
-	__u32 pad;
+// What a thread's fault in progress needs to be timed and classed, in the
+// thread's own storage: a fault that sleeps and wakes on another CPU still
+// finds it, and nothing has to carry it across a switch.
+struct fault_task {
+	__u64 start_ns; // fault entry, while the latency hooks are attached; 0 once used
+	__u64 start_addr;
+	// The thread's fault count (maj_flt + min_flt) plus one when its fault
+	// last went through filemap_fault: the count that fault will have once
+	// accounted, so a match says the fault accounted now read page cache.
+	__u64 filemap_seq;
 };
 
 // A thread's stall bookkeeping, kept only while it is stalled off CPU or
@@ -169,15 +168,12 @@ struct {
 	__type(value, struct mapping);
 } mappings SEC(".maps");
 
-// The fault count (maj_flt + min_flt) a thread had when its fault last went
-// through filemap_fault: a page-cache read. The fault that is then accounted
-// has that count plus one.
 struct {
 	__uint(type, BPF_MAP_TYPE_TASK_STORAGE);
 	__uint(map_flags, BPF_F_NO_PREALLOC);
 	__type(key, int);
-	__type(value, __u64);
-} filemap_faults SEC(".maps");
+	__type(value, struct fault_task);
+} fault_tasks SEC(".maps");
 
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
@@ -185,20 +181,6 @@ struct {
 	__type(key, __u32);
 	__type(value, struct latency_hist);
 } major_fault_latency SEC(".maps");
-
-struct {
-	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
-	__uint(max_entries, 1);
-	__type(key, __u32);
-	__type(value, struct fault_start);
-} fault_slot SEC(".maps");
-
-struct {
-	__uint(type, BPF_MAP_TYPE_TASK_STORAGE);
-	__uint(map_flags, BPF_F_NO_PREALLOC);
-	__type(key, int);
-	__type(value, struct fault_start);
-} fault_starts SEC(".maps");
 
 // Every major-fault event the program saw, to reconcile against the perf
 // event's own count: the difference is events the kernel did not hand us.
@@ -318,20 +300,23 @@ static __always_inline __u64 fault_count(struct task_struct *task)
 	return task->maj_flt + task->min_flt;
 }
 
+static __always_inline struct fault_task *fault_task_of(struct task_struct *task)
+{
+	return bpf_task_storage_get(&fault_tasks, task, 0, BPF_LOCAL_STORAGE_GET_F_CREATE);
+}
+
 // Fault entry. Stamps the start of every user-mode fault; only the ones that
 // turn out major are read back, in major_fault below. Kernel-mode faults on
 // user addresses (copy_to_user into swapped-out memory) enter through
 // page_fault_kernel and can be major too.
 static __always_inline int stamp_fault(__u64 addr)
 {
-	__u32 key = 0;
-	struct fault_start *slot = bpf_map_lookup_elem(&fault_slot, &key);
+	struct fault_task *ft = fault_task_of(bpf_get_current_task_btf());
 
-	if (!slot)
+	if (!ft)
 		return 0;
-	slot->tid = (__u32)bpf_get_current_pid_tgid();
-	slot->addr = addr;
-	slot->ns = bpf_ktime_get_ns();
+	ft->start_addr = addr;
+	ft->start_ns = bpf_ktime_get_ns();
 	return 0;
 }
 
@@ -355,10 +340,10 @@ SEC("raw_tp/mm_filemap_fault")
 int filemap_fault(struct bpf_raw_tracepoint_args *ctx)
 {
 	struct task_struct *task = bpf_get_current_task_btf();
-	__u64 *seq = bpf_task_storage_get(&filemap_faults, task, 0, BPF_LOCAL_STORAGE_GET_F_CREATE);
+	struct fault_task *ft = fault_task_of(task);
 
-	if (seq)
-		*seq = fault_count(task);
+	if (ft)
+		ft->filemap_seq = fault_count(task) + 1;
 	return 0;
 }
 
@@ -380,14 +365,15 @@ static long classify_vma(struct task_struct *task, struct vm_area_struct *vma, v
 	return 0;
 }
 
+// mm is the current task's, reached through a BTF pointer: plain loads.
 static __always_inline int mm_seq(struct mm_struct *mm, __u32 *seq)
 {
 	if (bpf_core_field_exists(((struct mm_struct___seqcount *)0)->mm_lock_seq)) {
-		*seq = BPF_CORE_READ((struct mm_struct___seqcount *)mm, mm_lock_seq.sequence);
+		*seq = ((struct mm_struct___seqcount *)mm)->mm_lock_seq.sequence;
 		return 0;
 	}
 	if (bpf_core_field_exists(((struct mm_struct___int *)0)->mm_lock_seq)) {
-		*seq = BPF_CORE_READ((struct mm_struct___int *)mm, mm_lock_seq);
+		*seq = ((struct mm_struct___int *)mm)->mm_lock_seq;
 		return 0;
 	}
 	return -1; // no per-VMA locks: nothing tells when a mapping changed
@@ -445,20 +431,19 @@ SEC("perf_event")
 int major_fault(struct bpf_perf_event_data *ctx)
 {
 	__u64 now = bpf_ktime_get_ns();
-	__u64 pid_tgid = bpf_get_current_pid_tgid();
-	__u32 tgid = pid_tgid >> 32;
+	__u32 tgid = bpf_get_current_pid_tgid() >> 32;
 	struct task_struct *task = bpf_get_current_task_btf();
 	struct major_faults zero = {}, *mf;
-	struct fault_start *fs;
+	struct fault_task *ft;
 	struct latency_hist *hist;
-	__u32 kind = FAULT_UNKNOWN, key = 0;
-	__u64 addr = ctx->addr, *filemap;
+	__u32 kind = FAULT_UNKNOWN;
+	__u64 addr = ctx->addr;
 	int class;
 
 	count_one(&major_faults_seen);
 
-	filemap = bpf_task_storage_get(&filemap_faults, task, 0, 0);
-	if (filemap && *filemap + 1 == fault_count(task)) {
+	ft = bpf_task_storage_get(&fault_tasks, task, 0, 0);
+	if (ft && ft->filemap_seq == fault_count(task)) {
 		kind = FAULT_FILE;
 	} else {
 		class = mapping_class(task, tgid, addr);
@@ -489,23 +474,20 @@ int major_fault(struct bpf_perf_event_data *ctx)
 	// Service time: fault entry to accounting. It covers the whole fault,
 	// including lock waits, reclaim in the fault path, the I/O and any
 	// VM_FAULT_RETRY round; it excludes the return to user space.
-	fs = bpf_map_lookup_elem(&fault_slot, &key);
-	if (!fs || fs->ns == 0 || fs->tid != (__u32)pid_tgid)
-		fs = bpf_task_storage_get(&fault_starts, task, 0, 0); // it slept
-	if (!fs || fs->ns == 0 || fs->addr != addr || now < fs->ns) {
+	if (!ft || ft->start_ns == 0 || ft->start_addr != addr || now < ft->start_ns) {
 		count_lost(PROBE_FAULT_LATENCY);
 		return 0;
 	}
 	hist = bpf_map_lookup_elem(&major_fault_latency, &kind);
 	if (hist) {
-		__u64 delta = now - fs->ns;
+		__u64 delta = now - ft->start_ns;
 		__u32 slot = log2_slot(delta);
 
 		if (slot < LATENCY_SLOTS)
 			hist->slots[slot] += 1;
 		hist->sum_ns += delta;
 	}
-	fs->ns = 0;
+	ft->start_ns = 0;
 	return 0;
 }
 
@@ -570,28 +552,28 @@ static __always_inline void reclaim_end(void)
 }
 
 SEC("raw_tp/mm_vmscan_direct_reclaim_begin")
-int direct_reclaim_begin(struct bpf_raw_tracepoint_args *ctx)
+int reclaim_begin_direct(struct bpf_raw_tracepoint_args *ctx)
 {
 	reclaim_begin();
 	return 0;
 }
 
 SEC("raw_tp/mm_vmscan_direct_reclaim_end")
-int direct_reclaim_end(struct bpf_raw_tracepoint_args *ctx)
+int reclaim_end_direct(struct bpf_raw_tracepoint_args *ctx)
 {
 	reclaim_end();
 	return 0;
 }
 
 SEC("raw_tp/mm_vmscan_memcg_reclaim_begin")
-int memcg_reclaim_begin(struct bpf_raw_tracepoint_args *ctx)
+int reclaim_begin_memcg(struct bpf_raw_tracepoint_args *ctx)
 {
 	reclaim_begin();
 	return 0;
 }
 
 SEC("raw_tp/mm_vmscan_memcg_reclaim_end")
-int memcg_reclaim_end(struct bpf_raw_tracepoint_args *ctx)
+int reclaim_end_memcg(struct bpf_raw_tracepoint_args *ctx)
 {
 	reclaim_end();
 	return 0;
@@ -620,29 +602,16 @@ int memory_stall_sample(struct bpf_perf_event_data *ctx)
 }
 
 // sched_switch(preempt, prev, next, prev_state); prev is current here.
-// Also carries an open fault start with the thread that leaves.
 SEC("raw_tp/sched_switch")
 int memory_stall(struct bpf_raw_tracepoint_args *ctx)
 {
 	struct task_struct *prev = bpf_get_current_task_btf();
 	struct task_struct *next = (struct task_struct *)ctx->args[2];
 	struct stall_thread zero = {}, *st;
-	struct fault_start *slot, *fs;
 	struct stall_time *ms;
 	__u64 now = 0;
 	__s64 *stalled;
 	__u32 tid, key = 0;
-
-	// prev leaves this CPU: carry its open fault start with it.
-	slot = bpf_map_lookup_elem(&fault_slot, &key);
-	if (slot && slot->ns) {
-		fs = bpf_task_storage_get(&fault_starts, prev, 0, BPF_LOCAL_STORAGE_GET_F_CREATE);
-		if (fs) {
-			fs->ns = slot->ns;
-			fs->addr = slot->addr;
-		}
-		slot->ns = 0;
-	}
 
 	stalled = bpf_map_lookup_elem(&stalled_threads, &key);
 	if (!stalled)

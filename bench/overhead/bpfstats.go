@@ -18,7 +18,11 @@ import (
 
 // thrashscopePrograms are the observer's BPF programs, by the C function
 // names in bpf/thrashscope.bpf.c, in the order they are reported.
-var thrashscopePrograms = []string{"fault_entry_user", "fault_entry_kernel", "major_fault", "memory_stall", "process_exit"}
+var thrashscopePrograms = []string{
+	"fault_entry_user", "fault_entry_kernel", "filemap_fault", "major_fault",
+	"reclaim_begin_direct", "reclaim_end_direct", "reclaim_begin_memcg", "reclaim_end_memcg",
+	"memory_stall_sample", "memory_stall", "process_exit",
+}
 
 // bpfObjNameLen is the kernel's BPF_OBJ_NAME_LEN: a program name keeps 15
 // bytes and a NUL, so fault_entry_user is loaded as fault_entry_use.

@@ -137,6 +137,17 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 // checkCanObserve fails early, with what to do, when observed rounds could
 // not run: they would otherwise fail only after the first baseline.
 func checkCanObserve(cfg config) error {
+	for _, name := range cfg.Workloads {
+		if cgroupLimits[name] == 0 {
+			continue
+		}
+		if os.Geteuid() != 0 {
+			return fmt.Errorf("the %s workload runs in a memory cgroup it makes, which needs root: rerun as root, or leave it out of --workloads", name)
+		}
+		if b, err := os.ReadFile("/proc/swaps"); err != nil || strings.Count(string(b), "\n") < 2 {
+			return fmt.Errorf("the %s workload swaps, and this host has no swap: enable a swap file (fallocate, mkswap, swapon) or leave it out of --workloads", name)
+		}
+	}
 	if cfg.BaselineOnly {
 		return nil
 	}

@@ -111,7 +111,7 @@ func TestBenchRunWithFakeObserver(t *testing.T) {
 			Settle:       0,
 			ReadyTimeout: 10 * time.Second,
 			StopTimeout:  5 * time.Second,
-			Workloads:    workloadNames,
+			Workloads:    []string{"faults", "ctxswitch"},
 			ProcRoot:     "/proc",
 			Exe:          exe,
 		},

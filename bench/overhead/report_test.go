@@ -261,3 +261,37 @@ func TestReportJSON(t *testing.T) {
 		t.Errorf("idle = %+v, %d targets", back.Idle, len(back.Targets))
 	}
 }
+
+// Major-fault workloads are judged on BPF ns per fault and their paired A/B
+// slowdown, both counted; no noisy A/B line is added for them.
+func TestEvaluateTargetsMajorFaults(t *testing.T) {
+	for _, tt := range []struct {
+		name      string
+		bpfNs     float64
+		paired    float64
+		wantPass  [2]bool
+		wantNames [2]string
+	}{
+		{"within", 350, 1.2, [2]bool{true, true}, [2]string{"swapin BPF time per major fault", "swapin paired A/B slowdown"}},
+		{"slow probe", 6400, 1.2, [2]bool{false, true}, [2]string{"swapin BPF time per major fault", "swapin paired A/B slowdown"}},
+		{"slowed faults", 900, 15, [2]bool{true, false}, [2]string{"swapin BPF time per major fault", "swapin paired A/B slowdown"}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			r := &report{Workloads: []workloadReport{{
+				Name:       "swapin",
+				Comparison: &comparison{SlowdownPercent: 40}, // the ratio of medians is not what counts
+				Paired:     &pairedComparison{SlowdownPercent: tt.paired},
+				BPF:        &bpfAttribution{BPFNsPerOp: tt.bpfNs, AttributedPercent: 99},
+			}}}
+			ts := evaluateTargets(r)
+			if len(ts) != 2 {
+				t.Fatalf("%d targets, want 2: %+v", len(ts), ts)
+			}
+			for i := range ts {
+				if ts[i].Name != tt.wantNames[i] || ts[i].Pass != tt.wantPass[i] || ts[i].Noisy {
+					t.Errorf("target %d = %+v, want %s pass=%v counted", i, ts[i], tt.wantNames[i], tt.wantPass[i])
+				}
+			}
+		})
+	}
+}

@@ -7,9 +7,13 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
 	"os/exec"
 	"strings"
+	"sync/atomic"
 	"time"
+
+	"github.com/thrashscope/thrashscope/internal/cgroup"
 )
 
 // config is the validated command line.
@@ -195,9 +199,41 @@ func (b *bench) idlePhase(ctx context.Context) (cost selfCost, err error) {
 // runChild runs one workload in a fresh process. started is called when the
 // child's measured window opens, finished as soon as its result arrives;
 // either may be nil.
-func (b *bench) runChild(ctx context.Context, name string, started, finished func()) (workloadResult, error) {
-	cmd := exec.CommandContext(ctx, b.cfg.Exe, workloadCommand, name,
-		"--warmup", b.cfg.Warmup.String(), "--duration", b.cfg.Duration.String())
+func (b *bench) runChild(ctx context.Context, name string, started, finished func()) (res workloadResult, err error) {
+	args := []string{workloadCommand, name, "--warmup", b.cfg.Warmup.String(), "--duration", b.cfg.Duration.String()}
+	if limit := cgroupLimits[name]; limit > 0 {
+		cg, err := workloadCgroup(limit)
+		if err != nil {
+			return res, err
+		}
+		defer func() {
+			dctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			err = errors.Join(err, cg.Destroy(dctx))
+		}()
+		args = append(args, "--cgroup", cg.Path)
+	}
+	return b.runChildArgs(ctx, name, args, started, finished)
+}
+
+// workloadCgroups numbers the cgroups one benchmark makes.
+var workloadCgroups atomic.Int64
+
+// workloadCgroup makes a memory cgroup for one workload child beneath the
+// benchmark's own; the caller destroys it.
+func workloadCgroup(limit int64) (*cgroup.Cgroup, error) {
+	parent, err := cgroup.Own("/proc")
+	if err == nil {
+		err = parent.Check()
+	}
+	if err != nil {
+		return nil, fmt.Errorf("the swapin workload runs in a memory cgroup of its own: %w", err)
+	}
+	return parent.Create(fmt.Sprintf("bench-%d-%d", os.Getpid(), workloadCgroups.Add(1)), cgroup.Limits{MemoryBytes: limit})
+}
+
+func (b *bench) runChildArgs(ctx context.Context, name string, args []string, started, finished func()) (workloadResult, error) {
+	cmd := exec.CommandContext(ctx, b.cfg.Exe, args...)
 	stderr := newTailBuffer(8 << 10)
 	cmd.Stderr = stderr
 	stdout, err := cmd.StdoutPipe()

@@ -33,18 +33,29 @@ type workloadResult struct {
 type workloadFunc func(warmup, duration time.Duration, started func()) (uint64, time.Duration, error)
 
 // workloadNames is the order workloads are run and reported in.
-var workloadNames = []string{"faults", "ctxswitch"}
+var workloadNames = []string{"faults", "ctxswitch", "filemajor", "swapin"}
 
 var workloadFuncs = map[string]workloadFunc{
 	"faults":    runFaults,
 	"ctxswitch": runCtxSwitch,
+	"filemajor": runFileMajor,
+	"swapin":    runSwapin,
 }
+
+// majorFaultWorkloads take one major fault an op; they are judged on BPF
+// time per fault and on their A/B slowdown.
+var majorFaultWorkloads = map[string]bool{"filemajor": true, "swapin": true}
+
+// cgroupLimits are the workloads that run in a memory cgroup of their own,
+// with its limit; the benchmark makes it and removes it again.
+var cgroupLimits = map[string]int64{"swapin": swapinLimitBytes}
 
 // runWorkloadCommand is the child's main: `workload NAME [--warmup D] [--duration D]`.
 func runWorkloadCommand(args []string, stdout io.Writer) error {
 	fs := flag.NewFlagSet(workloadCommand, flag.ContinueOnError)
 	warmup := fs.Duration("warmup", time.Second, "run this long before measuring")
 	duration := fs.Duration("duration", 5*time.Second, "measured window")
+	cgroupDir := fs.String("cgroup", "", "join this cgroup before starting")
 	if len(args) == 0 {
 		return fmt.Errorf("usage: %s NAME [flags], NAME one of %v", workloadCommand, workloadNames)
 	}
@@ -58,6 +69,11 @@ func runWorkloadCommand(args []string, stdout io.Writer) error {
 	}
 	if *duration <= 0 {
 		return fmt.Errorf("--duration must be positive, got %v", *duration)
+	}
+	if *cgroupDir != "" {
+		if err := joinCgroup(*cgroupDir); err != nil {
+			return err
+		}
 	}
 	ops, elapsed, err := run(*warmup, *duration, func() { fmt.Fprintln(stdout, childStartLine) })
 	if err != nil {

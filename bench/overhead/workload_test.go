@@ -2,14 +2,24 @@ package main
 
 import (
 	"bufio"
+	"context"
+	"fmt"
+	"os"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/thrashscope/thrashscope/internal/cgroup"
+	"github.com/thrashscope/thrashscope/internal/testenv"
 )
 
-// The workloads need no privileges: run each briefly and check it counts.
+// The workloads without a cgroup of their own need no privileges: run each
+// briefly and check it counts.
 func TestWorkloadsCount(t *testing.T) {
 	for _, name := range workloadNames {
+		if cgroupLimits[name] > 0 {
+			continue // TestSwapinWorkloadInACgroup
+		}
 		t.Run(name, func(t *testing.T) {
 			started := false
 			ops, elapsed, err := workloadFuncs[name](10*time.Millisecond, 100*time.Millisecond, func() { started = true })
@@ -95,5 +105,35 @@ func TestParseChildLine(t *testing.T) {
 				t.Errorf("result = %+v, want ops %d", res, tt.wantOps)
 			}
 		})
+	}
+}
+
+// swapin runs in a memory cgroup the benchmark makes for it: its faults
+// are swap-ins, counted, and the cgroup is gone afterwards.
+func TestSwapinWorkloadInACgroup(t *testing.T) {
+	testenv.RequirePrivileged(t)
+	testenv.RequireSwap(t)
+	b := &bench{cfg: config{Exe: testBinary(t), Warmup: 0, Duration: 300 * time.Millisecond}, logger: quietLogger()}
+	res, err := b.runChild(context.Background(), "swapin", nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A swap-in takes 10-100 µs here: thousands in 300 ms.
+	if res.Ops < 100 {
+		t.Errorf("swapin took %d major faults in %.2fs, want hundreds at least", res.Ops, res.Seconds)
+	}
+	t.Logf("swapin: %.0f major faults/s", res.OpsPerSec)
+	parent, err := cgroup.Own("/proc")
+	if err != nil {
+		t.Fatal(err)
+	}
+	entries, err := os.ReadDir(parent.Path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range entries {
+		if strings.HasPrefix(e.Name(), fmt.Sprintf("%sbench-%d-", cgroup.Prefix, os.Getpid())) {
+			t.Errorf("cgroup %s left behind", e.Name())
+		}
 	}
 }

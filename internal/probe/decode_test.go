@@ -101,3 +101,24 @@ func TestFaultCountsAndStall(t *testing.T) {
 		t.Errorf("kind names %q %q", Shmem, Kind(0))
 	}
 }
+
+// The kernel keeps 15 bytes of a program's name; tools that list programs
+// (bpftool, the overhead benchmark) must still tell ours apart.
+func TestProgramNamesDifferInFifteenBytes(t *testing.T) {
+	spec, err := loadThrashscope()
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := map[string]string{}
+	for name := range spec.Programs {
+		short := name[:min(len(name), 15)]
+		if other, ok := seen[short]; ok {
+			t.Errorf("programs %s and %s are both %q to the kernel", name, other, short)
+		}
+		seen[short] = name
+	}
+	var p Probe
+	if got := len(p.programs()); got != len(spec.Programs) {
+		t.Errorf("Probe.programs lists %d programs, the object has %d", got, len(spec.Programs))
+	}
+}

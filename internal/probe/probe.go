@@ -227,7 +227,7 @@ func (p *Probe) attachMemoryStall() Status {
 	if !st.Attached {
 		return st
 	}
-	progs := []*ebpf.Program{p.objs.DirectReclaimBegin, p.objs.DirectReclaimEnd, p.objs.MemcgReclaimBegin, p.objs.MemcgReclaimEnd}
+	progs := []*ebpf.Program{p.objs.ReclaimBeginDirect, p.objs.ReclaimEndDirect, p.objs.ReclaimBeginMemcg, p.objs.ReclaimEndMemcg}
 	var missing []string
 	for i, tp := range reclaimTracepoints {
 		l, err := link.AttachRawTracepoint(link.RawTracepointOptions{Name: tp, Program: progs[i]})

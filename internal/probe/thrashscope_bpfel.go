@@ -23,12 +23,11 @@ const (
 	thrashscopeFaultKindFAULT_KINDS   thrashscopeFaultKind = 4
 )
 
-type thrashscopeFaultStart struct {
-	_    structs.HostLayout
-	Ns   uint64
-	Addr uint64
-	Tid  uint32
-	Pad  uint32
+type thrashscopeFaultTask struct {
+	_          structs.HostLayout
+	StartNs    uint64
+	StartAddr  uint64
+	FilemapSeq uint64
 }
 
 type thrashscopeLatencyHist struct {
@@ -88,9 +87,7 @@ type thrashscopeStallTime struct {
 //
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
-	thrashscopeMapFaultSlot           = "fault_slot"
-	thrashscopeMapFaultStarts         = "fault_starts"
-	thrashscopeMapFilemapFaults       = "filemap_faults"
+	thrashscopeMapFaultTasks          = "fault_tasks"
 	thrashscopeMapMajorFaultLatency   = "major_fault_latency"
 	thrashscopeMapMajorFaultsSeen     = "major_faults_seen"
 	thrashscopeMapMappingLookups      = "mapping_lookups"
@@ -101,17 +98,17 @@ const (
 	thrashscopeMapProcessMemoryStall  = "process_memory_stall"
 	thrashscopeMapStallThreads        = "stall_threads"
 	thrashscopeMapStalledThreads      = "stalled_threads"
-	thrashscopeProgDirectReclaimBegin = "direct_reclaim_begin"
-	thrashscopeProgDirectReclaimEnd   = "direct_reclaim_end"
 	thrashscopeProgFaultEntryKernel   = "fault_entry_kernel"
 	thrashscopeProgFaultEntryUser     = "fault_entry_user"
 	thrashscopeProgFilemapFault       = "filemap_fault"
 	thrashscopeProgMajorFault         = "major_fault"
-	thrashscopeProgMemcgReclaimBegin  = "memcg_reclaim_begin"
-	thrashscopeProgMemcgReclaimEnd    = "memcg_reclaim_end"
 	thrashscopeProgMemoryStall        = "memory_stall"
 	thrashscopeProgMemoryStallSample  = "memory_stall_sample"
 	thrashscopeProgProcessExit        = "process_exit"
+	thrashscopeProgReclaimBeginDirect = "reclaim_begin_direct"
+	thrashscopeProgReclaimBeginMemcg  = "reclaim_begin_memcg"
+	thrashscopeProgReclaimEndDirect   = "reclaim_end_direct"
+	thrashscopeProgReclaimEndMemcg    = "reclaim_end_memcg"
 	thrashscopeVarFilemapHooked       = "filemap_hooked"
 	thrashscopeVarLatencyArmed        = "latency_armed"
 	thrashscopeVarUnusedFaultKind     = "unused_fault_kind"
@@ -160,26 +157,24 @@ type thrashscopeSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type thrashscopeProgramSpecs struct {
-	DirectReclaimBegin *ebpf.ProgramSpec `ebpf:"direct_reclaim_begin"`
-	DirectReclaimEnd   *ebpf.ProgramSpec `ebpf:"direct_reclaim_end"`
 	FaultEntryKernel   *ebpf.ProgramSpec `ebpf:"fault_entry_kernel"`
 	FaultEntryUser     *ebpf.ProgramSpec `ebpf:"fault_entry_user"`
 	FilemapFault       *ebpf.ProgramSpec `ebpf:"filemap_fault"`
 	MajorFault         *ebpf.ProgramSpec `ebpf:"major_fault"`
-	MemcgReclaimBegin  *ebpf.ProgramSpec `ebpf:"memcg_reclaim_begin"`
-	MemcgReclaimEnd    *ebpf.ProgramSpec `ebpf:"memcg_reclaim_end"`
 	MemoryStall        *ebpf.ProgramSpec `ebpf:"memory_stall"`
 	MemoryStallSample  *ebpf.ProgramSpec `ebpf:"memory_stall_sample"`
 	ProcessExit        *ebpf.ProgramSpec `ebpf:"process_exit"`
+	ReclaimBeginDirect *ebpf.ProgramSpec `ebpf:"reclaim_begin_direct"`
+	ReclaimBeginMemcg  *ebpf.ProgramSpec `ebpf:"reclaim_begin_memcg"`
+	ReclaimEndDirect   *ebpf.ProgramSpec `ebpf:"reclaim_end_direct"`
+	ReclaimEndMemcg    *ebpf.ProgramSpec `ebpf:"reclaim_end_memcg"`
 }
 
 // thrashscopeMapSpecs contains maps before they are loaded into the kernel.
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type thrashscopeMapSpecs struct {
-	FaultSlot          *ebpf.MapSpec `ebpf:"fault_slot"`
-	FaultStarts        *ebpf.MapSpec `ebpf:"fault_starts"`
-	FilemapFaults      *ebpf.MapSpec `ebpf:"filemap_faults"`
+	FaultTasks         *ebpf.MapSpec `ebpf:"fault_tasks"`
 	MajorFaultLatency  *ebpf.MapSpec `ebpf:"major_fault_latency"`
 	MajorFaultsSeen    *ebpf.MapSpec `ebpf:"major_faults_seen"`
 	MappingLookups     *ebpf.MapSpec `ebpf:"mapping_lookups"`
@@ -222,9 +217,7 @@ func (o *thrashscopeObjects) Close() error {
 //
 // It can be passed to loadThrashscopeObjects or ebpf.CollectionSpec.LoadAndAssign.
 type thrashscopeMaps struct {
-	FaultSlot          *ebpf.Map `ebpf:"fault_slot"`
-	FaultStarts        *ebpf.Map `ebpf:"fault_starts"`
-	FilemapFaults      *ebpf.Map `ebpf:"filemap_faults"`
+	FaultTasks         *ebpf.Map `ebpf:"fault_tasks"`
 	MajorFaultLatency  *ebpf.Map `ebpf:"major_fault_latency"`
 	MajorFaultsSeen    *ebpf.Map `ebpf:"major_faults_seen"`
 	MappingLookups     *ebpf.Map `ebpf:"mapping_lookups"`
@@ -239,9 +232,7 @@ type thrashscopeMaps struct {
 
 func (m *thrashscopeMaps) Close() error {
 	return _ThrashscopeClose(
-		m.FaultSlot,
-		m.FaultStarts,
-		m.FilemapFaults,
+		m.FaultTasks,
 		m.MajorFaultLatency,
 		m.MajorFaultsSeen,
 		m.MappingLookups,
@@ -269,32 +260,32 @@ type thrashscopeVariables struct {
 //
 // It can be passed to loadThrashscopeObjects or ebpf.CollectionSpec.LoadAndAssign.
 type thrashscopePrograms struct {
-	DirectReclaimBegin *ebpf.Program `ebpf:"direct_reclaim_begin"`
-	DirectReclaimEnd   *ebpf.Program `ebpf:"direct_reclaim_end"`
 	FaultEntryKernel   *ebpf.Program `ebpf:"fault_entry_kernel"`
 	FaultEntryUser     *ebpf.Program `ebpf:"fault_entry_user"`
 	FilemapFault       *ebpf.Program `ebpf:"filemap_fault"`
 	MajorFault         *ebpf.Program `ebpf:"major_fault"`
-	MemcgReclaimBegin  *ebpf.Program `ebpf:"memcg_reclaim_begin"`
-	MemcgReclaimEnd    *ebpf.Program `ebpf:"memcg_reclaim_end"`
 	MemoryStall        *ebpf.Program `ebpf:"memory_stall"`
 	MemoryStallSample  *ebpf.Program `ebpf:"memory_stall_sample"`
 	ProcessExit        *ebpf.Program `ebpf:"process_exit"`
+	ReclaimBeginDirect *ebpf.Program `ebpf:"reclaim_begin_direct"`
+	ReclaimBeginMemcg  *ebpf.Program `ebpf:"reclaim_begin_memcg"`
+	ReclaimEndDirect   *ebpf.Program `ebpf:"reclaim_end_direct"`
+	ReclaimEndMemcg    *ebpf.Program `ebpf:"reclaim_end_memcg"`
 }
 
 func (p *thrashscopePrograms) Close() error {
 	return _ThrashscopeClose(
-		p.DirectReclaimBegin,
-		p.DirectReclaimEnd,
 		p.FaultEntryKernel,
 		p.FaultEntryUser,
 		p.FilemapFault,
 		p.MajorFault,
-		p.MemcgReclaimBegin,
-		p.MemcgReclaimEnd,
 		p.MemoryStall,
 		p.MemoryStallSample,
 		p.ProcessExit,
+		p.ReclaimBeginDirect,
+		p.ReclaimBeginMemcg,
+		p.ReclaimEndDirect,
+		p.ReclaimEndMemcg,
 	)
 }
 
