@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"log/slog"
 	"net/http"
+	"net/http/pprof"
 	"slices"
 	"strings"
 
@@ -30,6 +31,9 @@ type Options struct {
 	// resources under /live/ (GET only). Without it / is a 404 like any
 	// unknown path.
 	Page http.Handler
+	// Pprof serves the Go runtime's profiles under /debug/pprof/ (GET only),
+	// to see where the observer's own CPU and memory go.
+	Pprof bool
 	// Logger takes the 500s' causes; nil discards them.
 	Logger *slog.Logger
 }
@@ -56,6 +60,9 @@ func NewHandler(opts Options) http.Handler {
 		writeJSON(w, http.StatusOK, map[string]string{"status": "ready"})
 	}))
 	(&runAPI{runs: opts.Runs, token: opts.Token, logger: logger}).register(rt)
+	if opts.Pprof {
+		rt.handle("GET /debug/pprof/", http.HandlerFunc(servePprof))
+	}
 	if opts.Page != nil {
 		// "/{$}" is the root alone: every other unknown path stays a JSON 404.
 		rt.handle("GET /{$}", opts.Page)
@@ -110,6 +117,23 @@ func (rt *routes) finish() http.Handler {
 		writeError(w, http.StatusNotFound, "no such endpoint: "+r.Method+" "+r.URL.Path+"; see "+known)
 	})
 	return rt.mux
+}
+
+// servePprof is net/http/pprof under one pattern: the index serves the
+// named profiles (heap, goroutine, ...) itself.
+func servePprof(w http.ResponseWriter, r *http.Request) {
+	switch strings.TrimPrefix(r.URL.Path, "/debug/pprof/") {
+	case "cmdline":
+		pprof.Cmdline(w, r)
+	case "profile":
+		pprof.Profile(w, r)
+	case "symbol":
+		pprof.Symbol(w, r)
+	case "trace":
+		pprof.Trace(w, r)
+	default:
+		pprof.Index(w, r)
+	}
 }
 
 func writeJSON(w http.ResponseWriter, code int, v any) {

@@ -23,7 +23,7 @@ type Config struct {
 	Detector  DetectorConfig
 	FaultKind string
 	// WorkingSet returns a process's working set, when it is measured.
-	WorkingSet func(pid int) (uint64, bool)
+	WorkingSet func(pid int) (WorkingSetEstimate, bool)
 	// ScanSeconds is the working-set estimator's cost so far.
 	ScanSeconds func() float64
 	// Scope returns the active run's consumers and cgroup limit, and false
@@ -93,7 +93,8 @@ func (ind *Indicators) Annotate(prev, cur *sampler.Sample) {
 			in.FaultRates[p.PID] = float64(n-before) / secs
 		}
 		if ind.cfg.WorkingSet != nil {
-			p.WorkingSetBytes, p.HasWorkingSet = ind.cfg.WorkingSet(p.PID)
+			e, ok := ind.cfg.WorkingSet(p.PID)
+			p.WorkingSetBytes, p.DemandBytes, p.HasWorkingSet = e.Bytes, e.DemandBytes, ok
 		}
 	}
 	ind.lastFaults = seen
@@ -118,9 +119,10 @@ func (ind *Indicators) Annotate(prev, cur *sampler.Sample) {
 	}
 }
 
-// ratio is Denning's overcommit: the tracked working sets over the memory
-// they have. During a run, the consumers' against the cgroup limit; else
-// every tracked process's against what they hold plus what is free.
+// ratio is Denning's overcommit: the tracked processes' demand (their
+// working sets in their own time) over the memory they have. During a run,
+// the consumers' against the cgroup limit; else every tracked process's
+// against what they hold plus what is free.
 func (ind *Indicators) ratio(cur *sampler.Sample) (float64, bool) {
 	if ind.cfg.Scope != nil {
 		if pids, limit, ok := ind.cfg.Scope(); ok && limit > 0 && len(pids) > 0 {
@@ -132,7 +134,7 @@ func (ind *Indicators) ratio(cur *sampler.Sample) (float64, bool) {
 			known := false
 			for _, p := range cur.Processes {
 				if in[p.PID] && p.HasWorkingSet {
-					ws += p.WorkingSetBytes
+					ws += p.DemandBytes
 					known = true
 				}
 			}
@@ -143,7 +145,7 @@ func (ind *Indicators) ratio(cur *sampler.Sample) (float64, bool) {
 	known := false
 	for _, p := range cur.Processes {
 		if p.HasWorkingSet {
-			ws += p.WorkingSetBytes
+			ws += p.DemandBytes
 			rss += p.ResidentBytes
 			known = true
 		}

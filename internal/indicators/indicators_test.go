@@ -29,7 +29,10 @@ func TestIndicatorsFollowARun(t *testing.T) {
 	var got []Transition
 	ind, err := New(Config{
 		Detector: DefaultDetectorConfig(), FaultKind: CountAnon,
-		WorkingSet:   func(pid int) (uint64, bool) { return 60 << 20, true },
+		// The ratio is of the demand, not the wall-clock working set.
+		WorkingSet: func(pid int) (WorkingSetEstimate, bool) {
+			return WorkingSetEstimate{Bytes: 40 << 20, DemandBytes: 60 << 20}, true
+		},
 		Scope:        func() ([]int, int64, bool) { return []int{1, 2}, 100 << 20, true },
 		OnTransition: func(tr Transition, _ time.Time, names []string) { got = append(got, tr) },
 	})
@@ -69,7 +72,9 @@ func TestIndicatorsFollowARun(t *testing.T) {
 
 func TestIndicatorsHostRatioAndFaultKind(t *testing.T) {
 	ind, _ := New(Config{Detector: DefaultDetectorConfig(), FaultKind: CountAll,
-		WorkingSet: func(pid int) (uint64, bool) { return 25 << 20, pid != 3 }})
+		WorkingSet: func(pid int) (WorkingSetEstimate, bool) {
+			return WorkingSetEstimate{Bytes: 20 << 20, DemandBytes: 25 << 20}, pid != 3
+		}})
 	prev := sample(0, 20, map[int]uint64{1: 0, 2: 0, 3: 0})
 	annotate(ind, nil, prev)
 	cur := sample(1, 20, map[int]uint64{1: 0, 2: 0, 3: 0})

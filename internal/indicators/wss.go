@@ -80,12 +80,54 @@ type WorkingSetConfig struct {
 	// A process bigger than a whole round's budget is never measured. Zero
 	// is DefaultPageBudget.
 	PageBudget int64
-	Logger     *slog.Logger
+	// Stall, when set, returns a process's memory-stall time so far (the
+	// probe's, as PSI counts it). The estimator reads it each time it
+	// closes one window and opens the next, to know the share of each
+	// window the process was stalled, and from it the demand. Nil on
+	// procfs alone: the demand is then the working set as measured.
+	Stall  func(pid int) (time.Duration, bool)
+	Logger *slog.Logger
 }
+
+// MaxStalledShare caps the stalled share of a window that the demand
+// scales by (at most 10×). The stall sums over threads, so several threads
+// stalled at once can pass 100 % of the window.
+const MaxStalledShare = 0.9
 
 // WorkingSetEstimate is one process's working set over one window.
 type WorkingSetEstimate struct {
+	// Bytes is W(t, τ) in wall-clock time: the pages referenced in the
+	// window. A thrashing process is slowed until what it touches fits
+	// in memory, so under pressure Bytes tells what it got, not what it
+	// wants.
 	Bytes uint64
+	// DemandBytes is the working set in the process's own time, as
+	// Denning defined it: what it would touch in τ if it were not
+	// stalled. Two corrections turn Bytes into it:
+	//  - pages it referenced in the window that reclaim pushed back out
+	//    before the read are added. Under pressure a page referenced
+	//    early in the window is often swapped out again, and Referenced
+	//    no longer shows it; the process then faults it back in. Such
+	//    pages are counted as the major faults of the window (maj_flt),
+	//    at most the process's swapped memory at the read, since that is
+	//    where they went: a page faulted in twice, or faulted in and
+	//    still resident (so in Bytes too), cannot push the sum past what
+	//    it has in swap. Pages of a file dropped from the page cache
+	//    leave no such trace and are not added;
+	//  - the sum is divided by the share of the window the process was
+	//    not stalled on memory, 1 − s, with s at most MaxStalledShare:
+	//    it assumes the process references pages at the same pace
+	//    whenever it runs.
+	// It never exceeds the process's resident plus swapped memory: a
+	// process cannot touch more pages than it has. With no memory
+	// pressure (no faults, no stall) it is Bytes; without stall figures
+	// (procfs alone) only the swapped-out pages are added.
+	DemandBytes uint64
+	// Refaulted is the pages faulted back in during the window, in bytes.
+	Refaulted uint64
+	// StalledShare is s, valid when HasStall.
+	StalledShare float64
+	HasStall     bool
 	// From and To bound the window: the middle of the clear that opened it
 	// and of the read that closed it (each walks the page tables, and a
 	// page's bit is cleared or read somewhere in between).
@@ -94,6 +136,9 @@ type WorkingSetEstimate struct {
 	// the loop ran late, or the process was skipped a round. The bytes are
 	// still W(t, To−From), just not W(t, τ).
 	Irregular bool
+
+	footprint uint64 // Rss + Swap at the read: the most the demand can be
+	swap      uint64 // Swap at the read: the most that went out again
 }
 
 // Window is the window's length, on the monotonic clock.
@@ -125,9 +170,12 @@ type WorkingSet struct {
 
 // wssState is what a process's next round needs.
 type wssState struct {
-	startTicks uint64    // tells a reused pid apart
-	cleared    time.Time // when its window opened
-	swapBytes  uint64    // from the last read: the walk visits swap entries too
+	startTicks uint64        // tells a reused pid apart
+	cleared    time.Time     // when its window opened
+	swapBytes  uint64        // from the last read: the walk visits swap entries too
+	stall      time.Duration // the process's stall when its window opened
+	stallKnown bool          // there are stall figures (the probe runs)
+	majFlt     uint64        // its major faults when its window opened
 }
 
 // NewWorkingSet returns a WorkingSet; call Run, or ScanOnce each round.
@@ -280,7 +328,21 @@ func (w *WorkingSet) ScanOnce(pids []int) error {
 				continue
 			}
 			est, pages = &e, walked
+			if proc.MajorFaults >= st.majFlt {
+				est.Refaulted = (proc.MajorFaults - st.majFlt) * w.pageSize
+			}
 		}
+		// One stall reading closes this window and opens the next: the
+		// read and the clear around it take a few milliseconds.
+		var stall time.Duration
+		var hasStall bool
+		if w.cfg.Stall != nil {
+			stall, hasStall = w.cfg.Stall(pid)
+		}
+		if est != nil {
+			est.demand(st, stall, hasStall)
+		}
+		st.stall, st.stallKnown, st.majFlt = stall, w.cfg.Stall != nil, proc.MajorFaults
 		t0 := time.Now()
 		err = w.clearRefs(pid)
 		st.cleared = midpoint(t0, time.Now())
@@ -343,10 +405,27 @@ func (w *WorkingSet) read(pid int, st *wssState) (WorkingSetEstimate, int64, err
 	if err != nil {
 		return WorkingSetEstimate{}, 0, err
 	}
-	e := WorkingSetEstimate{Bytes: r.referenced, From: st.cleared, To: midpoint(t0, time.Now())}
+	e := WorkingSetEstimate{Bytes: r.referenced, DemandBytes: r.referenced, From: st.cleared, To: midpoint(t0, time.Now())}
 	e.Irregular = absDuration(e.Window()-w.cfg.Interval) > w.cfg.Interval/2
+	e.footprint, e.swap = r.rss+r.swap, r.swap
 	st.swapBytes = r.swap
 	return e, int64((r.rss + r.swap) / w.pageSize), nil
+}
+
+// demand fills DemandBytes from the faults and the stall over the window:
+// st holds the stall when it opened. A process the probe has not seen stall
+// has no reading, which is no stall.
+func (e *WorkingSetEstimate) demand(st *wssState, stall time.Duration, hasStall bool) {
+	touched := float64(e.Bytes + min(e.Refaulted, e.swap))
+	if window := e.Window(); st.stallKnown && window > 0 {
+		d := stall - st.stall
+		if !hasStall || d < 0 {
+			d = 0 // never stalled, or counters restarted
+		}
+		e.StalledShare, e.HasStall = min(d.Seconds()/window.Seconds(), MaxStalledShare), true
+		touched /= 1 - e.StalledShare
+	}
+	e.DemandBytes = max(e.Bytes, uint64(min(touched, float64(e.footprint))))
 }
 
 func (w *WorkingSet) pidPath(pid int) string {

@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/thrashscope/thrashscope/internal/loadgen"
+	"github.com/thrashscope/thrashscope/internal/probe"
 	"github.com/thrashscope/thrashscope/internal/testenv"
 )
 
@@ -40,6 +41,10 @@ import (
 // accessed bits behind our back, and without it each cycle is short: a
 // cycle's writes land within a millisecond or so, and counting the cycles
 // reported within a window is exact but for the rare one astride its edge.
+//
+// The demand (the working set in the process's own time) is held to the
+// same bound: the real probe reads each consumer's stall, which without
+// pressure is next to none, so the demand must not drift from W.
 func TestWorkingSetAccuracy(t *testing.T) {
 	testenv.RequirePrivileged(t)
 	bin := testenv.Binary(t, "loadgen")
@@ -72,7 +77,16 @@ func TestWorkingSetAccuracy(t *testing.T) {
 		pids[i] = c.pid
 	}
 
-	w := NewWorkingSet(WorkingSetConfig{ProcfsPath: "/proc", Interval: tau})
+	p, err := probe.Load(probe.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	stall := func(pid int) (time.Duration, bool) {
+		s, ok := p.StallOf(uint32(pid))
+		return s.Total(), ok
+	}
+	w := NewWorkingSet(WorkingSetConfig{ProcfsPath: "/proc", Interval: tau, Stall: stall})
 	if err := w.ScanOnce(pids); err != nil { // opens the first window
 		t.Fatal(err)
 	}
@@ -134,13 +148,17 @@ func TestWorkingSetAccuracy(t *testing.T) {
 	}
 
 	for i := 1; i < len(cons); i++ {
-		var errs, regionErrs, measured, exp, rt []float64
+		var errs, demandErrs, regionErrs, measured, exp, rt []float64
 		for _, r := range got[i] {
 			k := cons[i].writesIn(r.est.From, r.est.To)
 			want := expected(k)
 			m := float64(r.est.Bytes) - share
 			measured, exp = append(measured, m), append(exp, want)
 			errs = append(errs, m/want-1)
+			demandErrs = append(demandErrs, (float64(r.est.DemandBytes)-share)/want-1)
+			if !r.est.HasStall {
+				t.Errorf("%s: an estimate without the stalled share, with the probe running", rates[i].name)
+			}
 			regionWant := expected(cons[i].writesIn(r.est.From, r.regionAt))
 			regionErrs = append(regionErrs, float64(r.region)/regionWant-1)
 			rt = append(rt, float64(r.est.Bytes)-float64(r.region))
@@ -152,6 +170,11 @@ func TestWorkingSetAccuracy(t *testing.T) {
 			rates[i].name, windows, median(exp)/1024, median(measured)/1024, 100*e, 100*median(regionErrs), median(rt)/1024)
 		if math.Abs(e) > maxErr {
 			t.Errorf("%s: median error %+.1f%%, want within ±%.0f%%", rates[i].name, 100*e, 100*maxErr)
+		}
+		de := median(demandErrs)
+		t.Logf("%s: demand median error %+.1f%%", rates[i].name, 100*de)
+		if math.Abs(de) > maxErr {
+			t.Errorf("%s: demand median error %+.1f%%, want within ±%.0f%%", rates[i].name, 100*de, 100*maxErr)
 		}
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"maps"
+	"math"
 	"os"
 	"path/filepath"
 	"slices"
@@ -340,5 +341,44 @@ func TestWorkingSetRun(t *testing.T) {
 	case <-done:
 	case <-time.After(5 * time.Second):
 		t.Fatal("Run did not return after cancel")
+	}
+}
+
+// The demand scales the wall-clock working set by the window's unstalled
+// share, within the process's footprint.
+func TestWorkingSetDemand(t *testing.T) {
+	from := time.Unix(100, 0)
+	for _, tc := range []struct {
+		name        string
+		known       bool // the estimator has stall figures
+		atOpen      time.Duration
+		now         time.Duration
+		hasNow      bool
+		bytes, foot uint64
+		refaulted   uint64
+		swap        uint64
+		wantDemand  uint64
+		wantShare   float64
+		wantHas     bool
+	}{
+		{name: "procfs alone", bytes: 4 << 20, foot: 10 << 20, wantDemand: 4 << 20},
+		{name: "procfs alone, refaults", bytes: 4 << 20, refaulted: 3 << 20, swap: 5 << 20, foot: 10 << 20, wantDemand: 7 << 20},
+		{name: "refaults and stall", known: true, now: 500 * time.Millisecond, hasNow: true, bytes: 2 << 20, refaulted: 2 << 20, swap: 5 << 20, foot: 10 << 20, wantDemand: 8 << 20, wantShare: 0.5, wantHas: true},
+		{name: "refaults beyond swap", bytes: 4 << 20, refaulted: 30 << 20, swap: 5 << 20, foot: 20 << 20, wantDemand: 9 << 20},
+		{name: "file refaults, no swap", bytes: 4 << 20, refaulted: 3 << 20, foot: 10 << 20, wantDemand: 4 << 20},
+		{name: "never stalled", known: true, bytes: 4 << 20, foot: 10 << 20, wantDemand: 4 << 20, wantHas: true},
+		{name: "half stalled", known: true, atOpen: time.Second, now: 1500 * time.Millisecond, hasNow: true, bytes: 4 << 20, foot: 10 << 20, wantDemand: 8 << 20, wantShare: 0.5, wantHas: true},
+		{name: "capped by footprint", known: true, now: 800 * time.Millisecond, hasNow: true, bytes: 4 << 20, foot: 10 << 20, wantDemand: 10 << 20, wantShare: 0.8, wantHas: true},
+		{name: "threads stalled at once", known: true, now: 3 * time.Second, hasNow: true, bytes: 1 << 20, foot: 100 << 20, wantDemand: 10 << 20, wantShare: MaxStalledShare, wantHas: true},
+		{name: "first stall seen in the window", known: true, now: 250 * time.Millisecond, hasNow: true, bytes: 3 << 20, foot: 10 << 20, wantDemand: 4 << 20, wantShare: 0.25, wantHas: true},
+		{name: "counters restarted", known: true, atOpen: 5 * time.Second, now: time.Second, hasNow: true, bytes: 4 << 20, foot: 10 << 20, wantDemand: 4 << 20, wantHas: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e := WorkingSetEstimate{Bytes: tc.bytes, DemandBytes: tc.bytes, Refaulted: tc.refaulted, From: from, To: from.Add(time.Second), footprint: tc.foot, swap: tc.swap}
+			e.demand(&wssState{stall: tc.atOpen, stallKnown: tc.known}, tc.now, tc.hasNow)
+			if d := float64(e.DemandBytes) - float64(tc.wantDemand); math.Abs(d) > 1 || e.HasStall != tc.wantHas || math.Abs(e.StalledShare-tc.wantShare) > 1e-9 {
+				t.Errorf("demand %d (share %v, has %v), want %d (share %v, has %v)", e.DemandBytes, e.StalledShare, e.HasStall, tc.wantDemand, tc.wantShare, tc.wantHas)
+			}
+		})
 	}
 }

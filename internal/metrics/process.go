@@ -13,7 +13,7 @@ import (
 // consumers): the sampler bounds the set, and a process that exits is
 // simply absent from the next sample, so its series go away.
 type processes struct {
-	major, minor, stall, stallOff, cpu, rss, swap, virt, wss, high *prometheus.Desc
+	major, minor, stall, stallOff, cpu, rss, swap, virt, wss, demand, high *prometheus.Desc
 }
 
 func newProcesses() *processes {
@@ -26,13 +26,14 @@ func newProcesses() *processes {
 		rss:      desc("process_resident_bytes", "Resident set size.", "pid", "comm"),
 		swap:     desc("process_swap_bytes", "Memory swapped out (VmSwap).", "pid", "comm"),
 		virt:     desc("process_virtual_bytes", "Virtual memory size.", "pid", "comm"),
-		wss:      desc("process_working_set_bytes", "Working set over the last --wss.interval: pages referenced since the kernel's accessed bits were cleared (clear_refs, smaps_rollup Referenced).", "pid", "comm"),
+		wss:      desc("process_working_set_bytes", "Working set over the last --wss.interval in wall-clock time: pages referenced since the kernel's accessed bits were cleared (clear_refs, smaps_rollup Referenced).", "pid", "comm"),
+		demand:   desc("process_working_set_demand_bytes", "Working set in the process's own time (Denning's): what it would reference in --wss.interval if it were not stalled on memory, process_working_set_bytes scaled by the window's unstalled share and capped at resident plus swapped memory. Equal to the working set on procfs alone.", "pid", "comm"),
 		high:     desc("process_high_fault", "1 while the process is in the detector's high-fault set.", "pid", "comm"),
 	}
 }
 
 func (m *processes) describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{m.major, m.minor, m.stall, m.stallOff, m.cpu, m.rss, m.swap, m.virt, m.wss, m.high} {
+	for _, d := range []*prometheus.Desc{m.major, m.minor, m.stall, m.stallOff, m.cpu, m.rss, m.swap, m.virt, m.wss, m.demand, m.high} {
 		ch <- d
 	}
 }
@@ -58,6 +59,7 @@ func (m *processes) update(s *sampler.Sample, ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(m.virt, prometheus.GaugeValue, float64(p.VirtualBytes), pid, comm)
 		if p.HasWorkingSet {
 			ch <- prometheus.MustNewConstMetric(m.wss, prometheus.GaugeValue, float64(p.WorkingSetBytes), pid, comm)
+			ch <- prometheus.MustNewConstMetric(m.demand, prometheus.GaugeValue, float64(p.DemandBytes), pid, comm)
 		}
 		if s.HasDetector {
 			high := 0.0

@@ -37,6 +37,8 @@ type Config struct {
 	WSSInterval time.Duration
 	Detector    indicators.DetectorConfig
 	FaultKind   string
+	// EnablePprof serves the Go runtime's profiles at /debug/pprof/.
+	EnablePprof bool
 }
 
 // Validate checks every field and says what to change.

@@ -164,15 +164,15 @@ func (p *promServer) queryRange(q string, from, to time.Time, step time.Duration
 // mustMove are queries (panel title/refId) that show the thrash itself:
 // over a run they must not only return series but a non-zero sample.
 var mustMove = map[string]bool{
-	"Paging: swap-in and swap-out/A":            true,
-	"Paging: swap-in and swap-out/B":            true,
-	"Major faults per process: anon and file/A": true,
-	"Memory pressure (PSI)/A":                   true,
-	"Major-fault service time/A":                true,
-	"Write-cycle duration/A":                    true,
-	"Thrash detector state/A":                   true,
-	"Consumers: active and planned/A":           true,
-	"Demand and limit/A":                        true,
+	"Paging: swap-in and swap-out/A":                true,
+	"Paging: swap-in and swap-out/B":                true,
+	"Major faults per process: swap-ins and file/A": true,
+	"Memory pressure (PSI)/A":                       true,
+	"Major-fault service time/A":                    true,
+	"Write-cycle duration/A":                        true,
+	"Thrash detector state/A":                       true,
+	"Consumers: active and planned/A":               true,
+	"Demand and limit/A":                            true,
 }
 
 var legendLabel = strings.NewReplacer("{{", "\x00", "}}", "\x00")

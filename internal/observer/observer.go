@@ -105,8 +105,15 @@ func build(cfg Config, logger *slog.Logger, checkOnly bool) (*Observer, error) {
 	}
 	icfg := indicators.Config{Detector: cfg.Detector, FaultKind: cfg.FaultKind, Logger: logger.With("component", "detector")}
 	if cfg.WSSInterval > 0 {
-		o.wss = indicators.NewWorkingSet(indicators.WorkingSetConfig{ProcfsPath: cfg.ProcfsPath, Interval: cfg.WSSInterval, Logger: logger.With("component", "wss")})
-		icfg.WorkingSet = o.wss.Get
+		wcfg := indicators.WorkingSetConfig{ProcfsPath: cfg.ProcfsPath, Interval: cfg.WSSInterval, Logger: logger.With("component", "wss")}
+		if p := o.probe; p != nil {
+			wcfg.Stall = func(pid int) (time.Duration, bool) {
+				s, ok := p.StallOf(uint32(pid))
+				return s.Total(), ok
+			}
+		}
+		o.wss = indicators.NewWorkingSet(wcfg)
+		icfg.WorkingSet = o.wss.Estimate
 		icfg.ScanSeconds = func() float64 { return o.wss.Stats().ScanSeconds }
 	}
 	if o.runs != nil {
@@ -136,6 +143,7 @@ func build(cfg Config, logger *slog.Logger, checkOnly bool) (*Observer, error) {
 	opts := api.Options{
 		Gatherer: o.registry,
 		Ready:    func() bool { _, ok := o.sampler.Latest(); return ok },
+		Pprof:    cfg.EnablePprof,
 		Logger:   logger.With("component", "api"),
 	}
 	if o.runs != nil {

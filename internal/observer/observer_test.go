@@ -17,6 +17,7 @@ import (
 	"github.com/cilium/ebpf"
 	"golang.org/x/sys/unix"
 
+	"github.com/thrashscope/thrashscope/internal/probe"
 	"github.com/thrashscope/thrashscope/internal/testenv"
 )
 
@@ -245,9 +246,18 @@ func TestCheckPrintsProbeTable(t *testing.T) {
 	if err := Check(validConfig(), &out, slog.New(slog.NewTextHandler(io.Discard, nil))); err != nil {
 		t.Fatalf("Check: %v\n%s", err, out.String())
 	}
-	for _, want := range []string{"PROBE", "major_faults   up", "memory_stall   up", "process_exit   up"} {
-		if !strings.Contains(out.String(), want) {
-			t.Errorf("check table lacks %q:\n%s", want, out.String())
+	status := map[string]string{}
+	for line := range strings.Lines(out.String()) {
+		if f := strings.Fields(line); len(f) >= 2 {
+			status[f[0]] = f[1]
+		}
+	}
+	if status["PROBE"] != "STATUS" {
+		t.Errorf("check table has no header:\n%s", out.String())
+	}
+	for _, name := range probe.Names {
+		if status[name] != "up" {
+			t.Errorf("check table says %s is %q, want up:\n%s", name, status[name], out.String())
 		}
 	}
 }

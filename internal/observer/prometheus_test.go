@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -217,7 +218,7 @@ func TestAlertsFireOnARealThrash(t *testing.T) {
 		return len(p.query(t, `up{job="thrashscope"} == 1`)) == 1 && len(p.query(t, `thrashscope:swap_in_pages:rate10s`)) == 1
 	})
 
-	watched := []string{"ThrashscopeHostThrashing", "ThrashscopeProcessMajorFaults"}
+	watched := []string{"ThrashscopeHostThrashing", "ThrashscopeProcessMajorFaults", "ThrashscopeWorkingSetOvercommit"}
 	w := map[string]*alertWatch{}
 	for _, name := range watched {
 		w[name] = &alertWatch{instances: map[string]bool{}}
@@ -277,7 +278,7 @@ func TestAlertsFireOnARealThrash(t *testing.T) {
 				end = *r.EndedAt
 			}
 		}
-		if !end.IsZero() && !w[watched[0]].firing() && !w[watched[1]].firing() {
+		if !end.IsZero() && !slices.ContainsFunc(watched, func(name string) bool { return w[name].firing() }) {
 			break
 		}
 		// A process's 10s rate empties 10s after its last fault and groups
@@ -328,6 +329,7 @@ func TestAlertsFireOnARealThrash(t *testing.T) {
 	if others["ThrashscopeProbeDown"] != "" {
 		t.Errorf("ThrashscopeProbeDown went %s with every probe attached", others["ThrashscopeProbeDown"])
 	}
+	checkDemandPlateau(t, p, start, end)
 	t.Logf("other alerts seen: %v", others)
 
 	// Every dashboard query over the run, from just before it started (the
@@ -356,4 +358,58 @@ func TestAlertsFireOnARealThrash(t *testing.T) {
 			t.Logf("%s = %v", q, res[0].Value[1])
 		}
 	}
+}
+
+// checkDemandPlateau holds working_set_ratio, the consumers' measured demand
+// over the limit, to the arithmetic one (active consumers × S over the
+// limit, which the observer exports as run_demand_bytes) where the latter is
+// near its peak: the medians within 25 %. The wall-clock working set cannot
+// pass the limit much, so this is what the demand exists for.
+func checkDemandPlateau(t *testing.T, p *promServer, start, end time.Time) {
+	t.Helper()
+	series := func(q string) map[int64]float64 {
+		res, err := p.queryRange(q, start, end, time.Second)
+		if err != nil || len(res) != 1 {
+			t.Fatalf("%s over the run: %d series, %v; want one", q, len(res), err)
+		}
+		out := map[int64]float64{}
+		for _, v := range res[0].Values {
+			ts, ok := v[0].(float64)
+			s, _ := v[1].(string)
+			f, err := strconv.ParseFloat(s, 64)
+			if !ok || err != nil {
+				t.Fatalf("%s: bad sample %v", q, v)
+			}
+			out[int64(ts)] = f
+		}
+		return out
+	}
+	measured := series(`thrashscope_working_set_ratio`)
+	arith := series(`thrashscope_run_demand_bytes / thrashscope_run_memory_limit_bytes`)
+	peak := 0.0
+	for _, v := range arith {
+		peak = max(peak, v)
+	}
+	var got, want []float64
+	for ts, a := range arith {
+		if m, ok := measured[ts]; ok && a >= 0.9*peak {
+			got, want = append(got, m), append(want, a)
+		}
+	}
+	if len(got) < 3 {
+		t.Fatalf("only %d samples of the working-set ratio where the arithmetic demand is within 10%% of its peak %.2f", len(got), peak)
+	}
+	g, a := medianOf(got), medianOf(want)
+	t.Logf("demand plateau (%d samples): working_set_ratio median %.2f, arithmetic %.2f (peak %.2f): %+.0f%%", len(got), g, a, peak, 100*(g/a-1))
+	if g < 0.75*a || g > 1.25*a {
+		t.Errorf("working_set_ratio's plateau median %.2f is more than 25%% from the arithmetic demand %.2f", g, a)
+	}
+}
+
+func medianOf(xs []float64) float64 {
+	s := slices.Sorted(slices.Values(xs))
+	if len(s)%2 == 1 {
+		return s[len(s)/2]
+	}
+	return (s[len(s)/2-1] + s[len(s)/2]) / 2
 }

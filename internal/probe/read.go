@@ -184,3 +184,14 @@ func iterateHash[V any](m *ebpf.Map, fn func(uint32, V)) error {
 	}
 	return it.Err()
 }
+
+// StallOf reads one process's memory stall so far, and false when the
+// probe has not seen it stall (or it exited). It is one map lookup, cheap
+// enough to bracket a measurement window of a few processes.
+func (p *Probe) StallOf(tgid uint32) (StallTime, bool) {
+	var v thrashscopeStallTime
+	if err := p.objs.ProcessMemoryStall.Lookup(tgid, &v); err != nil {
+		return StallTime{}, false
+	}
+	return decodeStall(v), true
+}

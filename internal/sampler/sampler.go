@@ -92,9 +92,11 @@ type Process struct {
 	HasStall bool
 	// Activity is the decayed major-fault rate the process was ranked by.
 	Activity float64
-	// From the indicators: the working set over the last τ (when
-	// HasWorkingSet) and membership of the high-fault set.
+	// From the indicators: the working set over the last τ in wall-clock
+	// time and in the process's own time (the demand), when HasWorkingSet,
+	// and membership of the high-fault set.
 	WorkingSetBytes uint64
+	DemandBytes     uint64
 	HasWorkingSet   bool
 	HighFault       bool
 }
