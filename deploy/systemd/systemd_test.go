@@ -545,9 +545,17 @@ func TestHardeningAdmitsARealRun(t *testing.T) {
 			t.Fatalf("the run's consumers did not both start: %s", b)
 		}
 	}
-	_, metrics := request(t, "GET", base+"/metrics", "")
-	if !bytes.Contains(metrics, []byte(`thrashscope_process_working_set_bytes{comm="consumer-00"`)) {
-		t.Error("no working set for consumer-00: clear_refs or smaps_rollup failed under the unit's limits")
+	// A working set needs a clear and a read a window apart after the
+	// consumer is first seen, so it is polled for, not read once.
+	measured := false
+	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(250 * time.Millisecond) {
+		_, metrics := request(t, "GET", base+"/metrics", "")
+		if measured = bytes.Contains(metrics, []byte(`thrashscope_process_working_set_bytes{comm="consumer-00"`)); measured {
+			break
+		}
+	}
+	if !measured {
+		t.Error("no working set for consumer-00 in 30 s: clear_refs or smaps_rollup failed under the unit's limits")
 	}
 	code, b = request(t, "DELETE", base+"/api/v1/runs/"+r.ID, "")
 	if err := json.Unmarshal(b, &r); code != http.StatusOK || err != nil || r.State != "aborted" {

@@ -80,6 +80,16 @@ type WorkingSetConfig struct {
 	// A process bigger than a whole round's budget is never measured. Zero
 	// is DefaultPageBudget.
 	PageBudget int64
+	// Every is how many rounds apart a process's windows open: its
+	// accessed bits are cleared one round, read the next (a window of τ),
+	// and then left alone until the round before its next window. Two
+	// page-table walks every Every·τ instead of every τ, so the scan costs
+	// 1/Every of what it does back to back, and the kernel's own LRU
+	// aging, which clear_refs disturbs, is left alone most of the time. A
+	// process's estimate stands until its next window closes. Processes
+	// are staggered by pid, so each round walks about 2/Every of them.
+	// Zero or one is back to back: every round reads and clears.
+	Every int
 	// Stall, when set, returns a process's memory-stall time so far (the
 	// probe's, as PSI counts it). The estimator reads it each time it
 	// closes one window and opens the next, to know the share of each
@@ -159,8 +169,9 @@ type WorkingSet struct {
 	fsErr    error
 	pageSize uint64
 
-	scanMu sync.Mutex // one round at a time; guards state and noData
+	scanMu sync.Mutex // one round at a time; guards state, round and noData
 	state  map[int]*wssState
+	round  int
 	noData error // set once the kernel proved it has no smaps_rollup/clear_refs
 
 	mu        sync.RWMutex
@@ -171,7 +182,8 @@ type WorkingSet struct {
 // wssState is what a process's next round needs.
 type wssState struct {
 	startTicks uint64        // tells a reused pid apart
-	cleared    time.Time     // when its window opened
+	cleared    time.Time     // when its open window opened; zero when none is open
+	last       *WorkingSetEstimate
 	swapBytes  uint64        // from the last read: the walk visits swap entries too
 	stall      time.Duration // the process's stall when its window opened
 	stallKnown bool          // there are stall figures (the probe runs)
@@ -189,6 +201,7 @@ func NewWorkingSet(cfg WorkingSetConfig) *WorkingSet {
 	if cfg.PageBudget <= 0 {
 		cfg.PageBudget = DefaultPageBudget
 	}
+	cfg.Every = max(cfg.Every, 1)
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -252,10 +265,11 @@ func (w *WorkingSet) Stats() WorkingSetStats {
 	return w.stats
 }
 
-// ScanOnce does one round: for each pid in order, while the round's budget
-// lasts, it reads the working set since the previous round and clears the
-// accessed bits for the next. A process that vanished is dropped silently;
-// other failures are returned joined, and the rest of the round goes on.
+// ScanOnce does one round: for each pid in order whose turn it is, while the
+// round's budget lasts, it reads the working set since its window opened and
+// clears the accessed bits to open the next. With Every 1 each process does
+// both every round. A process that vanished is dropped silently; other
+// failures are returned joined, and the rest of the round goes on.
 func (w *WorkingSet) ScanOnce(pids []int) error {
 	w.scanMu.Lock()
 	defer w.scanMu.Unlock()
@@ -270,14 +284,29 @@ func (w *WorkingSet) ScanOnce(pids []int) error {
 	var spent int64
 	var round WorkingSetStats
 	var errs []error
-	out := make(map[int]WorkingSetEstimate, len(pids))
 	tracked := make(map[int]bool, len(pids))
+	n := w.cfg.Every
+	w.round++
 	for _, pid := range pids {
 		if tracked[pid] {
 			continue
 		}
 		tracked[pid] = true
 		st := w.state[pid]
+		// A window opens in the round before the pid's turn (phase n−1)
+		// and closes in its turn (phase 0); with n 1 both are every
+		// round. A window that could not close in its turn (no budget)
+		// closes at the next clear.
+		phase := (w.round + pid) % n
+		open := st != nil && !st.cleared.IsZero()
+		due := phase == 0
+		clear := phase == n-1
+		if due && st != nil {
+			st.last = nil // its turn: a new estimate, or none
+		}
+		if !clear && !(due && open) {
+			continue
+		}
 		proc, err := w.fs.ProcessStat(pid)
 		if err != nil {
 			delete(w.state, pid)
@@ -287,7 +316,11 @@ func (w *WorkingSet) ScanOnce(pids []int) error {
 			continue
 		}
 		if st != nil && st.startTicks != proc.StartTicks {
-			st = nil // a new process under an old pid
+			st, open = nil, false // a new process under an old pid
+			delete(w.state, pid)
+			if !clear {
+				continue
+			}
 		}
 		// The walks visit every present or swapped-out PTE, so resident
 		// plus swapped pages is their cost; the virtual size would count
@@ -317,7 +350,7 @@ func (w *WorkingSet) ScanOnce(pids []int) error {
 			// First sight: nothing was cleared τ ago, so a read now would
 			// count every page touched since the process began.
 			st = &wssState{startTicks: proc.StartTicks}
-		} else {
+		} else if open {
 			e, walked, err := w.read(pid, st)
 			if err != nil {
 				delete(w.state, pid)
@@ -341,29 +374,33 @@ func (w *WorkingSet) ScanOnce(pids []int) error {
 		}
 		if est != nil {
 			est.demand(st, stall, hasStall)
+			st.last, st.cleared = est, time.Time{}
 		}
-		st.stall, st.stallKnown, st.majFlt = stall, w.cfg.Stall != nil, proc.MajorFaults
-		t0 := time.Now()
-		err = w.clearRefs(pid)
-		st.cleared = midpoint(t0, time.Now())
-		if err != nil {
-			delete(w.state, pid)
-			errs = append(errs, w.failure(pid, err))
-			if w.noData != nil {
-				break
+		if clear {
+			st.stall, st.stallKnown, st.majFlt = stall, w.cfg.Stall != nil, proc.MajorFaults
+			t0 := time.Now()
+			err = w.clearRefs(pid)
+			st.cleared = midpoint(t0, time.Now())
+			if err != nil {
+				delete(w.state, pid)
+				errs = append(errs, w.failure(pid, err))
+				if w.noData != nil {
+					break
+				}
+				continue
 			}
-			continue
 		}
 		w.state[pid] = st
-		if est != nil {
-			out[pid] = *est
-		}
 		round.ProcessesScanned++
 		round.PagesScanned += uint64(pages)
 	}
-	for pid := range w.state {
-		if !tracked[pid] {
+	out := make(map[int]WorkingSetEstimate, len(w.state))
+	for pid, st := range w.state {
+		switch {
+		case !tracked[pid]:
 			delete(w.state, pid) // no longer tracked: its bits are left alone
+		case st.last != nil:
+			out[pid] = *st.last
 		}
 	}
 

@@ -157,6 +157,48 @@ func TestWorkingSetRounds(t *testing.T) {
 	}
 }
 
+func TestWorkingSetEvery(t *testing.T) {
+	// With Every 3 a process's bits are cleared in the round before its
+	// turn and read in its turn, then left alone a round; pids stagger the
+	// turns (phase = (round + pid) mod 3: 100 clears in rounds 1 and 4,
+	// 200 in rounds 3 and 6).
+	proc := wssFixture(t, "proc")
+	w := NewWorkingSet(WorkingSetConfig{ProcfsPath: proc, Interval: 10 * time.Millisecond, PageBudget: 1 << 30, Every: 3})
+	type round struct{ cleared, estimated []int }
+	want := []round{
+		{cleared: []int{100}},
+		{estimated: []int{100}},
+		{cleared: []int{200}, estimated: []int{100}},
+		{cleared: []int{100}, estimated: []int{100, 200}},
+		{estimated: []int{100, 200}},
+		{cleared: []int{200}, estimated: []int{100, 200}},
+	}
+	var walks int
+	for i, r := range want {
+		if err := w.ScanOnce([]int{100, 200}); err != nil {
+			t.Fatal(err)
+		}
+		var gotCleared, gotEstimated []int
+		for _, pid := range []int{100, 200} {
+			if cleared(t, proc, strconv.Itoa(pid)) {
+				gotCleared = append(gotCleared, pid)
+			}
+			if _, ok := w.Get(pid); ok {
+				gotEstimated = append(gotEstimated, pid)
+			}
+		}
+		if !slices.Equal(gotCleared, r.cleared) || !slices.Equal(gotEstimated, r.estimated) {
+			t.Errorf("round %d: cleared %v and estimates for %v, want %v and %v", i+1, gotCleared, gotEstimated, r.cleared, r.estimated)
+		}
+		walks += len(gotCleared)
+	}
+	// Reads: 100 in rounds 2 and 5, 200 in round 4. Scanned counts a
+	// process once per round it was read or cleared.
+	if got := w.Stats().ProcessesScanned; got != uint64(walks+3) {
+		t.Errorf("%d process-rounds scanned, want %d (4 clears, 3 reads)", got, walks+3)
+	}
+}
+
 func TestWorkingSetBudget(t *testing.T) {
 	// Stat rss: 100 → 1000 pages, 200 → 3000, 300 → 500.
 	tests := []struct {

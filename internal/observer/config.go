@@ -35,8 +35,11 @@ type Config struct {
 	LoadgenBinary string
 	// WSSInterval is τ of the working-set estimate; 0 turns it off.
 	WSSInterval time.Duration
-	Detector    indicators.DetectorConfig
-	FaultKind   string
+	// WSSPeriod is how often each tracked process's window opens (a
+	// multiple of WSSInterval); zero is every WSSInterval, back to back.
+	WSSPeriod time.Duration
+	Detector  indicators.DetectorConfig
+	FaultKind string
 	// EnablePprof serves the Go runtime's profiles at /debug/pprof/.
 	EnablePprof bool
 }
@@ -54,6 +57,9 @@ func (c Config) Validate() error {
 	}
 	if c.WSSInterval != 0 && (c.WSSInterval < 100*time.Millisecond || c.WSSInterval > time.Minute) {
 		errs = append(errs, fmt.Errorf("--wss.interval=%s: want 0 (off) or between 100ms and 1m", c.WSSInterval))
+	}
+	if c.WSSInterval != 0 && c.WSSPeriod != 0 && (c.WSSPeriod < c.WSSInterval || c.WSSPeriod > time.Minute) {
+		errs = append(errs, fmt.Errorf("--wss.period=%s: want between --wss.interval (%s) and 1m, or 0 for every interval", c.WSSPeriod, c.WSSInterval))
 	}
 	if err := c.Detector.Validate(); err != nil {
 		errs = append(errs, err)

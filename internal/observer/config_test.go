@@ -19,6 +19,7 @@ func validConfig() Config {
 		SampleInterval:  time.Second,
 		TopK:            20,
 		WSSInterval:     time.Second,
+		WSSPeriod:       5 * time.Second,
 		Detector:        indicators.DefaultDetectorConfig(),
 		FaultKind:       indicators.CountAnon,
 	}
@@ -51,6 +52,9 @@ func TestValidate(t *testing.T) {
 		{"no port", func(c *Config) { c.ListenAddresses = []string{"127.0.0.1"} }, "--web.listen-address"},
 		{"bad probes", func(c *Config) { c.Probes = "kprobe" }, "--probes"},
 		{"interval too short", func(c *Config) { c.SampleInterval = time.Millisecond }, "--sample.interval"},
+		{"wss period below its interval", func(c *Config) { c.WSSPeriod = 500 * time.Millisecond }, "--wss.period"},
+		{"wss period back to back", func(c *Config) { c.WSSPeriod = 0 }, ""},
+		{"wss period too long", func(c *Config) { c.WSSPeriod = time.Hour }, "--wss.period"},
 		{"top-k zero", func(c *Config) { c.TopK = 0 }, "--process.top-k"},
 		{"top-k huge", func(c *Config) { c.TopK = 100000 }, "--process.top-k"},
 		{"bad procfs", func(c *Config) { c.ProcfsPath = filepath.Join(dir, "nope") }, "--path.procfs"},

@@ -105,7 +105,10 @@ func build(cfg Config, logger *slog.Logger, checkOnly bool) (*Observer, error) {
 	}
 	icfg := indicators.Config{Detector: cfg.Detector, FaultKind: cfg.FaultKind, Logger: logger.With("component", "detector")}
 	if cfg.WSSInterval > 0 {
-		wcfg := indicators.WorkingSetConfig{ProcfsPath: cfg.ProcfsPath, Interval: cfg.WSSInterval, Logger: logger.With("component", "wss")}
+		wcfg := indicators.WorkingSetConfig{
+			ProcfsPath: cfg.ProcfsPath, Interval: cfg.WSSInterval, Logger: logger.With("component", "wss"),
+			Every: int((cfg.WSSPeriod + cfg.WSSInterval/2) / cfg.WSSInterval),
+		}
 		if p := o.probe; p != nil {
 			wcfg.Stall = func(pid int) (time.Duration, bool) {
 				s, ok := p.StallOf(uint32(pid))

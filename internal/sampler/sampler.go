@@ -9,6 +9,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"math"
 	"slices"
 	"sync"
 	"time"
@@ -109,11 +110,15 @@ type Sampler struct {
 	latest *Sample
 
 	// Loop state, touched only by the sampling goroutine.
-	activity map[int]*activity
+	activity  map[int]*activity
+	round     int
+	hostMajor uint64 // pgmajfault at the last sample, on procfs alone
+	hasHost   bool
 }
 
 type activity struct {
 	startTicks uint64
+	readRound  int // the round its counters were last read
 	lastMajor  uint64
 	lastStall  uint64
 	rate       float64 // exponentially decayed major faults per second
@@ -127,6 +132,10 @@ const decay = 0.87
 // minActivity drops a process from the ranking once its decayed rate is
 // below one fault per hundred seconds.
 const minActivity = 0.01
+
+// quietEvery is how many rounds apart, on procfs alone, a quiet process's
+// counters are read when the host's own count says nothing faulted unseen.
+const quietEvery = 10
 
 // New returns a Sampler; call Run to start it.
 func New(cfg Config) *Sampler {
@@ -193,11 +202,12 @@ func (s *Sampler) SampleOnce() error {
 		smp.Latency, smp.Lost, smp.Programs = snap.Latency, snap.Lost, snap.Programs
 	}
 
-	candidates, err := s.candidates(snap)
+	s.round++
+	candidates, alive, err := s.candidates(snap, smp.VMStat.PgMajFault)
 	if err != nil {
 		errs = append(errs, err)
 	}
-	smp.Processes = s.track(candidates)
+	smp.Processes = s.track(candidates, alive)
 
 	s.mu.RLock()
 	prev := s.latest
@@ -228,38 +238,80 @@ type candidate struct {
 	proc     *procfs.Process // already read, on procfs alone
 }
 
-// candidates are the processes the probes saw, or, on procfs alone, every
-// process (one stat read each).
-func (s *Sampler) candidates(snap probe.Snapshot) ([]candidate, error) {
+// candidates are the processes the probes saw, or, on procfs alone, the
+// processes whose counters were read this round, with alive listing every
+// process there is (nil with the probes: what they saw is what there is).
+//
+// On procfs alone each process's maj_flt is in its own /proc/<pid>/stat,
+// and reading thousands of them every second costs a good part of a core.
+// So a process is read every round while it faults (it is ranked), when it
+// is new or pinned; a quiet one in its turn, every quietEvery rounds,
+// staggered by pid. The host's own count (pgmajfault) says when that is not
+// enough: if the processes read this round do not explain the host's major
+// faults since the last round, within 2 %, every process is read, so one
+// that starts faulting is ranked the round it does, as if all were read.
+// Faults of a process that exited since its last read look unexplained too,
+// and cost one full round.
+func (s *Sampler) candidates(snap probe.Snapshot, hostMajor uint64) ([]candidate, map[int]bool, error) {
 	if s.cfg.Probe != nil {
 		out := make([]candidate, 0, len(snap.Processes))
 		for tgid, c := range snap.Processes {
 			out = append(out, candidate{pid: int(tgid), major: c.MajorFaults.Total(), stallNS: uint64(c.Stall.Total()), hasStall: true, kinds: c.MajorFaults, stall: c.Stall})
 		}
-		return out, nil
+		return out, nil, nil
 	}
 	pids, err := s.cfg.ProcFS.PIDs()
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	out := make([]candidate, 0, len(pids))
-	for _, pid := range pids {
+	hostDelta, hasHost := sub(hostMajor, s.hostMajor), s.hasHost && hostMajor > 0
+	s.hostMajor, s.hasHost = hostMajor, hostMajor > 0
+	var pinned []int
+	if s.cfg.Pinned != nil {
+		pinned = s.cfg.Pinned()
+	}
+	alive := make(map[int]bool, len(pids))
+	out := make([]candidate, 0, 64)
+	var explained uint64
+	read := func(pid int) {
 		p, err := s.cfg.ProcFS.ProcessStat(pid)
 		if err != nil {
-			continue // gone since the listing
+			return // gone since the listing
+		}
+		if a, ok := s.activity[pid]; ok && a.startTicks == p.StartTicks {
+			explained += sub(p.MajorFaults, a.lastMajor)
 		}
 		var kinds probe.FaultCounts
 		kinds[probe.Unknown] = p.MajorFaults
 		out = append(out, candidate{pid: pid, major: p.MajorFaults, kinds: kinds, proc: &p})
 	}
-	return out, nil
+	var rest []int
+	for _, pid := range pids {
+		alive[pid] = true
+		a, ok := s.activity[pid]
+		switch {
+		case !ok || a.rate >= minActivity || (s.round+pid)%quietEvery == 0 || !hasHost || slices.Contains(pinned, pid):
+			read(pid)
+		default:
+			rest = append(rest, pid)
+		}
+	}
+	if hasHost && hostDelta > explained+1+hostDelta/50 {
+		for _, pid := range rest {
+			read(pid)
+		}
+	}
+	return out, alive, nil
 }
 
 // track updates each candidate's decayed activity, picks the top-K plus the
 // pinned processes, and reads their procfs details.
-func (s *Sampler) track(cands []candidate) []Process {
+func (s *Sampler) track(cands []candidate, alive map[int]bool) []Process {
 	secs := s.cfg.Interval.Seconds()
-	seen := make(map[int]bool, len(cands))
+	seen := alive
+	if seen == nil {
+		seen = make(map[int]bool, len(cands))
+	}
 	byPID := make(map[int]candidate, len(cands))
 	for _, c := range cands {
 		seen[c.pid] = true
@@ -274,14 +326,20 @@ func (s *Sampler) track(cands []candidate) []Process {
 			} else {
 				a.lastMajor, a.lastStall = 0, 0 // the probe saw all of it
 			}
+			a.readRound = s.round - 1
 			s.activity[c.pid] = a
 		}
 		if c.proc != nil && c.proc.StartTicks != a.startTicks {
-			*a = activity{startTicks: c.proc.StartTicks, lastMajor: c.major}
+			*a = activity{startTicks: c.proc.StartTicks, lastMajor: c.major, readRound: s.round - 1}
 		}
-		a.rate = decay*a.rate + (1-decay)*float64(sub(c.major, a.lastMajor))/secs
-		a.stallRate = decay*a.stallRate + (1-decay)*float64(sub(c.stallNS, a.lastStall))/1e9/secs
-		a.lastMajor, a.lastStall = c.major, c.stallNS
+		// k rounds since the last read (more than one only for a quiet
+		// process on procfs alone): the decay of k rounds, and the rate
+		// over all of them.
+		k := max(s.round-a.readRound, 1)
+		dk := math.Pow(decay, float64(k))
+		a.rate = dk*a.rate + (1-dk)*float64(sub(c.major, a.lastMajor))/(float64(k)*secs)
+		a.stallRate = dk*a.stallRate + (1-dk)*float64(sub(c.stallNS, a.lastStall))/1e9/(float64(k)*secs)
+		a.lastMajor, a.lastStall, a.readRound = c.major, c.stallNS, s.round
 	}
 	for pid := range s.activity {
 		if !seen[pid] {

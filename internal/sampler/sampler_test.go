@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -50,6 +51,96 @@ func writeProc(t *testing.T, root string, pid int, majflt uint64) {
 	}
 	if err := os.WriteFile(filepath.Join(dir, "status"), []byte(status), 0o644); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// setHostMajor rewrites the pgmajfault line of the tree's /proc/vmstat.
+func setHostMajor(t *testing.T, root string, n uint64) {
+	t.Helper()
+	path := filepath.Join(root, "vmstat")
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(string(b), "\n")
+	i := slices.IndexFunc(lines, func(l string) bool { return strings.HasPrefix(l, "pgmajfault ") })
+	if i < 0 {
+		t.Fatal("no pgmajfault line in the vmstat fixture")
+	}
+	lines[i] = fmt.Sprintf("pgmajfault %d", n)
+	if err := os.WriteFile(path, []byte(strings.Join(lines, "\n")), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestProcfsAloneReadsQuietProcessesInTurn: on procfs alone a quiet
+// process's stat is read every quietEvery rounds, unless the host's
+// pgmajfault shows faults the processes read do not explain; a process that
+// starts faulting is then ranked in that very round.
+func TestProcfsAloneReadsQuietProcessesInTurn(t *testing.T) {
+	const n = 200
+	majflt := map[int]uint64{}
+	for pid := 1000; pid < 1000+n; pid++ {
+		majflt[pid] = 7
+	}
+	root := procTree(t, majflt)
+	s := newSampler(t, root, nil, 10, nil)
+	host := uint64(689)
+	for range 3 {
+		if err := s.SampleOnce(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// A quiet round reads only the pids whose turn it is (the bookkeeping
+	// notes the round each process was last read).
+	readThisRound := func() int {
+		k := 0
+		for _, a := range s.activity {
+			if a.readRound == s.round {
+				k++
+			}
+		}
+		return k
+	}
+	if got := readThisRound(); got != n/quietEvery {
+		t.Errorf("a quiet round read %d of %d processes, want %d (1 in %d)", got, n, n/quietEvery, quietEvery)
+	}
+	if len(s.activity) != n {
+		t.Errorf("%d processes known, want all %d: one not read this round is still alive", len(s.activity), n)
+	}
+
+	// 1123 starts faulting out of turn: the host's count shows it, so
+	// the round reads everyone and ranks it.
+	pid := 1123
+	if (s.round+1+pid)%quietEvery == 0 {
+		pid++ // out of turn
+	}
+	writeProc(t, root, pid, 7+300)
+	host += 300
+	setHostMajor(t, root, host)
+	if err := s.SampleOnce(); err != nil {
+		t.Fatal(err)
+	}
+	if got := pids(s); !slices.Equal(got, []int{pid}) {
+		t.Fatalf("tracked %v after %d faulted out of turn, want [%d]", got, pid, pid)
+	}
+	if got := readThisRound(); got != n {
+		t.Errorf("the round with unexplained faults read %d of %d processes, want all", got, n)
+	}
+
+	// It keeps being read while it faults; the host's faults are all its
+	// own, so the others wait for their turn.
+	writeProc(t, root, pid, 7+600)
+	host += 300
+	setHostMajor(t, root, host)
+	if err := s.SampleOnce(); err != nil {
+		t.Fatal(err)
+	}
+	if got := readThisRound(); got > n/quietEvery+1 || s.activity[pid].readRound != s.round {
+		t.Errorf("explained round read %d processes (want at most %d), the faulting one read: %v", got, n/quietEvery+1, s.activity[pid].readRound == s.round)
+	}
+	if smp, _ := s.Latest(); len(smp.Processes) != 1 || smp.Processes[0].MajorFaults.Total() != 607 {
+		t.Errorf("tracked %+v, want %d with 607 faults", smp.Processes, pid)
 	}
 }
 
@@ -158,6 +249,7 @@ func TestProcfsAloneRanksByMajFlt(t *testing.T) {
 		t.Errorf("tracked %v on the first sample, want none", got)
 	}
 	writeProc(t, root, 401, 1500)
+	setHostMajor(t, root, 689+500) // the host counts the same 500 faults
 	if err := s.SampleOnce(); err != nil {
 		t.Fatal(err)
 	}
