@@ -181,8 +181,8 @@ type WorkingSet struct {
 
 // wssState is what a process's next round needs.
 type wssState struct {
-	startTicks uint64        // tells a reused pid apart
-	cleared    time.Time     // when its open window opened; zero when none is open
+	startTicks uint64    // tells a reused pid apart
+	cleared    time.Time // when its open window opened; zero when none is open
 	last       *WorkingSetEstimate
 	swapBytes  uint64        // from the last read: the walk visits swap entries too
 	stall      time.Duration // the process's stall when its window opened
