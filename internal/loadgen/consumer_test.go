@@ -829,3 +829,63 @@ func TestConsumerProcessExitStatus(t *testing.T) {
 		t.Errorf("fatal error: exit %d, reports %s, stderr %q; want 1, one error, the message", code, kinds(reps), p.stderr)
 	}
 }
+
+// writeCounter counts the writes a consumer makes and keeps their bytes.
+type writeCounter struct {
+	writes int
+	bytes.Buffer
+}
+
+func (w *writeCounter) Write(b []byte) (int, error) { w.writes++; return w.Buffer.Write(b) }
+
+// Cycle reports go in batches at most cycleReportsEvery apart, every one of
+// them, in order, and none waits on a sleep.
+func TestConsumeBatchesCycleReports(t *testing.T) {
+	var w writeCounter
+	run := 2500 * time.Millisecond
+	cfg := cyclesConfig(testMiB, 100, 10*time.Millisecond, time.Now().Add(run))
+	if err := Consume(context.Background(), cfg, nil, &w, nil); err != nil {
+		t.Fatal(err)
+	}
+	var reps []Report
+	for w.Len() > 0 {
+		r, err := ReadReport(&w.Buffer)
+		if err != nil {
+			t.Fatal(err)
+		}
+		reps = append(reps, r)
+	}
+	cycles := 0
+	for _, r := range reps {
+		if r.Kind == KindCycle {
+			cycles++
+		}
+	}
+	last := reps[len(reps)-1]
+	if reps[0].Kind != KindStarted || last.Kind != KindDone || last.B != int64(cycles) || cycles < 50 {
+		t.Fatalf("reports %s: want started, at least 50 cycles and a done that counts them all", kinds(reps))
+	}
+	// Started, a batch a second (at most 3 in 2.5 s) and done.
+	if w.writes > 5 {
+		t.Errorf("%d cycles in %d writes, want at most 5 (batches a second apart)", cycles, w.writes)
+	}
+
+	// A cycle followed by a sleep longer than the batch is sent before it.
+	var slow writeCounter
+	cfg = cyclesConfig(testMiB, 100, time.Hour, time.Now().Add(time.Hour))
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	pr, pw := io.Pipe()
+	go func() { done <- Consume(ctx, cfg, nil, io.MultiWriter(&slow, pw), nil) }()
+	for _, want := range []ReportKind{KindStarted, KindCycle} {
+		r, err := ReadReport(pr)
+		if err != nil || r.Kind != want {
+			t.Fatalf("report %v, %v; want %s before the hour's sleep", r, err, want)
+		}
+	}
+	cancel()
+	go func() { _, _ = io.Copy(io.Discard, pr) }()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+}

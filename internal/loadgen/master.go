@@ -1,6 +1,7 @@
 package loadgen
 
 import (
+	"bufio"
 	"context"
 	"errors"
 	"fmt"
@@ -385,7 +386,10 @@ func (r *Run) spawn(i int, wg *sync.WaitGroup) error {
 }
 
 // readReports applies a consumer's reports until it closes the pipe.
-func (r *Run) readReports(i int, rd io.Reader) {
+func (r *Run) readReports(i int, pipe io.Reader) {
+	// A consumer sends its cycle reports in batches: one read takes a
+	// batch.
+	rd := bufio.NewReaderSize(pipe, 64*ReportSize)
 	for {
 		rep, err := ReadReport(rd)
 		if err != nil {

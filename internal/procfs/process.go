@@ -1,6 +1,7 @@
 package procfs
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"io"
@@ -35,52 +36,167 @@ type Process struct {
 // ProcessStat reads /proc/<pid>/stat only, cheap enough to scan every
 // process each interval.
 func (fs FS) ProcessStat(pid int) (Process, error) {
-	p, err := fs.proc.Proc(pid)
+	var buf [statBufSize]byte
+	b, err := readSmall(fs.pidFile(pid, "stat"), buf[:])
 	if err != nil {
 		return Process{}, processErr(pid, "", err)
 	}
-	return processStat(p)
+	p, err := parseStat(b)
+	if err != nil {
+		return Process{}, processErr(pid, "stat", err)
+	}
+	p.PID = pid
+	return p, nil
 }
 
 // Process reads /proc/<pid>/stat and /proc/<pid>/status.
 func (fs FS) Process(pid int) (Process, error) {
-	p, err := fs.proc.Proc(pid)
-	if err != nil {
-		return Process{}, processErr(pid, "", err)
-	}
-	proc, err := processStat(p)
+	proc, err := fs.ProcessStat(pid)
 	if err != nil {
 		return Process{}, err
 	}
-	st, err := p.NewStatus()
+	var buf [statusBufSize]byte
+	b, err := readSmall(fs.pidFile(pid, "status"), buf[:])
 	if err != nil {
 		return Process{}, processErr(pid, "status", err)
 	}
 	// The kernel always writes Name first, so without it the read was empty.
-	if st.Name == "" {
+	if !bytes.HasPrefix(b, []byte("Name:")) {
 		return Process{}, processErr(pid, "status", io.ErrUnexpectedEOF)
 	}
 	// Kernel threads have no VmSwap line and keep 0.
-	proc.SwapBytes = st.VmSwap
+	if proc.SwapBytes, err = statusKB(b, "VmSwap:"); err != nil {
+		return Process{}, processErr(pid, "status", err)
+	}
 	return proc, nil
 }
 
-func processStat(p promprocfs.Proc) (Process, error) {
-	st, err := readStat(p)
+func (fs FS) pidFile(pid int, name string) string {
+	return fs.path + "/" + strconv.Itoa(pid) + "/" + name
+}
+
+// Buffers for one read of a process's files: stat is one line of at most
+// about 700 bytes; status about 1.5 KB, more with many supplementary groups
+// (VmSwap comes well before those).
+const (
+	statBufSize   = 1024
+	statusBufSize = 4096
+)
+
+// readSmall reads a small procfs file into buf with one open, reads and a
+// close, and returns what it read, at most len(buf) bytes. os.ReadFile would
+// add a poller registration, two fcntls and an allocation per file; a scan
+// of thousands of processes a second pays for each.
+func readSmall(path string, buf []byte) ([]byte, error) {
+	fd, err := openRetry(path)
 	if err != nil {
-		return Process{}, processErr(p.PID, "stat", err)
+		return nil, &os.PathError{Op: "open", Path: path, Err: err}
+	}
+	defer syscall.Close(fd)
+	n := 0
+	for n < len(buf) {
+		m, err := syscall.Read(fd, buf[n:])
+		switch {
+		case err == syscall.EINTR:
+			continue
+		case err != nil:
+			return nil, &os.PathError{Op: "read", Path: path, Err: err}
+		case m == 0:
+			return buf[:n], nil
+		}
+		n += m
+	}
+	return buf[:n], nil
+}
+
+func openRetry(path string) (int, error) {
+	for {
+		fd, err := syscall.Open(path, syscall.O_RDONLY|syscall.O_CLOEXEC, 0)
+		if err != syscall.EINTR {
+			return fd, err
+		}
+	}
+}
+
+// parseStat parses /proc/<pid>/stat: "pid (comm) state ppid ...". The comm
+// may hold spaces and parentheses, so the fields start after the last ')'.
+// A line cut short (the process went away mid-read) is io.ErrUnexpectedEOF.
+func parseStat(b []byte) (Process, error) {
+	open := bytes.IndexByte(b, '(')
+	end := bytes.LastIndexByte(b, ')')
+	if open < 0 || end < open {
+		return Process{}, fmt.Errorf("no (comm) in %q: %w", b, io.ErrUnexpectedEOF)
+	}
+	// Fields after the comm, from 0: state, ppid, pgrp, session, tty_nr,
+	// tpgid, flags, minflt, cminflt, majflt, cmajflt, utime, stime, cutime,
+	// cstime, priority, nice, num_threads, itrealvalue, starttime, vsize,
+	// rss.
+	const (
+		fMinflt    = 7
+		fMajflt    = 9
+		fUtime     = 11
+		fStime     = 12
+		fStarttime = 19
+		fVsize     = 20
+		fRss       = 21
+	)
+	var f [fRss + 1][]byte
+	rest := b[end+1:]
+	for i := range f {
+		rest = bytes.TrimLeft(rest, " ")
+		j := bytes.IndexAny(rest, " \n")
+		if j < 0 {
+			j = len(rest)
+		}
+		if j == 0 {
+			return Process{}, fmt.Errorf("stat has %d fields after the comm, want %d: %w", i, len(f), io.ErrUnexpectedEOF)
+		}
+		f[i], rest = rest[:j], rest[j:]
+	}
+	var v [fRss + 1]uint64
+	for _, i := range []int{fMinflt, fMajflt, fUtime, fStime, fStarttime, fVsize} {
+		n, err := strconv.ParseUint(string(f[i]), 10, 64)
+		if err != nil {
+			return Process{}, fmt.Errorf("stat field %d: %w", i+3, err)
+		}
+		v[i] = n
+	}
+	// rss is signed in the kernel's format (%ld); a negative one is 0.
+	rss, err := strconv.ParseInt(string(f[fRss]), 10, 64)
+	if err != nil {
+		return Process{}, fmt.Errorf("stat field %d: %w", fRss+3, err)
 	}
 	return Process{
-		PID:           p.PID,
-		Comm:          st.Comm,
-		StartTicks:    st.Starttime,
-		MinorFaults:   uint64(st.MinFlt),
-		MajorFaults:   uint64(st.MajFlt),
-		UserSeconds:   float64(st.UTime) / userHZ,
-		SystemSeconds: float64(st.STime) / userHZ,
-		ResidentBytes: uint64(max(st.ResidentMemory(), 0)),
-		VirtualBytes:  uint64(st.VirtualMemory()),
+		Comm:          string(b[open+1 : end]),
+		StartTicks:    v[fStarttime],
+		MinorFaults:   v[fMinflt],
+		MajorFaults:   v[fMajflt],
+		UserSeconds:   float64(v[fUtime]) / userHZ,
+		SystemSeconds: float64(v[fStime]) / userHZ,
+		ResidentBytes: uint64(max(rss, 0)) * pageSize,
+		VirtualBytes:  v[fVsize],
 	}, nil
+}
+
+var pageSize = uint64(os.Getpagesize())
+
+// statusKB returns the value of a "Field:   N kB" line of status in bytes,
+// 0 when there is no such line.
+func statusKB(b []byte, field string) (uint64, error) {
+	i := bytes.Index(b, []byte("\n"+field))
+	if i < 0 {
+		return 0, nil
+	}
+	line := b[i+1+len(field):]
+	if j := bytes.IndexByte(line, '\n'); j >= 0 {
+		line = line[:j]
+	}
+	num, ok := bytes.CutSuffix(bytes.TrimSpace(line), []byte(" kB"))
+	n, err := strconv.ParseUint(string(bytes.TrimSpace(num)), 10, 64)
+	if !ok || err != nil {
+		return 0, fmt.Errorf("bad %s line %q", field, line)
+	}
+	return n << 10, nil
 }
 
 // PIDs lists every numeric entry under the mount, sorted.
@@ -102,18 +218,6 @@ func (fs FS) PIDs() ([]int, error) {
 	}
 	slices.Sort(pids)
 	return pids, nil
-}
-
-// readStat calls Proc.Stat and turns its panic into an error:
-// prometheus/procfs v0.23.0 slices past the end of a stat that is cut right
-// after the comm, and a scan of every process must survive that.
-func readStat(p promprocfs.Proc) (st promprocfs.ProcStat, err error) {
-	defer func() {
-		if r := recover(); r != nil {
-			err = fmt.Errorf("truncated stat: %v: %w", r, io.ErrUnexpectedEOF)
-		}
-	}()
-	return p.Stat()
 }
 
 // processErr wraps err with ErrProcessGone when it shows the process

@@ -8,7 +8,6 @@ import (
 	"testing"
 )
 
-var pageSize = uint64(os.Getpagesize())
 
 func TestProcess(t *testing.T) {
 	loadgen := Process{
@@ -170,5 +169,34 @@ func TestRealProc(t *testing.T) {
 	}
 	if _, err := fs.MemoryPressure(); err != nil && !errors.Is(err, ErrNoData) {
 		t.Error(err)
+	}
+}
+
+// A comm is whatever the process set, up to 15 bytes: spaces, parentheses
+// and a ") " that looks like the end of it.
+func TestParseStatComm(t *testing.T) {
+	for _, comm := range []string{"a b", "x) S 1 (y", "))", "(", ""} {
+		line := "7 (" + comm + ") S 1 7 7 0 -1 0 11 0 3 0 250 50 0 0 20 0 1 0 900 8192 2 0 0 0 0 0 0 0 0 0 0 0 0 0 17 0 0 0 0 0 0\n"
+		got, err := parseStat([]byte(line))
+		want := Process{Comm: comm, StartTicks: 900, MinorFaults: 11, MajorFaults: 3, UserSeconds: 2.5, SystemSeconds: 0.5, ResidentBytes: 2 * pageSize, VirtualBytes: 8192}
+		if err != nil || got != want {
+			t.Errorf("comm %q: got %+v, %v; want %+v", comm, got, err, want)
+		}
+	}
+}
+
+// BenchmarkProcessStat reads this process's stat as the sampler reads every
+// process's on procfs alone.
+func BenchmarkProcessStat(b *testing.B) {
+	fs, err := NewFS("/proc")
+	if err != nil {
+		b.Fatal(err)
+	}
+	pid := os.Getpid()
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := fs.ProcessStat(pid); err != nil {
+			b.Fatal(err)
+		}
 	}
 }

@@ -17,6 +17,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -70,6 +71,7 @@ type active struct {
 	prevStall map[int]float64
 	prevMajor map[int]uint64
 	unsaved   int
+	changed   atomic.Bool // the record changed since the last sample's save
 	saveMu    sync.Mutex    // orders saves of this run
 	saved     chan struct{} // closed once the final record is saved
 }
@@ -189,7 +191,10 @@ func (m *Manager) Start(spec loadgen.Spec) (loadgen.Record, error) {
 		FileDir:  m.fileDir,
 		Logger:   m.cfg.Logger,
 		OnCycle:  m.cfg.OnCycle,
-		OnChange: func() { go m.save(a, false) }, // off the run's goroutines: a save syncs to disk
+		// A change (a consumer started or ended) is saved with the next
+		// sample, off the run's goroutines: a save syncs to disk, and 25
+		// consumers starting a second apart need one save a second, not 25.
+		OnChange: func() { a.changed.Store(true) },
 		HostMemory: func() (uint64, uint64) {
 			mem, _ := m.cfg.ProcFS.Memory()
 			return mem.AvailableBytes, mem.SwapFreeBytes
@@ -330,9 +335,13 @@ func (m *Manager) OnSample(_, cur *sampler.Sample) {
 	a.processes.AppendSample(procRows)
 	a.table.Append(row)
 	a.unsaved++
-	if a.unsaved >= saveEvery {
+	switch {
+	case a.unsaved >= saveEvery:
 		a.unsaved = 0
+		a.changed.Store(false)
 		go m.save(a, true)
+	case a.changed.Swap(false):
+		go m.save(a, false)
 	}
 }
 
