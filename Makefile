@@ -25,6 +25,7 @@ lint: ## gofmt, go vet, clang-format
 
 bench: build ## what the observer costs the host, and how fast it detects a thrash, each side by side with a baseline (root, swap)
 	$(GO) run ./bench/overhead --observer bin/observer
+	$(GO) run ./bench/runcost --observer bin/observer
 	$(GO) run ./bench/detection --observer bin/observer
 
 vmlinux: ## regenerate bpf/include/vmlinux.h from this kernel's BTF

@@ -273,17 +273,8 @@ type consumer struct {
 	term context.Context // done on SIGTERM only
 	stop atomic.Bool     // ctx is done; cheap to poll in loops
 	rep  io.Writer
-	// Cycle reports wait in pending, up to cycleReportsEvery, and go in
-	// one write: a pipe write wakes the master, and 25 consumers cycling
-	// ten times a second would wake it 250 times. Any other report sends
-	// them first, in order.
-	pending     []byte
-	lastFlushed time.Time
+	buf  [ReportSize]byte
 }
-
-// cycleReportsEvery is the longest a cycle report waits before it is sent;
-// every other report goes at once, after the cycles before it.
-const cycleReportsEvery = time.Second
 
 func (c *consumer) parentGone() bool { return errors.Is(context.Cause(c.ctx), ErrParentGone) }
 
@@ -291,34 +282,11 @@ func (c *consumer) report(r Report) error {
 	if c.parentGone() {
 		return ErrParentGone
 	}
-	c.pending, _ = r.AppendBinary(c.pending)
-	if r.Kind == KindCycle && time.Since(c.lastFlushed) < cycleReportsEvery {
-		return nil
-	}
-	return c.flush()
-}
-
-func (c *consumer) flush() error {
-	c.lastFlushed = time.Now()
-	_, err := c.rep.Write(c.pending)
-	c.pending = c.pending[:0]
-	if err != nil {
-		return fmt.Errorf("writing reports: %w", err)
+	b, _ := r.AppendBinary(c.buf[:0])
+	if _, err := c.rep.Write(b); err != nil {
+		return fmt.Errorf("writing the %s report: %w", r.Kind, err)
 	}
 	return nil
-}
-
-// flushBefore sends the waiting cycle reports now if a sleep of d would
-// keep them past cycleReportsEvery: a report never waits on a sleep, only on
-// the next cycle's writes (and a cycle that long is sent at its end).
-func (c *consumer) flushBefore(d time.Duration) error {
-	if len(c.pending) == 0 || time.Since(c.lastFlushed)+d < cycleReportsEvery {
-		return nil
-	}
-	if c.parentGone() {
-		return ErrParentGone
-	}
-	return c.flush()
 }
 
 // done reports Done; n counts cycles, or chunks in fill mode.
@@ -373,11 +341,7 @@ func (c *consumer) cycles(began time.Time) error {
 		if err := c.report(CycleReport(w, d)); err != nil {
 			return err
 		}
-		sleep := min(c.cfg.Sleep, time.Until(c.cfg.End))
-		if err := c.flushBefore(sleep); err != nil {
-			return err
-		}
-		if !sleepCtx(c.ctx, sleep) {
+		if !sleepCtx(c.ctx, min(c.cfg.Sleep, time.Until(c.cfg.End))) {
 			break
 		}
 	}

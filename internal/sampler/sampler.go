@@ -110,10 +110,12 @@ type Sampler struct {
 	latest *Sample
 
 	// Loop state, touched only by the sampling goroutine.
-	activity  map[int]*activity
-	round     int
-	hostMajor uint64 // pgmajfault at the last sample, on procfs alone
-	hasHost   bool
+	activity    map[int]*activity
+	round       int
+	hostMajor   uint64 // pgmajfault at the last sample, on procfs alone
+	hasHost     bool
+	pids        []int // the last listing of processes, on procfs alone
+	listedRound int
 }
 
 type activity struct {
@@ -134,8 +136,9 @@ const decay = 0.87
 const minActivity = 0.01
 
 // quietEvery is how many rounds apart, on procfs alone, a quiet process's
-// counters are read when the host's own count says nothing faulted unseen.
-const quietEvery = 10
+// counters are read, and the processes listed, when the host's own count
+// says nothing faulted unseen.
+const quietEvery = 30
 
 // New returns a Sampler; call Run to start it.
 func New(cfg Config) *Sampler {
@@ -246,12 +249,13 @@ type candidate struct {
 // and reading thousands of them every second costs a good part of a core.
 // So a process is read every round while it faults (it is ranked), when it
 // is new or pinned; a quiet one in its turn, every quietEvery rounds,
-// staggered by pid. The host's own count (pgmajfault) says when that is not
-// enough: if the processes read this round do not explain the host's major
-// faults since the last round, within 2 %, every process is read, so one
-// that starts faulting is ranked the round it does, as if all were read.
-// Faults of a process that exited since its last read look unexplained too,
-// and cost one full round.
+// staggered by pid, and the processes are listed that often. The host's own
+// count (pgmajfault) says when that is not enough: if the processes read
+// this round do not explain the host's major faults since the last round,
+// within 2 % and one fault, the processes are listed and every one is read,
+// so one that starts faulting, new or old, is ranked the round it does, as
+// if all were read. Faults of a process that exited since its last read
+// look unexplained too, and cost one full round.
 func (s *Sampler) candidates(snap probe.Snapshot, hostMajor uint64) ([]candidate, map[int]bool, error) {
 	if s.cfg.Probe != nil {
 		out := make([]candidate, 0, len(snap.Processes))
@@ -260,24 +264,46 @@ func (s *Sampler) candidates(snap probe.Snapshot, hostMajor uint64) ([]candidate
 		}
 		return out, nil, nil
 	}
-	pids, err := s.cfg.ProcFS.PIDs()
-	if err != nil {
-		return nil, nil, err
-	}
 	hostDelta, hasHost := sub(hostMajor, s.hostMajor), s.hasHost && hostMajor > 0
 	s.hostMajor, s.hasHost = hostMajor, hostMajor > 0
-	var pinned []int
-	if s.cfg.Pinned != nil {
-		pinned = s.cfg.Pinned()
+	// The listing itself costs about as much as a few hundred reads on a
+	// busy host: it is taken every quietEvery rounds, and when a sweep
+	// needs it.
+	listed := false
+	list := func() error {
+		if listed {
+			return nil
+		}
+		pids, err := s.cfg.ProcFS.PIDs()
+		if err != nil {
+			return err
+		}
+		s.pids, s.listedRound, listed = pids, s.round, true
+		return nil
 	}
-	alive := make(map[int]bool, len(pids))
+	if s.pids == nil || !hasHost || s.round-s.listedRound >= quietEvery {
+		if err := list(); err != nil {
+			return nil, nil, err
+		}
+	}
+	alive := make(map[int]bool, len(s.pids))
+	for _, pid := range s.pids {
+		alive[pid] = true
+	}
+	done := make(map[int]bool, 64)
 	out := make([]candidate, 0, 64)
 	var explained uint64
 	read := func(pid int) {
+		if done[pid] {
+			return
+		}
+		done[pid] = true
 		p, err := s.cfg.ProcFS.ProcessStat(pid)
 		if err != nil {
-			return // gone since the listing
+			delete(alive, pid) // gone since the listing
+			return
 		}
+		alive[pid] = true
 		if a, ok := s.activity[pid]; ok && a.startTicks == p.StartTicks {
 			explained += sub(p.MajorFaults, a.lastMajor)
 		}
@@ -285,19 +311,22 @@ func (s *Sampler) candidates(snap probe.Snapshot, hostMajor uint64) ([]candidate
 		kinds[probe.Unknown] = p.MajorFaults
 		out = append(out, candidate{pid: pid, major: p.MajorFaults, kinds: kinds, proc: &p})
 	}
-	var rest []int
-	for _, pid := range pids {
-		alive[pid] = true
-		a, ok := s.activity[pid]
-		switch {
-		case !ok || a.rate >= minActivity || (s.round+pid)%quietEvery == 0 || !hasHost || slices.Contains(pinned, pid):
+	if s.cfg.Pinned != nil {
+		for _, pid := range s.cfg.Pinned() {
 			read(pid)
-		default:
-			rest = append(rest, pid)
+		}
+	}
+	for _, pid := range s.pids {
+		a, ok := s.activity[pid]
+		if !ok || !hasHost || a.rate >= minActivity || (s.round+pid)%quietEvery == 0 {
+			read(pid)
 		}
 	}
 	if hasHost && hostDelta > explained+1+hostDelta/50 {
-		for _, pid := range rest {
+		if err := list(); err != nil {
+			return nil, nil, err
+		}
+		for _, pid := range s.pids {
 			read(pid)
 		}
 	}

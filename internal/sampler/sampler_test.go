@@ -78,7 +78,7 @@ func setHostMajor(t *testing.T, root string, n uint64) {
 // pgmajfault shows faults the processes read do not explain; a process that
 // starts faulting is then ranked in that very round.
 func TestProcfsAloneReadsQuietProcessesInTurn(t *testing.T) {
-	const n = 200
+	const n = 10 * quietEvery
 	majflt := map[int]uint64{}
 	for pid := 1000; pid < 1000+n; pid++ {
 		majflt[pid] = 7
@@ -109,9 +109,9 @@ func TestProcfsAloneReadsQuietProcessesInTurn(t *testing.T) {
 		t.Errorf("%d processes known, want all %d: one not read this round is still alive", len(s.activity), n)
 	}
 
-	// 1123 starts faulting out of turn: the host's count shows it, so
+	// One starts faulting out of turn: the host's count shows it, so
 	// the round reads everyone and ranks it.
-	pid := 1123
+	pid := 1000 + n/2
 	if (s.round+1+pid)%quietEvery == 0 {
 		pid++ // out of turn
 	}

@@ -1,0 +1,139 @@
+// Command runcost measures the observer's own CPU where it matters: through
+// a thrash it induces, and on a host with thousands of processes on procfs
+// alone. Each figure is printed beside the Debian node_exporter's, scraped
+// the same way at the same time, as the baseline an SRE already runs.
+//
+//  1. run: the observer and node_exporter start side by side, both scraped
+//     every --scrape; a run (--preset, --scale) is started through the
+//     observer's API, and each process's CPU (utime+stime) is taken from the
+//     run's start to its end.
+//  2. procfs: --processes sleeping processes are started, then the observer
+//     on --probes=procfs and node_exporter, both scraped, for --window.
+//
+// Invoked by `make bench` (root, swap); see bench/README.md.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"os/signal"
+	"syscall"
+	"time"
+)
+
+type config struct {
+	Observer, NodeExporter string
+	Preset                 string
+	Scale                  float64
+	Scrape                 time.Duration
+	Processes              int
+	Window                 time.Duration
+}
+
+func main() {
+	cfg, err := parseFlags(os.Args[1:], os.Stderr)
+	if errors.Is(err, flag.ErrHelp) {
+		return
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "runcost:", err)
+		os.Exit(2)
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := run(ctx, cfg, os.Stdout); err != nil {
+		fmt.Fprintln(os.Stderr, "runcost:", err)
+		os.Exit(1)
+	}
+}
+
+func parseFlags(args []string, stderr io.Writer) (config, error) {
+	fs := flag.NewFlagSet("runcost", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	var c config
+	fs.StringVar(&c.Observer, "observer", "bin/observer", "the observer binary (bin/loadgen beside it)")
+	fs.StringVar(&c.NodeExporter, "node-exporter", "", "the node_exporter binary; empty: prometheus-node-exporter or node_exporter on PATH")
+	fs.StringVar(&c.Preset, "preset", "e4", "the run's preset")
+	fs.Float64Var(&c.Scale, "scale", 0.1, "the run's scale")
+	fs.DurationVar(&c.Scrape, "scrape", time.Second, "how often both are scraped")
+	fs.IntVar(&c.Processes, "processes", 5000, "sleeping processes for the procfs-alone part; 0 skips it")
+	fs.DurationVar(&c.Window, "window", 30*time.Second, "how long the procfs-alone part is measured")
+	if err := fs.Parse(args); err != nil {
+		return c, err
+	}
+	if fs.NArg() > 0 {
+		return c, fmt.Errorf("unexpected arguments %q", fs.Args())
+	}
+	switch {
+	case c.Scale <= 0 || c.Scale > 1:
+		return c, fmt.Errorf("--scale=%g: want (0, 1]", c.Scale)
+	case c.Scrape < 100*time.Millisecond:
+		return c, fmt.Errorf("--scrape=%s: want at least 100ms", c.Scrape)
+	case c.Processes < 0 || c.Processes > 30000:
+		return c, fmt.Errorf("--processes=%d: want 0 to 30000", c.Processes)
+	case c.Window < 5*time.Second:
+		return c, fmt.Errorf("--window=%s: want at least 5s", c.Window)
+	}
+	if c.NodeExporter == "" {
+		for _, name := range []string{"prometheus-node-exporter", "node_exporter"} {
+			if p, err := exec.LookPath(name); err == nil {
+				c.NodeExporter = p
+				break
+			}
+		}
+		if c.NodeExporter == "" {
+			return c, errors.New("no node_exporter on PATH: apt-get install prometheus-node-exporter, or pass --node-exporter")
+		}
+	}
+	if os.Geteuid() != 0 {
+		return c, errors.New("needs root: the observer loads BPF programs and the run makes a cgroup")
+	}
+	return c, nil
+}
+
+func run(ctx context.Context, cfg config, out io.Writer) error {
+	r, err := measureRun(ctx, cfg)
+	if err != nil {
+		return fmt.Errorf("run part: %w", err)
+	}
+	fmt.Fprintf(out, "through a run: %s at scale %g, both scraped every %s, %.0f s\n", cfg.Preset, cfg.Scale, cfg.Scrape, r.Seconds)
+	writeCost(out, r)
+	if cfg.Processes == 0 {
+		return nil
+	}
+	p, err := measureProcfs(ctx, cfg)
+	if err != nil {
+		return fmt.Errorf("procfs part: %w", err)
+	}
+	fmt.Fprintf(out, "procfs alone, %d more processes, both scraped every %s, %.0f s\n", cfg.Processes, cfg.Scrape, p.Seconds)
+	writeCost(out, p)
+	return nil
+}
+
+// cost is what two processes used over one window.
+type cost struct {
+	Seconds                   float64 // the window
+	ObserverCPU, ExporterCPU  float64 // seconds of CPU
+	ObserverPeakRSS, Exporter uint64  // VmHWM, bytes
+}
+
+// Percent is CPU seconds over the window as a percentage of one core.
+func (c cost) Percent(cpu float64) float64 {
+	if c.Seconds <= 0 {
+		return 0
+	}
+	return 100 * cpu / c.Seconds
+}
+
+func writeCost(w io.Writer, c cost) {
+	fmt.Fprintf(w, "  %-14s %6.2f %% of a core  peak RSS %5.1f MiB\n", "observer", c.Percent(c.ObserverCPU), float64(c.ObserverPeakRSS)/(1<<20))
+	fmt.Fprintf(w, "  %-14s %6.2f %% of a core  peak RSS %5.1f MiB\n", "node_exporter", c.Percent(c.ExporterCPU), float64(c.Exporter)/(1<<20))
+	if c.ExporterCPU > 0 {
+		fmt.Fprintf(w, "  %-14s %6.2f\n", "ratio", c.ObserverCPU/c.ExporterCPU)
+	}
+}

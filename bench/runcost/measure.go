@@ -1,0 +1,314 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"strconv"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/thrashscope/thrashscope/internal/procfs"
+)
+
+// server is the observer or node_exporter, started for one part.
+type server struct {
+	cmd    *exec.Cmd
+	addr   string
+	stderr bytes.Buffer
+}
+
+func startServer(ctx context.Context, bin string, args ...string) (*server, error) {
+	addr, err := freeLoopbackAddr()
+	if err != nil {
+		return nil, err
+	}
+	s := &server{addr: addr}
+	s.cmd = exec.Command(bin, append([]string{"--web.listen-address=" + addr}, args...)...)
+	s.cmd.Stdout, s.cmd.Stderr = &s.stderr, &s.stderr
+	s.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGTERM}
+	if err := s.cmd.Start(); err != nil {
+		return nil, fmt.Errorf("starting %s: %w", bin, err)
+	}
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		if resp, err := http.Get("http://" + addr + "/metrics"); err == nil {
+			_, _ = io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return s, nil
+			}
+		}
+		if time.Now().After(deadline) || ctx.Err() != nil {
+			s.stop()
+			return nil, fmt.Errorf("%s did not serve /metrics in 30 s:\n%s", bin, s.stderr.String())
+		}
+	}
+}
+
+// stop sends SIGTERM and waits; SIGKILL after 15 s.
+func (s *server) stop() {
+	_ = s.cmd.Process.Signal(syscall.SIGTERM)
+	done := make(chan struct{})
+	go func() { _ = s.cmd.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(15 * time.Second):
+		_ = s.cmd.Process.Kill()
+		<-done
+	}
+}
+
+func freeLoopbackAddr() (string, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", err
+	}
+	defer l.Close()
+	return l.Addr().String(), nil
+}
+
+// scrape GETs every server's /metrics every d until ctx is done, as a
+// Prometheus would.
+func scrape(ctx context.Context, d time.Duration, servers ...*server) *sync.WaitGroup {
+	var wg sync.WaitGroup
+	for _, s := range servers {
+		wg.Go(func() {
+			t := time.NewTicker(d)
+			defer t.Stop()
+			for {
+				if resp, err := http.Get("http://" + s.addr + "/metrics"); err == nil {
+					_, _ = io.Copy(io.Discard, resp.Body)
+					resp.Body.Close()
+				}
+				select {
+				case <-ctx.Done():
+					return
+				case <-t.C:
+				}
+			}
+		})
+	}
+	return &wg
+}
+
+// cpuSeconds is a process's utime+stime so far, from the kernel.
+func cpuSeconds(fs procfs.FS, pid int) (float64, error) {
+	p, err := fs.ProcessStat(pid)
+	if err != nil {
+		return 0, err
+	}
+	return p.UserSeconds + p.SystemSeconds, nil
+}
+
+// peakRSS is a process's VmHWM.
+func peakRSS(pid int) uint64 {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return 0
+	}
+	return statusKB(b, "VmHWM:")
+}
+
+func statusKB(b []byte, field string) uint64 {
+	i := bytes.Index(b, []byte(field))
+	if i < 0 {
+		return 0
+	}
+	f := bytes.Fields(b[i+len(field):])
+	if len(f) < 2 || string(f[1]) != "kB" {
+		return 0
+	}
+	n, _ := strconv.ParseUint(string(f[0]), 10, 64)
+	return n << 10
+}
+
+// window measures both processes' CPU between start() and done().
+type window struct {
+	fs        procfs.FS
+	obs, exp  *server
+	began     time.Time
+	obs0, ex0 float64
+}
+
+func (w *window) start() error {
+	var err1, err2 error
+	w.began = time.Now()
+	w.obs0, err1 = cpuSeconds(w.fs, w.obs.cmd.Process.Pid)
+	w.ex0, err2 = cpuSeconds(w.fs, w.exp.cmd.Process.Pid)
+	return errors.Join(err1, err2)
+}
+
+func (w *window) done() (cost, error) {
+	o, err1 := cpuSeconds(w.fs, w.obs.cmd.Process.Pid)
+	e, err2 := cpuSeconds(w.fs, w.exp.cmd.Process.Pid)
+	c := cost{
+		Seconds:     time.Since(w.began).Seconds(),
+		ObserverCPU: o - w.obs0, ExporterCPU: e - w.ex0,
+		ObserverPeakRSS: peakRSS(w.obs.cmd.Process.Pid), Exporter: peakRSS(w.exp.cmd.Process.Pid),
+	}
+	return c, errors.Join(err1, err2)
+}
+
+func startPair(ctx context.Context, cfg config, observerArgs ...string) (obs, exp *server, err error) {
+	if obs, err = startServer(ctx, cfg.Observer, observerArgs...); err != nil {
+		return nil, nil, err
+	}
+	if exp, err = startServer(ctx, cfg.NodeExporter); err != nil {
+		obs.stop()
+		return nil, nil, err
+	}
+	return obs, exp, nil
+}
+
+// measureRun starts a run through the observer and measures both from its
+// start to its end.
+func measureRun(ctx context.Context, cfg config) (cost, error) {
+	fs, err := procfs.NewFS("/proc")
+	if err != nil {
+		return cost{}, err
+	}
+	data, err := os.MkdirTemp("", "runcost-")
+	if err != nil {
+		return cost{}, err
+	}
+	defer os.RemoveAll(data)
+	obs, exp, err := startPair(ctx, cfg, "--data.dir="+data, "--probes=bpf")
+	if err != nil {
+		return cost{}, err
+	}
+	defer exp.stop()
+	defer obs.stop()
+	sctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	wg := scrape(sctx, cfg.Scrape, obs, exp)
+	defer wg.Wait()
+	defer cancel()
+	time.Sleep(3 * time.Second) // start-up work dies down
+
+	w := &window{fs: fs, obs: obs, exp: exp}
+	if err := w.start(); err != nil {
+		return cost{}, err
+	}
+	base := "http://" + obs.addr + "/api/v1/runs"
+	body := fmt.Sprintf(`{"preset":%q,"scale":%g}`, cfg.Preset, cfg.Scale)
+	resp, err := http.Post(base, "application/json", bytes.NewBufferString(body))
+	if err != nil {
+		return cost{}, err
+	}
+	var r struct {
+		ID        string `json:"id"`
+		State     string `json:"state"`
+		Consumers []struct {
+			PlannedEnd time.Time `json:"planned_end"`
+		} `json:"consumers"`
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusCreated || json.Unmarshal(b, &r) != nil {
+		return cost{}, fmt.Errorf("starting the run: %d %s", resp.StatusCode, b)
+	}
+	var end time.Time
+	for _, c := range r.Consumers {
+		if c.PlannedEnd.After(end) {
+			end = c.PlannedEnd
+		}
+	}
+	deadline := end.Add(2 * time.Minute)
+	for r.State == "running" || r.State == "" {
+		if time.Now().After(deadline) {
+			return cost{}, fmt.Errorf("run %s still %s 2 minutes past its planned end", r.ID, r.State)
+		}
+		select {
+		case <-ctx.Done():
+			return cost{}, ctx.Err()
+		case <-time.After(time.Second):
+		}
+		resp, err := http.Get(base + "/" + r.ID)
+		if err != nil {
+			return cost{}, err
+		}
+		b, _ = io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if err := json.Unmarshal(b, &r); err != nil {
+			return cost{}, fmt.Errorf("reading run %s: %w: %s", r.ID, err, b)
+		}
+	}
+	return w.done()
+}
+
+// measureProcfs starts cfg.Processes sleeping processes, then the observer
+// on procfs alone beside node_exporter, and measures both over cfg.Window.
+func measureProcfs(ctx context.Context, cfg config) (cost, error) {
+	fs, err := procfs.NewFS("/proc")
+	if err != nil {
+		return cost{}, err
+	}
+	sleepers, err := startSleepers(cfg.Processes)
+	defer sleepers.kill()
+	if err != nil {
+		return cost{}, err
+	}
+	data, err := os.MkdirTemp("", "runcost-")
+	if err != nil {
+		return cost{}, err
+	}
+	defer os.RemoveAll(data)
+	obs, exp, err := startPair(ctx, cfg, "--data.dir="+data, "--probes=procfs")
+	if err != nil {
+		return cost{}, err
+	}
+	defer exp.stop()
+	defer obs.stop()
+	sctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	wg := scrape(sctx, cfg.Scrape, obs, exp)
+	defer wg.Wait()
+	defer cancel()
+	time.Sleep(3 * time.Second) // the first full read of every process is start-up
+
+	w := &window{fs: fs, obs: obs, exp: exp}
+	if err := w.start(); err != nil {
+		return cost{}, err
+	}
+	select {
+	case <-ctx.Done():
+		return cost{}, ctx.Err()
+	case <-time.After(cfg.Window):
+	}
+	return w.done()
+}
+
+// sleepers are processes in one process group of their own.
+type sleepers struct{ pgid int }
+
+// startSleepers starts n `sleep` processes in a new process group; each
+// dies with this bench (PDEATHSIG) or at kill.
+func startSleepers(n int) (*sleepers, error) {
+	s := &sleepers{}
+	for i := range n {
+		cmd := exec.Command("sleep", "3600")
+		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pgid: s.pgid, Pdeathsig: syscall.SIGKILL}
+		if err := cmd.Start(); err != nil {
+			return s, fmt.Errorf("starting sleeping process %d of %d: %w", i+1, n, err)
+		}
+		if s.pgid == 0 {
+			s.pgid = cmd.Process.Pid
+		}
+		go func() { _ = cmd.Wait() }() // reaped when killed
+	}
+	return s, nil
+}
+
+func (s *sleepers) kill() {
+	if s.pgid > 0 {
+		_ = syscall.Kill(-s.pgid, syscall.SIGKILL)
+	}
+}
