@@ -8,7 +8,6 @@ import (
 	"testing"
 )
 
-
 func TestProcess(t *testing.T) {
 	loadgen := Process{
 		PID: 4242, Comm: "loadgen", StartTicks: 21515,

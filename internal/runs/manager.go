@@ -71,7 +71,7 @@ type active struct {
 	prevStall map[int]float64
 	prevMajor map[int]uint64
 	unsaved   int
-	changed   atomic.Bool // the record changed since the last sample's save
+	changed   atomic.Bool   // the record changed since the last sample's save
 	saveMu    sync.Mutex    // orders saves of this run
 	saved     chan struct{} // closed once the final record is saved
 }
@@ -184,13 +184,13 @@ func (m *Manager) Start(spec loadgen.Spec) (loadgen.Record, error) {
 	// Saves triggered before StartRun returns wait here for a.run.
 	a.saveMu.Lock()
 	run, err := loadgen.StartRun(loadgen.RunConfig{
-		ID:       newID(),
-		Spec:     r,
-		Binary:   m.cfg.Binary,
-		Parent:   m.cfg.Parent,
-		FileDir:  m.fileDir,
-		Logger:   m.cfg.Logger,
-		OnCycle:  m.cfg.OnCycle,
+		ID:      newID(),
+		Spec:    r,
+		Binary:  m.cfg.Binary,
+		Parent:  m.cfg.Parent,
+		FileDir: m.fileDir,
+		Logger:  m.cfg.Logger,
+		OnCycle: m.cfg.OnCycle,
 		// A change (a consumer started or ended) is saved with the next
 		// sample, off the run's goroutines: a save syncs to disk, and 25
 		// consumers starting a second apart need one save a second, not 25.
