@@ -498,8 +498,10 @@ func TestHardeningAdmitsARealRun(t *testing.T) {
 			args[i] = fmt.Sprintf("--web.listen-address=127.0.0.1:%d", port)
 		}
 	}
-	// BPF or fail: procfs alone would trace a different observer.
-	args = append(args, "--probes=bpf")
+	// BPF or fail: procfs alone would trace a different observer. The
+	// run's consumers live 3 s, less than the default --wss.period: a
+	// window every second gives each one a working set.
+	args = append(args, "--probes=bpf", "--wss.period=1s")
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	obs := confined(u, t, u.capabilities(t), append([]string{filepath.Join(testenv.BinaryDir(t), "observer")}, args...)...)

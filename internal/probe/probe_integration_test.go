@@ -86,7 +86,8 @@ func (c *child) send(t *testing.T, msg string) {
 
 func (c *child) pid() int { return c.cmd.Process.Pid }
 
-// runPhase sends "go", waits d, sends "stop" and waits for "done". It
+// runPhase sends "go", waits d, sends "stop" (none when d is negative:
+// the child stops by itself) and waits for "done". It
 // returns false, having logged why, when the kernel SIGKILLed the child
 // meanwhile: a memory cgroup v1 at its limit can OOM-kill the writer with
 // swap free (every page active, reclaim empty-handed in 16 tries), which
@@ -94,7 +95,7 @@ func (c *child) pid() int { return c.cmd.Process.Pid }
 func (c *child) runPhase(t *testing.T, d time.Duration) bool {
 	t.Helper()
 	_, err := io.WriteString(c.in, "go\n")
-	if err == nil {
+	if err == nil && d >= 0 {
 		time.Sleep(d)
 		_, err = io.WriteString(c.in, "stop\n")
 	}
@@ -365,15 +366,16 @@ func within(got, want uint64, frac float64) bool {
 // faultRound reads the probe, lets the child take its faults, and reads
 // again: both snapshots, what the child's counters grew by, and what its
 // maj_flt grew by.
-func faultRound(t *testing.T, p *Probe, c *child) (before, after Snapshot, got FaultCounts, majflt uint64) {
+func faultRound(t *testing.T, p *Probe, c *child) (before, after Snapshot, got FaultCounts, majflt uint64, ok bool) {
 	t.Helper()
 	var err error
 	m0 := majFlt(t, c.pid())
 	if before, err = p.Read(); err != nil {
 		t.Fatal(err)
 	}
-	c.send(t, "go")
-	c.expect(t, "done")
+	if !c.runPhase(t, -1) {
+		return before, after, got, 0, false
+	}
 	if after, err = p.Read(); err != nil {
 		t.Fatal(err)
 	}
@@ -381,7 +383,7 @@ func faultRound(t *testing.T, p *Probe, c *child) (before, after Snapshot, got F
 	for k := range NumKinds {
 		got[k] = after.Processes[pid].MajorFaults[k] - before.Processes[pid].MajorFaults[k]
 	}
-	return before, after, got, majFlt(t, c.pid()) - m0
+	return before, after, got, majFlt(t, c.pid()) - m0, true
 }
 
 // Each kind of major fault, taken by a process of its own, against the
@@ -413,14 +415,25 @@ func TestMajorFaultKindsAgreeWithMajFlt(t *testing.T) {
 			if tc.swapped {
 				cg = testenv.MemoryCgroup(t, size/2)
 			}
-			c := startChild(t, tc.mode, tc.arg(t))
-			if cg != nil {
-				if err := cg.Add(c.pid()); err != nil {
-					t.Fatal(err)
+			var before, after Snapshot
+			var got FaultCounts
+			var want uint64
+			for try := 1; ; try++ {
+				c := startChild(t, tc.mode, tc.arg(t))
+				if cg != nil {
+					if err := cg.Add(c.pid()); err != nil {
+						t.Fatal(err)
+					}
+				}
+				c.expect(t, "ready")
+				var ok bool
+				if before, after, got, want, ok = faultRound(t, p, c); ok {
+					break
+				}
+				if try == oomTries {
+					t.Fatalf("the OOM killer took the child in all %d tries", oomTries)
 				}
 			}
-			c.expect(t, "ready")
-			before, after, got, want := faultRound(t, p, c)
 			lookups := after.MappingLookups - before.MappingLookups
 			t.Logf("%s: bpf anon=%d shmem=%d file=%d unknown=%d, maj_flt=%d, pages=%d, mapping lookups=%d",
 				tc.name, got[Anon], got[Shmem], got[File], got[Unknown], want, pages, lookups)
@@ -486,7 +499,10 @@ func TestMajorFaultLatencyIsTimed(t *testing.T) {
 	const size = 8 << 20
 	c := startChild(t, "file", testenv.UncachedFile(t, size))
 	c.expect(t, "ready")
-	before, after, got, _ := faultRound(t, p, c)
+	before, after, got, _, ok := faultRound(t, p, c)
+	if !ok {
+		t.Fatal("the file-fault child was killed")
+	}
 	lat := after.Latency[KindFile].Count() - before.Latency[KindFile].Count()
 	if lat < got[File]*98/100 || lat == 0 {
 		t.Fatalf("file latency histogram grew by %d for %d file faults", lat, got[File])
