@@ -168,36 +168,50 @@ func startPair(ctx context.Context, cfg config, observerArgs ...string) (obs, ex
 	return obs, exp, nil
 }
 
-// measureRun starts a run through the observer and measures both from its
-// start to its end.
-func measureRun(ctx context.Context, cfg config) (cost, error) {
+// startSession starts the observer (with observerArgs and a data dir of its
+// own) beside node_exporter, scrapes both, and waits out their start-up.
+// stop ends it all and removes the data dir.
+func startSession(ctx context.Context, cfg config, observerArgs ...string) (w *window, stop func(), err error) {
 	fs, err := procfs.NewFS("/proc")
 	if err != nil {
-		return cost{}, err
+		return nil, nil, err
 	}
 	data, err := os.MkdirTemp("", "runcost-")
 	if err != nil {
-		return cost{}, err
+		return nil, nil, err
 	}
-	defer os.RemoveAll(data)
-	obs, exp, err := startPair(ctx, cfg, "--data.dir="+data, "--probes=bpf")
+	obs, exp, err := startPair(ctx, cfg, append([]string{"--data.dir=" + data}, observerArgs...)...)
+	if err != nil {
+		os.RemoveAll(data)
+		return nil, nil, err
+	}
+	sctx, cancel := context.WithCancel(ctx)
+	wg := scrape(sctx, cfg.Scrape, obs, exp)
+	stop = func() {
+		cancel()
+		wg.Wait()
+		obs.stop()
+		exp.stop()
+		os.RemoveAll(data)
+	}
+	// Start-up work (BPF loading, the first full read of every process)
+	// dies down before a window opens.
+	time.Sleep(3 * time.Second)
+	return &window{fs: fs, obs: obs, exp: exp}, stop, nil
+}
+
+// measureRun starts a run through the observer and measures both from its
+// start to its end.
+func measureRun(ctx context.Context, cfg config) (cost, error) {
+	w, stop, err := startSession(ctx, cfg, "--probes=bpf")
 	if err != nil {
 		return cost{}, err
 	}
-	defer exp.stop()
-	defer obs.stop()
-	sctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	wg := scrape(sctx, cfg.Scrape, obs, exp)
-	defer wg.Wait()
-	defer cancel()
-	time.Sleep(3 * time.Second) // start-up work dies down
-
-	w := &window{fs: fs, obs: obs, exp: exp}
+	defer stop()
 	if err := w.start(); err != nil {
 		return cost{}, err
 	}
-	base := "http://" + obs.addr + "/api/v1/runs"
+	base := "http://" + w.obs.addr + "/api/v1/runs"
 	body := fmt.Sprintf(`{"preset":%q,"scale":%g}`, cfg.Preset, cfg.Scale)
 	resp, err := http.Post(base, "application/json", bytes.NewBufferString(body))
 	if err != nil {
@@ -247,34 +261,16 @@ func measureRun(ctx context.Context, cfg config) (cost, error) {
 // measureProcfs starts cfg.Processes sleeping processes, then the observer
 // on procfs alone beside node_exporter, and measures both over cfg.Window.
 func measureProcfs(ctx context.Context, cfg config) (cost, error) {
-	fs, err := procfs.NewFS("/proc")
-	if err != nil {
-		return cost{}, err
-	}
 	sleepers, err := startSleepers(cfg.Processes)
 	defer sleepers.kill()
 	if err != nil {
 		return cost{}, err
 	}
-	data, err := os.MkdirTemp("", "runcost-")
+	w, stop, err := startSession(ctx, cfg, "--probes=procfs")
 	if err != nil {
 		return cost{}, err
 	}
-	defer os.RemoveAll(data)
-	obs, exp, err := startPair(ctx, cfg, "--data.dir="+data, "--probes=procfs")
-	if err != nil {
-		return cost{}, err
-	}
-	defer exp.stop()
-	defer obs.stop()
-	sctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	wg := scrape(sctx, cfg.Scrape, obs, exp)
-	defer wg.Wait()
-	defer cancel()
-	time.Sleep(3 * time.Second) // the first full read of every process is start-up
-
-	w := &window{fs: fs, obs: obs, exp: exp}
+	defer stop()
 	if err := w.start(); err != nil {
 		return cost{}, err
 	}
