@@ -408,8 +408,8 @@ func TestCapabilities(t *testing.T) {
 		argv []string
 	}{
 		{"load and attach the BPF probes (observer --check)", append(append([]string{bin}, observerArgs(t, u, t.TempDir())...), "--check")},
-		{"read a nobody process's smaps_rollup", shell(fmt.Sprintf("head -c1 /proc/%d/smaps_rollup >/dev/null", nobody))},
-		{"read a root process's smaps_rollup", shell(fmt.Sprintf("head -c1 /proc/%d/smaps_rollup >/dev/null", root))},
+		{"read a nobody process's smaps", shell(fmt.Sprintf("head -c1 /proc/%d/smaps >/dev/null", nobody))},
+		{"read a root process's smaps", shell(fmt.Sprintf("head -c1 /proc/%d/smaps >/dev/null", root))},
 		{"clear a nobody process's referenced bits", shell(fmt.Sprintf("echo 1 >/proc/%d/clear_refs", nobody))},
 		{"clear a root process's referenced bits", shell(fmt.Sprintf("echo 1 >/proc/%d/clear_refs", root))},
 	}
@@ -557,7 +557,7 @@ func TestHardeningAdmitsARealRun(t *testing.T) {
 		}
 	}
 	if !measured {
-		t.Error("no working set for consumer-00 in 30 s: clear_refs or smaps_rollup failed under the unit's limits")
+		t.Error("no working set for consumer-00 in 30 s: clear_refs or smaps failed under the unit's limits")
 	}
 	code, b = request(t, "DELETE", base+"/api/v1/runs/"+r.ID, "")
 	if err := json.Unmarshal(b, &r); code != http.StatusOK || err != nil || r.State != "aborted" {

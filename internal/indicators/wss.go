@@ -1,7 +1,6 @@
 package indicators
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"errors"
@@ -21,12 +20,13 @@ import (
 // The working set W(t, τ) (Denning, 1968) is the set of pages a process
 // referenced in the last τ. The kernel keeps that bit for us: the accessed
 // ("young") bit of each page-table entry, which the MMU sets on every access.
-// Every τ we read how many mapped pages have it (smaps_rollup's Referenced),
+// Every τ we read how many mapped pages have it (smaps' Referenced),
 // then clear them all (writing 1 to clear_refs), so the next read counts
 // exactly the pages touched since: W(t, τ), to the 4 KiB page. (Referenced
 // also counts a page whose PG_referenced is set, a flag shared by every
 // process mapping it, so a shared file page used only by another process can
-// count: little next to the anonymous memory a thrash is about.)
+// count. The demand splits shared pages among their processes; see
+// WorkingSetEstimate.DemandBytes.)
 //
 // Why not DAMON: it samples regions and adapts them, so it gives an estimate
 // with its own sampling error, and it needs a kdamond per target set up over
@@ -48,7 +48,7 @@ import (
 // (the active-list scan and MGLRU's aging leave no mark smaps counts), so
 // under pressure W is a lower bound.
 //
-// Reading smaps_rollup needs ptrace-read access to the process, and
+// Reading smaps needs ptrace-read access to the process, and
 // clear_refs is writable by the process's owner only: in practice root (or
 // CAP_SYS_PTRACE with CAP_DAC_OVERRIDE). We write "1", which clears the
 // accessed bits of anonymous and file pages alike; "4" clears the soft-dirty
@@ -73,7 +73,7 @@ type WorkingSetConfig struct {
 	ProcfsPath string        // "/proc"
 	Interval   time.Duration // τ
 	// PageBudget bounds the pages walked per second (clear_refs and
-	// smaps_rollup each walk the page tables of the whole mapping, so cost
+	// smaps each walk the page tables of the whole mapping, so cost
 	// is about the process's mapped pages). Processes are scanned in the
 	// order given (busiest first) until the budget for this round
 	// (PageBudget·τ) is spent; the rest are skipped this round and counted.
@@ -128,10 +128,17 @@ type WorkingSetEstimate struct {
 	//    not stalled on memory, 1 − s, with s at most MaxStalledShare:
 	//    it assumes the process references pages at the same pace
 	//    whenever it runs.
-	// It never exceeds the process's resident plus swapped memory: a
-	// process cannot touch more pages than it has. With no memory
-	// pressure (no faults, no stall) it is Bytes; without stall figures
-	// (procfs alone) only the swapped-out pages are added.
+	// Pages shared with other processes (a binary's text, a library) are
+	// split among them as Pss splits them: each mapping's referenced bytes
+	// count Pss/Rss of themselves, so demands add up to the memory the
+	// processes need together. 25 consumers of one binary each reference
+	// about 1.6 MiB of its text and libc in a window: counted whole, that
+	// was 40 MiB, 0.4 on the ratio in a 100 MiB limit.
+	// It never exceeds the process's proportional resident plus swapped
+	// memory (Pss + SwapPss): a process cannot touch more pages than it
+	// has. With no memory pressure (no faults, no stall) and nothing
+	// shared it is Bytes; without stall figures (procfs alone) only the
+	// swapped-out pages are added.
 	DemandBytes uint64
 	// Refaulted is the pages faulted back in during the window, in bytes.
 	Refaulted uint64
@@ -147,7 +154,8 @@ type WorkingSetEstimate struct {
 	// still W(t, To−From), just not W(t, τ).
 	Irregular bool
 
-	footprint uint64 // Rss + Swap at the read: the most the demand can be
+	own       uint64 // Bytes with shared pages split among their processes
+	footprint uint64 // Pss + SwapPss at the read: the most the demand can be
 	swap      uint64 // Swap at the read: the most that went out again
 }
 
@@ -169,10 +177,11 @@ type WorkingSet struct {
 	fsErr    error
 	pageSize uint64
 
-	scanMu sync.Mutex // one round at a time; guards state, round and noData
+	scanMu sync.Mutex // one round at a time; guards state, round, noData and buf
+	buf    []byte     // the last smaps read, reused
 	state  map[int]*wssState
 	round  int
-	noData error // set once the kernel proved it has no smaps_rollup/clear_refs
+	noData error // set once the kernel proved it has no smaps/clear_refs
 
 	mu        sync.RWMutex
 	estimates map[int]WorkingSetEstimate
@@ -438,13 +447,13 @@ func (w *WorkingSet) failure(pid int, err error) error {
 // pages the walk visited.
 func (w *WorkingSet) read(pid int, st *wssState) (WorkingSetEstimate, int64, error) {
 	t0 := time.Now()
-	r, err := w.readRollup(pid)
+	r, err := w.readSmaps(pid)
 	if err != nil {
 		return WorkingSetEstimate{}, 0, err
 	}
-	e := WorkingSetEstimate{Bytes: r.referenced, DemandBytes: r.referenced, From: st.cleared, To: midpoint(t0, time.Now())}
+	e := WorkingSetEstimate{Bytes: r.referenced, DemandBytes: r.ownReferenced, From: st.cleared, To: midpoint(t0, time.Now())}
 	e.Irregular = absDuration(e.Window()-w.cfg.Interval) > w.cfg.Interval/2
-	e.footprint, e.swap = r.rss+r.swap, r.swap
+	e.own, e.footprint, e.swap = r.ownReferenced, r.pss+r.swapPss, r.swap
 	st.swapBytes = r.swap
 	return e, int64((r.rss + r.swap) / w.pageSize), nil
 }
@@ -453,7 +462,7 @@ func (w *WorkingSet) read(pid int, st *wssState) (WorkingSetEstimate, int64, err
 // st holds the stall when it opened. A process the probe has not seen stall
 // has no reading, which is no stall.
 func (e *WorkingSetEstimate) demand(st *wssState, stall time.Duration, hasStall bool) {
-	touched := float64(e.Bytes + min(e.Refaulted, e.swap))
+	touched := float64(e.own + min(e.Refaulted, e.swap))
 	if window := e.Window(); st.stallKnown && window > 0 {
 		d := stall - st.stall
 		if !hasStall || d < 0 {
@@ -462,26 +471,45 @@ func (e *WorkingSetEstimate) demand(st *wssState, stall time.Duration, hasStall 
 		e.StalledShare, e.HasStall = min(d.Seconds()/window.Seconds(), MaxStalledShare), true
 		touched /= 1 - e.StalledShare
 	}
-	e.DemandBytes = max(e.Bytes, uint64(min(touched, float64(e.footprint))))
+	e.DemandBytes = max(e.own, uint64(min(touched, float64(e.footprint))))
 }
 
 func (w *WorkingSet) pidPath(pid int) string {
 	return filepath.Join(w.cfg.ProcfsPath, strconv.Itoa(pid))
 }
 
-// readRollup reads /proc/<pid>/smaps_rollup; the read walks every mapping.
-func (w *WorkingSet) readRollup(pid int) (smapsRollup, error) {
-	b, err := os.ReadFile(filepath.Join(w.pidPath(pid), "smaps_rollup"))
+// readSmaps reads /proc/<pid>/smaps; the read walks every mapping. smaps
+// rather than smaps_rollup because the demand needs Referenced and Pss per
+// mapping: 2.5 times the text for a Go process's 70 mappings, the same walk.
+func (w *WorkingSet) readSmaps(pid int) (smapsTotals, error) {
+	f, err := os.Open(filepath.Join(w.pidPath(pid), "smaps"))
 	if err != nil {
-		return smapsRollup{}, err
+		return smapsTotals{}, err
 	}
+	defer f.Close()
+	b := w.buf[:0]
+	for {
+		if len(b) == cap(b) {
+			b = append(b, 0)[:len(b)]
+		}
+		n, err := f.Read(b[len(b):cap(b)])
+		b = b[:len(b)+n]
+		if err == io.EOF || (err == nil && n == 0) {
+			break
+		}
+		if err != nil {
+			w.buf = b
+			return smapsTotals{}, err
+		}
+	}
+	w.buf = b
 	if len(b) == 0 {
 		// The mm went away between open and read.
-		return smapsRollup{}, fmt.Errorf("pid %d: %w", pid, procfs.ErrProcessGone)
+		return smapsTotals{}, fmt.Errorf("pid %d: %w", pid, procfs.ErrProcessGone)
 	}
-	r, err := parseSmapsRollup(bytes.NewReader(b))
+	r, err := parseSmaps(b)
 	if err != nil {
-		return smapsRollup{}, fmt.Errorf("pid %d: %w", pid, err)
+		return smapsTotals{}, fmt.Errorf("pid %d: %w", pid, err)
 	}
 	return r, nil
 }
@@ -504,45 +532,84 @@ func (w *WorkingSet) clearRefs(pid int) error {
 	return nil
 }
 
-// smapsRollup is the part of /proc/<pid>/smaps_rollup we use, in bytes.
-type smapsRollup struct {
+// smapsTotals is the part of /proc/<pid>/smaps we use, summed over the
+// mappings, in bytes.
+type smapsTotals struct {
 	rss, swap, referenced uint64
+	// pss and swapPss are the process's proportional share: a page mapped
+	// by n processes counts 1/n in each.
+	pss, swapPss uint64
+	// ownReferenced is Referenced split the same way: each mapping's
+	// Referenced × its Pss/Rss. A binary's text, mapped by 25 consumers,
+	// counts once among them instead of 25 times.
+	ownReferenced uint64
 }
 
-// parseSmapsRollup reads the "Field:  N kB" lines after the [rollup] header.
-// Rss and Referenced are required; Swap is 0 when absent.
-func parseSmapsRollup(r io.Reader) (smapsRollup, error) {
-	var out smapsRollup
+// parseSmaps sums the "Field:  N kB" lines of each mapping of an smaps file
+// (a header line "lo-hi perms offset dev inode path", then its fields).
+// smaps_rollup has the same shape with one header. Rss and Referenced are
+// required; Swap and SwapPss are 0 when absent, and Pss is Rss (nothing
+// shared) when absent.
+func parseSmaps(b []byte) (smapsTotals, error) {
+	var out smapsTotals
 	var haveRss, haveRef bool
-	sc := bufio.NewScanner(r)
-	for sc.Scan() {
-		name, value, ok := bytes.Cut(sc.Bytes(), []byte(":"))
+	var rss, pss, ref uint64
+	havePss := false
+	flush := func() {
+		if !havePss {
+			pss = rss
+		}
+		out.rss += rss
+		out.pss += pss
+		out.referenced += ref
+		if rss > 0 {
+			out.ownReferenced += uint64(float64(ref) * float64(min(pss, rss)) / float64(rss))
+		}
+		rss, pss, ref, havePss = 0, 0, 0, false
+	}
+	for len(b) > 0 {
+		line := b
+		if i := bytes.IndexByte(b, '\n'); i >= 0 {
+			line, b = b[:i], b[i+1:]
+		} else {
+			b = nil
+		}
+		if len(line) == 0 {
+			continue
+		}
+		if c := line[0]; c >= '0' && c <= '9' || c >= 'a' && c <= 'f' {
+			flush() // a mapping's header: the one before it is complete
+			continue
+		}
+		name, value, ok := bytes.Cut(line, []byte(":"))
 		if !ok {
-			continue // the header: "lo-hi ---p 00000000 00:00 0 [rollup]"
+			continue
 		}
 		var dst *uint64
 		switch string(name) {
 		case "Rss":
-			dst, haveRss = &out.rss, true
+			dst, haveRss = &rss, true
+		case "Pss":
+			dst, havePss = &pss, true
+		case "Referenced":
+			dst, haveRef = &ref, true
 		case "Swap":
 			dst = &out.swap
-		case "Referenced":
-			dst, haveRef = &out.referenced, true
+		case "SwapPss":
+			dst = &out.swapPss
 		default:
 			continue
 		}
 		num, ok := bytes.CutSuffix(bytes.TrimSpace(value), []byte(" kB"))
 		n, err := strconv.ParseUint(string(bytes.TrimSpace(num)), 10, 64)
 		if !ok || err != nil {
-			return smapsRollup{}, fmt.Errorf("smaps_rollup: bad %s line %q", name, sc.Bytes())
+			return smapsTotals{}, fmt.Errorf("smaps: bad %s line %q", name, line)
 		}
-		*dst = n << 10
+		*dst += n << 10
 	}
-	if err := sc.Err(); err != nil {
-		return smapsRollup{}, fmt.Errorf("reading smaps_rollup: %w", err)
-	}
+	flush()
 	if !haveRss || !haveRef {
-		return smapsRollup{}, errors.New("smaps_rollup: no Rss or Referenced line")
+		return smapsTotals{}, errors.New("smaps: no Rss or Referenced line")
 	}
 	return out, nil
 }

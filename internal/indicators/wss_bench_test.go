@@ -66,7 +66,7 @@ func BenchmarkWorkingSetScan(b *testing.B) {
 	b.Run("hot", scan(true))
 	b.Run("cold", scan(false))
 
-	r, err := w.readRollup(pid)
+	r, err := w.readSmaps(pid)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -74,7 +74,7 @@ func BenchmarkWorkingSetScan(b *testing.B) {
 	b.Run("read", func(b *testing.B) {
 		touch() // reading leaves the bits set
 		for b.Loop() {
-			if _, err := w.readRollup(pid); err != nil {
+			if _, err := w.readSmaps(pid); err != nil {
 				b.Fatal(err)
 			}
 		}
@@ -99,7 +99,7 @@ func BenchmarkWorkingSetScan(b *testing.B) {
 		if err := unix.Madvise(region, unix.MADV_PAGEOUT); err != nil {
 			b.Skipf("madvise(MADV_PAGEOUT): %v (Linux 5.4 and later)", err)
 		}
-		r, err := w.readRollup(pid)
+		r, err := w.readSmaps(pid)
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -16,7 +16,7 @@ import (
 	"github.com/thrashscope/thrashscope/internal/procfs"
 )
 
-func TestWorkingSetParseSmapsRollup(t *testing.T) {
+func TestWorkingSetParseSmaps(t *testing.T) {
 	const kernel618 = `55a8ea1db000-7ffc1d4c1000 ---p 00000000 00:00 0                          [rollup]
 Rss:                1676 kB
 Pss:                 533 kB
@@ -41,14 +41,69 @@ Swap:                 12 kB
 SwapPss:               0 kB
 Locked:                0 kB
 `
+	// Two mappings as Linux 6.18 prints them: a binary's text that 26
+	// processes share, and a private anonymous region with some in swap.
+	const twoMappings = `55d0c4a00000-55d0c4ce4000 r-xp 00000000 fe:00 1311                       /usr/bin/loadgen
+Size:               2960 kB
+KernelPageSize:        4 kB
+MMUPageSize:           4 kB
+Rss:                2960 kB
+Pss:                 114 kB
+Pss_Dirty:             0 kB
+Shared_Clean:       2960 kB
+Shared_Dirty:          0 kB
+Private_Clean:         0 kB
+Private_Dirty:         0 kB
+Referenced:         1480 kB
+Anonymous:             0 kB
+KSM:                   0 kB
+LazyFree:              0 kB
+AnonHugePages:         0 kB
+ShmemPmdMapped:        0 kB
+FilePmdMapped:         0 kB
+Shared_Hugetlb:        0 kB
+Private_Hugetlb:       0 kB
+Swap:                  0 kB
+SwapPss:               0 kB
+Locked:                0 kB
+THPeligible:           0
+VmFlags: rd ex mr mw me sd 
+7f2b54000000-7f2b54989000 rw-p 00000000 00:00 0 
+Size:               9764 kB
+KernelPageSize:        4 kB
+MMUPageSize:           4 kB
+Rss:                9664 kB
+Pss:                9664 kB
+Pss_Dirty:          9664 kB
+Shared_Clean:          0 kB
+Shared_Dirty:          0 kB
+Private_Clean:         0 kB
+Private_Dirty:      9664 kB
+Referenced:         9664 kB
+Anonymous:          9664 kB
+KSM:                   0 kB
+LazyFree:              0 kB
+AnonHugePages:         0 kB
+ShmemPmdMapped:        0 kB
+FilePmdMapped:         0 kB
+Shared_Hugetlb:        0 kB
+Private_Hugetlb:       0 kB
+Swap:                100 kB
+SwapPss:             100 kB
+Locked:                0 kB
+THPeligible:           0
+VmFlags: rd wr mr mw me ac sd 
+`
 	tests := []struct {
 		name    string
 		in      string
-		want    smapsRollup
+		want    smapsTotals
 		wantErr string
 	}{
-		{name: "linux 6.18", in: kernel618, want: smapsRollup{rss: 1676 << 10, swap: 12 << 10, referenced: 1676 << 10}},
-		{name: "no swap line", in: "Rss: 8 kB\nReferenced: 4 kB\n", want: smapsRollup{rss: 8 << 10, referenced: 4 << 10}},
+		{name: "linux 6.18 rollup", in: kernel618, want: smapsTotals{rss: 1676 << 10, pss: 533 << 10, swap: 12 << 10, referenced: 1676 << 10, ownReferenced: 533 << 10}},
+		// 1480 kB × 114/2960 = 57 kB of the text is this process's share.
+		{name: "shared text and private anon", in: twoMappings, want: smapsTotals{rss: 12624 << 10, pss: 9778 << 10, swap: 100 << 10, swapPss: 100 << 10, referenced: 11144 << 10, ownReferenced: (57 + 9664) << 10}},
+		{name: "no pss: nothing shared", in: "Rss: 8 kB\nReferenced: 4 kB\n", want: smapsTotals{rss: 8 << 10, pss: 8 << 10, referenced: 4 << 10, ownReferenced: 4 << 10}},
 		{name: "referenced not a number", in: strings.Replace(kernel618, "1676 kB\nAnon", "lots kB\nAnon", 1), wantErr: "bad Referenced line"},
 		{name: "no unit", in: "Rss: 8\nReferenced: 4 kB\n", wantErr: "bad Rss line"},
 		{name: "no referenced", in: "Rss: 8 kB\nSwap: 0 kB\n", wantErr: "no Rss or Referenced"},
@@ -57,7 +112,7 @@ Locked:                0 kB
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got, err := parseSmapsRollup(strings.NewReader(tt.in))
+			got, err := parseSmaps([]byte(tt.in))
 			if tt.wantErr != "" {
 				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
 					t.Fatalf("error = %v, want one containing %q", err, tt.wantErr)
@@ -77,7 +132,7 @@ Locked:                0 kB
 // wssFixture copies testdata/wss/<tree> to a temporary procfs, since a scan
 // writes each clear_refs.
 //
-// In proc: 100, 200 and 300 are well; 500's smaps_rollup is malformed; 600's
+// In proc: 100, 200 and 300 are well; 500's smaps is malformed; 600's
 // is empty, as when the process exits between open and read. Their stat rss
 // is 1000, 3000, 500, 10 and 10 pages; 200 also has 1024 pages in swap.
 func wssFixture(t *testing.T, tree string) string {
@@ -141,7 +196,7 @@ func TestWorkingSetRounds(t *testing.T) {
 			t.Errorf("second round did not clear %d's accessed bits", pid)
 		}
 	}
-	// Round 1 counts stat's rss; round 2 smaps_rollup's Rss+Swap pages:
+	// Round 1 counts stat's rss; round 2 smaps' Rss+Swap pages:
 	// (4000 + 0) / 4 and (12000 + 4096) / 4.
 	if got := w.Stats(); got.PagesScanned != 1000+3000+1000+4024 || got.ProcessesScanned != 4 || got.ProcessesSkipped != 0 || got.ScanSeconds <= 0 {
 		t.Errorf("stats %+v, want 9024 pages and 4 processes scanned, none skipped, and some ScanSeconds", got)
@@ -290,9 +345,9 @@ func TestWorkingSetDropsState(t *testing.T) {
 			t.Fatalf("Get(%d): no estimate in the second round", pid)
 		}
 	}
-	// 600's smaps_rollup reads empty: it exited between open and read.
+	// 600's smaps reads empty: it exited between open and read.
 	if _, ok := w.Get(600); ok {
-		t.Error("Get(600): an estimate for a process whose smaps_rollup read empty")
+		t.Error("Get(600): an estimate for a process whose smaps read empty")
 	}
 
 	// 100 exits, 200 is no longer tracked, 300's pid is reused.
@@ -336,7 +391,7 @@ func TestWorkingSetMalformedRollup(t *testing.T) {
 		t.Errorf("error %v is ErrNoData; a malformed file is a failure", err)
 	}
 	if _, ok := w.Get(500); ok {
-		t.Error("Get(500): an estimate from a malformed smaps_rollup")
+		t.Error("Get(500): an estimate from a malformed smaps")
 	}
 	if _, ok := w.Get(100); !ok {
 		t.Error("Get(100): one malformed process stopped the others' estimates")
@@ -348,7 +403,7 @@ func TestWorkingSetKernelWithoutPageMonitor(t *testing.T) {
 	w := NewWorkingSet(WorkingSetConfig{ProcfsPath: proc, Interval: time.Second})
 	for range 2 {
 		if err := w.ScanOnce([]int{400}); !errors.Is(err, procfs.ErrNoData) {
-			t.Fatalf("error = %v, want ErrNoData: no clear_refs or smaps_rollup on this kernel", err)
+			t.Fatalf("error = %v, want ErrNoData: no clear_refs or smaps on this kernel", err)
 		}
 	}
 	if _, ok := w.Get(400); ok {
@@ -386,8 +441,8 @@ func TestWorkingSetRun(t *testing.T) {
 	}
 }
 
-// The demand scales the wall-clock working set by the window's unstalled
-// share, within the process's footprint.
+// The demand scales the wall-clock working set, shared pages split, by the
+// window's unstalled share, within the process's proportional footprint.
 func TestWorkingSetDemand(t *testing.T) {
 	from := time.Unix(100, 0)
 	for _, tc := range []struct {
@@ -397,6 +452,7 @@ func TestWorkingSetDemand(t *testing.T) {
 		now         time.Duration
 		hasNow      bool
 		bytes, foot uint64
+		own         uint64 // bytes with shared pages split; bytes when 0
 		refaulted   uint64
 		swap        uint64
 		wantDemand  uint64
@@ -413,10 +469,16 @@ func TestWorkingSetDemand(t *testing.T) {
 		{name: "capped by footprint", known: true, now: 800 * time.Millisecond, hasNow: true, bytes: 4 << 20, foot: 10 << 20, wantDemand: 10 << 20, wantShare: 0.8, wantHas: true},
 		{name: "threads stalled at once", known: true, now: 3 * time.Second, hasNow: true, bytes: 1 << 20, foot: 100 << 20, wantDemand: 10 << 20, wantShare: MaxStalledShare, wantHas: true},
 		{name: "first stall seen in the window", known: true, now: 250 * time.Millisecond, hasNow: true, bytes: 3 << 20, foot: 10 << 20, wantDemand: 4 << 20, wantShare: 0.25, wantHas: true},
+		{name: "shared pages split", known: true, now: 500 * time.Millisecond, hasNow: true, bytes: 6 << 20, own: 4 << 20, foot: 20 << 20, wantDemand: 8 << 20, wantShare: 0.5, wantHas: true},
+		{name: "shared pages, unpressured", bytes: 6 << 20, own: 4 << 20, foot: 20 << 20, wantDemand: 4 << 20},
 		{name: "counters restarted", known: true, atOpen: 5 * time.Second, now: time.Second, hasNow: true, bytes: 4 << 20, foot: 10 << 20, wantDemand: 4 << 20, wantHas: true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			e := WorkingSetEstimate{Bytes: tc.bytes, DemandBytes: tc.bytes, Refaulted: tc.refaulted, From: from, To: from.Add(time.Second), footprint: tc.foot, swap: tc.swap}
+			own := tc.own
+			if own == 0 {
+				own = tc.bytes
+			}
+			e := WorkingSetEstimate{Bytes: tc.bytes, DemandBytes: own, own: own, Refaulted: tc.refaulted, From: from, To: from.Add(time.Second), footprint: tc.foot, swap: tc.swap}
 			e.demand(&wssState{stall: tc.atOpen, stallKnown: tc.known}, tc.now, tc.hasNow)
 			if d := float64(e.DemandBytes) - float64(tc.wantDemand); math.Abs(d) > 1 || e.HasStall != tc.wantHas || math.Abs(e.StalledShare-tc.wantShare) > 1e-9 {
 				t.Errorf("demand %d (share %v, has %v), want %d (share %v, has %v)", e.DemandBytes, e.StalledShare, e.HasStall, tc.wantDemand, tc.wantShare, tc.wantHas)

@@ -26,8 +26,8 @@ func newProcesses() *processes {
 		rss:      desc("process_resident_bytes", "Resident set size.", "pid", "comm"),
 		swap:     desc("process_swap_bytes", "Memory swapped out (VmSwap).", "pid", "comm"),
 		virt:     desc("process_virtual_bytes", "Virtual memory size.", "pid", "comm"),
-		wss:      desc("process_working_set_bytes", "Working set over the last --wss.interval in wall-clock time: pages referenced since the kernel's accessed bits were cleared (clear_refs, smaps_rollup Referenced).", "pid", "comm"),
-		demand:   desc("process_working_set_demand_bytes", "Working set in the process's own time (Denning's): what it would reference in --wss.interval if it were not stalled on memory, process_working_set_bytes scaled by the window's unstalled share and capped at resident plus swapped memory. Equal to the working set on procfs alone.", "pid", "comm"),
+		wss:      desc("process_working_set_bytes", "Working set over the last --wss.interval in wall-clock time: pages referenced since the kernel's accessed bits were cleared (clear_refs, smaps Referenced).", "pid", "comm"),
+		demand:   desc("process_working_set_demand_bytes", "Working set in the process's own time (Denning's): what it would reference in --wss.interval if it were not stalled on memory, process_working_set_bytes with shared pages split among their processes as Pss splits them, plus the pages faulted back from swap in the window, scaled by the window's unstalled share and capped at the proportional resident plus swapped memory (Pss + SwapPss). Equal to the working set on procfs alone.", "pid", "comm"),
 		high:     desc("process_high_fault", "1 while the process is in the detector's high-fault set.", "pid", "comm"),
 	}
 }
