@@ -6,11 +6,14 @@ package api
 
 import (
 	"encoding/json"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"net/http/pprof"
 	"slices"
 	"strings"
+	"sync"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -19,6 +22,10 @@ import (
 // Options configure the handler.
 type Options struct {
 	Gatherer prometheus.Gatherer
+	// Registerer, when set, takes the /metrics handler's own counters:
+	// promhttp_metric_handler_errors_total counts the scrapes in which a
+	// collector failed (its other series are still served).
+	Registerer prometheus.Registerer
 	// Ready reports whether the observer has taken its first sample.
 	Ready func() bool
 	// Runs serves the run API; nil leaves the run endpoints answering 503
@@ -45,10 +52,15 @@ func NewHandler(opts Options) http.Handler {
 		logger = slog.New(slog.DiscardHandler)
 	}
 	rt := newRoutes()
-	rt.handle("GET /metrics", promhttp.HandlerFor(opts.Gatherer, promhttp.HandlerOpts{
+	metricsOpts := promhttp.HandlerOpts{
+		ErrorLog:            &gatherLog{logger: logger},
 		ErrorHandling:       promhttp.ContinueOnError,
 		MaxRequestsInFlight: 4,
-	}))
+	}
+	if opts.Registerer != nil {
+		metricsOpts.Registry = opts.Registerer
+	}
+	rt.handle("GET /metrics", promhttp.HandlerFor(opts.Gatherer, metricsOpts))
 	rt.handle("GET /healthz", http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
 	}))
@@ -145,4 +157,25 @@ func writeJSON(w http.ResponseWriter, code int, v any) {
 // writeError writes the API's one error shape, {"error": "..."}.
 func writeError(w http.ResponseWriter, code int, msg string) {
 	writeJSON(w, code, map[string]string{"error": msg})
+}
+
+// gatherLog takes the /metrics handler's errors: a collector that failed is
+// said once, then again when the error changes or a minute has passed, not
+// on every scrape.
+type gatherLog struct {
+	logger *slog.Logger
+	mu     sync.Mutex
+	last   string
+	at     time.Time
+}
+
+func (g *gatherLog) Println(v ...any) {
+	msg := strings.TrimSpace(fmt.Sprintln(v...))
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if msg == g.last && time.Since(g.at) < time.Minute {
+		return
+	}
+	g.last, g.at = msg, time.Now()
+	g.logger.Error("a collector failed; its other series are served", "err", msg)
 }

@@ -1,6 +1,9 @@
 package api
 
 import (
+	"bytes"
+	"errors"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -86,5 +89,44 @@ func TestLivePageRoutes(t *testing.T) {
 	h.ServeHTTP(rec, httptest.NewRequest("GET", "/", nil))
 	if rec.Code != http.StatusNotFound || !strings.Contains(rec.Body.String(), "no such endpoint") {
 		t.Errorf("GET / without a page: %d %s, want the JSON 404", rec.Code, rec.Body)
+	}
+}
+
+// brokenCollector sends one good series and one that cannot be built.
+type brokenCollector struct{ good, bad *prometheus.Desc }
+
+func (c brokenCollector) Describe(ch chan<- *prometheus.Desc) { ch <- c.good; ch <- c.bad }
+func (c brokenCollector) Collect(ch chan<- prometheus.Metric) {
+	ch <- prometheus.MustNewConstMetric(c.good, prometheus.GaugeValue, 1)
+	ch <- prometheus.NewInvalidMetric(c.bad, errors.New("broken on purpose"))
+}
+
+// A collector's failure is served around, logged once (not per scrape) and
+// counted in promhttp_metric_handler_errors_total.
+func TestMetricsCollectErrorLoggedAndCounted(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(brokenCollector{
+		good: prometheus.NewDesc("good_total", "A series that works.", nil, nil),
+		bad:  prometheus.NewDesc("bad_total", "A series that fails.", nil, nil),
+	})
+	var logs bytes.Buffer
+	h := NewHandler(Options{Gatherer: reg, Registerer: reg, Ready: func() bool { return true }, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+	var body string
+	for range 3 {
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/metrics", nil))
+		if rec.Code != http.StatusOK {
+			t.Fatalf("GET /metrics: %d, want 200 with the good series", rec.Code)
+		}
+		body = rec.Body.String()
+		if !strings.Contains(body, "good_total 1") {
+			t.Fatalf("the good series is missing:\n%s", body)
+		}
+	}
+	if !strings.Contains(body, `promhttp_metric_handler_errors_total{cause="gathering"} 2`) {
+		t.Errorf("the third scrape should count the two before it as gathering errors:\n%s", body)
+	}
+	if n := strings.Count(logs.String(), "broken on purpose"); n != 1 {
+		t.Errorf("the error was logged %d times over 3 scrapes, want once:\n%s", n, logs.String())
 	}
 }

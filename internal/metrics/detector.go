@@ -32,13 +32,13 @@ func (m *detector) update(s *sampler.Sample, ch chan<- prometheus.Metric) {
 	if !s.HasDetector {
 		return
 	}
-	ch <- prometheus.MustNewConstMetric(m.state, prometheus.GaugeValue, float64(s.ThrashingState))
-	ch <- prometheus.MustNewConstMetric(m.high, prometheus.GaugeValue, float64(s.HighFaultCount))
+	send(ch, m.state, prometheus.GaugeValue, float64(s.ThrashingState))
+	send(ch, m.high, prometheus.GaugeValue, float64(s.HighFaultCount))
 	if s.HasWorkingSetRatio {
-		ch <- prometheus.MustNewConstMetric(m.ratio, prometheus.GaugeValue, s.WorkingSetRatio)
+		send(ch, m.ratio, prometheus.GaugeValue, s.WorkingSetRatio)
 	}
 	for state, to := range indicators.StateNames { // each from 0
-		ch <- prometheus.MustNewConstMetric(m.transitions, prometheus.CounterValue, float64(s.Transitions[state]), to)
+		send(ch, m.transitions, prometheus.CounterValue, float64(s.Transitions[state]), to)
 	}
-	ch <- prometheus.MustNewConstMetric(m.scan, prometheus.CounterValue, s.WorkingSetScanSeconds)
+	send(ch, m.scan, prometheus.CounterValue, s.WorkingSetScanSeconds)
 }

@@ -7,6 +7,10 @@
 package metrics
 
 import (
+	"slices"
+	"strings"
+	"unicode/utf8"
+
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/thrashscope/thrashscope/internal/sampler"
@@ -56,4 +60,29 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 
 func desc(name, help string, labels ...string) *prometheus.Desc {
 	return prometheus.NewDesc(prometheus.BuildFQName(namespace, "", name), help, labels, nil)
+}
+
+// send exports one sample. Label values are made valid UTF-8 first (a comm
+// cut at 15 bytes inside a character, or one a process chose, is not), each
+// bad byte becoming U+FFFD: Prometheus refuses anything else. A sample that
+// still cannot be built goes out as an invalid metric, which drops that one
+// series and reaches the /metrics handler's error log and error counter,
+// never the rest of the scrape.
+func send(ch chan<- prometheus.Metric, d *prometheus.Desc, vt prometheus.ValueType, v float64, labels ...string) {
+	for i, l := range labels {
+		if !utf8.ValidString(l) {
+			labels = slices.Clone(labels) // the caller's slice stays as it was
+			labels[i] = Label(l)
+		}
+	}
+	m, err := prometheus.NewConstMetric(d, vt, v, labels...)
+	if err != nil {
+		m = prometheus.NewInvalidMetric(d, err)
+	}
+	ch <- m
+}
+
+// Label returns s as a valid label value: invalid UTF-8 becomes U+FFFD.
+func Label(s string) string {
+	return strings.ToValidUTF8(s, "\uFFFD")
 }

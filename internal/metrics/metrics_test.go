@@ -7,6 +7,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
+	dto "github.com/prometheus/client_model/go"
 
 	"github.com/thrashscope/thrashscope/internal/probe"
 	"github.com/thrashscope/thrashscope/internal/procfs"
@@ -246,4 +247,62 @@ func TestProgramStatsAbsentWhileNeverOn(t *testing.T) {
 	if n := testutil.CollectAndCount(c, "thrashscope_probe_program_runs_total", "thrashscope_probe_program_run_seconds_total"); n != 0 {
 		t.Errorf("%d program statistics series with statistics off, want none", n)
 	}
+}
+
+// A process whose name is not valid UTF-8 (cut inside a character, or set
+// so) keeps its series under a valid label, and the detector's and every
+// other process's series are still there: a label Prometheus refuses used
+// to panic the collector and drop the rest of the scrape.
+func TestInvalidUTF8CommKeepsEverySeries(t *testing.T) {
+	s := &sampler.Sample{HasDetector: true, ThrashingState: 2, HighFaultCount: 2}
+	for i, comm := range []string{"dataproc-\xc3", "postgres", "caf\xc3\xa9\xff"} {
+		p := sampler.Process{HighFault: true}
+		p.PID, p.Comm = 100+i, comm
+		p.MajorFaults[0] = 7
+		s.Processes = append(s.Processes, p)
+	}
+	reg := prometheus.NewPedanticRegistry()
+	reg.MustRegister(NewCollector(fixedSource{s}))
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatalf("gather: %v", err)
+	}
+	seen := map[string]map[string]bool{}
+	for _, mf := range mfs {
+		for _, m := range mf.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "comm" {
+					if seen[mf.GetName()] == nil {
+						seen[mf.GetName()] = map[string]bool{}
+					}
+					seen[mf.GetName()][l.GetValue()] = true
+				}
+			}
+		}
+		if mf.GetName() == "thrashscope_thrashing_state" && mf.GetMetric()[0].GetGauge().GetValue() != 2 {
+			t.Errorf("thrashing_state %v, want 2", mf.GetMetric()[0].GetGauge().GetValue())
+		}
+	}
+	if _, ok := seen["thrashscope_process_high_fault"]; !ok {
+		t.Fatal("no thrashscope_process_high_fault series")
+	}
+	if !slicesContainsName(mfs, "thrashscope_thrashing_state") {
+		t.Error("thrashscope_thrashing_state missing from the scrape")
+	}
+	for _, name := range []string{"thrashscope_process_minor_faults_total", "thrashscope_process_resident_bytes", "thrashscope_process_high_fault"} {
+		for _, want := range []string{"dataproc-\uFFFD", "postgres", "café\uFFFD"} {
+			if !seen[name][want] {
+				t.Errorf("%s: no series with comm %q (have %v)", name, want, seen[name])
+			}
+		}
+	}
+}
+
+func slicesContainsName(mfs []*dto.MetricFamily, name string) bool {
+	for _, mf := range mfs {
+		if mf.GetName() == name {
+			return true
+		}
+	}
+	return false
 }

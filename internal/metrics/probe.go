@@ -49,13 +49,13 @@ func (m *probes) update(s *sampler.Sample, ch chan<- prometheus.Metric) {
 		if up[name] {
 			v = 1
 		}
-		ch <- prometheus.MustNewConstMetric(m.up, prometheus.GaugeValue, v, name)
+		send(ch, m.up, prometheus.GaugeValue, v, name)
 	}
 	if len(s.Probes) == 0 {
 		return
 	}
 	for _, name := range probe.Names {
-		ch <- prometheus.MustNewConstMetric(m.lost, prometheus.CounterValue, float64(s.Lost[name]), name)
+		send(ch, m.lost, prometheus.CounterValue, float64(s.Lost[name]), name)
 	}
 	for _, kind := range []string{probe.KindAnon, probe.KindShmem, probe.KindFile} {
 		h := s.Latency[kind]
@@ -66,7 +66,7 @@ func (m *probes) update(s *sampler.Sample, ch chan<- prometheus.Metric) {
 		return // statistics never on: zeros would read as free
 	}
 	for _, p := range s.Programs {
-		ch <- prometheus.MustNewConstMetric(m.runs, prometheus.CounterValue, float64(p.Runs), p.Name)
-		ch <- prometheus.MustNewConstMetric(m.runTime, prometheus.CounterValue, p.RunTime.Seconds(), p.Name)
+		send(ch, m.runs, prometheus.CounterValue, float64(p.Runs), p.Name)
+		send(ch, m.runTime, prometheus.CounterValue, p.RunTime.Seconds(), p.Name)
 	}
 }

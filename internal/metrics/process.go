@@ -45,28 +45,28 @@ func (m *processes) update(s *sampler.Sample, ch chan<- prometheus.Metric) {
 			if skipKind(kind, p.MajorFaults[i], len(s.Probes) > 0) {
 				continue
 			}
-			ch <- prometheus.MustNewConstMetric(m.major, prometheus.CounterValue, float64(p.MajorFaults[i]), pid, comm, kind)
+			send(ch, m.major, prometheus.CounterValue, float64(p.MajorFaults[i]), pid, comm, kind)
 		}
-		ch <- prometheus.MustNewConstMetric(m.minor, prometheus.CounterValue, float64(p.MinorFaults), pid, comm)
+		send(ch, m.minor, prometheus.CounterValue, float64(p.MinorFaults), pid, comm)
 		if p.HasStall {
-			ch <- prometheus.MustNewConstMetric(m.stall, prometheus.CounterValue, p.Stall.Total().Seconds(), pid, comm)
-			ch <- prometheus.MustNewConstMetric(m.stallOff, prometheus.CounterValue, p.Stall.OffCPU.Seconds(), pid, comm)
+			send(ch, m.stall, prometheus.CounterValue, p.Stall.Total().Seconds(), pid, comm)
+			send(ch, m.stallOff, prometheus.CounterValue, p.Stall.OffCPU.Seconds(), pid, comm)
 		}
-		ch <- prometheus.MustNewConstMetric(m.cpu, prometheus.CounterValue, p.UserSeconds, pid, comm, "user")
-		ch <- prometheus.MustNewConstMetric(m.cpu, prometheus.CounterValue, p.SystemSeconds, pid, comm, "system")
-		ch <- prometheus.MustNewConstMetric(m.rss, prometheus.GaugeValue, float64(p.ResidentBytes), pid, comm)
-		ch <- prometheus.MustNewConstMetric(m.swap, prometheus.GaugeValue, float64(p.SwapBytes), pid, comm)
-		ch <- prometheus.MustNewConstMetric(m.virt, prometheus.GaugeValue, float64(p.VirtualBytes), pid, comm)
+		send(ch, m.cpu, prometheus.CounterValue, p.UserSeconds, pid, comm, "user")
+		send(ch, m.cpu, prometheus.CounterValue, p.SystemSeconds, pid, comm, "system")
+		send(ch, m.rss, prometheus.GaugeValue, float64(p.ResidentBytes), pid, comm)
+		send(ch, m.swap, prometheus.GaugeValue, float64(p.SwapBytes), pid, comm)
+		send(ch, m.virt, prometheus.GaugeValue, float64(p.VirtualBytes), pid, comm)
 		if p.HasWorkingSet {
-			ch <- prometheus.MustNewConstMetric(m.wss, prometheus.GaugeValue, float64(p.WorkingSetBytes), pid, comm)
-			ch <- prometheus.MustNewConstMetric(m.demand, prometheus.GaugeValue, float64(p.DemandBytes), pid, comm)
+			send(ch, m.wss, prometheus.GaugeValue, float64(p.WorkingSetBytes), pid, comm)
+			send(ch, m.demand, prometheus.GaugeValue, float64(p.DemandBytes), pid, comm)
 		}
 		if s.HasDetector {
 			high := 0.0
 			if p.HighFault {
 				high = 1
 			}
-			ch <- prometheus.MustNewConstMetric(m.high, prometheus.GaugeValue, high, pid, comm)
+			send(ch, m.high, prometheus.GaugeValue, high, pid, comm)
 		}
 	}
 }

@@ -61,14 +61,14 @@ func (c *RunCollector) Collect(ch chan<- prometheus.Metric) {
 	c.durations.Collect(ch)
 	st, ok := c.src.Status()
 	for _, o := range runs.OutcomeNames {
-		ch <- prometheus.MustNewConstMetric(c.outcomes, prometheus.CounterValue, float64(st.Outcomes[o]), o)
+		send(ch, c.outcomes, prometheus.CounterValue, float64(st.Outcomes[o]), o)
 	}
 	if !ok {
 		return
 	}
 	p := st.Progress
 	gauge := func(d *prometheus.Desc, v float64, labels ...string) {
-		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, labels...)
+		send(ch, d, prometheus.GaugeValue, v, labels...)
 	}
 	gauge(c.info, 1, st.ID, st.Preset)
 	if !st.Active {
@@ -80,7 +80,7 @@ func (c *RunCollector) Collect(ch chan<- prometheus.Metric) {
 	gauge(c.limit, float64(p.LimitBytes))
 	for i, n := range p.Cycles {
 		name := loadgen.ConsumerName(i)
-		ch <- prometheus.MustNewConstMetric(c.cycles, prometheus.CounterValue, float64(n), name)
+		send(ch, c.cycles, prometheus.CounterValue, float64(n), name)
 		gauge(c.lateness, p.LatenessSeconds[i], name)
 	}
 }

@@ -43,10 +43,10 @@ func (m *system) describe(ch chan<- *prometheus.Desc) {
 
 func (m *system) update(s *sampler.Sample, ch chan<- prometheus.Metric) {
 	counter := func(d *prometheus.Desc, v float64, labels ...string) {
-		ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, v, labels...)
+		send(ch, d, prometheus.CounterValue, v, labels...)
 	}
 	gauge := func(d *prometheus.Desc, v float64) {
-		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v)
+		send(ch, d, prometheus.GaugeValue, v)
 	}
 	c := s.CPU
 	for mode, v := range map[string]float64{"user": c.User, "nice": c.Nice, "system": c.System, "idle": c.Idle,

@@ -144,10 +144,11 @@ func build(cfg Config, logger *slog.Logger, checkOnly bool) (*Observer, error) {
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 	)
 	opts := api.Options{
-		Gatherer: o.registry,
-		Ready:    func() bool { _, ok := o.sampler.Latest(); return ok },
-		Pprof:    cfg.EnablePprof,
-		Logger:   logger.With("component", "api"),
+		Gatherer:   o.registry,
+		Registerer: o.registry,
+		Ready:      func() bool { _, ok := o.sampler.Latest(); return ok },
+		Pprof:      cfg.EnablePprof,
+		Logger:     logger.With("component", "api"),
 	}
 	if o.runs != nil {
 		opts.Runs = o.runs

@@ -8,7 +8,9 @@ import (
 	"os"
 	"slices"
 	"strconv"
+	"strings"
 	"syscall"
+	"unicode/utf8"
 
 	promprocfs "github.com/prometheus/procfs"
 )
@@ -167,7 +169,7 @@ func parseStat(b []byte) (Process, error) {
 		return Process{}, fmt.Errorf("stat field %d: %w", fRss+3, err)
 	}
 	return Process{
-		Comm:          string(b[open+1 : end]),
+		Comm:          comm(b[open+1 : end]),
 		StartTicks:    v[fStarttime],
 		MinorFaults:   v[fMinflt],
 		MajorFaults:   v[fMajflt],
@@ -242,4 +244,15 @@ func vanished(err error) bool {
 		// Proc.Stat's only ErrFileParse is a missing "(comm)", which the
 		// kernel always writes: the read was empty or cut short.
 		errors.Is(err, promprocfs.ErrFileParse)
+}
+
+// comm returns a process name as valid UTF-8: the kernel cuts a name at 15
+// bytes, often inside a character, and a process may name itself anything.
+// Each invalid byte becomes U+FFFD, so every label, CSV cell and record
+// made from it is valid.
+func comm(b []byte) string {
+	if utf8.Valid(b) {
+		return string(b)
+	}
+	return strings.ToValidUTF8(string(b), "\uFFFD")
 }

@@ -184,6 +184,22 @@ func TestParseStatComm(t *testing.T) {
 	}
 }
 
+// A name cut at 15 bytes inside a UTF-8 character, or set by the process to
+// any bytes, comes out valid: each bad byte is U+FFFD.
+func TestParseStatCommInvalidUTF8(t *testing.T) {
+	for comm, want := range map[string]string{
+		"dataproc-\xc3":        "dataproc-\uFFFD",
+		"\xff\xfe":             "\uFFFD",
+		"caf\xc3\xa9-worker-1": "café-worker-1",
+	} {
+		line := "7 (" + comm + ") S 1 7 7 0 -1 0 11 0 3 0 250 50 0 0 20 0 1 0 900 8192 2 0 0 0 0 0 0 0 0 0 0 0 0 0 17 0 0 0 0 0 0\n"
+		got, err := parseStat([]byte(line))
+		if err != nil || got.Comm != want {
+			t.Errorf("comm %q: got %q, %v; want %q", comm, got.Comm, err, want)
+		}
+	}
+}
+
 // BenchmarkProcessStat reads this process's stat as the sampler reads every
 // process's on procfs alone.
 func BenchmarkProcessStat(b *testing.B) {
