@@ -167,18 +167,18 @@ func TestHandlersMatchOpenAPI(t *testing.T) {
 		{name: "wrong token", method: "POST", target: "/api/v1/runs", body: good, header: []string{"Content-Type", jsonCT, "Authorization", "Bearer " + wrongToken}, wantCode: 401, wantErr: "Authorization: the bearer token is wrong"},
 		{name: "oversize", method: "POST", target: "/api/v1/runs", body: `{"preset":"e4",` + strings.Repeat(" ", maxBodyBytes) + `"scale":0.1}`, header: post, wantCode: 413, wantErr: "body: larger than the 65536-byte (64 KiB) limit"},
 		{name: "wrong content type", method: "POST", target: "/api/v1/runs", body: good, header: append(slices.Clone(auth), "Content-Type", "text/plain"), wantCode: 415, wantErr: `Content-Type "text/plain": a run spec is JSON; set Content-Type: application/json`, offSpec: true},
-		{name: "start failing", method: "POST", target: "/api/v1/runs", body: good, header: post, opts: internal, wantCode: 500, wantErr: "internal error: "},
+		{name: "start failing", method: "POST", target: "/api/v1/runs", body: good, header: post, opts: internal, wantCode: 500, wantErr: "internal error; the observer's log has the cause under ref="},
 		{name: "start without runs", method: "POST", target: "/api/v1/runs", body: good, header: post, opts: noRuns, wantCode: 503, wantErr: "runs are not enabled"},
 
 		{name: "list", method: "GET", target: "/api/v1/runs", opts: func(o *Options) { o.Runs = newFakeRuns(true) }, wantCode: 200},
-		{name: "list failing", method: "GET", target: "/api/v1/runs", opts: internal, wantCode: 500, wantErr: "internal error: "},
+		{name: "list failing", method: "GET", target: "/api/v1/runs", opts: internal, wantCode: 500, wantErr: "internal error; the observer's log has the cause under ref="},
 		{name: "list without runs", method: "GET", target: "/api/v1/runs", opts: noRuns, wantCode: 503, wantErr: "runs are not enabled"},
 
 		{name: "get", method: "GET", target: "/api/v1/runs/run-1", wantCode: 200},
 		{name: "get pending", method: "GET", target: "/api/v1/runs/run-2", opts: func(o *Options) { o.Runs = newFakeRuns(true) }, wantCode: 200},
 		{name: "get missing", method: "GET", target: "/api/v1/runs/run-9", wantCode: 404, wantErr: "run run-9: no such run"},
 		{name: "get bad id", method: "GET", target: "/api/v1/runs/Run_1", wantCode: 400, wantErr: "id: ", offSpec: true},
-		{name: "get failing", method: "GET", target: "/api/v1/runs/run-1", opts: internal, wantCode: 500, wantErr: "internal error: "},
+		{name: "get failing", method: "GET", target: "/api/v1/runs/run-1", opts: internal, wantCode: 500, wantErr: "internal error; the observer's log has the cause under ref="},
 		{name: "get without runs", method: "GET", target: "/api/v1/runs/run-1", opts: noRuns, wantCode: 503, wantErr: "runs are not enabled"},
 
 		{name: "delete twice", method: "DELETE", target: "/api/v1/runs/run-2", header: auth, opts: func(o *Options) { o.Runs = newFakeRuns(true) }, times: 2, wantCode: 200},
@@ -186,13 +186,13 @@ func TestHandlersMatchOpenAPI(t *testing.T) {
 		{name: "delete missing", method: "DELETE", target: "/api/v1/runs/run-9", header: auth, wantCode: 404, wantErr: "run run-9: no such run"},
 		{name: "delete bad id", method: "DELETE", target: "/api/v1/runs/Run_1", header: auth, wantCode: 400, wantErr: "id: ", offSpec: true},
 		{name: "delete without a token", method: "DELETE", target: "/api/v1/runs/run-1", wantCode: 401, wantErr: "authorization required"},
-		{name: "delete failing", method: "DELETE", target: "/api/v1/runs/run-1", header: auth, opts: internal, wantCode: 500, wantErr: "internal error: "},
+		{name: "delete failing", method: "DELETE", target: "/api/v1/runs/run-1", header: auth, opts: internal, wantCode: 500, wantErr: "internal error; the observer's log has the cause under ref="},
 		{name: "delete without runs", method: "DELETE", target: "/api/v1/runs/run-1", header: auth, opts: noRuns, wantCode: 503, wantErr: "runs are not enabled"},
 
 		{name: "samples", method: "GET", target: "/api/v1/runs/run-1/samples.csv", wantCode: 200},
 		{name: "samples missing", method: "GET", target: "/api/v1/runs/run-9/samples.csv", wantCode: 404, wantErr: "run run-9: no such run"},
 		{name: "samples bad id", method: "GET", target: "/api/v1/runs/RUN/samples.csv", wantCode: 400, wantErr: "id: ", offSpec: true},
-		{name: "samples failing", method: "GET", target: "/api/v1/runs/run-1/samples.csv", opts: internal, wantCode: 500, wantErr: "internal error: "},
+		{name: "samples failing", method: "GET", target: "/api/v1/runs/run-1/samples.csv", opts: internal, wantCode: 500, wantErr: "internal error; the observer's log has the cause under ref="},
 		{name: "samples without runs", method: "GET", target: "/api/v1/runs/run-1/samples.csv", opts: noRuns, wantCode: 503, wantErr: "runs are not enabled"},
 	}
 	for _, tc := range cases {

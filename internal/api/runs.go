@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math/rand/v2"
 	"mime"
 	"net/http"
 	"regexp"
@@ -187,8 +188,11 @@ func (a *runAPI) fail(w http.ResponseWriter, r *http.Request, id string, err err
 		}
 		writeError(w, http.StatusNotFound, msg+"; GET /api/v1/runs lists the runs")
 	default:
-		a.logger.Error("run API", "method", r.Method, "path", r.URL.Path, "err", err)
-		writeError(w, http.StatusInternalServerError, "internal error: "+err.Error())
+		// The cause can name files and paths of this host: it goes to the
+		// log, and the client gets a reference to it.
+		ref := fmt.Sprintf("%08x", rand.Uint32())
+		a.logger.Error("run API", "method", r.Method, "path", r.URL.Path, "ref", ref, "err", err)
+		writeError(w, http.StatusInternalServerError, "internal error; the observer's log has the cause under ref="+ref)
 	}
 }
 

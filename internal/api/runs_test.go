@@ -76,7 +76,7 @@ func TestStartMapsErrors(t *testing.T) {
 		{name: "busy", body: `{"preset":"e4","scale":0.1,"backing":"file"}`, active: true, wantCode: http.StatusConflict, wantMsg: "run run-2 is pending: another run is active"},
 		{name: "unsafe", body: `{"preset":"e4","scale":0.1}`, wantCode: http.StatusUnprocessableEntity, wantMsg: "no swap configured"},
 		{name: "field error without a field", body: `{"preset":"e4"}`, err: &loadgen.FieldError{Msg: "odd"}, wantCode: http.StatusBadRequest, wantMsg: "body: odd"},
-		{name: "internal", body: `{"preset":"e4"}`, err: errors.New("cgroup: permission denied"), wantCode: http.StatusInternalServerError, wantMsg: "internal error: cgroup: permission denied"},
+		{name: "internal", body: `{"preset":"e4"}`, err: errors.New("cgroup: permission denied"), wantCode: http.StatusInternalServerError, wantMsg: "internal error; the observer's log has the cause under ref="},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			runs := newFakeRuns(tc.active)
@@ -98,8 +98,16 @@ func TestStartMapsErrors(t *testing.T) {
 				}
 				return
 			}
-			if msg := errorOf(t, rec); !strings.HasPrefix(msg, tc.wantMsg) {
+			msg := errorOf(t, rec)
+			if !strings.HasPrefix(msg, tc.wantMsg) {
 				t.Errorf("error %q, want it to start with %q", msg, tc.wantMsg)
+			}
+			if tc.wantCode == http.StatusInternalServerError {
+				// The cause stays in the log, found by the reference.
+				ref := strings.TrimPrefix(msg, tc.wantMsg)
+				if strings.Contains(msg, "permission denied") || !strings.Contains(logs.String(), "ref="+ref) {
+					t.Errorf("500 %q: the cause must stay out of the reply and be logged under its ref; log %q", msg, logs.String())
+				}
 			}
 			if logged := strings.Contains(logs.String(), "permission denied"); logged != (tc.wantCode == http.StatusInternalServerError) {
 				t.Errorf("logged %v for a %d: %q", logged, tc.wantCode, logs.String())
@@ -352,7 +360,7 @@ func TestSamplesCSV(t *testing.T) {
 
 	runs.err = errors.New("store: disk on fire")
 	rec = serve(h, http.MethodGet, "/api/v1/runs/run-1/samples.csv", "")
-	if msg := errorOf(t, rec); rec.Code != http.StatusInternalServerError || msg != "internal error: store: disk on fire" {
+	if msg := errorOf(t, rec); rec.Code != http.StatusInternalServerError || !strings.HasPrefix(msg, "internal error; ") || strings.Contains(msg, "disk on fire") {
 		t.Errorf("failing store: %d %q, want a JSON 500", rec.Code, msg)
 	}
 

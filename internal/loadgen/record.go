@@ -13,6 +13,9 @@ const (
 	StateCompleted = "completed"
 	StateAborted   = "aborted"
 	StateFailed    = "failed"
+	// StateCorrupt marks a record that could not be read back (listed so
+	// it is seen, never acted on).
+	StateCorrupt = "corrupt"
 )
 
 // Record is a run record: what was asked, what was planned and what happened.

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"encoding/xml"
+	"errors"
 	"image/png"
 	"io"
 	"os"
@@ -140,6 +141,16 @@ func TestReportRefusesWithAClearMessage(t *testing.T) {
 	d.SaveRecord(noSamples)
 	blocker := filepath.Join(t.TempDir(), "file")
 	os.WriteFile(blocker, nil, 0o600)
+	// A record whose id would lead the report outside --out, with its
+	// samples in place so nothing else stops it.
+	const escaping = "20261122-050000-000003"
+	crafted, _ := d.LoadRecord(e4Run)
+	crafted.ID = "../../escaped"
+	b, _ := json.Marshal(crafted)
+	samples, _ := d.ReadFile(e4Run, store.SamplesFile)
+	d.WriteFile(escaping, store.SamplesFile, samples)
+	d.WriteFile(escaping, store.RecordFile, b)
+	escapeOut := filepath.Join(t.TempDir(), "a", "b")
 
 	cases := map[string]struct {
 		cfg  Config
@@ -153,7 +164,9 @@ func TestReportRefusesWithAClearMessage(t *testing.T) {
 			[]string{"has no samples.csv", "report another run"}},
 		"presets": {Config{DataDir: data, RunIDs: []string{e4Run, fillRun}, OutDir: t.TempDir()},
 			[]string{"different presets", "(e4)", "(fill)", "report them separately"}},
-		"twice":   {Config{DataDir: data, RunIDs: []string{e4Run, e4Run}, OutDir: t.TempDir()}, []string{"given twice"}},
+		"twice": {Config{DataDir: data, RunIDs: []string{e4Run, e4Run}, OutDir: t.TempDir()}, []string{"given twice"}},
+		"id escaping --out": {Config{DataDir: data, RunIDs: []string{escaping}, OutDir: escapeOut},
+			[]string{"run record " + escaping + " is corrupt", `says its id is "../../escaped"`}},
 		"no runs": {Config{DataDir: data, OutDir: t.TempDir()}, []string{"--run ID"}},
 		"not a data dir": {Config{DataDir: t.TempDir(), RunIDs: []string{e4Run}, OutDir: t.TempDir()},
 			[]string{"no runs/ directory", "--data.dir"}},
@@ -171,6 +184,9 @@ func TestReportRefusesWithAClearMessage(t *testing.T) {
 				t.Errorf("%s: %q does not say %q", name, err, w)
 			}
 		}
+	}
+	if _, err := os.Stat(filepath.Join(escapeOut, "..", "..", "escaped")); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("the report wrote outside --out: %v", err)
 	}
 }
 

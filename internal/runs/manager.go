@@ -402,7 +402,7 @@ func (m *Manager) Get(id string) (loadgen.Record, error) {
 	if a := m.find(id); a != nil {
 		return a.run.Record(), nil
 	}
-	return m.cfg.Store.LoadRecord(id)
+	return m.cfg.Store.Record(id)
 }
 
 func (m *Manager) find(id string) *active {
@@ -419,7 +419,7 @@ func (m *Manager) find(id string) *active {
 func (m *Manager) Abort(id string) (loadgen.Record, error) {
 	a := m.find(id)
 	if a == nil {
-		return m.cfg.Store.LoadRecord(id)
+		return m.cfg.Store.Record(id)
 	}
 	a.run.Abort("aborted by request")
 	select {

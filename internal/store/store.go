@@ -8,14 +8,19 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
 	"regexp"
 	"slices"
 	"strings"
+	"syscall"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/thrashscope/thrashscope/internal/loadgen"
+	"github.com/thrashscope/thrashscope/internal/strictjson"
 )
 
 // File names inside a run's directory.
@@ -23,6 +28,14 @@ const (
 	RecordFile  = "record.json"
 	SamplesFile = "samples.csv"
 	FillFile    = "fill.csv"
+)
+
+// The most a data-dir file may hold when read back. A run writes far less
+// (its tables are bounded: MaxProcessRows, 4 h of samples); anything bigger
+// was not written by thrashscope and is refused before it is read.
+const (
+	MaxRecordBytes = 8 << 20
+	MaxTableBytes  = 64 << 20
 )
 
 // validID keeps ids to what cannot escape the runs directory.
@@ -86,37 +99,58 @@ func (d *Dir) SaveRecord(rec loadgen.Record) error {
 }
 
 // LoadRecord reads one run record; loadgen.ErrNotFound when there is none.
+// A record whose id is not the directory's is refused: every path made from
+// the record (a report's output, the run's files) uses the id, and a record
+// saying "../x" must not lead anywhere.
 func (d *Dir) LoadRecord(id string) (loadgen.Record, error) {
 	var rec loadgen.Record
 	b, err := d.ReadFile(id, RecordFile)
 	if err != nil {
 		return rec, err
 	}
-	if err := json.Unmarshal(b, &rec); err != nil {
-		return rec, fmt.Errorf("run record %s is corrupt: %w", id, err)
+	if err := decodeRecord(b, &rec); err != nil {
+		return loadgen.Record{}, fmt.Errorf("run record %s is corrupt: %w", id, err)
+	}
+	if rec.ID != id {
+		return loadgen.Record{}, fmt.Errorf("run record %s is corrupt: it says its id is %q", id, strictjson.Clip(rec.ID))
 	}
 	return rec, nil
 }
 
-// Records reads every run record, newest first. A corrupt one is skipped
-// and reported in the error, so one bad file does not hide the rest.
+// Record is LoadRecord for a listing: a record that cannot be read comes
+// back as loadgen.StateCorrupt with the reason, not as an error; only a
+// missing one is (loadgen.ErrNotFound).
+func (d *Dir) Record(id string) (loadgen.Record, error) {
+	rec, err := d.LoadRecord(id)
+	switch {
+	case errors.Is(err, loadgen.ErrNotFound):
+		return rec, err
+	case err != nil:
+		return loadgen.Record{ID: id, State: loadgen.StateCorrupt,
+			Reason: err.Error() + "; thrashscope leaves it alone: restore or remove " + filepath.Join("runs", id)}, nil
+	}
+	return rec, nil
+}
+
+// Records reads every run record, newest first. A record that cannot be
+// read is listed as loadgen.StateCorrupt with the reason, after the others,
+// so one bad file neither hides the rest nor goes unseen.
 func (d *Dir) Records() ([]loadgen.Record, error) {
 	ents, err := os.ReadDir(filepath.Join(d.path, "runs"))
 	if err != nil {
 		return nil, fmt.Errorf("listing runs: %w", err)
 	}
-	var recs []loadgen.Record
-	var errs []error
+	var recs, corrupt []loadgen.Record
 	for _, e := range ents {
-		if !e.IsDir() || !validID.MatchString(e.Name()) {
+		if !validID.MatchString(e.Name()) || e.Type()&fs.ModeSymlink != 0 || !e.IsDir() {
 			continue
 		}
-		rec, err := d.LoadRecord(e.Name())
+		rec, err := d.Record(e.Name())
 		switch {
 		case errors.Is(err, loadgen.ErrNotFound):
 			// a run directory whose record was never written
-		case err != nil:
-			errs = append(errs, err)
+		case rec.State == loadgen.StateCorrupt:
+			corrupt = append(corrupt, rec)
 		default:
 			recs = append(recs, rec)
 		}
@@ -127,7 +161,7 @@ func (d *Dir) Records() ([]loadgen.Record, error) {
 		}
 		return strings.Compare(b.ID, a.ID)
 	})
-	return recs, errors.Join(errs...)
+	return append(recs, corrupt...), nil
 }
 
 // WriteFile writes one of a run's files atomically: a temporary file in the
@@ -168,25 +202,79 @@ func (d *Dir) WriteFile(id, name string, data []byte) error {
 }
 
 // ReadFile reads one of a run's files; loadgen.ErrNotFound when missing.
+// It reads only a regular file, never through a symbolic link (the run's
+// directory or the file), and at most MaxRecordBytes of a record or
+// MaxTableBytes of a table: the data dir is read as input, not trusted.
 func (d *Dir) ReadFile(id, name string) ([]byte, error) {
-	dir, err := d.RunDir(id)
-	if err != nil {
-		return nil, fmt.Errorf("%w: %w", loadgen.ErrNotFound, err)
+	if !validID.MatchString(id) {
+		return nil, fmt.Errorf("%w: run id %q: want 1 to 64 of a-z, 0-9 and -", loadgen.ErrNotFound, strictjson.Clip(id))
 	}
-	b, err := os.ReadFile(filepath.Join(dir, name))
-	if errors.Is(err, fs.ErrNotExist) {
+	limit := int64(MaxTableBytes)
+	if name == RecordFile {
+		limit = MaxRecordBytes
+	}
+	rel := filepath.Join("runs", id, name)
+	f, err := openNoFollow(filepath.Join(d.path, "runs"), id, name)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
 		return nil, fmt.Errorf("%w: %s has no %s", loadgen.ErrNotFound, id, name)
+	case errors.Is(err, syscall.ELOOP), errors.Is(err, syscall.ENOTDIR):
+		return nil, fmt.Errorf("%s is a symbolic link or not a file: thrashscope reads only regular files in its data dir; remove it", rel)
+	case err != nil:
+		return nil, fmt.Errorf("reading %s: %w", rel, err)
 	}
-	return b, err
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return nil, fmt.Errorf("reading %s: %w", rel, err)
+	}
+	if !fi.Mode().IsRegular() {
+		return nil, fmt.Errorf("%s is not a regular file (%s): thrashscope reads only regular files in its data dir; remove it", rel, fi.Mode().Type())
+	}
+	if fi.Size() > limit {
+		return nil, fmt.Errorf("%s holds %d bytes, more than the %d a run writes: not thrashscope's; remove it", rel, fi.Size(), limit)
+	}
+	b, err := io.ReadAll(io.LimitReader(f, limit+1))
+	if err != nil {
+		return nil, fmt.Errorf("reading %s: %w", rel, err)
+	}
+	if int64(len(b)) > limit {
+		return nil, fmt.Errorf("%s grew past %d bytes while read: not thrashscope's; remove it", rel, limit)
+	}
+	return b, nil
+}
+
+// openNoFollow opens runs/<id>/<name> for reading with O_NOFOLLOW on each
+// step below runs/, so neither the run's directory nor the file can be a
+// link to somewhere else. O_NONBLOCK keeps a FIFO planted there from
+// blocking the open.
+func openNoFollow(runs, id, name string) (*os.File, error) {
+	const flags = unix.O_RDONLY | unix.O_NOFOLLOW | unix.O_CLOEXEC
+	dfd, err := unix.Open(filepath.Join(runs, id), flags|unix.O_DIRECTORY, 0)
+	if err != nil {
+		return nil, &fs.PathError{Op: "open", Path: id, Err: err}
+	}
+	defer unix.Close(dfd)
+	fd, err := unix.Openat(dfd, name, flags|unix.O_NONBLOCK, 0)
+	if err != nil {
+		return nil, &fs.PathError{Op: "open", Path: name, Err: err}
+	}
+	return os.NewFile(uintptr(fd), filepath.Join(runs, id, name)), nil
+}
+
+// decodeRecord reads a record strictly: one JSON object, each member once.
+func decodeRecord(b []byte, rec *loadgen.Record) error {
+	return strictjson.Decode(b, rec)
 }
 
 // Prune removes the oldest ended runs beyond keep, so a stream of requests
-// cannot fill the disk. Active runs are never removed.
+// cannot fill the disk. Active runs are never removed, nor corrupt ones:
+// those are for an operator to look at.
 func (d *Dir) Prune(keep int) ([]string, error) {
 	recs, err := d.Records()
 	var removed []string
 	for i, rec := range recs { // newest first
-		if i < keep || loadgen.Active(rec.State) {
+		if i < keep || loadgen.Active(rec.State) || rec.State == loadgen.StateCorrupt {
 			continue
 		}
 		dir, derr := d.RunDir(rec.ID)

@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -76,12 +77,91 @@ func TestAtomicWriteLeavesNoTemporaries(t *testing.T) {
 func TestCorruptRecordIsReportedNotHidden(t *testing.T) {
 	root := t.TempDir()
 	d, _ := Open(root)
-	d.SaveRecord(loadgen.Record{ID: "good"})
-	os.MkdirAll(filepath.Join(root, "runs", "bad"), 0o750)
-	os.WriteFile(filepath.Join(root, "runs", "bad", RecordFile), []byte("{"), 0o600)
+	d.SaveRecord(loadgen.Record{ID: "good", State: loadgen.StateCompleted})
+	write := func(id, body string) {
+		os.MkdirAll(filepath.Join(root, "runs", id), 0o750)
+		os.WriteFile(filepath.Join(root, "runs", id, RecordFile), []byte(body), 0o600)
+	}
+	write("bad", "{")
+	write("twice", `{"id":"twice","state":"completed","state":"running"}`)
+	write("elsewhere", `{"id":"../../x","state":"completed"}`)
 	recs, err := d.Records()
-	if len(recs) != 1 || err == nil || !strings.Contains(err.Error(), "bad") {
-		t.Errorf("records %v, err %v", recs, err)
+	if err != nil {
+		t.Fatalf("Records: %v; a corrupt record must not fail the listing", err)
+	}
+	got := map[string]loadgen.Record{}
+	for _, r := range recs {
+		got[r.ID] = r
+	}
+	if len(recs) != 4 || got["good"].State != loadgen.StateCompleted {
+		t.Fatalf("records %+v, want good and the three corrupt ones flagged", recs)
+	}
+	if recs[0].ID != "good" {
+		t.Errorf("the readable record should come first, got %s", recs[0].ID)
+	}
+	for id, want := range map[string]string{"bad": "corrupt", "twice": `"state" is given twice`, "elsewhere": `says its id is "../../x"`} {
+		if r := got[id]; r.State != loadgen.StateCorrupt || !strings.Contains(r.Reason, want) {
+			t.Errorf("%s: state %q reason %q, want corrupt saying %s", id, r.State, r.Reason, want)
+		}
+	}
+	// Prune leaves corrupt runs for an operator.
+	if removed, err := d.Prune(0); err != nil || len(removed) != 1 || removed[0] != "good" {
+		t.Errorf("Prune(0) removed %v (%v), want only good", removed, err)
+	}
+}
+
+// Data-dir reads take only regular files, never through a link, and never
+// more than a run writes.
+func TestReadFileRefusesLinksAndGiants(t *testing.T) {
+	root := t.TempDir()
+	d, _ := Open(root)
+	secret := filepath.Join(t.TempDir(), "secret")
+	os.WriteFile(secret, []byte(`{"id":"linked","state":"completed"} SECRET`), 0o600)
+	runs := filepath.Join(root, "runs")
+
+	os.MkdirAll(filepath.Join(runs, "linked"), 0o750)
+	os.Symlink(secret, filepath.Join(runs, "linked", RecordFile))
+	os.Symlink(filepath.Dir(secret), filepath.Join(runs, "dirlink"))
+	os.MkdirAll(filepath.Join(runs, "fifo"), 0o750)
+	if err := syscall.Mkfifo(filepath.Join(runs, "fifo", RecordFile), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	os.MkdirAll(filepath.Join(runs, "giant"), 0o750)
+	f, _ := os.Create(filepath.Join(runs, "giant", RecordFile))
+	f.Truncate(8 << 30) // sparse: 8 GiB that would be read into memory
+	f.Close()
+
+	for id, want := range map[string]string{
+		"linked":  "symbolic link",
+		"dirlink": "symbolic link",
+		"fifo":    "not a regular file",
+		"giant":   "more than the 8388608 a run writes",
+	} {
+		done := make(chan error, 1)
+		go func() { _, err := d.LoadRecord(id); done <- err }()
+		select {
+		case err := <-done:
+			if err == nil || !strings.Contains(err.Error(), want) {
+				t.Errorf("%s: %v, want an error saying %s", id, err, want)
+			}
+			if err != nil && strings.Contains(err.Error(), "SECRET") {
+				t.Errorf("%s: the error echoes the linked file: %v", id, err)
+			}
+		case <-time.After(5 * time.Second):
+			t.Fatalf("%s: LoadRecord blocked", id)
+		}
+	}
+	recs, err := d.Records()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range recs {
+		if r.ID == "dirlink" {
+			t.Error("a symlinked run directory was listed")
+		}
+		if r.State != loadgen.StateCorrupt {
+			t.Errorf("%s listed as %s, want corrupt", r.ID, r.State)
+		}
 	}
 }
 
