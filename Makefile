@@ -4,7 +4,7 @@ VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -X github.com/prometheus/common/version.Version=$(VERSION) -X github.com/prometheus/common/version.Revision=$(shell git rev-parse --short HEAD 2>/dev/null)
 GOFILES  = $(shell git ls-files '*.go' | grep -v '_bpfel.go$$')
 
-.PHONY: build run test generate lint bench vmlinux
+.PHONY: build run test generate lint bench fuzz vmlinux
 
 build: ## bin/observer and bin/loadgen (the committed BPF objects mean no clang is needed)
 	$(GO) build -ldflags "$(LDFLAGS)" -o bin/ ./cmd/...
@@ -27,6 +27,14 @@ bench: build ## what the observer costs the host, and how fast it detects a thra
 	$(GO) run ./bench/overhead --observer bin/observer
 	$(GO) run ./bench/runcost --observer bin/observer
 	$(GO) run ./bench/detection --observer bin/observer
+
+FUZZTIME ?= 30s
+fuzz: ## each fuzzer (spec and record decoders, procfs and smaps parsers) for FUZZTIME (30s); make test runs their seeds
+	@for pkg in $$($(GO) list ./...); do \
+	  for f in $$($(GO) test -list '^Fuzz' $$pkg | grep '^Fuzz'); do \
+	    echo "$$f ($$pkg)"; $(GO) test -run '^$$' -fuzz "^$$f\$$" -fuzztime $(FUZZTIME) $$pkg || exit 1; \
+	  done; \
+	done
 
 vmlinux: ## regenerate bpf/include/vmlinux.h from this kernel's BTF
 	bpftool btf dump file /sys/kernel/btf/vmlinux format c > bpf/include/vmlinux.h

@@ -545,6 +545,10 @@ type smapsTotals struct {
 	ownReferenced uint64
 }
 
+// maxKB is 2^44 kB, 16 EiB: a larger "N kB" is not a size, and shifting it
+// to bytes would wrap.
+const maxKB = 1 << 44
+
 // parseSmaps sums the "Field:  N kB" lines of each mapping of an smaps file
 // (a header line "lo-hi perms offset dev inode path", then its fields).
 // smaps_rollup has the same shape with one header. Rss and Referenced are
@@ -602,7 +606,7 @@ func parseSmaps(b []byte) (smapsTotals, error) {
 		}
 		num, ok := bytes.CutSuffix(bytes.TrimSpace(value), []byte(" kB"))
 		n, err := strconv.ParseUint(string(bytes.TrimSpace(num)), 10, 64)
-		if !ok || err != nil {
+		if !ok || err != nil || n > maxKB {
 			return smapsTotals{}, fmt.Errorf("smaps: bad %s line %q", name, line)
 		}
 		*dst += n << 10

@@ -486,3 +486,10 @@ func TestWorkingSetDemand(t *testing.T) {
 		})
 	}
 }
+
+// A size past any address space is refused, not wrapped into a small one.
+func TestParseSmapsRefusesWrappingSizes(t *testing.T) {
+	if _, err := parseSmaps([]byte("Rss: 18446744073709551615 kB\nReferenced: 4 kB\n")); err == nil {
+		t.Error("an Rss of 2^64 kB parsed")
+	}
+}

@@ -16,6 +16,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/thrashscope/thrashscope/internal/strictjson"
 )
 
 // Backing and fill values.
@@ -40,6 +42,10 @@ const (
 	MinSizeBytes   = 1 << 20 // below a MiB a consumer is mostly runtime
 	MaxWrites      = 100_000_000
 	MinMemoryLimit = 16 << 20
+	// Upper bounds that keep every product and sum of a spec far from
+	// int64's range: 512 consumers × 1 TiB, 2 × 512 × 4 h in nanoseconds.
+	MaxSizeBytes   = 1 << 40 // 1 TiB a consumer
+	MaxMemoryLimit = 1 << 46 // 64 TiB
 )
 
 // Duration is a time.Duration that reads and writes Go duration strings
@@ -62,7 +68,7 @@ func (d *Duration) UnmarshalJSON(b []byte) error {
 	}
 	v, err := time.ParseDuration(s)
 	if err != nil {
-		return fmt.Errorf("%q is not a Go duration such as \"100ms\" or \"30s\"", s)
+		return fmt.Errorf("%q is not a Go duration such as \"100ms\" or \"30s\"", strictjson.Clip(s))
 	}
 	*d = Duration(v)
 	return nil
@@ -165,6 +171,9 @@ func (e *FieldError) Error() string { return e.Field + ": " + e.Msg }
 // and trailing data are errors naming the field.
 func DecodeSpec(b []byte) (Spec, error) {
 	var s Spec
+	if err := strictjson.Check(b); err != nil {
+		return s, &FieldError{Field: "body", Msg: err.Error()}
+	}
 	var fields map[string]json.RawMessage
 	dec := json.NewDecoder(bytes.NewReader(b))
 	if err := dec.Decode(&fields); err != nil || fields == nil {
@@ -177,7 +186,7 @@ func DecodeSpec(b []byte) (Spec, error) {
 	// One field at a time, so each error names its field.
 	for _, name := range slices.Sorted(maps.Keys(fields)) {
 		if !known[name] {
-			return s, &FieldError{Field: name, Msg: "unknown field; a spec takes " + strings.Join(slices.Sorted(maps.Keys(known)), ", ")}
+			return s, &FieldError{Field: strictjson.Clip(name), Msg: "unknown field; a spec takes " + strings.Join(slices.Sorted(maps.Keys(known)), ", ")}
 		}
 		one, _ := json.Marshal(map[string]json.RawMessage{name: fields[name]})
 		if err := json.Unmarshal(one, &s); err != nil {
@@ -185,7 +194,7 @@ func DecodeSpec(b []byte) (Spec, error) {
 			if errors.As(err, &ute) {
 				return s, &FieldError{Field: name, Msg: fmt.Sprintf("want a %s, got a JSON %s", ute.Type, ute.Value)}
 			}
-			return s, &FieldError{Field: name, Msg: err.Error()}
+			return s, &FieldError{Field: name, Msg: strictjson.Clip(err.Error())}
 		}
 	}
 	return s, nil
@@ -211,7 +220,7 @@ func Resolve(s Spec) (Resolved, error) {
 	}
 	i := slices.IndexFunc(Presets(), func(p Preset) bool { return p.Name == name })
 	if i < 0 {
-		return Resolved{}, &FieldError{Field: "preset", Msg: fmt.Sprintf("%q is not a preset; want one of %s", name, strings.Join(PresetNames(), ", "))}
+		return Resolved{}, &FieldError{Field: "preset", Msg: fmt.Sprintf("%q is not a preset; want one of %s", strictjson.Clip(name), strings.Join(PresetNames(), ", "))}
 	}
 	r := Presets()[i].Spec
 	set(&r.Consumers, s.Consumers)
@@ -228,7 +237,16 @@ func Resolve(s Spec) (Resolved, error) {
 	if r.Scale <= 0 || r.Scale > 100 || math.IsNaN(r.Scale) {
 		return Resolved{}, &FieldError{Field: "scale", Msg: fmt.Sprintf("%g: want more than 0 and at most 100", r.Scale)}
 	}
+	// The sizes as given, before the scale multiplies them: a negative or
+	// absurd one is named as the client wrote it.
+	if r.SizeBytes < 1 || r.SizeBytes > MaxSizeBytes {
+		return Resolved{}, &FieldError{Field: "size_bytes", Msg: fmt.Sprintf("%d: want 1 to %d (1 TiB) bytes a consumer, before scale", r.SizeBytes, int64(MaxSizeBytes))}
+	}
+	if r.MemoryLimitBytes < 1 || r.MemoryLimitBytes > MaxMemoryLimit {
+		return Resolved{}, &FieldError{Field: "memory_limit_bytes", Msg: fmt.Sprintf("%d: want 1 to %d (64 TiB) bytes, before scale", r.MemoryLimitBytes, int64(MaxMemoryLimit))}
+	}
 	// Scale sizes, not times: a scaled run keeps the paper's timeline.
+	// Both products are below 2^53 (100 × 64 TiB), exact in a float64.
 	r.SizeBytes = pageRound(float64(r.SizeBytes) * r.Scale)
 	r.MemoryLimitBytes = pageRound(float64(r.MemoryLimitBytes) * r.Scale)
 	return r, r.Validate()
@@ -251,14 +269,14 @@ func (r Resolved) Validate() error {
 	switch {
 	case r.Consumers < 1 || r.Consumers > MaxConsumers:
 		return &FieldError{Field: "consumers", Msg: fmt.Sprintf("%d: want 1 to %d", r.Consumers, MaxConsumers)}
-	case r.SizeBytes < MinSizeBytes:
-		return &FieldError{Field: "size_bytes", Msg: fmt.Sprintf("%d after scale: want at least %d (1 MiB)", r.SizeBytes, MinSizeBytes)}
-	case r.MemoryLimitBytes < MinMemoryLimit:
-		return &FieldError{Field: "memory_limit_bytes", Msg: fmt.Sprintf("%d after scale: want at least %d (16 MiB)", r.MemoryLimitBytes, MinMemoryLimit)}
+	case r.SizeBytes < MinSizeBytes || r.SizeBytes > MaxSizeBytes:
+		return &FieldError{Field: "size_bytes", Msg: fmt.Sprintf("%d after scale: want %d (1 MiB) to %d (1 TiB)", r.SizeBytes, MinSizeBytes, int64(MaxSizeBytes))}
+	case r.MemoryLimitBytes < MinMemoryLimit || r.MemoryLimitBytes > MaxMemoryLimit:
+		return &FieldError{Field: "memory_limit_bytes", Msg: fmt.Sprintf("%d after scale: want %d (16 MiB) to %d (64 TiB)", r.MemoryLimitBytes, MinMemoryLimit, int64(MaxMemoryLimit))}
 	case r.Backing != BackingAnon && r.Backing != BackingFile:
-		return &FieldError{Field: "backing", Msg: fmt.Sprintf("%q: want anon or file", r.Backing)}
+		return &FieldError{Field: "backing", Msg: fmt.Sprintf("%q: want anon or file", strictjson.Clip(r.Backing))}
 	case r.Fill != FillRandom && r.Fill != FillZero:
-		return &FieldError{Field: "fill", Msg: fmt.Sprintf("%q: want random or zero", r.Fill)}
+		return &FieldError{Field: "fill", Msg: fmt.Sprintf("%q: want random or zero", strictjson.Clip(r.Fill))}
 	case r.LeadIn < 0 || r.LeadIn.D() > time.Hour:
 		return &FieldError{Field: "lead_in", Msg: fmt.Sprintf("%s: want 0 to 1h", r.LeadIn)}
 	}
@@ -278,8 +296,9 @@ func (r Resolved) Validate() error {
 		return &FieldError{Field: "writes_per_cycle", Msg: fmt.Sprintf("%d: want 1 to %d", r.WritesPerCycle, MaxWrites)}
 	case r.Sleep < 0 || r.Sleep.D() > time.Minute:
 		return &FieldError{Field: "sleep", Msg: fmt.Sprintf("%s: want 0 to 1m", r.Sleep)}
-	case r.Interval.D() < 10*time.Millisecond:
-		return &FieldError{Field: "interval", Msg: fmt.Sprintf("%s: want at least 10ms", r.Interval)}
+	case r.Interval.D() < 10*time.Millisecond || r.Interval.D() > MaxRunDuration:
+		// Bounded before Duration multiplies it by the consumers.
+		return &FieldError{Field: "interval", Msg: fmt.Sprintf("%s: want 10ms to %s", r.Interval, MaxRunDuration)}
 	case r.Duration() > MaxRunDuration:
 		return &FieldError{Field: "interval", Msg: fmt.Sprintf("the run would last %s (lead_in + 2 × consumers × interval): want at most %s; lower interval or consumers", r.Duration(), MaxRunDuration)}
 	}

@@ -2,6 +2,7 @@ package loadgen
 
 import (
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -93,6 +94,15 @@ func TestBadSpecsNameTheField(t *testing.T) {
 		{`{"preset":"e4","colour":"red"}`, "colour"},
 		{`{"preset":"e4"} {}`, "body"},
 		{`[1,2]`, "body"},
+		// Overflow: an interval that wraps the run's end past int64, and a
+		// demand that wraps negative, both passed once.
+		{`{"preset":"e4","consumers":1,"interval":"2562047h","size_bytes":1048576,"memory_limit_bytes":1073741824,"lead_in":"1h"}`, "interval"},
+		{`{"preset":"e4","consumers":512,"size_bytes":36028797018959872}`, "size_bytes"},
+		{`{"preset":"e4","size_bytes":-4096}`, "size_bytes"},
+		{`{"preset":"e4","memory_limit_bytes":-1}`, "memory_limit_bytes"},
+		{`{"preset":"e4","memory_limit_bytes":9223372036854775807}`, "memory_limit_bytes"},
+		{`{"preset":"e4","scale":100,"size_bytes":1099511627776}`, "size_bytes"},
+		{`{"preset":"e4","consumers":1,"consumers":512}`, "body"}, // given twice
 	}
 	for _, c := range cases {
 		s, err := DecodeSpec([]byte(c.body))
@@ -106,6 +116,43 @@ func TestBadSpecsNameTheField(t *testing.T) {
 		}
 		if !strings.Contains(fe.Field, c.field) {
 			t.Errorf("%s: error names %q (%v), want %q", c.body, fe.Field, err, c.field)
+		}
+	}
+	// A negative limit is named as given, not as "0 after scale".
+	s, _ := DecodeSpec([]byte(`{"preset":"e4","memory_limit_bytes":-1}`))
+	if _, err := Resolve(s); err == nil || !strings.Contains(err.Error(), "-1: want 1 to") {
+		t.Errorf("memory_limit_bytes -1: %v", err)
+	}
+	// What an error echoes of the input is short.
+	long := strings.Repeat("x", 60000)
+	for _, body := range []string{`{"preset":"` + long + `"}`, `{"` + long + `":1}`, `{"preset":"e4","backing":"` + long + `"}`, `{"preset":"e4","sleep":"` + long + `"}`} {
+		s, err := DecodeSpec([]byte(body))
+		if err == nil {
+			_, err = Resolve(s)
+		}
+		if err == nil || len(err.Error()) > 300 {
+			t.Errorf("%.30s…: error of %d bytes: %.80s", body, len(fmt.Sprint(err)), err)
+		}
+	}
+}
+
+// Every spec that resolves keeps its schedule in order and its demand
+// positive: no field, however large, wraps a product or a sum.
+func TestResolvedSpecsDoNotOverflow(t *testing.T) {
+	for _, body := range []string{
+		`{"preset":"e1","consumers":512,"interval":"14s","lead_in":"1h","sleep":"1m","size_bytes":1099511627776,"memory_limit_bytes":70368744177664}`,
+		`{"preset":"e4","consumers":1,"interval":"3h","lead_in":"1h"}`,
+	} {
+		s, err := DecodeSpec([]byte(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		r, err := Resolve(s)
+		if err != nil {
+			continue // refused is fine; wrapped is not
+		}
+		if r.Demand() <= 0 || r.Duration() <= 0 || r.Duration() > MaxRunDuration {
+			t.Errorf("%s: demand %d, duration %s", body, r.Demand(), r.Duration())
 		}
 	}
 }
@@ -190,3 +237,39 @@ func TestSize(t *testing.T) {
 }
 
 func ptr[T any](v T) *T { return &v }
+
+// FuzzDecodeSpec: a body either fails with a FieldError that is short, or
+// resolves to a spec whose arithmetic stays in range.
+func FuzzDecodeSpec(f *testing.F) {
+	for _, s := range []string{
+		`{"preset":"e4","scale":0.1}`,
+		`{"preset":"e1","consumers":512,"interval":"14s","lead_in":"1h"}`,
+		`{"preset":"e4","consumers":1,"interval":"2562047h","size_bytes":1048576,"memory_limit_bytes":1073741824,"lead_in":"1h"}`,
+		`{"preset":"e4","consumers":512,"size_bytes":36028797018959872}`,
+		`{"preset":"fill","repeats":20,"size_bytes":1099511627776}`,
+		`{"preset":"syn8","scale":100,"memory_limit_bytes":-1}`,
+		`{"preset":"e4","preset":"e1"}`,
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		s, err := DecodeSpec(b)
+		if err == nil {
+			_, err = Resolve(s)
+			if err == nil {
+				r, _ := Resolve(s)
+				if r.Demand() <= 0 || r.Duration() < 0 || r.Duration() > MaxRunDuration || r.MemoryLimitBytes <= 0 {
+					t.Fatalf("%s resolved to demand %d, duration %s, limit %d", b, r.Demand(), r.Duration(), r.MemoryLimitBytes)
+				}
+				return
+			}
+		}
+		var fe *FieldError
+		if !errors.As(err, &fe) {
+			t.Fatalf("%q: %v is not a FieldError", b, err)
+		}
+		if len(err.Error()) > 400 {
+			t.Fatalf("error of %d bytes", len(err.Error()))
+		}
+	})
+}

@@ -195,7 +195,8 @@ func statusKB(b []byte, field string) (uint64, error) {
 	}
 	num, ok := bytes.CutSuffix(bytes.TrimSpace(line), []byte(" kB"))
 	n, err := strconv.ParseUint(string(bytes.TrimSpace(num)), 10, 64)
-	if !ok || err != nil {
+	if !ok || err != nil || n > 1<<44 {
+		// 2^44 kB is 16 EiB, past any address space: not a size.
 		return 0, fmt.Errorf("bad %s line %q", field, line)
 	}
 	return n << 10, nil

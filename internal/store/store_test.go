@@ -204,3 +204,41 @@ func TestPruneKeepsTheNewestAndActive(t *testing.T) {
 		t.Errorf("kept %v, removed %v", ids, removed)
 	}
 }
+
+// FuzzDecodeRecord: a record read back either decodes strictly or is an
+// error; one that decodes saves and reads back the same.
+func FuzzDecodeRecord(f *testing.F) {
+	f.Add([]byte(`{"id":"20261122-032121-67c5ed","spec":{"preset":"e4","consumers":25},"state":"completed","started_at":"2026-11-22T03:21:21Z","cgroup":"/sys/fs/cgroup/x","consumers":[{"index":0,"pid":5,"planned_start":"2026-11-22T03:21:31Z","planned_end":"2026-11-22T03:21:33Z","cycles":3,"lateness_seconds":0}]}`))
+	f.Add([]byte(`{"id":"x","state":"completed","state":"running"}`))
+	f.Add([]byte(`{"id":"../../x"}`))
+	f.Add([]byte(`{"transitions":[{"at":"2026-11-22T03:21:31Z","to":"thrashing","processes":["a","b"]}]}`))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		var rec loadgen.Record
+		if err := decodeRecord(b, &rec); err != nil {
+			return
+		}
+		d, _ := Open(t.TempDir())
+		if !validID.MatchString(rec.ID) {
+			return // LoadRecord refuses it: the id names its directory
+		}
+		if err := d.SaveRecord(rec); err != nil {
+			t.Fatalf("save: %v", err)
+		}
+		if _, err := d.LoadRecord(rec.ID); err != nil {
+			t.Fatalf("a record that decoded does not read back: %v", err)
+		}
+	})
+}
+
+// FuzzParseTables: samples.csv and processes.csv as read back by a report.
+func FuzzParseTables(f *testing.F) {
+	var tb Table
+	tb.Append(Row{ElapsedSeconds: 1, ConsumersActive: 3, DemandBytes: 30 << 20})
+	f.Add(tb.CSV())
+	f.Add([]byte(strings.Join(ProcessColumns, ",") + "\n1,0,101,c,0,0,0,-1,0,0\n"))
+	f.Add([]byte("elapsed_seconds\n\"\n"))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		_, _ = ParseSamples(b)
+		_, _ = ParseProcesses(b)
+	})
+}
