@@ -8,8 +8,10 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/http/pprof"
+	"net/netip"
 	"slices"
 	"strings"
 	"sync"
@@ -17,6 +19,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/thrashscope/thrashscope/internal/strictjson"
 )
 
 // Options configure the handler.
@@ -41,6 +45,10 @@ type Options struct {
 	// Pprof serves the Go runtime's profiles under /debug/pprof/ (GET only),
 	// to see where the observer's own CPU and memory go.
 	Pprof bool
+	// ListenHosts are the IP addresses the observer listens on. Without a
+	// Token, a request whose Host is neither one of them nor localhost is
+	// refused (421): the DNS-rebinding guard. Empty: no Host check.
+	ListenHosts []string
 	// Logger takes the 500s' causes; nil discards them.
 	Logger *slog.Logger
 }
@@ -80,7 +88,63 @@ func NewHandler(opts Options) http.Handler {
 		rt.handle("GET /{$}", opts.Page)
 		rt.handle("GET /live/", opts.Page)
 	}
-	return rt.finish()
+	return guard(rt.finish(), opts.Token != "", opts.ListenHosts)
+}
+
+// guard keeps a web page on another site from using the observer through a
+// developer's browser:
+//   - without a token (loopback only) a request must name the observer in
+//     Host by one of the addresses it listens on, or localhost. DNS
+//     rebinding points a name the attacker owns at 127.0.0.1; the browser
+//     then sends that name. No listen hosts given: no check.
+//   - a mutating request from another origin is refused (Go's
+//     CrossOriginProtection: Sec-Fetch-Site, else Origin against Host).
+//     The live page, served from the observer itself, is same-origin.
+func guard(h http.Handler, tokenSet bool, listenHosts []string) http.Handler {
+	cop := http.NewCrossOriginProtection()
+	cop.SetDenyHandler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		writeError(w, http.StatusForbidden, "a cross-origin "+r.Method+" is refused: send it from the observer's own page, curl or a client that does not set Origin or Sec-Fetch-Site")
+	}))
+	h = cop.Handler(h)
+	if tokenSet || len(listenHosts) == 0 {
+		return h
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !knownHost(r.Host, listenHosts) {
+			writeError(w, http.StatusMisdirectedRequest, fmt.Sprintf("Host %q is not an address of this observer: without --web.api-token-file it answers only to localhost or the address it listens on (%s); a name pointed at it by DNS is refused", strictjson.Clip(r.Host), strings.Join(listenHosts, ", ")))
+			return
+		}
+		h.ServeHTTP(w, r)
+	})
+}
+
+// knownHost reports whether a Host header (with or without a port) is
+// localhost or one of the listen hosts; a loopback address stands for any
+// other, as 127.0.0.2 reaches a listener on 127.0.0.1 only through the
+// kernel's own routing.
+func knownHost(host string, listen []string) bool {
+	if h, _, err := net.SplitHostPort(host); err == nil {
+		host = h
+	}
+	host = strings.TrimSuffix(strings.TrimPrefix(host, "["), "]")
+	if strings.EqualFold(host, "localhost") {
+		return true
+	}
+	for _, l := range listen {
+		if strings.EqualFold(host, l) {
+			return true
+		}
+	}
+	a, err := netip.ParseAddr(host)
+	if err != nil {
+		return false
+	}
+	for _, l := range listen {
+		if b, err := netip.ParseAddr(l); err == nil && (a.Unmap() == b.Unmap() || a.IsLoopback() && b.IsLoopback() || b.IsUnspecified()) {
+			return true
+		}
+	}
+	return false
 }
 
 // routes is a ServeMux that remembers each path's methods, so a known path

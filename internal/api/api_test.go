@@ -130,3 +130,54 @@ func TestMetricsCollectErrorLoggedAndCounted(t *testing.T) {
 		t.Errorf("the error was logged %d times over 3 scrapes, want once:\n%s", n, logs.String())
 	}
 }
+
+// The DNS-rebinding guard: without a token, only localhost or a listen
+// address in Host; a mutation from another origin is refused either way.
+func TestRebindingAndCrossOriginGuard(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		token    string
+		method   string
+		host     string
+		header   map[string]string
+		wantCode int
+	}{
+		{name: "rebinding name", method: "GET", host: "rebind.attacker.example:9752", wantCode: http.StatusMisdirectedRequest},
+		{name: "rebinding start", method: "POST", host: "rebind.attacker.example", header: map[string]string{"Origin": "http://rebind.attacker.example"}, wantCode: http.StatusMisdirectedRequest},
+		{name: "loopback address", method: "GET", host: "127.0.0.1:9752", wantCode: http.StatusOK},
+		{name: "another loopback address", method: "GET", host: "127.0.0.2:9752", wantCode: http.StatusOK},
+		{name: "localhost", method: "GET", host: "localhost:9752", wantCode: http.StatusOK},
+		{name: "other address", method: "GET", host: "10.1.2.3:9752", wantCode: http.StatusMisdirectedRequest},
+		{name: "cross-site start", method: "POST", host: "127.0.0.1:9752", header: map[string]string{"Sec-Fetch-Site": "cross-site", "Origin": "https://evil.example"}, wantCode: http.StatusForbidden},
+		{name: "cross-origin abort", method: "DELETE", host: "127.0.0.1:9752", header: map[string]string{"Origin": "https://evil.example"}, wantCode: http.StatusForbidden},
+		{name: "same-origin start", method: "POST", host: "127.0.0.1:9752", header: map[string]string{"Sec-Fetch-Site": "same-origin", "Origin": "http://127.0.0.1:9752"}, wantCode: http.StatusCreated},
+		{name: "curl start", method: "POST", host: "127.0.0.1:9752", wantCode: http.StatusCreated},
+		{name: "token: any name", token: "s3cret", method: "GET", host: "observer.internal:9752", wantCode: http.StatusOK},
+		{name: "token: cross-site still refused", token: "s3cret", method: "POST", host: "observer.internal:9752", header: map[string]string{"Sec-Fetch-Site": "cross-site", "Authorization": "Bearer s3cret"}, wantCode: http.StatusForbidden},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := NewHandler(Options{Gatherer: prometheus.NewRegistry(), Ready: func() bool { return true }, Runs: newFakeRuns(false),
+				Token: tc.token, ListenHosts: []string{"127.0.0.1"}})
+			target, body := "/api/v1/runs", ""
+			switch tc.method {
+			case "POST":
+				body = `{"preset":"e4","scale":0.1,"backing":"file"}`
+			case "DELETE":
+				target = "/api/v1/runs/run-1"
+			}
+			req := httptest.NewRequest(tc.method, target, strings.NewReader(body))
+			req.Host = tc.host
+			if body != "" {
+				req.Header.Set("Content-Type", "application/json")
+			}
+			for k, v := range tc.header {
+				req.Header.Set(k, v)
+			}
+			rec := httptest.NewRecorder()
+			h.ServeHTTP(rec, req)
+			if rec.Code != tc.wantCode {
+				t.Errorf("%s %s Host %s: %d %s, want %d", tc.method, target, tc.host, rec.Code, rec.Body, tc.wantCode)
+			}
+		})
+	}
+}

@@ -23,6 +23,7 @@ import (
 	versioncollector "github.com/prometheus/client_golang/prometheus/collectors/version"
 	"github.com/prometheus/exporter-toolkit/web"
 	"go.yaml.in/yaml/v2"
+	"golang.org/x/net/netutil"
 
 	"github.com/thrashscope/thrashscope/internal/api"
 	"github.com/thrashscope/thrashscope/internal/cgroup"
@@ -144,11 +145,12 @@ func build(cfg Config, logger *slog.Logger, checkOnly bool) (*Observer, error) {
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 	)
 	opts := api.Options{
-		Gatherer:   o.registry,
-		Registerer: o.registry,
-		Ready:      func() bool { _, ok := o.sampler.Latest(); return ok },
-		Pprof:      cfg.EnablePprof,
-		Logger:     logger.With("component", "api"),
+		Gatherer:    o.registry,
+		Registerer:  o.registry,
+		Ready:       func() bool { _, ok := o.sampler.Latest(); return ok },
+		Pprof:       cfg.EnablePprof,
+		Logger:      logger.With("component", "api"),
+		ListenHosts: listenHosts(cfg.ListenAddresses),
 	}
 	if o.runs != nil {
 		opts.Runs = o.runs
@@ -219,6 +221,23 @@ func newRuns(cfg Config, fs procfs.FS, logger *slog.Logger, onCycle func(int, ti
 	return m
 }
 
+// listenHosts are the hosts of the listen addresses, for the API's Host
+// check: ":9752" listens on every address, "::".
+func listenHosts(addrs []string) []string {
+	var hosts []string
+	for _, a := range addrs {
+		h, _, err := net.SplitHostPort(a)
+		if err != nil {
+			continue
+		}
+		if h == "" {
+			h = "::"
+		}
+		hosts = append(hosts, h)
+	}
+	return hosts
+}
+
 // findLoadgen finds the consumer binary beside this executable, then on PATH.
 func findLoadgen() string {
 	if exe, err := os.Executable(); err == nil {
@@ -269,7 +288,10 @@ func (o *Observer) Run(ctx context.Context, listeners []net.Listener, webConfigF
 		wg.Go(func() { o.wss.Run(sampleCtx, o.trackedPIDs) })
 	}
 
-	srv := &http.Server{Handler: o.handler, ReadHeaderTimeout: 10 * time.Second}
+	srv := serverLimits.server(o.handler)
+	for i, l := range listeners {
+		listeners[i] = netutil.LimitListener(l, serverLimits.MaxConns)
+	}
 	flags := &web.FlagConfig{
 		WebListenAddresses: &[]string{},
 		WebSystemdSocket:   new(bool),
@@ -300,6 +322,34 @@ func (o *Observer) Run(ctx context.Context, listeners []net.Listener, webConfigF
 		err = errors.Join(err, serr)
 	}
 	return errors.Join(err, closeErr)
+}
+
+// limits bound what one client can hold of the server.
+type limits struct {
+	ReadHeader, Read, Write, Idle time.Duration
+	MaxHeaderBytes, MaxConns      int
+}
+
+// serverLimits: a request has 5 s for its headers (at most 16 KiB) and 15 s
+// in all (a run spec is under 64 KiB); a reply 60 s (a 64 MiB samples.csv,
+// a 30 s pprof profile); a kept-alive connection idles 30 s; 256
+// connections at once, past which new ones wait in the kernel's backlog.
+// So a slow or idle client is cut within seconds, and /metrics and /healthz
+// stay fast beside 100 of them (TestServerLimits).
+var serverLimits = limits{
+	ReadHeader: 5 * time.Second, Read: 15 * time.Second, Write: 60 * time.Second, Idle: 30 * time.Second,
+	MaxHeaderBytes: 16 << 10, MaxConns: 256,
+}
+
+func (l limits) server(h http.Handler) *http.Server {
+	return &http.Server{
+		Handler:           h,
+		ReadHeaderTimeout: l.ReadHeader,
+		ReadTimeout:       l.Read,
+		WriteTimeout:      l.Write,
+		IdleTimeout:       l.Idle,
+		MaxHeaderBytes:    l.MaxHeaderBytes,
+	}
 }
 
 // schemeOf tells whether the web config turns TLS on, for the page's URL.
