@@ -54,6 +54,12 @@ type Limits struct {
 type Cgroup struct {
 	Path string
 	V2   bool
+	// lock is the cgroup directory, open with an exclusive flock, while
+	// this process owns the cgroup (from Create to Destroy). Another
+	// observer's Sweep sees the lock and leaves the cgroup alone; the
+	// kernel drops it when the owner dies, so a crashed owner's cgroup is
+	// swept.
+	lock *os.File
 }
 
 // setting is one control file written when a cgroup is made.
@@ -139,6 +145,12 @@ func (p Parent) create(name string, settings []setting) (*Cgroup, error) {
 		}
 		return nil, fmt.Errorf("creating cgroup %s: %w", c.Path, hint(errno(err)))
 	}
+	lock, held, err := tryLock(c.Path)
+	if err != nil || held {
+		_ = os.Remove(c.Path)
+		return nil, fmt.Errorf("creating cgroup %s: locking it for this process: %w", c.Path, errors.Join(err, errIf(held, "another process holds it")))
+	}
+	c.lock = lock
 	for _, s := range settings {
 		err := os.WriteFile(filepath.Join(c.Path, s.file), []byte(s.value), 0)
 		if err == nil || s.optional && errors.Is(err, fs.ErrNotExist) {
@@ -149,6 +161,7 @@ func (p Parent) create(name string, settings []setting) (*Cgroup, error) {
 		if rmErr := os.Remove(c.Path); rmErr != nil {
 			err = errors.Join(err, fmt.Errorf("removing it again: %w", rmErr))
 		}
+		c.lock.Close()
 		return nil, err
 	}
 	return c, nil
@@ -313,6 +326,10 @@ func (c *Cgroup) Destroy(ctx context.Context) error {
 	for {
 		done, left, err := c.destroyRound()
 		if done {
+			if c.lock != nil {
+				c.lock.Close() // gone: nothing left to hold
+				c.lock = nil
+			}
 			return nil
 		}
 		select {
@@ -389,8 +406,43 @@ func subtree(dir string) ([]string, error) {
 	return append(dirs, dir), nil
 }
 
-// Sweep destroys the cgroups under the parent named Prefix+namePrefix*, such
-// as those a crashed observer left, and returns the paths it removed.
+// Forget drops this process's hold on the cgroup without destroying it,
+// which is what the owner's death does: Sweep may then remove it.
+func (c *Cgroup) Forget() {
+	if c.lock != nil {
+		c.lock.Close()
+		c.lock = nil
+	}
+}
+
+// tryLock opens a cgroup directory and takes an exclusive flock on it
+// without waiting; held reports that another open file holds it.
+func tryLock(dir string) (lock *os.File, held bool, err error) {
+	f, err := os.OpenFile(dir, os.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW, 0)
+	if err != nil {
+		return nil, false, err
+	}
+	if err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
+		f.Close()
+		if errors.Is(err, unix.EWOULDBLOCK) {
+			return nil, true, nil
+		}
+		return nil, false, &fs.PathError{Op: "flock", Path: dir, Err: err}
+	}
+	return f, false, nil
+}
+
+func errIf(cond bool, msg string) error {
+	if cond {
+		return errors.New(msg)
+	}
+	return nil
+}
+
+// Sweep destroys the cgroups under the parent named Prefix+namePrefix*
+// that no live process holds (see Cgroup.lock), such as those a crashed
+// observer left, and returns the paths it removed. A run another observer or
+// loadgen run is holding beside this one is left alone.
 func (p Parent) Sweep(ctx context.Context, namePrefix string) ([]string, error) {
 	if strings.ContainsRune(namePrefix, '/') {
 		return nil, fmt.Errorf("sweeping cgroups under %s: invalid name prefix %q", p.Path, namePrefix)
@@ -406,10 +458,23 @@ func (p Parent) Sweep(ctx context.Context, namePrefix string) ([]string, error) 
 			continue
 		}
 		c, err := Open(filepath.Join(p.Path, e.Name()), p.V2)
-		if err == nil {
-			err = c.Destroy(ctx)
-		}
 		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		lock, held, err := tryLock(c.Path)
+		switch {
+		case errors.Is(err, fs.ErrNotExist):
+			continue // removed by its owner meanwhile
+		case err != nil:
+			errs = append(errs, fmt.Errorf("cgroup %s: %w", c.Path, err))
+			continue
+		case held:
+			continue // a live observer or loadgen run owns it
+		}
+		c.lock = lock
+		if err := c.Destroy(ctx); err != nil {
+			lock.Close()
 			errs = append(errs, err)
 			continue
 		}

@@ -133,7 +133,7 @@ func TestCreateAddDestroy(t *testing.T) {
 		t.Errorf("MemoryUsage() = %d, %v; want in [0, %d]", got, err, limit)
 	}
 	opened, err := cgroup.Open(c.Path, c.V2)
-	if err != nil || *opened != *c {
+	if err != nil || opened.Path != c.Path || opened.V2 != c.V2 {
 		t.Fatalf("Open(%s) = %+v, %v; want %+v", c.Path, opened, err, c)
 	}
 
@@ -251,6 +251,10 @@ func TestSweep(t *testing.T) {
 		}
 	})
 	other := create(t, p, "other-"+run, cgroup.Limits{MemoryBytes: 64 << 20})
+	// A run cgroup whose owner lives (here: this process still holds it)
+	// is left alone, whatever its name; the stale one's owner is gone.
+	held := create(t, p, run+"-run-2", cgroup.Limits{MemoryBytes: 64 << 20})
+	stale.Forget()
 
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
@@ -264,7 +268,7 @@ func TestSweep(t *testing.T) {
 	if exists(stale.Path) {
 		t.Errorf("%s survived Sweep", stale.Path)
 	}
-	for _, keep := range []string{foreign, other.Path} {
+	for _, keep := range []string{foreign, other.Path, held.Path} {
 		if !exists(keep) {
 			t.Errorf("Sweep removed %s", keep)
 		}
@@ -405,6 +409,7 @@ func TestV2WithoutMemory(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
+	c.Forget() // as if its owner had died
 	removed, err := p.Sweep(ctx, run+"-run-")
 	if err != nil || !slices.Equal(removed, []string{c.Path}) {
 		t.Fatalf("Sweep = %v, %v; want [%s]", removed, err, c.Path)

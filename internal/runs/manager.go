@@ -27,6 +27,7 @@ import (
 	"github.com/thrashscope/thrashscope/internal/procfs"
 	"github.com/thrashscope/thrashscope/internal/sampler"
 	"github.com/thrashscope/thrashscope/internal/store"
+	"github.com/thrashscope/thrashscope/internal/strictjson"
 )
 
 // Config configures a Manager.
@@ -109,12 +110,16 @@ func (m *Manager) recover() error {
 		if !loadgen.Active(rec.State) {
 			continue
 		}
-		if rec.Cgroup != "" && strings.HasPrefix(filepath.Base(rec.Cgroup), cgroup.Prefix+"run-") {
-			if cg, err := cgroup.Open(rec.Cgroup, m.cfg.Parent.V2); err == nil {
-				if err := cg.Destroy(ctx); err != nil {
-					errs = append(errs, fmt.Errorf("removing run %s's cgroup: %w", rec.ID, err))
-				}
-			}
+		// A record is data, not an order: only a cgroup directly under
+		// this observer's --cgroup.parent, with a run's name, and held by
+		// no live process is destroyed, whatever path the record names.
+		switch {
+		case rec.Cgroup == "":
+		case m.cfg.ParentErr != nil || filepath.Dir(filepath.Clean(rec.Cgroup)) != filepath.Clean(m.cfg.Parent.Path) ||
+			!strings.HasPrefix(filepath.Base(rec.Cgroup), cgroup.Prefix+"run-"):
+			m.cfg.Logger.Warn("a run record names a cgroup outside --cgroup.parent; left alone", "run", rec.ID, "cgroup", strictjson.Clip(rec.Cgroup), "parent", m.cfg.Parent.Path)
+		default:
+			// The sweep below removes it unless a live process holds it.
 		}
 		now := time.Now()
 		rec.State, rec.EndedAt = loadgen.StateAborted, &now
