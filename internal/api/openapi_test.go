@@ -169,6 +169,11 @@ func TestHandlersMatchOpenAPI(t *testing.T) {
 		{name: "wrong content type", method: "POST", target: "/api/v1/runs", body: good, header: append(slices.Clone(auth), "Content-Type", "text/plain"), wantCode: 415, wantErr: `Content-Type "text/plain": a run spec is JSON; set Content-Type: application/json`, offSpec: true},
 		{name: "start failing", method: "POST", target: "/api/v1/runs", body: good, header: post, opts: internal, wantCode: 500, wantErr: "internal error; the observer's log has the cause under ref="},
 		{name: "start without runs", method: "POST", target: "/api/v1/runs", body: good, header: post, opts: noRuns, wantCode: 503, wantErr: "runs are not enabled"},
+		{name: "disk full", method: "POST", target: "/api/v1/runs", body: good, header: post, wantCode: 507, wantErr: "the run record cannot be written to the data directory (no space left on device)",
+			opts: func(o *Options) {
+				o.Runs.(*fakeRuns).err = fmt.Errorf("%w (no space left on device): free space there", loadgen.ErrNoStorage)
+			}},
+		{name: "cross-origin start", method: "POST", target: "/api/v1/runs", body: good, header: append(slices.Clone(post), "Sec-Fetch-Site", "cross-site"), wantCode: 403, wantErr: "a cross-origin POST is refused"},
 
 		{name: "list", method: "GET", target: "/api/v1/runs", opts: func(o *Options) { o.Runs = newFakeRuns(true) }, wantCode: 200},
 		{name: "list failing", method: "GET", target: "/api/v1/runs", opts: internal, wantCode: 500, wantErr: "internal error; the observer's log has the cause under ref="},
@@ -187,6 +192,7 @@ func TestHandlersMatchOpenAPI(t *testing.T) {
 		{name: "delete bad id", method: "DELETE", target: "/api/v1/runs/Run_1", header: auth, wantCode: 400, wantErr: "id: ", offSpec: true},
 		{name: "delete without a token", method: "DELETE", target: "/api/v1/runs/run-1", wantCode: 401, wantErr: "authorization required"},
 		{name: "delete failing", method: "DELETE", target: "/api/v1/runs/run-1", header: auth, opts: internal, wantCode: 500, wantErr: "internal error; the observer's log has the cause under ref="},
+		{name: "cross-origin delete", method: "DELETE", target: "/api/v1/runs/run-1", header: append(slices.Clone(auth), "Origin", "https://attacker.example"), wantCode: 403, wantErr: "a cross-origin DELETE is refused"},
 		{name: "delete without runs", method: "DELETE", target: "/api/v1/runs/run-1", header: auth, opts: noRuns, wantCode: 503, wantErr: "runs are not enabled"},
 
 		{name: "samples", method: "GET", target: "/api/v1/runs/run-1/samples.csv", wantCode: 200},
@@ -194,6 +200,22 @@ func TestHandlersMatchOpenAPI(t *testing.T) {
 		{name: "samples bad id", method: "GET", target: "/api/v1/runs/RUN/samples.csv", wantCode: 400, wantErr: "id: ", offSpec: true},
 		{name: "samples failing", method: "GET", target: "/api/v1/runs/run-1/samples.csv", opts: internal, wantCode: 500, wantErr: "internal error; the observer's log has the cause under ref="},
 		{name: "samples without runs", method: "GET", target: "/api/v1/runs/run-1/samples.csv", opts: noRuns, wantCode: 503, wantErr: "runs are not enabled"},
+	}
+	// Without a token, every operation refuses a Host that is not the
+	// observer's (DNS rebinding).
+	rebound := func(o *Options) { o.Token, o.ListenHosts = "", []string{"127.0.0.1"} }
+	for path, item := range s.doc.Paths.Map() {
+		for method, op := range item.Operations() {
+			if _, ok := op.Responses.Map()["421"]; !ok {
+				continue
+			}
+			tc := specCase{name: "rebound " + method + " " + path, method: method, target: "http://rebind.attacker.example" + strings.ReplaceAll(path, "{id}", "run-1"),
+				opts: rebound, wantCode: 421, wantErr: `Host "rebind.attacker.example" is not an address of this observer`}
+			if method == http.MethodPost {
+				tc.body, tc.header = good, []string{"Content-Type", jsonCT}
+			}
+			cases = append(cases, tc)
+		}
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -19,7 +19,7 @@ import (
 
 // Runs is what the run API needs from the run manager.
 type Runs interface {
-	Start(spec loadgen.Spec) (loadgen.Record, error) // *loadgen.FieldError→400, loadgen.ErrBusy→409, *loadgen.UnsafeError→422, else 500
+	Start(spec loadgen.Spec) (loadgen.Record, error) // *loadgen.FieldError→400, loadgen.ErrBusy→409, *loadgen.UnsafeError→422, loadgen.ErrNoStorage→507, else 500
 	List() ([]loadgen.Record, error)                 // newest first
 	Get(id string) (loadgen.Record, error)           // loadgen.ErrNotFound→404
 	Abort(id string) (loadgen.Record, error)         // idempotent: aborting a finished run returns it unchanged, 200; ErrNotFound→404
@@ -180,6 +180,8 @@ func (a *runAPI) fail(w http.ResponseWriter, r *http.Request, id string, err err
 		writeError(w, http.StatusConflict, err.Error()+"; wait for it to end or abort it with DELETE /api/v1/runs/{id} (GET /api/v1/runs lists it)")
 	case errors.As(err, &ue):
 		writeError(w, http.StatusUnprocessableEntity, ue.Error())
+	case errors.Is(err, loadgen.ErrNoStorage):
+		writeError(w, http.StatusInsufficientStorage, err.Error())
 	case errors.Is(err, loadgen.ErrNotFound):
 		// The manager's message may say more ("... has no samples.csv").
 		msg := err.Error()

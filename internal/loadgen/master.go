@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"log/slog"
 	"os"
 	"os/exec"
@@ -30,6 +31,9 @@ const spawnLead = 2 * time.Second
 // finish its last cycle before it is terminated. Lateness within it is what
 // the paper records; beyond it the consumer is stuck, not late.
 const OverrunGrace = 60 * time.Second
+
+// cgroupCheckEvery is how often a run checks that its cgroup still exists.
+const cgroupCheckEvery = time.Second
 
 // stopGrace is how long consumers get to exit on SIGTERM before the cgroup
 // is destroyed with SIGKILL.
@@ -267,9 +271,8 @@ func (r *Run) drive() {
 		wg.Wait() // keep the thread while any consumer lives
 	}()
 
-	<-spawned
 	allExited := make(chan struct{})
-	go func() { wg.Wait(); close(allExited) }()
+	go func() { <-spawned; wg.Wait(); close(allExited) }()
 
 	deadline := r.start.Add(r.cfg.Spec.Duration() + OverrunGrace)
 	if r.cfg.Spec.Preset == PresetFill {
@@ -277,13 +280,28 @@ func (r *Run) drive() {
 	}
 	overrun := time.NewTimer(time.Until(deadline))
 	defer overrun.Stop()
-	select {
-	case <-allExited:
-	case <-r.ctx.Done():
-	case <-overrun.C:
-		r.cfg.Logger.Warn("consumers overran their finish time; terminating them", "run", r.cfg.ID, "grace", OverrunGrace)
-		r.cancel(errors.New("consumers still running " + OverrunGrace.String() + " after the plan ended"))
+	// The cgroup can be removed under an idle run (between consumers) by
+	// another process; the next consumer would fail to join it.
+	check := time.NewTicker(cgroupCheckEvery)
+	defer check.Stop()
+wait:
+	for {
+		select {
+		case <-allExited:
+			break wait
+		case <-r.ctx.Done():
+			break wait
+		case <-overrun.C:
+			r.cfg.Logger.Warn("consumers overran their finish time; terminating them", "run", r.cfg.ID, "grace", OverrunGrace)
+			r.cancel(errors.New("consumers still running " + OverrunGrace.String() + " after the plan ended"))
+			break wait
+		case <-check.C:
+			if _, err := os.Stat(r.cg.Path); errors.Is(err, fs.ErrNotExist) {
+				r.failNow("the run cgroup " + r.cg.Path + " was removed by a process outside the run")
+			}
+		}
 	}
+	<-spawned // at once when cancelled: no consumer starts after this
 	r.terminate(allExited)
 
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -348,8 +366,11 @@ func (r *Run) spawn(i int, wg *sync.WaitGroup) error {
 	}
 	cmd := exec.Command(r.cfg.Binary, cc.Args()...)
 	cmd.ExtraFiles = []*os.File{repW, r.procsFile} // fds 3 and 4
-	cmd.Stdout, cmd.Stderr = nil, &logWriter{r.cfg.Logger.With("run", r.cfg.ID, "consumer", i)}
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	stderr := &logWriter{l: r.cfg.Logger.With("run", r.cfg.ID, "consumer", i)}
+	cmd.Stdout, cmd.Stderr = nil, stderr
+	// Its own process group: a Ctrl-C at the terminal reaches the master,
+	// which stops the run, and not each consumer behind its back.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL, Setpgid: true}
 	ctl, err := cmd.StdinPipe()
 	if err != nil {
 		repR.Close()
@@ -380,7 +401,7 @@ func (r *Run) spawn(i int, wg *sync.WaitGroup) error {
 		repR.Close()
 		err := cmd.Wait()
 		ctl.Close()
-		r.exited(i, cmd.ProcessState, err)
+		r.exited(i, cmd.ProcessState, err, stderr.Last())
 	}()
 	return nil
 }
@@ -435,14 +456,33 @@ func (r *Run) apply(i int, rep Report) {
 		}
 		changed = true
 	}
+	pid := c.PID
 	r.mu.Unlock()
+	if rep.Kind == KindDone && rep.Terminated() {
+		// The run cancels itself before it signals its consumers, so a
+		// SIGTERM (or SIGINT) before that came from someone else.
+		r.failNow(fmt.Sprintf("consumer %d (pid %d) was stopped by a SIGTERM or SIGINT the run did not send", i, pid))
+	}
 	if changed {
 		r.cfg.OnChange()
 	}
 }
 
-// exited records how consumer i ended.
-func (r *Run) exited(i int, ps *os.ProcessState, waitErr error) {
+// failNow ends the run at once as failed, with reason, unless it is
+// already ending (then its own cause stands).
+func (r *Run) failNow(reason string) {
+	if r.ctx.Err() != nil {
+		return
+	}
+	r.cfg.Logger.Error("the run failed; stopping it", "run", r.cfg.ID, "reason", reason)
+	r.cancel(errors.New(reason))
+}
+
+// exited records how consumer i ended. lastErr is the last line it wrote
+// to stderr. A consumer that ended in a way the run did not cause, other
+// than by the OOM killer, fails the run at once: what is left of it is no
+// longer the experiment that was asked for.
+func (r *Run) exited(i int, ps *os.ProcessState, waitErr error, lastErr string) {
 	r.mu.Lock()
 	c := &r.rec.Consumers[i]
 	now := r.cfg.Now()
@@ -452,12 +492,27 @@ func (r *Run) exited(i int, ps *os.ProcessState, waitErr error) {
 			c.LatenessSeconds = late.Seconds()
 		}
 	}
-	c.Exit = r.exitString(ps, waitErr)
+	exit := r.exitString(ps, waitErr)
+	c.Exit = exit
+	pid := c.PID
 	r.mu.Unlock()
-	if c.Exit == "oom-killed" {
+	who := fmt.Sprintf("consumer %d (pid %d)", i, pid)
+	switch {
+	case exit == "ok" || exit == "terminated":
+	case exit == "oom-killed":
 		// A thrashing memcg can OOM with swap still free when reclaim runs
 		// out of retries; that is an outcome to record, not to hide.
 		r.cfg.Logger.Warn("the OOM killer killed a consumer; it is not respawned", "run", r.cfg.ID, "consumer", i)
+	case exit == "killed":
+		r.failNow(who + " was killed (SIGKILL) by a process outside the run, not by the run or the OOM killer")
+	case strings.HasPrefix(exit, "exit "):
+		reason := who + " failed (" + exit + ")"
+		if lastErr != "" {
+			reason += ": " + lastErr
+		}
+		r.failNow(reason)
+	default:
+		r.failNow(who + " ended by " + exit)
 	}
 	r.cfg.OnChange()
 }
@@ -552,12 +607,38 @@ func joinReason(a, b string) string {
 	return a + "; " + b
 }
 
-// logWriter turns a consumer's stderr into log lines.
-type logWriter struct{ l *slog.Logger }
+// logWriter turns a consumer's stderr into log lines, and keeps the last
+// one for the reason a run fails.
+type logWriter struct {
+	l    *slog.Logger
+	mu   sync.Mutex
+	last string
+}
+
+// maxReasonLine bounds what of a consumer's error goes into a record.
+const maxReasonLine = 256
 
 func (w *logWriter) Write(b []byte) (int, error) {
 	w.l.Warn("consumer: " + string(b))
+	if line := strings.TrimSpace(strings.ToValidUTF8(string(b), "\uFFFD")); line != "" {
+		if j := strings.LastIndexByte(line, '\n'); j >= 0 {
+			line = line[j+1:]
+		}
+		if len(line) > maxReasonLine {
+			line = strings.ToValidUTF8(line[:maxReasonLine], "") + "…"
+		}
+		w.mu.Lock()
+		w.last = line
+		w.mu.Unlock()
+	}
 	return len(b), nil
+}
+
+// Last is the last line written.
+func (w *logWriter) Last() string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.last
 }
 
 // FillCSV is the fill experiment's table: per chunk, the mean and standard

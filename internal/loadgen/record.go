@@ -68,6 +68,9 @@ var (
 	ErrBusy = errors.New("another run is active")
 	// ErrNotFound: no run has that id (404).
 	ErrNotFound = errors.New("no such run")
+	// ErrNoStorage: the run's record cannot be written to the data
+	// directory (a full disk, a read-only file system); nothing started.
+	ErrNoStorage = errors.New("the run record cannot be written to the data directory")
 )
 
 // UnsafeError is a spec that cannot run safely on this host (422). The

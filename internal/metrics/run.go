@@ -20,7 +20,7 @@ type RunCollector struct {
 	src       RunSource
 	durations prometheus.Histogram
 
-	info, active, planned, demand, limit, cycles, lateness, outcomes *prometheus.Desc
+	info, active, planned, demand, limit, cycles, lateness, outcomes, writeErrors *prometheus.Desc
 }
 
 // NewRunCollector builds the run metrics over a run manager.
@@ -42,6 +42,8 @@ func NewRunCollector(src RunSource) *RunCollector {
 		cycles:   d("run_write_cycles_total", "Write cycles each consumer of the most recent run has finished.", "consumer"),
 		lateness: d("run_consumer_lateness_seconds", "How long past its planned finish t_f each consumer ended (or, still running, is now).", "consumer"),
 		outcomes: d("runs_total", "Runs that ended, by outcome.", "outcome"),
+		writeErrors: d("run_record_write_errors_total", "Writes of run records and tables to --data.dir that failed (a full disk, a read-only file system); "+
+			"a run that cannot write its first record is refused with 507. The observer's log has each cause."),
 	}
 }
 
@@ -51,7 +53,7 @@ func (c *RunCollector) ObserveCycle(_ int, d time.Duration) { c.durations.Observ
 // Describe implements prometheus.Collector.
 func (c *RunCollector) Describe(ch chan<- *prometheus.Desc) {
 	c.durations.Describe(ch)
-	for _, d := range []*prometheus.Desc{c.info, c.active, c.planned, c.demand, c.limit, c.cycles, c.lateness, c.outcomes} {
+	for _, d := range []*prometheus.Desc{c.info, c.active, c.planned, c.demand, c.limit, c.cycles, c.lateness, c.outcomes, c.writeErrors} {
 		ch <- d
 	}
 }
@@ -63,6 +65,7 @@ func (c *RunCollector) Collect(ch chan<- prometheus.Metric) {
 	for _, o := range runs.OutcomeNames {
 		send(ch, c.outcomes, prometheus.CounterValue, float64(st.Outcomes[o]), o)
 	}
+	send(ch, c.writeErrors, prometheus.CounterValue, float64(st.WriteErrors))
 	if !ok {
 		return
 	}

@@ -19,17 +19,21 @@ type fakeRuns struct {
 func (f fakeRuns) Status() (runs.Status, bool) { return f.st, f.ok }
 
 func TestRunMetrics(t *testing.T) {
-	src := &fakeRuns{st: runs.Status{Outcomes: map[string]uint64{loadgen.StateCompleted: 2}}}
+	src := &fakeRuns{st: runs.Status{Outcomes: map[string]uint64{loadgen.StateCompleted: 2}, WriteErrors: 3}}
 	c := NewRunCollector(src)
-	// Before any run: only the outcome counters, each from 0.
+	// Before any run: only the outcome counters, each from 0, and the
+	// failed writes (a run refused for a full disk is never a run).
 	want := `
 # HELP thrashscope_runs_total Runs that ended, by outcome.
 # TYPE thrashscope_runs_total counter
 thrashscope_runs_total{outcome="aborted"} 0
 thrashscope_runs_total{outcome="completed"} 2
 thrashscope_runs_total{outcome="failed"} 0
+# HELP thrashscope_run_record_write_errors_total Writes of run records and tables to --data.dir that failed (a full disk, a read-only file system); a run that cannot write its first record is refused with 507. The observer's log has each cause.
+# TYPE thrashscope_run_record_write_errors_total counter
+thrashscope_run_record_write_errors_total 3
 `
-	if err := testutil.CollectAndCompare(c, strings.NewReader(want), "thrashscope_runs_total", "thrashscope_run_info"); err != nil {
+	if err := testutil.CollectAndCompare(c, strings.NewReader(want), "thrashscope_runs_total", "thrashscope_run_info", "thrashscope_run_record_write_errors_total"); err != nil {
 		t.Error(err)
 	}
 

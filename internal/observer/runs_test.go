@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"encoding/csv"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -16,6 +17,9 @@ import (
 	"syscall"
 	"testing"
 	"time"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/thrashscope/thrashscope/internal/cgroup"
 	"github.com/thrashscope/thrashscope/internal/loadgen"
@@ -445,6 +449,164 @@ func TestObserverKilledMidRun(t *testing.T) {
 	if _, b := d2.do(t, "GET", "/api/v1/runs", ""); !strings.Contains(string(b), rec.ID) {
 		t.Errorf("run list lacks %s: %s", rec.ID, b)
 	}
+}
+
+// TestRunFailsWhenDisturbed: a run whose consumer is killed or stopped by
+// someone else, or whose cgroup another process removes, ends at once as
+// failed, with a reason that says what happened, and leaves nothing behind.
+// (A run losing its consumers and cgroup to a second observer's start-up
+// sweep used to run on and end "completed".)
+func TestRunFailsWhenDisturbed(t *testing.T) {
+	testenv.RequirePrivileged(t)
+	testenv.RequireSwap(t)
+	d := startDaemon(t, t.TempDir())
+	for _, tc := range []struct {
+		name, spec, want string
+		disturb          func(t *testing.T, rec loadgen.Record)
+	}{
+		{"SIGKILL", `{"preset":"e4","scale":0.1,"lead_in":"1s"}`, "consumer 1 (pid", func(t *testing.T, rec loadgen.Record) {
+			syscall.Kill(rec.Consumers[1].PID, syscall.SIGKILL)
+		}},
+		{"SIGTERM", `{"preset":"e4","scale":0.1,"lead_in":"1s"}`, "SIGTERM", func(t *testing.T, rec loadgen.Record) {
+			syscall.Kill(rec.Consumers[1].PID, syscall.SIGTERM)
+		}},
+		{"cgroup removed", `{"preset":"e4","scale":0.1,"lead_in":"30s"}`, "was removed", func(t *testing.T, rec loadgen.Record) {
+			if err := os.Remove(rec.Cgroup); err != nil {
+				t.Fatalf("removing the idle run cgroup as an outsider would: %v", err)
+			}
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			rec := d.startRun(t, tc.spec)
+			if tc.name != "cgroup removed" {
+				waitFor(t, 15*time.Second, "three consumers", func() bool { return started(d.record(t, rec.ID)) >= 3 })
+				rec = d.record(t, rec.ID)
+			}
+			tc.disturb(t, rec)
+			begin := time.Now()
+			waitFor(t, 10*time.Second, "the run to end", func() bool { return !loadgen.Active(d.record(t, rec.ID).State) })
+			final := d.record(t, rec.ID)
+			t.Logf("%s: ended %s after the disturbance: %s %q", tc.name, time.Since(begin).Round(time.Millisecond), final.State, final.Reason)
+			if final.State != loadgen.StateFailed || !strings.Contains(final.Reason, tc.want) {
+				t.Errorf("state %s, reason %q; want failed, naming %q", final.State, final.Reason, tc.want)
+			}
+			waitFor(t, 5*time.Second, "consumers and cgroup gone", func() bool { return len(alive(pidsOf(d.record(t, rec.ID)))) == 0 && gone(rec.Cgroup) })
+		})
+	}
+}
+
+// TestRunRefusedOnAFullDisk: with --data.dir on a full file system a run
+// is refused (507, naming the error) instead of starting with no record;
+// nothing is left in the data directory, the failed write is counted, and
+// once there is room again runs start.
+func TestRunRefusedOnAFullDisk(t *testing.T) {
+	testenv.RequirePrivileged(t)
+	testenv.RequireSwap(t)
+	data := t.TempDir()
+	if err := unix.Mount("tmpfs", data, "tmpfs", 0, "size=4m,mode=0750"); err != nil {
+		t.Fatalf("mounting a 4 MiB tmpfs as the data directory: %v", err)
+	}
+	t.Cleanup(func() { unix.Unmount(data, unix.MNT_DETACH) })
+	d := startDaemon(t, data)
+	filler := filepath.Join(data, "filler")
+	f, err := os.Create(filler)
+	if err != nil {
+		t.Fatal(err)
+	}
+	chunk := make([]byte, 64<<10)
+	for {
+		if _, err := f.Write(chunk); err != nil {
+			if !errors.Is(err, syscall.ENOSPC) {
+				t.Fatalf("filling the data directory: %v", err)
+			}
+			break
+		}
+	}
+	f.Close()
+
+	spec := `{"preset":"e4","scale":0.1,"consumers":1,"lead_in":"0s"}`
+	code, b := d.do(t, "POST", "/api/v1/runs", spec)
+	if code != http.StatusInsufficientStorage || !strings.Contains(string(b), "no space left on device") || strings.Contains(string(b), data) {
+		t.Errorf("POST on a full disk: %d %s; want 507 naming the error, not the path", code, b)
+	}
+	if _, b := d.do(t, "GET", "/api/v1/runs", ""); string(b) != `{"runs":[]}`+"\n" {
+		t.Errorf("GET /api/v1/runs after the refusal: %s; want no run", b)
+	}
+	if ents, err := os.ReadDir(filepath.Join(data, "runs")); err != nil || len(ents) != 0 {
+		t.Errorf("the refused run left %v in runs/ (%v)", ents, err)
+	}
+	if _, scrape := get(t, d.url+"/metrics"); !strings.Contains(scrape, "thrashscope_run_record_write_errors_total 1\n") {
+		t.Errorf("the failed write is not counted:\n%s", grepLines(scrape, "write_errors"))
+	}
+
+	if err := os.Remove(filler); err != nil {
+		t.Fatal(err)
+	}
+	rec := d.startRun(t, spec)
+	if code, b := d.do(t, "DELETE", "/api/v1/runs/"+rec.ID, ""); code != http.StatusOK {
+		t.Errorf("DELETE: %d %s", code, b)
+	}
+}
+
+// TestRecordSavesAreCoalesced: 25 consumers starting and ending within a
+// quarter second each (75 record changes) cost a save per sample, not a
+// save (and fsync) per change. Saves are counted by inotify: each is a
+// rename onto record.json.
+func TestRecordSavesAreCoalesced(t *testing.T) {
+	testenv.RequirePrivileged(t)
+	testenv.RequireSwap(t)
+	d := startDaemon(t, t.TempDir())
+	rec := d.startRun(t, `{"preset":"e4","scale":0.1,"interval":"10ms","lead_in":"2s"}`)
+	fd, err := unix.InotifyInit1(unix.IN_CLOEXEC | unix.IN_NONBLOCK)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(fd)
+	if _, err := unix.InotifyAddWatch(fd, filepath.Join(d.dataDir, "runs", rec.ID), unix.IN_MOVED_TO); err != nil {
+		t.Fatal(err)
+	}
+	saves := 0
+	count := func() {
+		var buf [64 << 10]byte
+		for {
+			n, err := unix.Read(fd, buf[:])
+			if n <= 0 || err != nil {
+				return
+			}
+			for off := 0; off+unix.SizeofInotifyEvent <= n; {
+				ev := (*unix.InotifyEvent)(unsafe.Pointer(&buf[off]))
+				name := strings.TrimRight(string(buf[off+unix.SizeofInotifyEvent:off+unix.SizeofInotifyEvent+int(ev.Len)]), "\x00")
+				if name == "record.json" {
+					saves++
+				}
+				off += unix.SizeofInotifyEvent + int(ev.Len)
+			}
+		}
+	}
+	waitFor(t, 90*time.Second, "the run to end", func() bool { count(); return !loadgen.Active(d.record(t, rec.ID).State) })
+	time.Sleep(time.Second) // the final save follows the end
+	count()
+	final := d.record(t, rec.ID)
+	_, samples := get(t, d.url+"/api/v1/runs/"+rec.ID+"/samples.csv")
+	rows := strings.Count(samples, "\n") - 1
+	t.Logf("%d consumers started, %d ended; %d record saves over %d samples (%s)", started(final), len(final.Consumers), saves, rows, final.EndedAt.Sub(final.StartedAt).Round(time.Millisecond))
+	if started(final) != 25 {
+		t.Fatalf("%d consumers started, want 25 (state %s %q)", started(final), final.State, final.Reason)
+	}
+	if saves > rows+3 {
+		t.Errorf("%d record saves for 75 changes over %d samples; want at most one a sample, plus the start and the end", saves, rows)
+	}
+}
+
+// grepLines keeps the lines of text that contain sub.
+func grepLines(text, sub string) string {
+	var out []string
+	for l := range strings.Lines(text) {
+		if strings.Contains(l, sub) {
+			out = append(out, l)
+		}
+	}
+	return strings.Join(out, "")
 }
 
 // TestRunBackingFile thrashes the page cache: the consumers' major faults

@@ -18,6 +18,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -63,6 +64,8 @@ type Manager struct {
 	active   *active
 	last     *active // the most recent run, active or not, for metrics
 	outcomes map[string]uint64
+
+	writeErrors atomic.Uint64 // failed writes to the data directory
 }
 
 type active struct {
@@ -184,12 +187,21 @@ func (m *Manager) Start(spec loadgen.Spec) (loadgen.Record, error) {
 	if err := r.Check(host); err != nil {
 		return loadgen.Record{}, err
 	}
+	// A run that cannot be recorded is not started: its record would be
+	// missing from the list, and its directory from every prune.
+	id := newID()
+	pending := loadgen.Record{ID: id, Spec: r, State: loadgen.StatePending, StartedAt: time.Now()}
+	if err := m.cfg.Store.SaveRecord(pending); err != nil {
+		m.writeFailed("saving a new run's record", id, err)
+		_ = m.cfg.Store.Remove(id)
+		return loadgen.Record{}, fmt.Errorf("%w (%s): free space there, or give --data.dir a file system with room; nothing was started", loadgen.ErrNoStorage, errnoText(err))
+	}
 	a := &active{table: &store.Table{}, processes: &store.ProcessTable{},
 		prevStall: map[int]float64{}, prevMajor: map[int]uint64{}, saved: make(chan struct{})}
 	// Saves triggered before StartRun returns wait here for a.run.
 	a.saveMu.Lock()
 	run, err := loadgen.StartRun(loadgen.RunConfig{
-		ID:      newID(),
+		ID:      id,
 		Spec:    r,
 		Binary:  m.cfg.Binary,
 		Parent:  m.cfg.Parent,
@@ -208,6 +220,7 @@ func (m *Manager) Start(spec loadgen.Spec) (loadgen.Record, error) {
 	a.run = run
 	a.saveMu.Unlock()
 	if err != nil {
+		_ = m.cfg.Store.Remove(id)
 		return loadgen.Record{}, err
 	}
 	m.active, m.last = a, a
@@ -248,22 +261,40 @@ func (m *Manager) save(a *active, withTables bool) {
 	}
 	rec := a.run.Record()
 	if err := m.cfg.Store.SaveRecord(rec); err != nil {
-		m.cfg.Logger.Error("saving the run record", "run", rec.ID, "err", err)
+		m.writeFailed("saving the run record", rec.ID, err)
 	}
 	if !withTables {
 		return
 	}
 	if err := m.cfg.Store.WriteFile(rec.ID, store.SamplesFile, a.table.CSV()); err != nil {
-		m.cfg.Logger.Error("saving the samples", "run", rec.ID, "err", err)
+		m.writeFailed("saving the samples", rec.ID, err)
 	}
 	if err := m.cfg.Store.WriteFile(rec.ID, store.ProcessesFile, a.processes.CSV()); err != nil {
-		m.cfg.Logger.Error("saving the per-process table", "run", rec.ID, "err", err)
+		m.writeFailed("saving the per-process table", rec.ID, err)
 	}
 	if fill := a.run.FillCSV(); fill != nil {
 		if err := m.cfg.Store.WriteFile(rec.ID, store.FillFile, fill); err != nil {
-			m.cfg.Logger.Error("saving the fill table", "run", rec.ID, "err", err)
+			m.writeFailed("saving the fill table", rec.ID, err)
 		}
 	}
+}
+
+// writeFailed logs and counts a failed write to the data directory. A run
+// whose later writes fail goes on (its last good files stay in place, each
+// whole); the count shows an operator that the disk needs room.
+func (m *Manager) writeFailed(what, id string, err error) {
+	m.writeErrors.Add(1)
+	m.cfg.Logger.Error(what, "run", id, "err", err)
+}
+
+// errnoText is the system error inside err ("no space left on device"),
+// without the paths around it; or err's text when there is none.
+func errnoText(err error) string {
+	var errno syscall.Errno
+	if errors.As(err, &errno) {
+		return errno.Error()
+	}
+	return err.Error()
 }
 
 // OnSample adds a row to the active run's table; the sampler calls it.
@@ -454,6 +485,8 @@ type Status struct {
 	Active     bool
 	Progress   loadgen.Progress
 	Outcomes   map[string]uint64
+	// WriteErrors counts failed writes of run records and tables.
+	WriteErrors uint64
 }
 
 // Status returns the most recent run's progress, and false before any run.
@@ -462,11 +495,12 @@ func (m *Manager) Status() (Status, bool) {
 	last, isActive := m.last, m.active != nil
 	outcomes := maps.Clone(m.outcomes)
 	m.mu.Unlock()
+	werr := m.writeErrors.Load()
 	if last == nil {
-		return Status{Outcomes: outcomes}, false
+		return Status{Outcomes: outcomes, WriteErrors: werr}, false
 	}
 	rec := last.run.Record()
-	return Status{ID: rec.ID, Preset: rec.Spec.Preset, Active: isActive, Progress: last.run.Progress(), Outcomes: outcomes}, true
+	return Status{ID: rec.ID, Preset: rec.Spec.Preset, Active: isActive, Progress: last.run.Progress(), Outcomes: outcomes, WriteErrors: werr}, true
 }
 
 // Scope is the active run's live consumers and its cgroup limit, for the

@@ -267,6 +267,15 @@ func decodeRecord(b []byte, rec *loadgen.Record) error {
 	return strictjson.Decode(b, rec)
 }
 
+// Remove deletes one run's directory and everything in it.
+func (d *Dir) Remove(id string) error {
+	dir, err := d.RunDir(id)
+	if err != nil {
+		return err
+	}
+	return os.RemoveAll(dir)
+}
+
 // Prune removes the oldest ended runs beyond keep, so a stream of requests
 // cannot fill the disk. Active runs are never removed, nor corrupt ones:
 // those are for an operator to look at.
@@ -277,11 +286,7 @@ func (d *Dir) Prune(keep int) ([]string, error) {
 		if i < keep || loadgen.Active(rec.State) || rec.State == loadgen.StateCorrupt {
 			continue
 		}
-		dir, derr := d.RunDir(rec.ID)
-		if derr == nil {
-			derr = os.RemoveAll(dir)
-		}
-		if derr != nil {
+		if derr := d.Remove(rec.ID); derr != nil {
 			err = errors.Join(err, derr)
 			continue
 		}
