@@ -3,6 +3,7 @@ package observer
 import (
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"strings"
@@ -94,17 +95,39 @@ func (c Config) Validate() error {
 	return errors.Join(errs...)
 }
 
+// maxTokenBytes bounds the token file; a token is tens of bytes.
+const maxTokenBytes = 4 << 10
+
 // ReadToken reads the API bearer token, refusing an empty one.
 func ReadToken(path string) (string, error) {
-	b, err := os.ReadFile(path)
+	f, err := os.Open(path)
 	if err != nil {
 		return "", fmt.Errorf("--web.api-token-file: %w", err)
+	}
+	defer f.Close()
+	b, err := io.ReadAll(io.LimitReader(f, maxTokenBytes+1))
+	if err != nil {
+		return "", fmt.Errorf("--web.api-token-file: %w", err)
+	}
+	if len(b) > maxTokenBytes {
+		return "", fmt.Errorf("--web.api-token-file=%q is larger than %d bytes: it should hold one token (e.g. openssl rand -hex 32)", path, maxTokenBytes)
 	}
 	tok := strings.TrimSpace(string(b))
 	if tok == "" {
 		return "", fmt.Errorf("--web.api-token-file=%q is empty: put a random token in it (e.g. openssl rand -hex 32)", path)
 	}
 	return tok, nil
+}
+
+// TokenFileExposed says, when the token file can be read or changed by
+// users other than its owner and group, what that means and the fix; "" when
+// it cannot (or cannot be checked).
+func TokenFileExposed(path string) string {
+	fi, err := os.Stat(path)
+	if err != nil || fi.Mode().Perm()&0o006 == 0 {
+		return ""
+	}
+	return fmt.Sprintf("--web.api-token-file=%q has mode %04o: any local user can read the token and start or abort runs; chmod 600 it", path, fi.Mode().Perm())
 }
 
 // isLoopback reports whether a listen address binds to loopback only. An

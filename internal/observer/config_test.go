@@ -35,6 +35,10 @@ func TestValidate(t *testing.T) {
 	if err := os.WriteFile(empty, []byte("\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
+	huge := filepath.Join(dir, "huge")
+	if err := os.WriteFile(huge, make([]byte, maxTokenBytes+1), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	for _, tc := range []struct {
 		name    string
 		mutate  func(*Config)
@@ -47,6 +51,7 @@ func TestValidate(t *testing.T) {
 		{"public ip without token", func(c *Config) { c.ListenAddresses = []string{"10.0.0.5:9752"} }, "--web.api-token-file"},
 		{"all interfaces with token", func(c *Config) { c.ListenAddresses = []string{"0.0.0.0:9752"}; c.APITokenFile = token }, ""},
 		{"empty token", func(c *Config) { c.APITokenFile = empty }, "is empty"},
+		{"huge token file", func(c *Config) { c.APITokenFile = huge }, "larger than 4096 bytes"},
 		{"missing token file", func(c *Config) { c.APITokenFile = filepath.Join(dir, "nope") }, "--web.api-token-file"},
 		{"hostname", func(c *Config) { c.ListenAddresses = []string{"example.org:9752"} }, "not an IP address"},
 		{"no port", func(c *Config) { c.ListenAddresses = []string{"127.0.0.1"} }, "--web.listen-address"},
@@ -70,5 +75,26 @@ func TestValidate(t *testing.T) {
 				t.Errorf("want an error naming %q, got %v", tc.wantErr, err)
 			}
 		})
+	}
+}
+
+// TestTokenFileExposed: a token file others can read or write is named,
+// with its mode and the fix; one only its owner (and group) can read is not.
+func TestTokenFileExposed(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "token")
+	if err := os.WriteFile(path, []byte("s3cret\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		mode os.FileMode
+		want string
+	}{{0o600, ""}, {0o640, ""}, {0o644, "mode 0644"}, {0o602, "mode 0602"}} {
+		if err := os.Chmod(path, tc.mode); err != nil {
+			t.Fatal(err)
+		}
+		got := TokenFileExposed(path)
+		if tc.want == "" && got != "" || tc.want != "" && (!strings.Contains(got, tc.want) || !strings.Contains(got, "chmod 600")) {
+			t.Errorf("mode %04o: %q, want %q", tc.mode, got, tc.want)
+		}
 	}
 }

@@ -160,6 +160,9 @@ func build(cfg Config, logger *slog.Logger, checkOnly bool) (*Observer, error) {
 			o.Close()
 			return nil, err
 		}
+		if msg := TokenFileExposed(cfg.APITokenFile); msg != "" {
+			logger.Warn(msg)
+		}
 	}
 	page := live.Options{History: o.history, TokenRequired: opts.Token != "", Interval: cfg.SampleInterval, Logger: logger.With("component", "live")}
 	if o.runs != nil {
