@@ -4,7 +4,7 @@ VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -X github.com/prometheus/common/version.Version=$(VERSION) -X github.com/prometheus/common/version.Revision=$(shell git rev-parse --short HEAD 2>/dev/null)
 GOFILES  = $(shell git ls-files '*.go' | grep -v '_bpfel.go$$')
 
-.PHONY: build run test generate lint bench fuzz vmlinux
+.PHONY: build run test generate lint bench soak fuzz vmlinux
 
 build: ## bin/observer and bin/loadgen (the committed BPF objects mean no clang is needed)
 	$(GO) build -ldflags "$(LDFLAGS)" -o bin/ ./cmd/...
@@ -27,6 +27,9 @@ bench: build ## what the observer costs the host, and how fast it detects a thra
 	$(GO) run ./bench/overhead --observer bin/observer
 	$(GO) run ./bench/runcost --observer bin/observer
 	$(GO) run ./bench/detection --observer bin/observer
+
+soak: build ## the observer through a 25-minute e2 run and 5 minutes after: its RSS, heap, goroutines and fds every 10 s, and their slopes (root, swap)
+	$(GO) run ./bench/soak --observer bin/observer
 
 FUZZTIME ?= 30s
 fuzz: ## each fuzzer (spec and record decoders, procfs and smaps parsers) for FUZZTIME (30s); make test runs their seeds
