@@ -246,9 +246,19 @@ func runConsume(cfg loadgen.ConsumerConfig) int {
 		}
 		join = os.NewFile(4, "run cgroup.procs")
 	}
+	var log *loadgen.CycleLog
+	if cfg.CycleLog {
+		l, err := loadgen.OpenCycleLog(5, cfg.Index)
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "loadgen consume: --cycle-log needs fd 5 to be the run's cycle board: %v; consumers are started by loadgen run or the observer\n", err)
+			return exitBadArgs
+		}
+		defer l.Close()
+		log = l
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
 	defer stop()
-	err := loadgen.Consume(ctx, cfg, os.Stdin, rep, join)
+	err := loadgen.ConsumeLogged(ctx, cfg, os.Stdin, rep, join, log)
 	switch {
 	case err == nil, errors.Is(err, loadgen.ErrParentGone):
 		return exitOK

@@ -59,6 +59,10 @@ type ConsumerConfig struct {
 	// writing to the run cgroup's cgroup.procs, which the master passes
 	// open (fd 4 for loadgen consume).
 	Join bool
+	// CycleLog: the consumer logs its write cycles in its slot of the
+	// run's cycle board (fd 5 for loadgen consume) instead of reporting
+	// each on the pipe.
+	CycleLog bool
 }
 
 // ConsumeCommand adds the hidden consume command to app and returns it with
@@ -82,6 +86,7 @@ func ConsumeCommand(app *kingpin.Application) (*kingpin.CmdClause, *ConsumerConf
 	cmd.Flag("repeats", "Fill mode: repeats.").Default("0").IntVar(&c.Repeats)
 	cmd.Flag("hot-interval", "Fill mode: pause between the helper's passes over earlier chunks.").Default("0s").DurationVar(&c.HotInterval)
 	cmd.Flag("join", "At --start, join the run cgroup through fd 4, its cgroup.procs opened by the master.").BoolVar(&c.Join)
+	cmd.Flag("cycle-log", "Log write cycles in slot --index of the run's cycle board, fd 5 (shared memory the master reads), not on the report pipe.").BoolVar(&c.CycleLog)
 	return cmd, c
 }
 
@@ -138,6 +143,7 @@ func (c ConsumerConfig) Args() []string {
 		"--repeats=" + i(c.Repeats),
 		"--hot-interval=" + c.HotInterval.String(),
 		map[bool]string{true: "--join", false: "--no-join"}[c.Join],
+		map[bool]string{true: "--cycle-log", false: "--no-cycle-log"}[c.CycleLog],
 	}
 }
 
@@ -209,6 +215,12 @@ func (c ConsumerConfig) Validate() error {
 // Cancelling ctx is SIGTERM: the consumer reports Done and returns nil.
 // EOF on ctl returns ErrParentGone and reports nothing more.
 func Consume(ctx context.Context, cfg ConsumerConfig, ctl io.Reader, rep, join io.Writer) error {
+	return ConsumeLogged(ctx, cfg, ctl, rep, join, nil)
+}
+
+// ConsumeLogged is Consume with the write cycles logged on the run's cycle
+// board instead of reported on rep; nil log reports them on rep.
+func ConsumeLogged(ctx context.Context, cfg ConsumerConfig, ctl io.Reader, rep, join io.Writer, log *CycleLog) error {
 	if err := cfg.Validate(); err != nil {
 		return err
 	}
@@ -223,7 +235,7 @@ func Consume(ctx context.Context, cfg ConsumerConfig, ctl io.Reader, rep, join i
 	} else {
 		go watchControl(ctl, goByte, cancel)
 	}
-	c := &consumer{cfg: cfg, ctx: runCtx, term: ctx, rep: rep}
+	c := &consumer{cfg: cfg, ctx: runCtx, term: ctx, rep: rep, log: log}
 	defer context.AfterFunc(runCtx, func() { c.stop.Store(true) })()
 
 	select {
@@ -273,6 +285,7 @@ type consumer struct {
 	term context.Context // done on SIGTERM only
 	stop atomic.Bool     // ctx is done; cheap to poll in loops
 	rep  io.Writer
+	log  *CycleLog // nil: cycles are reported on rep
 	buf  [ReportSize]byte
 }
 
@@ -338,7 +351,9 @@ func (c *consumer) cycles(began time.Time) error {
 		w := writeCycle(b, c.cfg.Writes, &state, &c.stop)
 		d := time.Since(t0)
 		n++
-		if err := c.report(CycleReport(w, d)); err != nil {
+		if c.log != nil {
+			c.log.Add(int64(w), d)
+		} else if err := c.report(CycleReport(w, d)); err != nil {
 			return err
 		}
 		if !sleepCtx(c.ctx, min(c.cfg.Sleep, time.Until(c.cfg.End))) {

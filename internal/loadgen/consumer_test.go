@@ -119,6 +119,12 @@ func startConsume(t *testing.T, cfg ConsumerConfig, sendGo bool) *consumeRun {
 // consumer joins through.
 func startConsumeJoining(t *testing.T, cfg ConsumerConfig, sendGo bool, join io.Writer) *consumeRun {
 	t.Helper()
+	return startConsumeLogged(t, cfg, sendGo, join, nil)
+}
+
+// startConsumeLogged is startConsumeJoining with the cycles logged on log.
+func startConsumeLogged(t *testing.T, cfg ConsumerConfig, sendGo bool, join io.Writer, log *CycleLog) *consumeRun {
+	t.Helper()
 	ctlR, ctlW, err := os.Pipe()
 	if err != nil {
 		t.Fatal(err)
@@ -140,7 +146,7 @@ func startConsumeJoining(t *testing.T, cfg ConsumerConfig, sendGo bool, join io.
 		}
 	}
 	go func() {
-		err := Consume(ctx, cfg, ctlR, repW, join)
+		err := ConsumeLogged(ctx, cfg, ctlR, repW, join, log)
 		repW.Close()
 		r.err <- err
 	}()
@@ -251,6 +257,45 @@ func TestConsumeCycles(t *testing.T) {
 		t.Fatalf("Consume: %v", err)
 	}
 	checkCycles(t, reps, cfg, began, 5)
+}
+
+// TestConsumeCyclesOnTheBoard: with a cycle log, the pipe carries only the
+// start and the end, and the board holds every cycle the end counts.
+func TestConsumeCyclesOnTheBoard(t *testing.T) {
+	board, err := newCycleBoard(2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer board.close()
+	log, err := OpenCycleLog(int(board.f.Fd()), 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer log.Close()
+	began := time.Now()
+	cfg := cyclesConfig(4*testMiB, 1000, 10*time.Millisecond, began.Add(300*time.Millisecond))
+	cfg.Start, cfg.Index, cfg.CycleLog = began, 1, true
+	r := startConsumeLogged(t, cfg, true, nil, log)
+	reps, err := r.wait(t, 5*time.Second)
+	if err != nil {
+		t.Fatalf("Consume: %v", err)
+	}
+	if len(reps) != 2 || reps[0].Kind != KindStarted || reps[1].Kind != KindDone {
+		t.Fatalf("reports %s: want started and done only", kinds(reps))
+	}
+	var ds []time.Duration
+	n := board.take(1, func(w int64, d time.Duration) {
+		if w != int64(cfg.Writes) || d <= 0 {
+			t.Errorf("logged a cycle of %d writes in %s, want %d writes with a duration", w, d, cfg.Writes)
+		}
+		ds = append(ds, d)
+	})
+	if n < 5 || int64(n) != reps[1].B || len(ds) != int(n) {
+		t.Errorf("board: %d cycles counted, %d passed; done says %d; want at least 5, all equal", n, len(ds), reps[1].B)
+	}
+	if other := board.take(0, func(int64, time.Duration) {}); other != 0 {
+		t.Errorf("%d cycles in another consumer's slot", other)
+	}
 }
 
 func TestConsumeFileBacking(t *testing.T) {

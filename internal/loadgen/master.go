@@ -80,6 +80,7 @@ type Run struct {
 	slowestAt int64 // the unix second slowest[0] belongs to
 	chunks    [][]chunkSample
 	oomBefore uint64
+	board     *cycleBoard // nil: cycles come on the report pipes
 }
 
 type chunkSample struct {
@@ -140,6 +141,9 @@ func StartRun(cfg RunConfig) (*Run, error) {
 	}
 	if cfg.Spec.Preset == PresetFill {
 		r.chunks = make([][]chunkSample, cfg.Spec.Consumers)
+	} else if r.board, err = newCycleBoard(n); err != nil {
+		cfg.Logger.Warn("no cycle board; each write cycle is reported on its consumer's pipe", "run", cfg.ID, "err", err)
+		r.board = nil
 	}
 	go r.drive()
 	return r, nil
@@ -296,6 +300,7 @@ wait:
 			r.cancel(errors.New("consumers still running " + OverrunGrace.String() + " after the plan ended"))
 			break wait
 		case <-check.C:
+			r.takeCycles()
 			if _, err := os.Stat(r.cg.Path); errors.Is(err, fs.ErrNotExist) {
 				r.failNow("the run cgroup " + r.cg.Path + " was removed by a process outside the run")
 			}
@@ -311,6 +316,8 @@ wait:
 	// outside, and must not outlive the run either.
 	r.kill()
 	<-allExited
+	r.takeCycles()
+	r.board.close()
 	r.finish(destroyErr)
 }
 
@@ -356,6 +363,7 @@ func (r *Run) spawn(i int, wg *sync.WaitGroup) error {
 		ParentPID: os.Getpid(),
 		Mode:      ModeCycles,
 		Join:      true,
+		CycleLog:  r.board != nil,
 	}
 	if r.cfg.Spec.Preset == PresetFill {
 		cc.Mode, cc.Chunks, cc.Repeats = ModeFill, r.cfg.Spec.Consumers, r.cfg.Spec.Repeats
@@ -366,6 +374,9 @@ func (r *Run) spawn(i int, wg *sync.WaitGroup) error {
 	}
 	cmd := exec.Command(r.cfg.Binary, cc.Args()...)
 	cmd.ExtraFiles = []*os.File{repW, r.procsFile} // fds 3 and 4
+	if r.board != nil {
+		cmd.ExtraFiles = append(cmd.ExtraFiles, r.board.f) // fd 5
+	}
 	stderr := &logWriter{l: r.cfg.Logger.With("run", r.cfg.ID, "consumer", i)}
 	cmd.Stdout, cmd.Stderr = nil, stderr
 	// Its own process group: a Ctrl-C at the terminal reaches the master,
@@ -425,6 +436,8 @@ func (r *Run) readReports(i int, pipe io.Reader) {
 
 func (r *Run) apply(i int, rep Report) {
 	changed := false
+	var cycles []time.Duration
+	defer func() { r.observe(i, cycles) }()
 	r.mu.Lock()
 	c := &r.rec.Consumers[i]
 	switch rep.Kind {
@@ -448,6 +461,7 @@ func (r *Run) apply(i int, rep Report) {
 			r.chunks[chunk] = append(r.chunks[chunk], chunkSample{seconds: time.Duration(rep.B).Seconds(), memFree: free, swapFree: swap})
 		}
 	case KindDone:
+		cycles = r.takeLocked(i, cycles)
 		t := time.Unix(0, rep.A)
 		c.ActualEnd = &t
 		c.Cycles = uint64(rep.B)
@@ -465,6 +479,42 @@ func (r *Run) apply(i int, rep Report) {
 	}
 	if changed {
 		r.cfg.OnChange()
+	}
+}
+
+// takeCycles takes every consumer's newly logged cycles off the board.
+func (r *Run) takeCycles() {
+	if r.board == nil {
+		return
+	}
+	for i := range r.procs {
+		r.mu.Lock()
+		cycles := r.takeLocked(i, nil)
+		r.mu.Unlock()
+		r.observe(i, cycles)
+	}
+}
+
+// takeLocked counts consumer i's cycles logged since the last take, keeps
+// the slowest, and appends their durations to ds for observe. Called with
+// r.mu held.
+func (r *Run) takeLocked(i int, ds []time.Duration) []time.Duration {
+	if r.board == nil {
+		return ds
+	}
+	r.rotateSlowest(r.cfg.Now())
+	n := r.board.take(i, func(_ int64, d time.Duration) {
+		r.slowest[0] = max(r.slowest[0], d)
+		ds = append(ds, d)
+	})
+	r.rec.Consumers[i].Cycles += n
+	return ds
+}
+
+// observe passes cycle durations to OnCycle, outside r.mu.
+func (r *Run) observe(i int, ds []time.Duration) {
+	for _, d := range ds {
+		r.cfg.OnCycle(i, d)
 	}
 }
 
@@ -492,10 +542,12 @@ func (r *Run) exited(i int, ps *os.ProcessState, waitErr error, lastErr string) 
 			c.LatenessSeconds = late.Seconds()
 		}
 	}
+	cycles := r.takeLocked(i, nil) // the last ones, of a consumer killed mid-cycle too
 	exit := r.exitString(ps, waitErr)
 	c.Exit = exit
 	pid := c.PID
 	r.mu.Unlock()
+	r.observe(i, cycles)
 	who := fmt.Sprintf("consumer %d (pid %d)", i, pid)
 	switch {
 	case exit == "ok" || exit == "terminated":

@@ -339,6 +339,16 @@ func TestRunE4AtATenth(t *testing.T) {
 	if left := alive(pidsOf(final)); len(left) > 0 {
 		t.Errorf("consumers still alive: %v", left)
 	}
+	// Every cycle a consumer did reached the histogram, from the cycle
+	// board, those of the OOM-killed too: it counts what the record counts.
+	var recorded uint64
+	for _, c := range final.Consumers {
+		recorded += c.Cycles
+	}
+	_, scrape = get(t, d.url+"/metrics")
+	if observed := scrapeValue(scrape, "thrashscope_run_write_cycle_duration_seconds_count"); observed != float64(recorded) {
+		t.Errorf("the cycle histogram counts %.0f cycles, the record %d", observed, recorded)
+	}
 
 	code, b := d.do(t, "GET", "/api/v1/runs/"+rec.ID+"/samples.csv", "")
 	if code != http.StatusOK {
@@ -655,6 +665,18 @@ func TestRunBackingFile(t *testing.T) {
 	if ents, _ := os.ReadDir(filepath.Join(d.dataDir, "scratch")); len(ents) != 0 {
 		t.Errorf("backing files left in scratch: %v", ents)
 	}
+}
+
+// scrapeValue is the value of the first sample named name in a scrape, or
+// -1 when there is none.
+func scrapeValue(scrape, name string) float64 {
+	for line := range strings.Lines(scrape) {
+		if rest, ok := strings.CutPrefix(line, name+" "); ok {
+			v, _ := strconv.ParseFloat(strings.TrimSpace(rest), 64)
+			return v
+		}
+	}
+	return -1
 }
 
 // consumerFaults sums the consumers' major faults by kind in a scrape.
