@@ -17,6 +17,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/klauspost/compress/gzhttp"
+	"github.com/klauspost/compress/gzip"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
@@ -64,11 +66,12 @@ func NewHandler(opts Options) http.Handler {
 		ErrorLog:            &gatherLog{logger: logger},
 		ErrorHandling:       promhttp.ContinueOnError,
 		MaxRequestsInFlight: 4,
+		DisableCompression:  true, // compressed by scrapeGzip
 	}
 	if opts.Registerer != nil {
 		metricsOpts.Registry = opts.Registerer
 	}
-	rt.handle("GET /metrics", promhttp.HandlerFor(opts.Gatherer, metricsOpts))
+	rt.handle("GET /metrics", scrapeGzip(promhttp.HandlerFor(opts.Gatherer, metricsOpts)))
 	rt.handle("GET /healthz", http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
 	}))
@@ -89,6 +92,20 @@ func NewHandler(opts Options) http.Handler {
 		rt.handle("GET /live/", opts.Page)
 	}
 	return guard(rt.finish(), opts.Token != "", opts.ListenHosts)
+}
+
+// scrapeGzip compresses a scrape for a client that accepts gzip, at the
+// fastest level. promhttp's own gzip is the standard library's default
+// level: on the test VM it was 60 % of a scrape's CPU (1.5 ms of 3.5 ms for
+// 56 KB, during a thrash), and the observer is scraped every few seconds on
+// every host, thrashing or not. The fastest level sends about a fifth more
+// bytes.
+func scrapeGzip(h http.Handler) http.Handler {
+	wrap, err := gzhttp.NewWrapper(gzhttp.CompressionLevel(gzip.BestSpeed), gzhttp.EnableZstd(false))
+	if err != nil {
+		panic(err) // the options are constants
+	}
+	return wrap(h)
 }
 
 // guard keeps a web page on another site from using the observer through a

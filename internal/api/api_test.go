@@ -2,7 +2,10 @@ package api
 
 import (
 	"bytes"
+	"compress/gzip"
 	"errors"
+	"fmt"
+	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
@@ -11,6 +14,8 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
 
 	"github.com/thrashscope/thrashscope/internal/history"
 	"github.com/thrashscope/thrashscope/internal/live"
@@ -179,5 +184,56 @@ func TestRebindingAndCrossOriginGuard(t *testing.T) {
 				t.Errorf("%s %s Host %s: %d %s, want %d", tc.method, target, tc.host, rec.Code, rec.Body, tc.wantCode)
 			}
 		})
+	}
+}
+
+// TestMetricsCompressed: a scrape that accepts gzip gets gzip (the fastest
+// level, which the observer pays on every host), whole and parseable; one
+// that does not gets plain text.
+func TestMetricsCompressed(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	g := prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "thrashscope_test_gauge", Help: "A gauge."}, []string{"comm"})
+	reg.MustRegister(g)
+	for i := range 500 { // a scrape's size: 56 KB during a run
+		g.WithLabelValues(fmt.Sprintf("consumer-%03d", i)).Set(float64(i))
+	}
+	h := NewHandler(Options{Gatherer: reg, Ready: func() bool { return true }})
+
+	scrape := func(encoding string) (*http.Response, []byte) {
+		req := httptest.NewRequest("GET", "/metrics", nil)
+		if encoding != "" {
+			req.Header.Set("Accept-Encoding", encoding)
+		}
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, req)
+		return rec.Result(), rec.Body.Bytes()
+	}
+	resp, body := scrape("gzip")
+	if resp.StatusCode != http.StatusOK || resp.Header.Get("Content-Encoding") != "gzip" {
+		t.Fatalf("with Accept-Encoding gzip: %d, Content-Encoding %q", resp.StatusCode, resp.Header.Get("Content-Encoding"))
+	}
+	zr, err := gzip.NewReader(bytes.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	plain, err := io.ReadAll(zr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasPrefix(resp.Header.Get("Content-Type"), "text/plain") {
+		t.Errorf("Content-Type %q, want the text exposition format", resp.Header.Get("Content-Type"))
+	}
+	parser := expfmt.NewTextParser(model.UTF8Validation)
+	families, err := parser.TextToMetricFamilies(bytes.NewReader(plain))
+	if err != nil || len(families["thrashscope_test_gauge"].GetMetric()) != 500 {
+		t.Fatalf("decompressed scrape: %v, %d samples; want 500", err, len(families["thrashscope_test_gauge"].GetMetric()))
+	}
+	if len(body) > len(plain)/3 {
+		t.Errorf("gzip gave %d bytes of %d: barely compressed", len(body), len(plain))
+	}
+
+	resp, body = scrape("")
+	if enc := resp.Header.Get("Content-Encoding"); enc != "" || !bytes.Equal(body, plain) {
+		t.Errorf("without Accept-Encoding: Content-Encoding %q, %d bytes; want the same text plain (%d bytes)", enc, len(body), len(plain))
 	}
 }
