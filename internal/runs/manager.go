@@ -49,6 +49,13 @@ type Config struct {
 // saveEvery is how many sample rows pass between saves of the table.
 const saveEvery = 10
 
+// recordEvery is how many sample rows pass at least between saves of a
+// changed record (a consumer started or ended). The API serves the live
+// record from memory; the file is for a restart after a crash, which
+// loses at most these seconds of consumer detail of a run it marks
+// aborted. A save syncs to disk, on a host whose disk is busy paging.
+const recordEvery = 5
+
 // keepRuns is how many ended runs the data directory keeps.
 const keepRuns = 100
 
@@ -74,8 +81,9 @@ type active struct {
 	processes *store.ProcessTable
 	prevStall map[int]float64
 	prevMajor map[int]uint64
-	unsaved   int
-	changed   atomic.Bool   // the record changed since the last sample's save
+	unsaved   int           // rows since the tables were saved
+	sinceRec  int           // rows since the record was saved
+	changed   atomic.Bool   // the record changed since it was saved
 	saveMu    sync.Mutex    // orders saves of this run
 	saved     chan struct{} // closed once the final record is saved
 }
@@ -371,12 +379,14 @@ func (m *Manager) OnSample(_, cur *sampler.Sample) {
 	a.processes.AppendSample(procRows)
 	a.table.Append(row)
 	a.unsaved++
+	a.sinceRec++
 	switch {
 	case a.unsaved >= saveEvery:
-		a.unsaved = 0
+		a.unsaved, a.sinceRec = 0, 0
 		a.changed.Store(false)
 		go m.save(a, true)
-	case a.changed.Swap(false):
+	case a.sinceRec >= recordEvery && a.changed.Swap(false):
+		a.sinceRec = 0
 		go m.save(a, false)
 	}
 }
