@@ -39,7 +39,7 @@ func main() {
 	serve.Flag("data.dir", "Directory for run records and samples.").Default(defaultDataDir).StringVar(&cfg.DataDir)
 	serve.Flag("cgroup.parent", "cgroup to create run cgroups under (default: the observer's own).").Default("").StringVar(&cfg.CgroupParent)
 	serve.Flag("wss.interval", "τ of the working-set estimate (accessed bits cleared, then read τ later) for the tracked processes; 0 turns it off.").Default("1s").DurationVar(&cfg.WSSInterval)
-	serve.Flag("wss.period", "how often each tracked process's working set is measured: a window of --wss.interval opens every period, and the page tables are left alone in between (the scan costs interval/period of running back to back); 0 is every interval.").Default("5s").DurationVar(&cfg.WSSPeriod)
+	serve.Flag("wss.period", "how often each tracked process's working set is measured: a window of --wss.interval opens every period, and the page tables are left alone in between (the scan costs interval/period of running back to back); 0 is every interval.").Default("10s").DurationVar(&cfg.WSSPeriod)
 	serve.Flag("detector.pf-high", "Major faults/s that put a process in the high-fault set (TPF's PF_High).").Default("10").Float64Var(&cfg.Detector.PFHigh)
 	serve.Flag("detector.pf-low", "Major faults/s below which it leaves the set (TPF's PF_Low).").Default("1").Float64Var(&cfg.Detector.PFLow)
 	serve.Flag("detector.fault-kind", "Which major faults count: anon (swap-ins: kinds anon and shmem, as TPF) or all.").Default(indicators.CountAnon).EnumVar(&cfg.FaultKind, indicators.CountAnon, indicators.CountAll)
