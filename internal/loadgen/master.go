@@ -419,8 +419,8 @@ func (r *Run) spawn(i int, wg *sync.WaitGroup) error {
 
 // readReports applies a consumer's reports until it closes the pipe.
 func (r *Run) readReports(i int, pipe io.Reader) {
-	// A consumer sends its cycle reports in batches: one read takes a
-	// batch.
+	// Cycles come on the cycle board when the run has one; on the pipe,
+	// one read takes whatever reports are buffered.
 	rd := bufio.NewReaderSize(pipe, 64*ReportSize)
 	for {
 		rep, err := ReadReport(rd)
