@@ -48,7 +48,7 @@ func main() {
 	run := app.Command("run", "Run an experiment standalone, without the observer: consumers in a memory-limited cgroup, a live progress line, and the run record and samples.csv under --out.")
 	var rf runFlags
 	rf.common(run)
-	run.Flag("preset", "e1, e2, e3, e4 (Maziero et al., 2013) or syn8 (Reuven and Wiseman, 2006).").Default("e4").StringVar(&rf.preset)
+	run.Flag("preset", "e1, e2, e3, e4, fig12 (Maziero et al., 2013) or syn8 (Reuven and Wiseman, 2006).").Default("e4").StringVar(&rf.preset)
 	rf.consumers = rf.flag(run, "consumers", "Number of consumers N (default: the preset's).").Int()
 	rf.size = rf.flag(run, "size", "Bytes per consumer S, before --scale (e.g. 100MB).").Bytes()
 	rf.writes = rf.flag(run, "writes", "Writes per cycle W.").Int()

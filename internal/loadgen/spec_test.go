@@ -17,6 +17,8 @@ func TestPresetsMatchThePaper(t *testing.T) {
 		"e2": {10_000, 100 * time.Millisecond, 30 * time.Second},
 		"e3": {10_000, time.Second, 30 * time.Second},
 		"e4": {10_000, 100 * time.Millisecond, time.Second},
+		// Fig 12, the paper's stability run, repeated three times there.
+		"fig12": {10_000, 100 * time.Millisecond, 10 * time.Second},
 	}
 	for name, w := range want {
 		r, err := Resolve(Spec{Preset: name})
@@ -174,6 +176,10 @@ func TestScheduleMatchesThePaper(t *testing.T) {
 	e4, _ := Resolve(Spec{Preset: "e4"})
 	if e4.Duration() != 60*time.Second {
 		t.Errorf("e4 lasts %s", e4.Duration())
+	}
+	// The paper's Fig 12 spans 510 s.
+	if fig12, _ := Resolve(Spec{Preset: "fig12"}); fig12.Duration() != 510*time.Second {
+		t.Errorf("fig12 lasts %s, want 510s", fig12.Duration())
 	}
 	s := e4.Slot(7)
 	if s.Start != 17*time.Second || s.End != 43*time.Second {

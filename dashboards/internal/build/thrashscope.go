@@ -178,7 +178,7 @@ func Thrashscope() dashboards.Dashboard {
 	// Collapsed: runs are occasional, the rows above are always live.
 	l.addRow("Run", true)
 	l.add(4, 8, stat("Most recent run",
-		"The most recent run, active or ended, and its preset: e1-e4 are the experiments of Maziero et al. 2013, "+
+		"The most recent run, active or ended, and its preset: e1-e4 and fig12 are the experiments of Maziero et al. 2013, "+
 			"syn8 the SYN8 workload of Reuven and Wiseman 2006, fill the progressive fill. "+
 			"Unit: none (the run id and preset).",
 		unitNone, "name",
