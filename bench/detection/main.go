@@ -27,6 +27,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/thrashscope/thrashscope/bench/internal/benchproc"
 	"github.com/thrashscope/thrashscope/internal/loadgen"
 )
 
@@ -56,8 +57,8 @@ func run(ctx context.Context, observerBin, promBin, rulesDir, spec string, after
 	if err != nil {
 		return err
 	}
-	defer stopProcess(obs)
-	if err := waitReady("http://" + obsAddr + "/readyz"); err != nil {
+	defer benchproc.Stop(obs, 20*time.Second)
+	if err := benchproc.WaitReady(ctx, "http://"+obsAddr+"/readyz", 30*time.Second); err != nil {
 		return fmt.Errorf("observer: %w (log in %s)", err, tmp)
 	}
 	rulesAbs, _ := filepath.Abs(rulesDir)
@@ -75,8 +76,8 @@ scrape_configs:
 	if err != nil {
 		return err
 	}
-	defer stopProcess(prom)
-	if err := waitReady("http://" + promAddr + "/-/ready"); err != nil {
+	defer benchproc.Stop(prom, 20*time.Second)
+	if err := benchproc.WaitReady(ctx, "http://"+promAddr+"/-/ready", 30*time.Second); err != nil {
 		return fmt.Errorf("prometheus: %w (log in %s)", err, tmp)
 	}
 	time.Sleep(5 * time.Second) // a few scrapes of the quiet host first
@@ -155,32 +156,6 @@ func start(dir, name, bin string, args ...string) (*exec.Cmd, error) {
 		return nil, fmt.Errorf("starting %s: %w", name, err)
 	}
 	return cmd, nil
-}
-
-func stopProcess(cmd *exec.Cmd) {
-	_ = cmd.Process.Signal(syscall.SIGTERM)
-	done := make(chan struct{})
-	go func() { _ = cmd.Wait(); close(done) }()
-	select {
-	case <-done:
-	case <-time.After(20 * time.Second):
-		_ = cmd.Process.Kill()
-		<-done
-	}
-}
-
-func waitReady(url string) error {
-	deadline := time.Now().Add(30 * time.Second)
-	for time.Now().Before(deadline) {
-		if r, err := http.Get(url); err == nil {
-			r.Body.Close()
-			if r.StatusCode == http.StatusOK {
-				return nil
-			}
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
-	return fmt.Errorf("%s not ready after 30 s", url)
 }
 
 func scrapeHas(url, line string) bool {

@@ -5,15 +5,15 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
-	"strconv"
 	"strings"
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/thrashscope/thrashscope/bench/internal/benchproc"
 )
 
 // observerProcess is one running bin/observer, started for one observed
@@ -39,7 +39,7 @@ func observerArgs(addr string) []string {
 // longer so start-up work has died down. On failure the process is gone and
 // the error carries its stderr.
 func startObserver(ctx context.Context, bin string, readyTimeout, settle time.Duration, logger *slog.Logger) (*observerProcess, error) {
-	addr, err := freeLoopbackAddr()
+	addr, err := benchproc.FreeLoopbackAddr()
 	if err != nil {
 		return nil, err
 	}
@@ -166,18 +166,6 @@ func terminatedBy(err error, sig syscall.Signal) bool {
 	}
 	ws, ok := ee.Sys().(syscall.WaitStatus)
 	return ok && ws.Signaled() && ws.Signal() == sig
-}
-
-// freeLoopbackAddr asks the kernel for a free port on 127.0.0.1. Another
-// process could take it before the observer binds; the observer then fails
-// to start and says so.
-func freeLoopbackAddr() (string, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return "", fmt.Errorf("finding a free port: %w", err)
-	}
-	defer l.Close()
-	return "127.0.0.1:" + strconv.Itoa(l.Addr().(*net.TCPAddr).Port), nil
 }
 
 // tailBuffer keeps the last max bytes written to it: enough of the

@@ -40,13 +40,3 @@ func TestCostPercent(t *testing.T) {
 		t.Errorf("no ratio 0.67 in:\n%s", b.String())
 	}
 }
-
-func TestStatusKB(t *testing.T) {
-	status := "Name:\tobserver\nVmPeak:\t  1000 kB\nVmHWM:\t   31256 kB\nVmRSS:\t  30000 kB\n"
-	if got := statusKB([]byte(status), "VmHWM:"); got != 31256<<10 {
-		t.Errorf("VmHWM = %d, want %d", got, 31256<<10)
-	}
-	if got := statusKB([]byte(status), "VmSwap:"); got != 0 {
-		t.Errorf("missing VmSwap = %d, want 0", got)
-	}
-}

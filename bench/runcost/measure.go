@@ -7,15 +7,14 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
-	"strconv"
 	"sync"
 	"syscall"
 	"time"
 
+	"github.com/thrashscope/thrashscope/bench/internal/benchproc"
 	"github.com/thrashscope/thrashscope/internal/procfs"
 )
 
@@ -27,7 +26,7 @@ type server struct {
 }
 
 func startServer(ctx context.Context, bin string, args ...string) (*server, error) {
-	addr, err := freeLoopbackAddr()
+	addr, err := benchproc.FreeLoopbackAddr()
 	if err != nil {
 		return nil, err
 	}
@@ -38,42 +37,15 @@ func startServer(ctx context.Context, bin string, args ...string) (*server, erro
 	if err := s.cmd.Start(); err != nil {
 		return nil, fmt.Errorf("starting %s: %w", bin, err)
 	}
-	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(100 * time.Millisecond) {
-		if resp, err := http.Get("http://" + addr + "/metrics"); err == nil {
-			_, _ = io.Copy(io.Discard, resp.Body)
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return s, nil
-			}
-		}
-		if time.Now().After(deadline) || ctx.Err() != nil {
-			s.stop()
-			return nil, fmt.Errorf("%s did not serve /metrics in 30 s:\n%s", bin, s.stderr.String())
-		}
+	if err := benchproc.WaitReady(ctx, "http://"+addr+"/metrics", 30*time.Second); err != nil {
+		s.stop()
+		return nil, fmt.Errorf("%s: %w:\n%s", bin, err, s.stderr.String())
 	}
+	return s, nil
 }
 
 // stop sends SIGTERM and waits; SIGKILL after 15 s.
-func (s *server) stop() {
-	_ = s.cmd.Process.Signal(syscall.SIGTERM)
-	done := make(chan struct{})
-	go func() { _ = s.cmd.Wait(); close(done) }()
-	select {
-	case <-done:
-	case <-time.After(15 * time.Second):
-		_ = s.cmd.Process.Kill()
-		<-done
-	}
-}
-
-func freeLoopbackAddr() (string, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return "", err
-	}
-	defer l.Close()
-	return l.Addr().String(), nil
-}
+func (s *server) stop() { benchproc.Stop(s.cmd, 15*time.Second) }
 
 // scrape GETs every server's /metrics every d until ctx is done, as a
 // Prometheus would.
@@ -114,20 +86,7 @@ func peakRSS(pid int) uint64 {
 	if err != nil {
 		return 0
 	}
-	return statusKB(b, "VmHWM:")
-}
-
-func statusKB(b []byte, field string) uint64 {
-	i := bytes.Index(b, []byte(field))
-	if i < 0 {
-		return 0
-	}
-	f := bytes.Fields(b[i+len(field):])
-	if len(f) < 2 || string(f[1]) != "kB" {
-		return 0
-	}
-	n, _ := strconv.ParseUint(string(f[0]), 10, 64)
-	return n << 10
+	return benchproc.StatusKB(b, "VmHWM:")
 }
 
 // window measures both processes' CPU between start() and done().

@@ -20,7 +20,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -32,6 +31,7 @@ import (
 
 	"gonum.org/v1/gonum/stat"
 
+	"github.com/thrashscope/thrashscope/bench/internal/benchproc"
 	"github.com/thrashscope/thrashscope/internal/live"
 )
 
@@ -125,7 +125,7 @@ func run(ctx context.Context, cfg config, out io.Writer) (bool, error) {
 		return false, err
 	}
 	defer os.RemoveAll(data)
-	addr, err := freeLoopbackAddr()
+	addr, err := benchproc.FreeLoopbackAddr()
 	if err != nil {
 		return false, err
 	}
@@ -137,8 +137,8 @@ func run(ctx context.Context, cfg config, out io.Writer) (bool, error) {
 	if err := cmd.Start(); err != nil {
 		return false, fmt.Errorf("starting %s: %w", cfg.Observer, err)
 	}
-	defer stopObserver(cmd)
-	if err := waitReady(ctx, base); err != nil {
+	defer benchproc.Stop(cmd, 20*time.Second) // SIGTERM aborts a run still going
+	if err := benchproc.WaitReady(ctx, base+"/readyz", 30*time.Second); err != nil {
 		return false, fmt.Errorf("%w\n%s", err, logBuf.String())
 	}
 	ready := time.Now()
@@ -236,7 +236,7 @@ func read(pid int, base, id string) (sample, error) {
 	if err != nil {
 		return s, fmt.Errorf("the observer is gone: %w", err)
 	}
-	s.RSS = statusKB(st, "VmRSS:")
+	s.RSS = benchproc.StatusKB(st, "VmRSS:")
 	fds, err := os.ReadDir(fmt.Sprintf("/proc/%d/fd", pid))
 	if err != nil {
 		return s, err
@@ -272,19 +272,6 @@ func read(pid int, base, id string) (sample, error) {
 	resp.Body.Close()
 	s.RunState = rec.State
 	return s, err
-}
-
-func statusKB(b []byte, field string) uint64 {
-	i := bytes.Index(b, []byte(field))
-	if i < 0 {
-		return 0
-	}
-	f := bytes.Fields(b[i+len(field):])
-	if len(f) < 2 || string(f[1]) != "kB" {
-		return 0
-	}
-	n, _ := strconv.ParseUint(string(f[0]), 10, 64)
-	return n << 10
 }
 
 func startRun(base, spec string) (string, error) {
@@ -323,40 +310,4 @@ func every(ctx context.Context, d time.Duration, f func()) {
 		case <-t.C:
 		}
 	}
-}
-
-func waitReady(ctx context.Context, base string) error {
-	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(100 * time.Millisecond) {
-		if resp, err := http.Get(base + "/readyz"); err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return nil
-			}
-		}
-		if time.Now().After(deadline) || ctx.Err() != nil {
-			return errors.New("the observer was not ready in 30 s")
-		}
-	}
-}
-
-// stopObserver sends SIGTERM (which aborts a run still going) and waits.
-func stopObserver(cmd *exec.Cmd) {
-	_ = cmd.Process.Signal(syscall.SIGTERM)
-	done := make(chan struct{})
-	go func() { _ = cmd.Wait(); close(done) }()
-	select {
-	case <-done:
-	case <-time.After(20 * time.Second):
-		_ = cmd.Process.Kill()
-		<-done
-	}
-}
-
-func freeLoopbackAddr() (string, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return "", err
-	}
-	defer l.Close()
-	return l.Addr().String(), nil
 }
