@@ -102,7 +102,7 @@ type runFlags struct {
 
 func (f *runFlags) common(cmd *kingpin.CmdClause) {
 	f.set = map[string]*bool{}
-	f.scale = f.flag(cmd, "scale", "Multiply sizes and the memory limit (0.1 makes e4 a 60 s thrash of 25 × 10 MB in 100 MiB).").Float64()
+	f.scale = f.flag(cmd, "scale", "Multiply sizes, the writes per cycle and the memory limit (0.1 makes e4 a 60 s thrash of 25 × 10 MB, W=1,000, in 100 MiB); a --writes you give is kept as given.").Float64()
 	f.limit = f.flag(cmd, "memory-limit", "The run cgroup's memory limit before --scale (default 1GiB, the paper's RAM).").Bytes()
 	cmd.Flag("out", "Directory for the run record and samples (runs/<id>/).").Default("thrashscope-runs").StringVar(&f.out)
 	cmd.Flag("cgroup.parent", "cgroup to make the run cgroup under (default: this process's own).").Default("").StringVar(&f.cgroupParent)

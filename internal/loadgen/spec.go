@@ -250,6 +250,12 @@ func Resolve(s Spec) (Resolved, error) {
 	// Both products are below 2^53 (100 × 64 TiB), exact in a float64.
 	r.SizeBytes = pageRound(float64(r.SizeBytes) * r.Scale)
 	r.MemoryLimitBytes = pageRound(float64(r.MemoryLimitBytes) * r.Scale)
+	// W scales with S, so a cycle touches the paper's fraction of a
+	// consumer's pages at any scale (W is about the pages a cycle touches:
+	// e1's 1,000 of 24,414, 4 %). A W the client gave is kept as given.
+	if s.WritesPerCycle == nil && r.WritesPerCycle > 0 {
+		r.WritesPerCycle = max(1, int(math.Round(float64(r.WritesPerCycle)*r.Scale)))
+	}
 	return r, r.Validate()
 }
 

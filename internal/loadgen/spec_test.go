@@ -3,6 +3,7 @@ package loadgen
 import (
 	"errors"
 	"fmt"
+	"math"
 	"strings"
 	"testing"
 	"time"
@@ -56,6 +57,49 @@ func TestScaleMultipliesSizesNotTimes(t *testing.T) {
 	}
 	if r.SizeBytes%4096 != 0 || r.MemoryLimitBytes%4096 != 0 {
 		t.Error("sizes are not whole pages")
+	}
+}
+
+func TestScaleKeepsThePagesTouchedPerCycle(t *testing.T) {
+	r, err := Resolve(Spec{Preset: "e4", Scale: ptr(0.1)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.WritesPerCycle != 1_000 {
+		t.Errorf("W=%d at scale 0.1, want 1,000", r.WritesPerCycle)
+	}
+	// W scales with S: the fraction of a consumer's pages a cycle touches
+	// is the paper's at every scale.
+	for _, c := range []struct {
+		preset string
+		scale  float64
+	}{{"e1", 0.1}, {"e1", 0.5}, {"e2", 0.1}, {"e2", 2}, {"fig12", 0.25}} {
+		full, err := Resolve(Spec{Preset: c.preset})
+		if err != nil {
+			t.Fatal(err)
+		}
+		scaled, err := Resolve(Spec{Preset: c.preset, Scale: ptr(c.scale)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		pages := func(r Resolved) float64 { return float64(r.WritesPerCycle) / float64(r.SizeBytes/4096) }
+		if got, want := pages(scaled), pages(full); math.Abs(got-want)/want > 0.01 {
+			t.Errorf("%s at scale %g: W/pages %.4f, at scale 1 %.4f", c.preset, c.scale, got, want)
+		}
+	}
+	// A W the client gives is kept: the old meaning stays reachable.
+	r, err = Resolve(Spec{Preset: "e4", Scale: ptr(0.1), WritesPerCycle: ptr(10_000)})
+	if err != nil || r.WritesPerCycle != 10_000 {
+		t.Errorf("explicit W at scale 0.1: %d, %v", r.WritesPerCycle, err)
+	}
+	// The smallest W is 1, and fill (no W) stays without one.
+	r, err = Resolve(Spec{Preset: "e1", Scale: ptr(0.0001), SizeBytes: ptr(int64(100_000_000_000)), MemoryLimitBytes: ptr(int64(1 << 40))})
+	if err != nil || r.WritesPerCycle != 1 {
+		t.Errorf("W at a tiny scale: %d, %v", r.WritesPerCycle, err)
+	}
+	r, err = Resolve(Spec{Preset: PresetFill, Scale: ptr(0.5)})
+	if err != nil || r.WritesPerCycle != 0 {
+		t.Errorf("fill at scale 0.5: W=%d, %v", r.WritesPerCycle, err)
 	}
 }
 

@@ -5,6 +5,8 @@
 package store
 
 import (
+	"bytes"
+	"compress/gzip"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -205,14 +207,44 @@ func (d *Dir) WriteFile(id, name string, data []byte) error {
 // It reads only a regular file, never through a symbolic link (the run's
 // directory or the file), and at most MaxRecordBytes of a record or
 // MaxTableBytes of a table: the data dir is read as input, not trusted.
+// A table kept gzipped (samples.csv.gz, as in the repository's
+// docs/reproduction) is read when the plain file is not there, and its
+// content is held to the same limit.
 func (d *Dir) ReadFile(id, name string) ([]byte, error) {
 	if !validID.MatchString(id) {
 		return nil, fmt.Errorf("%w: run id %q: want 1 to 64 of a-z, 0-9 and -", loadgen.ErrNotFound, strictjson.Clip(id))
 	}
 	limit := int64(MaxTableBytes)
 	if name == RecordFile {
-		limit = MaxRecordBytes
+		return d.readFile(id, name, MaxRecordBytes)
 	}
+	b, err := d.readFile(id, name, limit)
+	if !errors.Is(err, loadgen.ErrNotFound) {
+		return b, err
+	}
+	z, zerr := d.readFile(id, name+".gz", limit)
+	if errors.Is(zerr, loadgen.ErrNotFound) {
+		return nil, err
+	}
+	if zerr != nil {
+		return nil, zerr
+	}
+	rel := filepath.Join("runs", id, name+".gz")
+	zr, zerr := gzip.NewReader(bytes.NewReader(z))
+	if zerr != nil {
+		return nil, fmt.Errorf("reading %s: %w; it is not a gzip file: remove it", rel, zerr)
+	}
+	b, zerr = io.ReadAll(io.LimitReader(zr, limit+1))
+	if zerr != nil {
+		return nil, fmt.Errorf("reading %s: %w; remove it", rel, zerr)
+	}
+	if int64(len(b)) > limit {
+		return nil, fmt.Errorf("%s holds more than the %d bytes a run writes: not thrashscope's; remove it", rel, limit)
+	}
+	return b, nil
+}
+
+func (d *Dir) readFile(id, name string, limit int64) ([]byte, error) {
 	rel := filepath.Join("runs", id, name)
 	f, err := openNoFollow(filepath.Join(d.path, "runs"), id, name)
 	switch {

@@ -1,6 +1,8 @@
 package store
 
 import (
+	"bytes"
+	"compress/gzip"
 	"encoding/csv"
 	"errors"
 	"os"
@@ -241,4 +243,49 @@ func FuzzParseTables(f *testing.F) {
 		_, _ = ParseSamples(b)
 		_, _ = ParseProcesses(b)
 	})
+}
+
+func TestReadFileReadsGzippedTables(t *testing.T) {
+	root := t.TempDir()
+	d, _ := Open(root)
+	dir := filepath.Join(root, "runs", "packed")
+	os.MkdirAll(dir, 0o750)
+	gz := func(name string, b []byte) {
+		var buf bytes.Buffer
+		zw := gzip.NewWriter(&buf)
+		zw.Write(b)
+		zw.Close()
+		if err := os.WriteFile(filepath.Join(dir, name), buf.Bytes(), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want := []byte("elapsed_seconds\n1.0\n")
+	gz(SamplesFile+".gz", want)
+	got, err := d.ReadFile("packed", SamplesFile)
+	if err != nil || !bytes.Equal(got, want) {
+		t.Fatalf("samples.csv.gz read as %q, %v", got, err)
+	}
+	// The plain file wins when both are there.
+	os.WriteFile(filepath.Join(dir, SamplesFile), []byte("plain\n"), 0o600)
+	if got, _ := d.ReadFile("packed", SamplesFile); string(got) != "plain\n" {
+		t.Errorf("with both there, read %q", got)
+	}
+	// Neither: not found, naming the plain file.
+	if _, err := d.ReadFile("packed", FillFile); !errors.Is(err, loadgen.ErrNotFound) || !strings.Contains(err.Error(), FillFile) {
+		t.Errorf("missing table: %v", err)
+	}
+	// A gzip bomb is held to the table limit, and garbage is named.
+	gz(ProcessesFile+".gz", make([]byte, MaxTableBytes+1))
+	if _, err := d.ReadFile("packed", ProcessesFile); err == nil || !strings.Contains(err.Error(), "more than the") {
+		t.Errorf("a table that inflates past the limit: %v", err)
+	}
+	os.WriteFile(filepath.Join(dir, FillFile+".gz"), []byte("not gzip"), 0o600)
+	if _, err := d.ReadFile("packed", FillFile); err == nil || !strings.Contains(err.Error(), "not a gzip file") {
+		t.Errorf("a broken gzip: %v", err)
+	}
+	// A record is never read gzipped.
+	gz(RecordFile+".gz", []byte(`{"id":"packed"}`))
+	if _, err := d.ReadFile("packed", RecordFile); !errors.Is(err, loadgen.ErrNotFound) {
+		t.Errorf("record.json.gz was read: %v", err)
+	}
 }
