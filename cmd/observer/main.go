@@ -1,6 +1,7 @@
 // Command observer is the thrashscope daemon: it watches memory thrashing on
 // this host and serves it as Prometheus metrics. `observer report` draws the
-// report of ended runs. main only wires flags, logging and shutdown; the
+// report of ended runs, and `observer findings` checks the paper's findings
+// against a reproduction. main only wires flags, logging and shutdown; the
 // daemon lives in internal/observer, the report in internal/report.
 package main
 
@@ -15,6 +16,7 @@ import (
 	"github.com/alecthomas/kingpin/v2"
 	"github.com/prometheus/common/version"
 
+	"github.com/thrashscope/thrashscope/internal/findings"
 	"github.com/thrashscope/thrashscope/internal/indicators"
 	"github.com/thrashscope/thrashscope/internal/observer"
 	"github.com/thrashscope/thrashscope/internal/report"
@@ -56,6 +58,9 @@ func main() {
 	rep.Flag("out", "Directory to write the report to; made if missing.").Required().StringVar(&rc.OutDir)
 	rep.Flag("data.dir", "The observer's --data.dir, or loadgen run's --out, holding runs/<id>/.").Default(defaultDataDir).StringVar(&rc.DataDir)
 
+	fnd := app.Command("findings", "Check the findings of Maziero et al. (2013) against a reproduction (a data directory per preset: e1, e2, e3, e4 and fig12, as docs/reproduction) and print them as the README's table.")
+	findingsDir := fnd.Flag("dir", "The reproduction: <dir>/<preset>/runs/<id>/.").Default("docs/reproduction").String()
+
 	app.Version(version.Print("observer"))
 	app.HelpFlag.Short('h')
 	cfg.Detector.MinHigh = indicators.DefaultDetectorConfig().MinHigh
@@ -71,6 +76,18 @@ func main() {
 			fmt.Println(f)
 		}
 		return
+	}
+	if cmd == fnd.FullCommand() {
+		runs, err := findings.Load(*findingsDir)
+		if err == nil {
+			var fs []findings.Finding
+			if fs, err = findings.Check(runs); err == nil {
+				fmt.Print(findings.Table(fs))
+				return
+			}
+		}
+		fmt.Fprintln(os.Stderr, "observer findings:", err)
+		os.Exit(1)
 	}
 	cfg.Detector.PSIFullHigh, cfg.Detector.PSIFullLow = *psiFull, *psiFull/2
 

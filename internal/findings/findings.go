@@ -1,0 +1,428 @@
+// Package findings checks the observations of Maziero et al. (2013) against
+// runs thrashscope recorded: each observation's figure in the paper beside
+// the one measured, the rule that judges it, and whether the data shows it.
+// The repository keeps a reproduction in docs/reproduction, one data
+// directory per preset; `observer findings` prints the table the README
+// carries, and a test derives it from those committed runs.
+package findings
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/thrashscope/thrashscope/internal/loadgen"
+	"github.com/thrashscope/thrashscope/internal/report"
+	"github.com/thrashscope/thrashscope/internal/store"
+)
+
+// Runs are the runs of a reproduction by preset, each preset's in the order
+// they started.
+type Runs map[string][]report.Run
+
+// Finding is one observation of the paper, checked.
+type Finding struct {
+	Claim    string // the observation, in short
+	Paper    string // the paper's figure
+	Measured string // thrashscope's
+	Rule     string // how the data is judged, fixed before the runs
+	Holds    bool
+}
+
+// The presets the findings need.
+var needed = []string{"e1", "e2", "e3", "e4", "fig12"}
+
+// Tolerances, set from the paper's own precision before any run was made:
+// its times are read off smoothed curves ("about 400 s"), so a time holds
+// within tolerance of the paper's; a peak holds within one t_c of the
+// plateau, the time one consumer more or less makes.
+const (
+	timeTolerance   = 100.0 // s, for "about 400 s" and the like
+	spreadLimit     = 0.25  // the fig12 runs' SD across runs over their mean
+	recoveryIntervs = 4     // recovery within this many t_c of demand falling under the limit
+)
+
+// Load reads a reproduction: every directory under root named after a preset
+// is a data directory (runs/<id>/record.json, samples.csv, processes.csv,
+// the tables gzipped or not).
+func Load(root string) (Runs, error) {
+	entries, err := os.ReadDir(root)
+	if err != nil {
+		return nil, fmt.Errorf("reading the reproduction %s: %w; give the directory that holds e1/, e2/, e3/, e4/ and fig12/ (docs/reproduction in the repository)", root, err)
+	}
+	runs := Runs{}
+	for _, e := range entries {
+		if !e.IsDir() || !slices.Contains(loadgen.PresetNames(), e.Name()) {
+			continue
+		}
+		dir := filepath.Join(root, e.Name())
+		d, err := store.OpenExisting(dir)
+		if err != nil {
+			return nil, err
+		}
+		recs, err := d.Records()
+		if err != nil {
+			return nil, err
+		}
+		var ids []string
+		for _, r := range slices.Backward(recs) { // Records lists newest first
+			ids = append(ids, r.ID)
+		}
+		if len(ids) == 0 {
+			continue
+		}
+		rs, err := report.Load(dir, ids)
+		if err != nil {
+			return nil, err
+		}
+		for _, r := range rs {
+			if r.Record.Spec.Preset != e.Name() {
+				return nil, fmt.Errorf("%s holds run %s of preset %s: keep each preset's runs in its own directory", dir, r.Record.ID, r.Record.Spec.Preset)
+			}
+		}
+		runs[e.Name()] = rs
+	}
+	return runs, nil
+}
+
+// Check derives every finding from the runs. It refuses runs that are not
+// the paper's experiment: a missing preset, a timeline other than the
+// preset's, a fraction of pages touched per cycle other than the paper's,
+// a run that did not complete, or one that lost a consumer to the OOM killer.
+func Check(runs Runs) ([]Finding, error) {
+	for _, p := range needed {
+		if len(runs[p]) == 0 {
+			return nil, fmt.Errorf("no %s run: the findings need %s; run each at its paper timing", p, strings.Join(needed, ", "))
+		}
+		for _, r := range runs[p] {
+			if err := paperRun(r); err != nil {
+				return nil, err
+			}
+		}
+	}
+	if len(runs["fig12"]) < 2 {
+		return nil, errors.New("one fig12 run: the stability finding compares repeats; run fig12 three times as the paper did")
+	}
+	e1, e2, e3, e4 := of(runs["e1"][0]), of(runs["e2"][0]), of(runs["e3"][0]), of(runs["e4"][0])
+	var out []Finding
+
+	// e2's window.
+	f := Finding{
+		Claim: "e2 thrashes in a window", Paper: "about 400 s to about 1300 s",
+		Rule: fmt.Sprintf("onset and recovery of the swap-in episode each within %.0f s of the paper's", timeTolerance),
+	}
+	if ep := e2.sum.SwapIn; ep != nil && ep.Recovered {
+		f.Measured = fmt.Sprintf("%.0f s to %.0f s", ep.Onset, ep.Recovery)
+		f.Holds = math.Abs(ep.Onset-400) <= timeTolerance && math.Abs(ep.Recovery-1300) <= timeTolerance
+	} else {
+		f.Measured = episodeText(e2.sum.SwapIn)
+	}
+	out = append(out, f)
+
+	// e1-e3 peak on the plateau.
+	f = Finding{
+		Claim: "e1-e3 peak while every consumer is active", Paper: "[730 s, 790 s]",
+		Rule: "the peak of swap-ins/s, averaged over ±t_c, within t_c of the plateau",
+	}
+	f.Holds = true
+	var peaks []string
+	for _, c := range []*run{e1, e2, e3} {
+		at := c.smoothPeakAt()
+		from, to := c.plateau()
+		peaks = append(peaks, fmt.Sprintf("%s %.0f s", c.preset, at))
+		f.Holds = f.Holds && at >= from-c.tc && at <= to+c.tc
+	}
+	f.Measured = strings.Join(peaks, ", ")
+	out = append(out, f)
+
+	// W: e1 < e2.
+	out = append(out, Finding{
+		Claim: "more W, more paging (e1 < e2)", Paper: "e1's paging below e2's",
+		Measured: fmt.Sprintf("e1 %s, e2 %s swap-ins/s", num(e1.plateauMean()), num(e2.plateauMean())),
+		Rule:     "mean swap-ins/s over the plateau, e1 below e2",
+		Holds:    e1.plateauMean() < e2.plateauMean(),
+	})
+
+	// t_s: e3 < e2, and e3 starts late.
+	f = Finding{
+		Claim: "a longer t_s relieves it (e3 < e2), e3 starts late", Paper: "e3's paging below e2's; e3's thrash starts about 750 s",
+		Rule: fmt.Sprintf("mean swap-ins/s over the plateau, e3 below e2; e3's onset within %.0f s of 750 s", timeTolerance),
+	}
+	f.Measured = fmt.Sprintf("e3 %s, e2 %s swap-ins/s; e3 %s", num(e3.plateauMean()), num(e2.plateauMean()), episodeText(e3.sum.SwapIn))
+	f.Holds = e3.plateauMean() < e2.plateauMean() && e3.sum.SwapIn != nil && math.Abs(e3.sum.SwapIn.Onset-750) <= timeTolerance
+	out = append(out, f)
+
+	// t_c: e4 is shorter and sharper.
+	f = Finding{
+		Claim: "t_c = 1 s: a shorter, sharper thrash (e4)", Paper: "activity between about 5 s and 40 s of 60 s",
+		Rule: "e4's episode shorter than e2's, and its rise from onset to the smoothed peak shorter",
+	}
+	d2, r2, ok2 := e2.durationRise()
+	d4, r4, ok4 := e4.durationRise()
+	f.Measured = fmt.Sprintf("e4 %s (rise %.0f s), e2 lasts %.0f s (rise %.0f s)", episodeText(e4.sum.SwapIn), r4, d2, r2)
+	f.Holds = ok2 && ok4 && d4 < d2 && r4 < r2
+	out = append(out, f)
+
+	// fig12: the repeats overlap.
+	spread, n := stability(runs["fig12"])
+	out = append(out, Finding{
+		Claim: "repeats overlap (Fig 12)", Paper: "three runs of W=10,000, t_s=100 ms, t_c=10 s overlap",
+		Measured: fmt.Sprintf("%d runs: SD across runs %.0f %% of their mean", n, 100*spread),
+		Rule:     fmt.Sprintf("mean over time of the SD across runs of swap-ins/s (averaged over ±t_c), over the mean over time of their mean, at most %.0f %%", 100*spreadLimit),
+		Holds:    spread <= spreadLimit,
+	})
+
+	// Recovery.
+	f = Finding{
+		Claim: "Linux recovers fast once demand falls", Paper: "the fastest recovery of the OSes; e2's thrash ends about 1300 s, 90 s after demand falls under the limit",
+		Rule: fmt.Sprintf("from the consumer's end that brings the planned demand under the limit to swap-ins below 10 %% of the peak: at most %d t_c", recoveryIntervs),
+	}
+	f.Holds = true
+	var lags []string
+	for _, c := range []*run{e1, e2, e3, e4} {
+		lag, ok := c.recoveryLag()
+		if !ok {
+			lags = append(lags, c.preset+" not recovered")
+			f.Holds = false
+			continue
+		}
+		lags = append(lags, fmt.Sprintf("%s %.0f s", c.preset, lag))
+		f.Holds = f.Holds && lag <= recoveryIntervs*c.tc
+	}
+	f.Measured = strings.Join(lags, ", ")
+	out = append(out, f)
+	return out, nil
+}
+
+// paperRun refuses a run that is not the paper's experiment.
+func paperRun(r report.Run) error {
+	rec := r.Record
+	if rec.State != loadgen.StateCompleted {
+		return fmt.Errorf("run %s (%s) is %s, not completed: a cut-short run is not the paper's experiment; run it again", rec.ID, rec.Spec.Preset, rec.State)
+	}
+	for _, c := range rec.Consumers {
+		if c.Exit == "oom-killed" {
+			return fmt.Errorf("run %s (%s) lost consumer %d to the OOM killer: a run short of demand is not the paper's experiment; see the kernel log and run it again", rec.ID, rec.Spec.Preset, c.Index)
+		}
+	}
+	want, err := loadgen.Resolve(loadgen.Spec{Preset: rec.Spec.Preset, Scale: &rec.Spec.Scale})
+	if err != nil {
+		return fmt.Errorf("run %s: %w", rec.ID, err)
+	}
+	got := rec.Spec
+	if got.Consumers != want.Consumers || got.Interval != want.Interval || got.Sleep != want.Sleep || got.LeadIn != want.LeadIn {
+		return fmt.Errorf("run %s (%s) has N=%d, t_c=%s, t_s=%s, lead-in %s, not the preset's %d, %s, %s, %s: the paper's times do not apply to it",
+			rec.ID, got.Preset, got.Consumers, got.Interval, got.Sleep, got.LeadIn, want.Consumers, want.Interval, want.Sleep, want.LeadIn)
+	}
+	touched := func(s loadgen.Resolved) float64 { return float64(s.WritesPerCycle) / float64(s.SizeBytes/4096) }
+	if math.Abs(touched(got)-touched(want)) > 0.01*touched(want) {
+		return fmt.Errorf("run %s (%s) touches %.2f %% of a consumer's pages per cycle, not the paper's %.2f %% (W=%d for %d bytes): its paging is not the paper's",
+			rec.ID, got.Preset, 100*touched(got), 100*touched(want), got.WritesPerCycle, got.SizeBytes)
+	}
+	return nil
+}
+
+// run is one run's series and the figures the findings read from them.
+type run struct {
+	preset          string
+	spec            loadgen.Resolved
+	tc              float64 // t_c, seconds
+	elapsed, swapIn []float64
+	sum             report.Summary
+}
+
+func of(r report.Run) *run {
+	c := &run{preset: r.Record.Spec.Preset, spec: r.Record.Spec, tc: r.Record.Spec.Interval.D().Seconds()}
+	for _, row := range r.Samples {
+		c.elapsed = append(c.elapsed, row.ElapsedSeconds)
+		c.swapIn = append(c.swapIn, row.SwapInPagesPerSecond)
+	}
+	c.sum = report.Summarise(r.Record, r.Samples)
+	return c
+}
+
+func (c *run) plateau() (from, to float64) {
+	f, t := c.spec.Plateau()
+	return f.Seconds(), t.Seconds()
+}
+
+// smooth averages swap-ins/s over ±t_c around each sample: one consumer
+// interval either side, the scale of the schedule's own steps.
+func (c *run) smooth() []float64 {
+	return movingMean(c.elapsed, c.swapIn, c.tc)
+}
+
+func movingMean(xs, ys []float64, half float64) []float64 {
+	out := make([]float64, len(ys))
+	lo, sum := 0, 0.0
+	hi := 0
+	for i, x := range xs {
+		for hi < len(xs) && xs[hi] <= x+half {
+			sum += ys[hi]
+			hi++
+		}
+		for xs[lo] < x-half {
+			sum -= ys[lo]
+			lo++
+		}
+		out[i] = sum / float64(hi-lo)
+	}
+	return out
+}
+
+func (c *run) smoothPeakAt() float64 {
+	s := c.smooth()
+	if len(s) == 0 {
+		return math.NaN()
+	}
+	return c.elapsed[argmax(s)]
+}
+
+func argmax(xs []float64) int {
+	best := 0
+	for i, v := range xs {
+		if v > xs[best] {
+			best = i
+		}
+	}
+	return best
+}
+
+// plateauMean is the mean swap-ins/s while every consumer is planned active.
+func (c *run) plateauMean() float64 {
+	from, to := c.plateau()
+	var sum float64
+	n := 0
+	for i, t := range c.elapsed {
+		if t >= from && t <= to {
+			sum += c.swapIn[i]
+			n++
+		}
+	}
+	if n == 0 {
+		return math.NaN()
+	}
+	return sum / float64(n)
+}
+
+// durationRise is the swap-in episode's length and the time from its onset
+// to the smoothed peak.
+func (c *run) durationRise() (duration, rise float64, ok bool) {
+	ep := c.sum.SwapIn
+	if ep == nil || !ep.Recovered {
+		return math.NaN(), math.NaN(), false
+	}
+	return ep.Recovery - ep.Onset, max(0, c.smoothPeakAt()-ep.Onset), true
+}
+
+// underLimit is when the planned demand falls back under the memory limit:
+// the end of the consumer after which those left fit.
+func (c *run) underLimit() (float64, bool) {
+	s := c.spec
+	for i := range s.Consumers {
+		left := int64(s.Consumers - i - 1)
+		if left*s.SizeBytes <= s.MemoryLimitBytes {
+			return s.Slot(i).End.Seconds(), true
+		}
+	}
+	return 0, false
+}
+
+// recoveryLag is the time from demand falling under the limit to the
+// swap-in episode's recovery (swap-ins below 10 % of the peak).
+func (c *run) recoveryLag() (float64, bool) {
+	ep := c.sum.SwapIn
+	at, ok := c.underLimit()
+	if ep == nil || !ep.Recovered || !ok {
+		return math.NaN(), false
+	}
+	return max(0, ep.Recovery-at), true
+}
+
+// stability is the fig12 runs' spread: at each second, the SD across runs of
+// swap-ins/s averaged over ±t_c; its mean over the run, over the mean of
+// the runs' mean. Runs are aligned on whole seconds since their start.
+func stability(runs []report.Run) (spread float64, n int) {
+	var series [][]float64
+	length := math.MaxInt
+	for _, r := range runs {
+		c := of(r)
+		s := c.smooth()
+		byS := make([]float64, int(c.spec.Duration()/time.Second))
+		seen := make([]bool, len(byS))
+		for i, t := range c.elapsed {
+			k := int(math.Round(t))
+			if k >= 0 && k < len(byS) && !seen[k] {
+				byS[k], seen[k] = s[i], true
+			}
+		}
+		// A second with no sample (a sample late by a second) takes the
+		// one before.
+		for k := 1; k < len(byS); k++ {
+			if !seen[k] {
+				byS[k] = byS[k-1]
+			}
+		}
+		series = append(series, byS)
+		length = min(length, len(byS))
+	}
+	var sdSum, meanSum float64
+	for k := range length {
+		var xs []float64
+		for _, s := range series {
+			xs = append(xs, s[k])
+		}
+		m, sd := report.MeanSD(xs)
+		sdSum += sd
+		meanSum += m
+	}
+	if meanSum == 0 {
+		return math.NaN(), len(series)
+	}
+	return sdSum / meanSum, len(series)
+}
+
+func episodeText(ep *report.Episode) string {
+	switch {
+	case ep == nil:
+		return "no thrash episode"
+	case !ep.Recovered:
+		return fmt.Sprintf("from %.0f s, not recovered", ep.Onset)
+	}
+	return fmt.Sprintf("%.0f s to %.0f s", ep.Onset, ep.Recovery)
+}
+
+// num formats a rate with thousands separators.
+func num(v float64) string {
+	if math.IsNaN(v) {
+		return "-"
+	}
+	s := fmt.Sprintf("%.0f", v)
+	var b strings.Builder
+	for i, r := range s {
+		if i > 0 && (len(s)-i)%3 == 0 && s[i-1] != '-' {
+			b.WriteByte(',')
+		}
+		b.WriteRune(r)
+	}
+	return b.String()
+}
+
+// Table renders the findings as the README's Markdown table.
+func Table(fs []Finding) string {
+	var b strings.Builder
+	b.WriteString("| finding | the paper | thrashscope | rule | holds |\n|---|---|---|---|---|\n")
+	for _, f := range fs {
+		holds := "yes"
+		if !f.Holds {
+			holds = "**no**"
+		}
+		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s |\n", f.Claim, f.Paper, f.Measured, f.Rule, holds)
+	}
+	return b.String()
+}

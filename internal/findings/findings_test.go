@@ -1,0 +1,172 @@
+package findings
+
+import (
+	"math"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/thrashscope/thrashscope/internal/loadgen"
+	"github.com/thrashscope/thrashscope/internal/report"
+	"github.com/thrashscope/thrashscope/internal/sampler"
+	"github.com/thrashscope/thrashscope/internal/store"
+)
+
+// shape is a synthetic swap-in curve: 0 until rise, up linearly to peak at
+// top, down linearly to 0 at fall.
+type shape struct{ rise, top, fall, peak float64 }
+
+func (s shape) at(t float64) float64 {
+	switch {
+	case t <= s.rise || t >= s.fall:
+		return 0
+	case t <= s.top:
+		return s.peak * (t - s.rise) / (s.top - s.rise)
+	}
+	return s.peak * (s.fall - t) / (s.fall - s.top)
+}
+
+// synthetic is a completed run of preset at scale 1 whose swap-ins follow s,
+// times (1 + wobble·sin) to tell repeats apart.
+func synthetic(t *testing.T, preset string, s shape, wobble float64) report.Run {
+	t.Helper()
+	spec, err := loadgen.Resolve(loadgen.Spec{Preset: preset})
+	if err != nil {
+		t.Fatal(err)
+	}
+	start := time.Date(2026, 11, 23, 0, 0, 0, 0, time.UTC)
+	end := start.Add(spec.Duration())
+	rec := loadgen.Record{ID: preset, Spec: spec, State: loadgen.StateCompleted, StartedAt: start, EndedAt: &end}
+	for i := range spec.Consumers {
+		rec.Consumers = append(rec.Consumers, loadgen.ConsumerRecord{Index: i, Exit: "exited"})
+	}
+	var rows []store.Row
+	for k := 0; k <= int(spec.Duration().Seconds()); k++ {
+		x := float64(k)
+		rows = append(rows, store.Row{ElapsedSeconds: x, Rates: sampler.Rates{SwapInPagesPerSecond: s.at(x) * (1 + wobble*math.Sin(x/7))}})
+	}
+	return report.Run{Record: rec, Samples: rows}
+}
+
+// paperLike is a reproduction shaped as the paper describes it.
+func paperLike(t *testing.T) Runs {
+	return Runs{
+		"e1": {synthetic(t, "e1", shape{380, 760, 1320, 2_000}, 0)},
+		"e2": {synthetic(t, "e2", shape{380, 760, 1320, 8_000}, 0)},
+		"e3": {synthetic(t, "e3", shape{740, 760, 1000, 3_000}, 0)},
+		"e4": {synthetic(t, "e4", shape{20, 35, 50, 9_000}, 0)},
+		"fig12": {
+			synthetic(t, "fig12", shape{130, 260, 420, 8_000}, 0.05),
+			synthetic(t, "fig12", shape{130, 260, 420, 8_000}, -0.05),
+			synthetic(t, "fig12", shape{135, 260, 420, 8_000}, 0.02),
+		},
+	}
+}
+
+func holds(t *testing.T, runs Runs) map[string]Finding {
+	t.Helper()
+	fs, err := Check(runs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	byClaim := map[string]Finding{}
+	for _, f := range fs {
+		byClaim[f.Claim] = f
+	}
+	return byClaim
+}
+
+func TestFindingsHoldOnPaperShapedRuns(t *testing.T) {
+	fs, err := Check(paperLike(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(fs) != 7 {
+		t.Errorf("%d findings, want 7", len(fs))
+	}
+	for _, f := range fs {
+		if !f.Holds {
+			t.Errorf("%s: %s does not hold (%s)", f.Claim, f.Measured, f.Rule)
+		}
+	}
+	table := Table(fs)
+	if !strings.HasPrefix(table, "| finding | the paper | thrashscope |") || strings.Count(table, "\n") != 9 {
+		t.Errorf("table:\n%s", table)
+	}
+}
+
+// Each finding fails when the run it reads is replaced by one that does not
+// show it.
+func TestAFindingFailsWhenItsRunDoesNotShowIt(t *testing.T) {
+	cases := []struct {
+		claim  string
+		change func(Runs)
+	}{
+		{"e2 thrashes in a window", func(r Runs) { r["e2"][0] = synthetic(t, "e2", shape{150, 760, 1320, 8_000}, 0) }},
+		{"e2 thrashes in a window", func(r Runs) { r["e2"][0] = synthetic(t, "e2", shape{380, 760, 1500, 8_000}, 0) }},
+		{"e1-e3 peak while every consumer is active", func(r Runs) { r["e1"][0] = synthetic(t, "e1", shape{380, 560, 1320, 2_000}, 0) }},
+		{"more W, more paging (e1 < e2)", func(r Runs) { r["e1"][0] = synthetic(t, "e1", shape{380, 760, 1320, 9_000}, 0) }},
+		{"a longer t_s relieves it (e3 < e2), e3 starts late", func(r Runs) { r["e3"][0] = synthetic(t, "e3", shape{740, 760, 1000, 20_000}, 0) }},
+		{"a longer t_s relieves it (e3 < e2), e3 starts late", func(r Runs) { r["e3"][0] = synthetic(t, "e3", shape{380, 760, 1000, 3_000}, 0) }},
+		{"t_c = 1 s: a shorter, sharper thrash (e4)", func(r Runs) { r["e4"][0] = synthetic(t, "e4", shape{5, 59, 61, 9_000}, 0) }},
+		{"repeats overlap (Fig 12)", func(r Runs) { r["fig12"][1] = synthetic(t, "fig12", shape{130, 260, 420, 16_000}, 0) }},
+		{"Linux recovers fast once demand falls", func(r Runs) { r["e2"][0] = synthetic(t, "e2", shape{380, 760, 1480, 8_000}, 0) }},
+	}
+	for _, c := range cases {
+		runs := paperLike(t)
+		c.change(runs)
+		f, ok := holds(t, runs)[c.claim]
+		if !ok {
+			t.Fatalf("no finding %q", c.claim)
+		}
+		if f.Holds {
+			t.Errorf("%s holds on a run that does not show it: %s", c.claim, f.Measured)
+		}
+	}
+}
+
+func TestCheckRefusesRunsThatAreNotThePapers(t *testing.T) {
+	cases := []struct {
+		want   string
+		change func(Runs)
+	}{
+		{"no e3 run", func(r Runs) { delete(r, "e3") }},
+		{"one fig12 run", func(r Runs) { r["fig12"] = r["fig12"][:1] }},
+		{"OOM killer", func(r Runs) { r["e2"][0].Record.Consumers[7].Exit = "oom-killed" }},
+		{"not completed", func(r Runs) { r["e1"][0].Record.State = loadgen.StateAborted }},
+		{"the paper's times do not apply", func(r Runs) { r["e2"][0].Record.Spec.Interval = loadgen.Duration(10 * time.Second) }},
+		{"not the paper's", func(r Runs) {
+			// W kept at 10,000 for a tenth of the size: the old meaning of scale.
+			s := &r["e4"][0].Record.Spec
+			s.SizeBytes /= 10
+			s.MemoryLimitBytes /= 10
+			s.Scale = 0.1
+		}},
+	}
+	for _, c := range cases {
+		runs := paperLike(t)
+		c.change(runs)
+		if _, err := Check(runs); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: %v", c.want, err)
+		}
+	}
+}
+
+func TestMovingMean(t *testing.T) {
+	xs := []float64{0, 1, 2, 3, 4}
+	got := movingMean(xs, []float64{0, 0, 10, 0, 0}, 1)
+	want := []float64{0, 10.0 / 3, 10.0 / 3, 10.0 / 3, 0}
+	for i := range want {
+		if math.Abs(got[i]-want[i]) > 1e-9 {
+			t.Fatalf("%v, want %v", got, want)
+		}
+	}
+}
+
+func TestNum(t *testing.T) {
+	for v, want := range map[float64]string{0: "0", 999: "999", 1000: "1,000", 1234567: "1,234,567", -4321: "-4,321", math.NaN(): "-"} {
+		if got := num(v); got != want {
+			t.Errorf("num(%v) = %q, want %q", v, got, want)
+		}
+	}
+}
