@@ -427,3 +427,138 @@ func TestFDOnV1(t *testing.T) {
 		t.Error("FD on cgroup v1 succeeded")
 	}
 }
+
+// TestOOMGuard parks a task on a failed charge instead of killing it, and
+// lets it go on once the guard's reclaim can free memory: the child's
+// charges fail while the cgroup may not swap (swappiness 0), the guard
+// rescues in vain, the child waits alive; once swap is allowed, a rescue
+// reclaims and the child finishes its 256 MiB in a 32 MiB cgroup, with no
+// OOM kill.
+func TestOOMGuard(t *testing.T) {
+	p := ownParent(t)
+	if p.V2 {
+		t.Skip("cgroup v2 has no oom_kill_disable: the guard is v1's")
+	}
+	testenv.RequireSwap(t)
+	const limit = 32 << 20
+	c := create(t, p, uniqueName("test"), cgroup.Limits{MemoryBytes: limit})
+	swappiness := filepath.Join(c.Path, "memory.swappiness")
+	if err := os.WriteFile(swappiness, []byte("0"), 0); err != nil {
+		t.Fatal(err)
+	}
+	g, err := c.GuardOOM(limit)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer g.Close()
+	control, _ := os.ReadFile(filepath.Join(c.Path, "memory.oom_control"))
+	if !strings.Contains(string(control), "oom_kill_disable 1") {
+		t.Fatalf("memory.oom_control after GuardOOM:\n%s", control)
+	}
+
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(exe)
+	cmd.Env = append(os.Environ(), childEnv+"=alloc")
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	t.Cleanup(func() { _ = cmd.Process.Kill() })
+	if err := c.Add(cmd.Process.Pid); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := stdin.Write([]byte{1}); err != nil {
+		t.Fatal(err)
+	}
+
+	// Nothing can be reclaimed: the guard tries, the child waits.
+	deadline := time.Now().Add(10 * time.Second)
+	for g.Rescues() < 3 {
+		if time.Now().After(deadline) {
+			t.Fatalf("after 10 s the guard rescued %d times, want the child parked and rescued", g.Rescues())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	select {
+	case err := <-done:
+		t.Fatalf("the child ended (%v) while nothing could be reclaimed; want it parked", err)
+	default:
+	}
+	if got, err := c.MemoryLimit(); err != nil || got != limit {
+		t.Errorf("limit %d (%v) between rescues, want %d", got, err, limit)
+	}
+
+	// Swap allowed: a rescue reclaims, and the child finishes.
+	if err := os.WriteFile(swappiness, []byte("60"), 0); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("the child ended with %v, want it to finish", err)
+		}
+	case <-time.After(60 * time.Second):
+		t.Fatal("the child did not finish within 60 s of swap being allowed")
+	}
+	if n, err := c.OOMKills(); err != nil || n != 0 {
+		t.Errorf("OOMKills() = %d, %v; want none", n, err)
+	}
+	t.Logf("%d rescues", g.Rescues())
+}
+
+// A parked task is killable: Destroy leaves nothing behind.
+func TestOOMGuardDestroyParked(t *testing.T) {
+	p := ownParent(t)
+	if p.V2 {
+		t.Skip("cgroup v2 has no oom_kill_disable: the guard is v1's")
+	}
+	const limit = 32 << 20
+	c, err := p.Create(uniqueName("test"), cgroup.Limits{MemoryBytes: limit, NoSwap: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	g, err := c.GuardOOM(limit)
+	if err != nil {
+		t.Fatal(err)
+	}
+	exe, _ := os.Executable()
+	cmd := exec.Command(exe)
+	cmd.Env = append(os.Environ(), childEnv+"=alloc")
+	stdin, _ := cmd.StdinPipe()
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Add(cmd.Process.Pid); err != nil {
+		t.Fatal(err)
+	}
+	stdin.Write([]byte{1})
+	deadline := time.Now().Add(10 * time.Second)
+	for g.Rescues() == 0 && time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond)
+	}
+	if g.Rescues() == 0 {
+		t.Error("the child never parked")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := c.Destroy(ctx); err != nil {
+		t.Fatal(err)
+	}
+	g.Close()
+	err = cmd.Wait()
+	var exit *exec.ExitError
+	if !errors.As(err, &exit) || exit.Sys().(syscall.WaitStatus).Signal() != syscall.SIGKILL {
+		t.Errorf("parked child ended with %v, want SIGKILL from Destroy", err)
+	}
+	if exists(c.Path) {
+		t.Errorf("%s left behind", c.Path)
+	}
+}

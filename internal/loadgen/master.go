@@ -80,7 +80,8 @@ type Run struct {
 	slowestAt int64 // the unix second slowest[0] belongs to
 	chunks    [][]chunkSample
 	oomBefore uint64
-	board     *cycleBoard // nil: cycles come on the report pipes
+	board     *cycleBoard      // nil: cycles come on the report pipes
+	guard     *cgroup.OOMGuard // nil on cgroup v2
 }
 
 type chunkSample struct {
@@ -125,8 +126,16 @@ func StartRun(cfg RunConfig) (*Run, error) {
 		return nil, &UnsafeError{Msg: errors.Join(err, cg.Destroy(ctx)).Error()}
 	}
 	oom, _ := cg.OOMKills()
+	// On cgroup v1 a thrash this deep makes memcg reclaim give up with swap
+	// still free; the guard reclaims instead of letting the OOM killer take
+	// a consumer (see cgroup.OOMGuard). Without it, the run goes on and
+	// records what the killer takes.
+	guard, err := cg.GuardOOM(cfg.Spec.MemoryLimitBytes)
+	if err != nil {
+		cfg.Logger.Warn("no OOM guard: the kernel may OOM-kill consumers with swap still free", "run", cfg.ID, "err", err)
+	}
 	start := cfg.Now()
-	r := &Run{cfg: cfg, cg: cg, procsFile: procsFile, start: start, done: make(chan struct{}), oomBefore: oom}
+	r := &Run{cfg: cfg, cg: cg, guard: guard, procsFile: procsFile, start: start, done: make(chan struct{}), oomBefore: oom}
 	r.ctx, r.cancel = context.WithCancelCause(context.Background())
 	r.rec = Record{ID: cfg.ID, Spec: cfg.Spec, State: StateRunning, StartedAt: start, Cgroup: cg.Path}
 	n := cfg.Spec.processes()
@@ -316,6 +325,7 @@ wait:
 	// outside, and must not outlive the run either.
 	r.kill()
 	<-allExited
+	r.guard.Close()
 	r.takeCycles()
 	r.board.close()
 	r.finish(destroyErr)
@@ -629,6 +639,7 @@ func (r *Run) finish(destroyErr error) {
 	now := r.cfg.Now()
 	r.mu.Lock()
 	r.rec.EndedAt = &now
+	r.rec.OOMRescues = r.guard.Rescues()
 	cause := context.Cause(r.ctx)
 	var ab abortError
 	switch {

@@ -1,0 +1,164 @@
+package cgroup
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"sync/atomic"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// OOMGuard does, for a cgroup v1 run cgroup, the reclaim the kernel gives
+// up on. When every page of a memcg is being written (at W=10,000 each
+// consumer touches every page of its region several times a second), memcg
+// reclaim can find nothing unreferenced in 16 tries in a row with swap still
+// free, and v1 then OOM-kills a consumer: an e2 run at scale 1.0 lost its
+// three oldest consumers as the 11th, 12th and 13th started.
+//
+// With the guard the cgroup's OOM killer is off (memory.oom_control 1): a
+// charge that fails parks its task, and the guard, woken by the cgroup's OOM
+// event, writes the limit lowered by a slack and then the limit again. The
+// lowering reclaims the slack in the guard's own thread (the kernel's limit
+// resize reclaims until usage fits) while the parked tasks touch nothing,
+// the reclaimed pages' uncharge and the raise wake them. The limit is never
+// above the one asked; it is below by the slack while that reclaim runs.
+//
+// cgroup v2 has no oom_kill_disable; GuardOOM returns nil there.
+type OOMGuard struct {
+	c            *Cgroup
+	limit, slack int64
+	efd          int
+	rescues      atomic.Uint64
+	stop, done   chan struct{}
+}
+
+// guardSlack is what a rescue reclaims: 1/256 of the limit (4 MiB of 1 GiB),
+// at least 1 MiB, in whole pages.
+func guardSlack(limit int64) int64 {
+	s := max(limit/256, 1<<20)
+	return s &^ 4095
+}
+
+// GuardOOM turns the cgroup's OOM killer off and starts the guard; nil on
+// cgroup v2. Close it when the run's processes are gone.
+func (c *Cgroup) GuardOOM(limit int64) (*OOMGuard, error) {
+	if c.V2 {
+		return nil, nil
+	}
+	if err := c.owned(); err != nil {
+		return nil, err
+	}
+	slack := guardSlack(limit)
+	if limit <= 2*slack {
+		return nil, fmt.Errorf("OOM guard: a limit of %d bytes leaves no room for a %d-byte reclaim", limit, slack)
+	}
+	control := filepath.Join(c.Path, "memory.oom_control")
+	efd, err := unix.Eventfd(0, unix.EFD_CLOEXEC|unix.EFD_NONBLOCK)
+	if err != nil {
+		return nil, fmt.Errorf("OOM guard: eventfd: %w", err)
+	}
+	// The event registration holds its own reference to the control file.
+	ofd, err := os.Open(control)
+	if err != nil {
+		unix.Close(efd)
+		return nil, fmt.Errorf("OOM guard: %w", err)
+	}
+	defer ofd.Close()
+	reg := fmt.Sprintf("%d %d", efd, ofd.Fd())
+	if err := os.WriteFile(filepath.Join(c.Path, "cgroup.event_control"), []byte(reg), 0); err != nil {
+		unix.Close(efd)
+		return nil, fmt.Errorf("OOM guard: registering for OOM events in %s: %w", c.Path, err)
+	}
+	if err := os.WriteFile(control, []byte("1"), 0); err != nil {
+		unix.Close(efd)
+		return nil, fmt.Errorf("OOM guard: turning the OOM killer off in %s: %w", c.Path, hint(err))
+	}
+	g := &OOMGuard{c: c, limit: limit, slack: slack, efd: efd, stop: make(chan struct{}), done: make(chan struct{})}
+	go g.loop()
+	return g, nil
+}
+
+// Rescues counts the times the guard found the cgroup's tasks parked on a
+// failed charge and reclaimed for them. Zero for a nil guard.
+func (g *OOMGuard) Rescues() uint64 {
+	if g == nil {
+		return 0
+	}
+	return g.rescues.Load()
+}
+
+// Close stops the guard. The cgroup is left with its OOM killer off: it is
+// about to be removed. Close on a nil guard does nothing.
+func (g *OOMGuard) Close() {
+	if g == nil {
+		return
+	}
+	select {
+	case <-g.stop:
+	default:
+		close(g.stop)
+	}
+	<-g.done
+	unix.Close(g.efd)
+}
+
+// pollEvery bounds how long a parked task can wait should an OOM event be
+// missed (one that came while a rescue ran).
+const pollEvery = 100 * time.Millisecond
+
+func (g *OOMGuard) loop() {
+	defer close(g.done)
+	fds := []unix.PollFd{{Fd: int32(g.efd), Events: unix.POLLIN}}
+	var buf [8]byte
+	for {
+		select {
+		case <-g.stop:
+			return
+		default:
+		}
+		if n, _ := unix.Poll(fds, int(pollEvery/time.Millisecond)); n > 0 {
+			_, _ = unix.Read(g.efd, buf[:]) // reset the event count
+		}
+		for g.underOOM() {
+			select {
+			case <-g.stop:
+				return
+			default:
+			}
+			if !g.rescue() {
+				time.Sleep(10 * time.Millisecond) // reclaim got nothing: let writeback land
+			}
+		}
+	}
+}
+
+// underOOM reads whether tasks are parked on a failed charge; false when
+// the cgroup is gone.
+func (g *OOMGuard) underOOM() bool {
+	b, err := os.ReadFile(filepath.Join(g.c.Path, "memory.oom_control"))
+	if err != nil {
+		return false
+	}
+	n, ok, err := keyedValue(string(b), "under_oom")
+	return err == nil && ok && n > 0
+}
+
+// rescue reclaims the slack by lowering the limit, then restores it; false
+// when the reclaim could not get usage under the lowered limit.
+func (g *OOMGuard) rescue() bool {
+	g.rescues.Add(1)
+	file := filepath.Join(g.c.Path, "memory.limit_in_bytes")
+	reclaimed := os.WriteFile(file, []byte(strconv.FormatInt(g.limit-g.slack, 10)), 0) == nil
+	// Raising never needs reclaim; it fails only when the cgroup is gone.
+	for range 3 {
+		err := os.WriteFile(file, []byte(strconv.FormatInt(g.limit, 10)), 0)
+		if err == nil || errors.Is(err, os.ErrNotExist) {
+			break
+		}
+	}
+	return reclaimed
+}
