@@ -239,20 +239,36 @@ func consumerChart(r Run, p pick, rows []store.ProcessRow, end float64) figures.
 func stabilityFigure(runs []Run) figure {
 	in := figures.Chart{Title: "Swap-in, Bézier-smoothed", XLabel: timeAxis, YLabel: "pages/s", Smooth: true}
 	cpu := figures.Chart{Title: "CPU user + system, Bézier-smoothed", XLabel: timeAxis, YLabel: "CPU (% of all CPUs)", Smooth: true}
+	// Runs at several scales are compared per MiB of their limit: a scale
+	// that keeps the physics gives the same curve.
+	scaled := slices.ContainsFunc(runs, func(r Run) bool { return r.Record.Spec.Scale != runs[0].Record.Spec.Scale })
+	if scaled {
+		in.Title, in.YLabel = "Swap-in per MiB of limit, Bézier-smoothed", "pages/s per MiB"
+	}
 	for _, r := range runs {
 		var x, si, busy []float64
+		per := 1.0
+		name := r.Record.ID
+		if scaled {
+			per = float64(r.Record.Spec.MemoryLimitBytes) / mib
+			name = fmt.Sprintf("scale %g, %s", r.Record.Spec.Scale, r.Record.ID)
+		}
 		for _, s := range r.Samples {
 			x = append(x, s.ElapsedSeconds)
-			si = append(si, s.SwapInPagesPerSecond)
+			si = append(si, s.SwapInPagesPerSecond/per)
 			busy = append(busy, s.CPUUserPercent+s.CPUSystemPercent)
 		}
-		in.Series = append(in.Series, figures.Series{Name: r.Record.ID, X: x, Y: si})
-		cpu.Series = append(cpu.Series, figures.Series{Name: r.Record.ID, X: x, Y: busy})
+		in.Series = append(in.Series, figures.Series{Name: name, X: x, Y: si})
+		cpu.Series = append(cpu.Series, figures.Series{Name: name, X: x, Y: busy})
 	}
 	zero, hundred := 0.0, 100.0
 	in.YMin, cpu.YMin, cpu.YMax = &zero, &zero, &hundred
+	title := fmt.Sprintf("Stability: %d runs of %s, overlaid (Maziero et al. 2013, Fig 12)", len(runs), describe(runs[0].Record))
+	if scaled {
+		title = fmt.Sprintf("Scales compared: %d runs of %s per MiB of limit, overlaid", len(runs), runs[0].Record.Spec.Preset)
+	}
 	return figure{
-		title: fmt.Sprintf("Stability: %d runs of %s, overlaid (Maziero et al. 2013, Fig 12)", len(runs), describe(runs[0].Record)),
+		title: title,
 		width: 900, height: 340,
 		rows: [][]figures.Chart{{in, cpu}},
 	}

@@ -1,11 +1,14 @@
 package report
 
 import (
+	"fmt"
 	"math"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/thrashscope/thrashscope/internal/loadgen"
+	"github.com/thrashscope/thrashscope/internal/sampler"
 	"github.com/thrashscope/thrashscope/internal/store"
 )
 
@@ -143,3 +146,29 @@ func TestMeanSD(t *testing.T) {
 }
 
 func ptr[T any](v T) *T { return &v }
+
+// Runs of one preset at several scales are summarised per scale, with the
+// peak per MiB of limit that a scale keeping the physics leaves alike.
+func TestSummaryGroupsScales(t *testing.T) {
+	var runs []Run
+	var sums []Summary
+	for i, scale := range []float64{0.1, 0.5, 0.1} {
+		spec, err := loadgen.Resolve(loadgen.Spec{Preset: "e4", Scale: &scale})
+		if err != nil {
+			t.Fatal(err)
+		}
+		rec := loadgen.Record{ID: fmt.Sprintf("r%d", i), Spec: spec, State: loadgen.StateCompleted}
+		rows := []store.Row{{ElapsedSeconds: 1, Rates: sampler.Rates{SwapInPagesPerSecond: 100 * float64(spec.MemoryLimitBytes) / mib}}}
+		runs = append(runs, Run{Record: rec, Samples: rows})
+		sums = append(sums, Summarise(rec, rows))
+	}
+	text := SummaryText(runs, sums)
+	for _, want := range []string{"at scale 0.1: across 2 runs", "at scale 0.5: across 1 runs", "peak swap-in per MiB of limit 100.00 ± 0.00 pages/s (n=3)"} {
+		if !strings.Contains(text, want) {
+			t.Errorf("summary lacks %q:\n%s", want, text)
+		}
+	}
+	if fig := stabilityFigure(runs); !strings.HasPrefix(fig.title, "Scales compared") || fig.rows[0][0].YLabel != "pages/s per MiB" {
+		t.Errorf("figure of three scales: %q, %q", fig.title, fig.rows[0][0].YLabel)
+	}
+}

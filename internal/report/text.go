@@ -2,6 +2,7 @@ package report
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/thrashscope/thrashscope/internal/loadgen"
@@ -19,6 +20,14 @@ func SummaryText(runs []Run, sums []Summary) string {
 	if len(sums) > 1 {
 		b.WriteString("\n")
 		acrossText(&b, sums)
+	}
+	// Runs of one preset at several scales: each scale's runs on their own,
+	// with the rates per MiB of limit that should match across scales.
+	if scales := byScale(sums); len(scales) > 1 {
+		for _, g := range scales {
+			fmt.Fprintf(&b, "\nat scale %g: ", g[0].Spec.Scale)
+			acrossText(&b, g)
+		}
 	}
 	b.WriteString("\n")
 	b.WriteString(definitions)
@@ -140,6 +149,15 @@ func acrossText(b *strings.Builder, sums []Summary) {
 		return 0, false
 	})
 	stat("peak swap-in", " pages/s", 0, func(s Summary) (float64, bool) { return s.PeakSwapIn, true })
+	stat("peak swap-in per MiB of limit", " pages/s", 2, func(s Summary) (float64, bool) {
+		return s.PeakSwapIn / (float64(s.Spec.MemoryLimitBytes) / mib), s.Spec.MemoryLimitBytes > 0
+	})
+	stat("thrash length", " s", 1, func(s Summary) (float64, bool) {
+		if p := s.Primary(); p != nil && p.Recovered {
+			return p.Recovery - p.Onset, true
+		}
+		return 0, false
+	})
 	stat("peak swap-out", " pages/s", 0, func(s Summary) (float64, bool) { return s.PeakSwapOut, true })
 	stat("peak PSI memory full", " %", 1, func(s Summary) (float64, bool) { return s.PeakPSIFull, true })
 	stat("peak consumer stall", " % of one CPU", 1, func(s Summary) (float64, bool) { return s.PeakConsumerStall, s.PeakConsumerStall >= 0 })
@@ -170,3 +188,17 @@ var definitions = fmt.Sprintf(`definitions
     than t_s + %.0f s past t_f (one cycle's sleep, plus slack).
   across runs: mean ± sample standard deviation (n-1).
 `, 100*thresholdShare, minSwapInThreshold, sustainSamples, sustainSamples, lateSlack.Seconds())
+
+// byScale groups summaries by their spec's scale, in the order first seen.
+func byScale(sums []Summary) [][]Summary {
+	var groups [][]Summary
+	for _, s := range sums {
+		i := slices.IndexFunc(groups, func(g []Summary) bool { return g[0].Spec.Scale == s.Spec.Scale })
+		if i < 0 {
+			groups = append(groups, nil)
+			i = len(groups) - 1
+		}
+		groups[i] = append(groups[i], s)
+	}
+	return groups
+}
