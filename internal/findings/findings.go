@@ -131,11 +131,10 @@ func Check(runs Runs) ([]Finding, error) {
 	}
 	f.Holds = true
 	var peaks []string
-	for _, c := range []*run{e1, e2, e3} {
-		at := c.smoothPeakAt()
-		from, to := c.plateau()
-		peaks = append(peaks, fmt.Sprintf("%s %.0f s", c.preset, at))
-		f.Holds = f.Holds && at >= from-c.tc && at <= to+c.tc
+	for _, p := range []string{"e1", "e2", "e3"} {
+		m := Measure(runs[p][0])
+		peaks = append(peaks, fmt.Sprintf("%s %.0f s", p, m.PeakAt))
+		f.Holds = f.Holds && m.PeaksOnPlateau()
 	}
 	f.Measured = strings.Join(peaks, ", ")
 	out = append(out, f)
@@ -225,6 +224,32 @@ func paperRun(r report.Run) error {
 			rec.ID, got.Preset, 100*touched(got), 100*touched(want), got.WritesPerCycle, got.SizeBytes)
 	}
 	return nil
+}
+
+// Measures are the figures of one run the findings read, by the findings'
+// own rules: for a run on a compressed timeline as for the paper's.
+type Measures struct {
+	// PeakAt is when swap-ins/s, averaged over ±t_c, peak (s since start).
+	PeakAt float64
+	// PlateauFrom and PlateauTo are when every consumer is planned active.
+	PlateauFrom, PlateauTo float64
+	// PlateauMean is the mean swap-ins/s over the plateau.
+	PlateauMean float64
+	// IntervalSeconds is t_c.
+	IntervalSeconds float64
+}
+
+// PeaksOnPlateau says whether the peak falls while every consumer is
+// active, within one t_c.
+func (m Measures) PeaksOnPlateau() bool {
+	return m.PeakAt >= m.PlateauFrom-m.IntervalSeconds && m.PeakAt <= m.PlateauTo+m.IntervalSeconds
+}
+
+// Measure reads a run's measures.
+func Measure(r report.Run) Measures {
+	c := of(r)
+	from, to := c.plateau()
+	return Measures{PeakAt: c.smoothPeakAt(), PlateauFrom: from, PlateauTo: to, PlateauMean: c.plateauMean(), IntervalSeconds: c.tc}
 }
 
 // run is one run's series and the figures the findings read from them.
