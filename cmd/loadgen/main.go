@@ -256,6 +256,15 @@ func runConsume(cfg loadgen.ConsumerConfig) int {
 		defer l.Close()
 		log = l
 	}
+	// The consumer's own runtime (heap, stacks, the cycle board) stays
+	// resident: pages are locked as they fault in, and the region, mapped
+	// later, is unlocked (loadgen's mapRegion). On a cgroup v1 run with the
+	// OOM guard a charge made inside a system call fails rather than waits,
+	// and a runtime page swapped out under a futex or a read crashes the
+	// consumer; locked, they never are. The region is what thrashes.
+	if err := unix.Mlockall(unix.MCL_CURRENT | unix.MCL_FUTURE | unix.MCL_ONFAULT); err != nil {
+		fmt.Fprintf(os.Stderr, "loadgen consume: mlockall: %v; the consumer's runtime pages may be swapped out with its region\n", err)
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
 	defer stop()
 	err := loadgen.ConsumeLogged(ctx, cfg, os.Stdin, rep, join, log)

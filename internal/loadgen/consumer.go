@@ -401,6 +401,13 @@ func mapRegion(size int64, backing, dir string) ([]byte, error) {
 		unix.Munmap(b)
 		return nil, fmt.Errorf("madvise(MADV_NOHUGEPAGE): %w", err)
 	}
+	// The consumer process locks its runtime's pages (mlockall with
+	// MCL_FUTURE); the region must stay free to be swapped: it is the
+	// thrash. Without an mlockall this does nothing.
+	if err := unix.Munlock(b); err != nil {
+		unix.Munmap(b)
+		return nil, fmt.Errorf("munlock of the region: %w", err)
+	}
 	return b, nil
 }
 
