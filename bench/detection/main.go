@@ -35,7 +35,7 @@ func main() {
 	observer := flag.String("observer", "bin/observer", "the observer binary (loadgen beside it)")
 	prometheus := flag.String("prometheus", "prometheus", "the Prometheus server binary")
 	rules := flag.String("rules", "deploy/prometheus/rules", "directory of thrashscope.yml and node-exporter-baseline.yml")
-	spec := flag.String("spec", `{"preset":"e4","scale":0.1}`, "the run to induce")
+	spec := flag.String("spec", `{"preset":"e4","scale":0.1,"writes_per_cycle":10000}`, "the run to induce (W = 10,000 kept at scale 0.1: the load the README's detection figures were measured under)")
 	after := flag.Duration("after", 2*time.Minute, "how long to keep watching after the run ends")
 	flag.Parse()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)

@@ -30,6 +30,7 @@ type config struct {
 	Observer, NodeExporter string
 	Preset                 string
 	Scale                  float64
+	Writes                 int
 	Scrape                 time.Duration
 	Processes              int
 	Window                 time.Duration
@@ -60,6 +61,7 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.StringVar(&c.NodeExporter, "node-exporter", "", "the node_exporter binary; empty: prometheus-node-exporter or node_exporter on PATH")
 	fs.StringVar(&c.Preset, "preset", "e4", "the run's preset")
 	fs.Float64Var(&c.Scale, "scale", 0.1, "the run's scale")
+	fs.IntVar(&c.Writes, "writes", 10_000, "the run's W, kept as given whatever the scale (10,000: e4's W, the heavier load at scale 0.1, as the README's figure was measured); 0 takes the preset's, scaled")
 	fs.DurationVar(&c.Scrape, "scrape", time.Second, "how often both are scraped")
 	fs.IntVar(&c.Processes, "processes", 5000, "sleeping processes for the procfs-alone part; 0 skips it")
 	fs.DurationVar(&c.Window, "window", 30*time.Second, "how long the procfs-alone part is measured")
@@ -72,6 +74,8 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	switch {
 	case c.Scale <= 0 || c.Scale > 1:
 		return c, fmt.Errorf("--scale=%g: want (0, 1]", c.Scale)
+	case c.Writes < 0:
+		return c, fmt.Errorf("--writes=%d: want 0 (the preset's) or more", c.Writes)
 	case c.Scrape < 100*time.Millisecond:
 		return c, fmt.Errorf("--scrape=%s: want at least 100ms", c.Scrape)
 	case c.Processes < 0 || c.Processes > 30000:
@@ -101,7 +105,7 @@ func run(ctx context.Context, cfg config, out io.Writer) error {
 	if err != nil {
 		return fmt.Errorf("run part: %w", err)
 	}
-	fmt.Fprintf(out, "through a run: %s at scale %g, both scraped every %s, %.0f s\n", cfg.Preset, cfg.Scale, cfg.Scrape, r.Seconds)
+	fmt.Fprintf(out, "through a run: %s at scale %g (W %d; 0: the preset's), both scraped every %s, %.0f s\n", cfg.Preset, cfg.Scale, cfg.Writes, cfg.Scrape, r.Seconds)
 	writeCost(out, r)
 	if cfg.Processes == 0 {
 		return nil

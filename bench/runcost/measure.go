@@ -172,6 +172,9 @@ func measureRun(ctx context.Context, cfg config) (cost, error) {
 	}
 	base := "http://" + w.obs.addr + "/api/v1/runs"
 	body := fmt.Sprintf(`{"preset":%q,"scale":%g}`, cfg.Preset, cfg.Scale)
+	if cfg.Writes > 0 {
+		body = fmt.Sprintf(`{"preset":%q,"scale":%g,"writes_per_cycle":%d}`, cfg.Preset, cfg.Scale, cfg.Writes)
+	}
 	resp, err := http.Post(base, "application/json", bytes.NewBufferString(body))
 	if err != nil {
 		return cost{}, err
