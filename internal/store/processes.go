@@ -49,6 +49,10 @@ type ProcessTable struct {
 	// seq counts samples offered; every is the stride kept (1, 2, 4, ...).
 	seq, every int
 	max        int
+	// enc is the CSV of the header and rows[:encoded]: a save encodes only
+	// the rows added since the last, not the whole table again.
+	enc     []byte
+	encoded int
 }
 
 type processRow struct {
@@ -74,6 +78,7 @@ func (t *ProcessTable) AppendSample(rows []ProcessRow) {
 	for len(t.rows)+len(rows) > t.max && len(t.rows) > 0 {
 		t.every *= 2
 		t.rows = slices.DeleteFunc(t.rows, func(r processRow) bool { return r.seq%t.every != 0 })
+		t.enc, t.encoded = nil, 0 // rows went from the middle: encode anew
 		if seq%t.every != 0 {
 			return
 		}
@@ -101,16 +106,29 @@ func (t *ProcessTable) Len() int {
 	return len(t.rows)
 }
 
-// CSV encodes the table with its header.
+// CSV encodes the table with its header. Rows encoded by an earlier call
+// are kept encoded, so a growing table costs each save its new rows only;
+// the slice returned is not written again.
 func (t *ProcessTable) CSV() []byte {
-	var b bytes.Buffer
-	w := csv.NewWriter(&b)
-	_ = w.Write(ProcessColumns)
-	for _, r := range t.Rows() {
-		_ = w.Write(r.record())
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.enc == nil {
+		t.enc = appendCSV(nil, [][]string{ProcessColumns})
 	}
-	w.Flush()
-	return b.Bytes()
+	recs := make([][]string, 0, len(t.rows)-t.encoded)
+	for _, r := range t.rows[t.encoded:] {
+		recs = append(recs, r.record())
+	}
+	t.enc, t.encoded = appendCSV(t.enc, recs), len(t.rows)
+	return t.enc[:len(t.enc):len(t.enc)]
+}
+
+// appendCSV appends the records to b as CSV lines.
+func appendCSV(b []byte, recs [][]string) []byte {
+	buf := bytes.NewBuffer(b)
+	w := csv.NewWriter(buf)
+	_ = w.WriteAll(recs) // a bytes.Buffer does not fail
+	return buf.Bytes()
 }
 
 func (r ProcessRow) record() []string {

@@ -1,6 +1,7 @@
 package store
 
 import (
+	"bytes"
 	"errors"
 	"os"
 	"path/filepath"
@@ -125,5 +126,100 @@ func TestOpenExistingMakesNothing(t *testing.T) {
 	}
 	if _, err := os.Stat(tmp); err != nil {
 		t.Error("OpenExisting removed a writer's temporary file")
+	}
+}
+
+// wholeCSV encodes rows from scratch, as the tables did before they kept
+// their encoding.
+func wholeCSV(header []string, recs [][]string) []byte {
+	return appendCSV(appendCSV(nil, [][]string{header}), recs)
+}
+
+// Saving a growing table, by parts and across a compaction, gives the bytes
+// a whole encode gives, and a slice already returned is never overwritten.
+func TestTablesEncodeIncrementally(t *testing.T) {
+	tb := ProcessTable{max: 100}
+	var returned [][]byte
+	var snapshots [][]byte
+	for s := range 40 {
+		var rows []ProcessRow
+		for c := range 7 {
+			rows = append(rows, ProcessRow{ElapsedSeconds: float64(s), Consumer: c, PID: 100 + c, Comm: "consumer, \"x\"", DemandBytes: int64(s * c)})
+		}
+		tb.AppendSample(rows)
+		if s%3 == 0 {
+			got := tb.CSV()
+			var recs [][]string
+			for _, r := range tb.Rows() {
+				recs = append(recs, r.record())
+			}
+			if want := wholeCSV(ProcessColumns, recs); !bytes.Equal(got, want) {
+				t.Fatalf("after sample %d the incremental CSV differs from a whole encode", s)
+			}
+			returned = append(returned, got)
+			snapshots = append(snapshots, bytes.Clone(got))
+		}
+	}
+	for i := range returned {
+		if !bytes.Equal(returned[i], snapshots[i]) {
+			t.Errorf("save %d's bytes changed after later saves", i)
+		}
+	}
+	if _, err := ParseProcesses(tb.CSV()); err != nil {
+		t.Error(err)
+	}
+
+	var st Table
+	for s := range 25 {
+		st.Append(Row{ElapsedSeconds: float64(s), ConsumersActive: s})
+		if s%4 == 0 || s == 24 {
+			var recs [][]string
+			for _, r := range st.Rows() {
+				recs = append(recs, r.record())
+			}
+			if got, want := st.CSV(), wholeCSV(Columns, recs); !bytes.Equal(got, want) {
+				t.Fatalf("samples after row %d: incremental CSV differs", s)
+			}
+		}
+	}
+}
+
+// BenchmarkProcessTableSave is one save of an e2-sized table (25 consumers,
+// 780 s each: about 19,500 rows) once ten samples were added since the last
+// save, the observer's cadence: incremental, against encoding the whole
+// table again (what a save did before).
+func BenchmarkProcessTableSave(b *testing.B) {
+	for _, mode := range []string{"incremental", "whole"} {
+		b.Run(mode, func(b *testing.B) {
+			var tb ProcessTable
+			sample := func(s int) {
+				rows := make([]ProcessRow, 25)
+				for c := range rows {
+					rows[c] = ProcessRow{ElapsedSeconds: float64(s), Consumer: c, PID: 1000 + c, Comm: "consumer-00", DemandBytes: 1e8,
+						ResidentBytes: 6e7, SwapBytes: 4e7, WorkingSetBytes: 5e7, MajorFaultsPerSecond: 812.5, StallPercent: 21.25}
+				}
+				tb.AppendSample(rows)
+			}
+			for s := range 780 {
+				sample(s)
+			}
+			tb.CSV()
+			b.ReportAllocs()
+			b.ResetTimer()
+			for i := range b.N {
+				for k := range 10 {
+					sample(780 + 10*i + k)
+				}
+				if mode == "incremental" {
+					_ = tb.CSV()
+					continue
+				}
+				var recs [][]string
+				for _, r := range tb.Rows() {
+					recs = append(recs, r.record())
+				}
+				_ = wholeCSV(ProcessColumns, recs)
+			}
+		})
 	}
 }

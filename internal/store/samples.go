@@ -1,8 +1,6 @@
 package store
 
 import (
-	"bytes"
-	"encoding/csv"
 	"fmt"
 	"strconv"
 	"sync"
@@ -53,6 +51,9 @@ func (r Row) record() []string {
 type Table struct {
 	mu   sync.Mutex
 	rows []Row
+	// enc is the CSV of the header and rows[:encoded] (see ProcessTable).
+	enc     []byte
+	encoded int
 }
 
 // Append adds a row.
@@ -69,16 +70,20 @@ func (t *Table) Rows() []Row {
 	return append([]Row(nil), t.rows...)
 }
 
-// CSV encodes the table with its header.
+// CSV encodes the table with its header, each row once across calls; the
+// slice returned is not written again.
 func (t *Table) CSV() []byte {
-	var b bytes.Buffer
-	w := csv.NewWriter(&b)
-	_ = w.Write(Columns)
-	for _, r := range t.Rows() {
-		_ = w.Write(r.record())
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.enc == nil {
+		t.enc = appendCSV(nil, [][]string{Columns})
 	}
-	w.Flush()
-	return b.Bytes()
+	recs := make([][]string, 0, len(t.rows)-t.encoded)
+	for _, r := range t.rows[t.encoded:] {
+		recs = append(recs, r.record())
+	}
+	t.enc, t.encoded = appendCSV(t.enc, recs), len(t.rows)
+	return t.enc[:len(t.enc):len(t.enc)]
 }
 
 // ParseSamples reads a samples.csv. Columns are found by name, so a table
