@@ -12,8 +12,8 @@ import (
 )
 
 // compressedScale keeps the run small while the consumers' own locked
-// runtime pages (about 1.1 MiB each, 28 MiB for 25) stay near 5 % of the
-// limit; on cgroup v1 the OOM guard keeps every consumer alive at any scale.
+// runtime pages (about 1.6 MiB each, 40 MiB for 25) stay under a tenth of
+// the limit; on cgroup v1 the OOM guard keeps every consumer alive.
 const compressedScale = 0.5
 
 // TestReproductionCompressed runs e2 and e3 of Maziero et al. (2013) through
