@@ -142,7 +142,7 @@ func Check(runs Runs) ([]Finding, error) {
 	// W: e1 < e2.
 	out = append(out, Finding{
 		Claim: "more W, more paging (e1 < e2)", Paper: "e1's paging below e2's",
-		Measured: fmt.Sprintf("e1 %s, e2 %s swap-ins/s", num(e1.plateauMean()), num(e2.plateauMean())),
+		Measured: fmt.Sprintf("e1 %s, e2 %s swap-ins/s (peak PSI memory full: e1 %.0f %%, e2 %.0f %%)", num(e1.plateauMean()), num(e2.plateauMean()), e1.sum.PeakPSIFull, e2.sum.PeakPSIFull),
 		Rule:     "mean swap-ins/s over the plateau, e1 below e2",
 		Holds:    e1.plateauMean() < e2.plateauMean(),
 	})
@@ -152,7 +152,8 @@ func Check(runs Runs) ([]Finding, error) {
 		Claim: "a longer t_s relieves it (e3 < e2), e3 starts late", Paper: "e3's paging below e2's; e3's thrash starts about 750 s",
 		Rule: fmt.Sprintf("mean swap-ins/s over the plateau, e3 below e2; e3's onset within %.0f s of 750 s", timeTolerance),
 	}
-	f.Measured = fmt.Sprintf("e3 %s, e2 %s swap-ins/s; e3 %s", num(e3.plateauMean()), num(e2.plateauMean()), episodeText(e3.sum.SwapIn))
+	f.Measured = fmt.Sprintf("e3 %s, e2 %s swap-ins/s (peak PSI memory full: e3 %.0f %%, e2 %.0f %%); e3 %s",
+		num(e3.plateauMean()), num(e2.plateauMean()), e3.sum.PeakPSIFull, e2.sum.PeakPSIFull, episodeText(e3.sum.SwapIn))
 	f.Holds = e3.plateauMean() < e2.plateauMean() && e3.sum.SwapIn != nil && math.Abs(e3.sum.SwapIn.Onset-750) <= timeTolerance
 	out = append(out, f)
 
@@ -170,7 +171,7 @@ func Check(runs Runs) ([]Finding, error) {
 	// fig12: the repeats overlap.
 	spread, n := stability(runs["fig12"])
 	out = append(out, Finding{
-		Claim: "repeats overlap (Fig 12)", Paper: "three runs of W=10,000, t_s=100 ms, t_c=10 s overlap",
+		Claim: "repeats overlap (Fig 12)", Paper: "three runs (FreeBSD) of W=10,000, t_s=100 ms, t_c=10 s overlap",
 		Measured: fmt.Sprintf("%d runs: SD across runs %.0f %% of their mean", n, 100*spread),
 		Rule:     fmt.Sprintf("mean over time of the SD across runs of swap-ins/s (averaged over ±t_c), over the mean over time of their mean, at most %.0f %%", 100*spreadLimit),
 		Holds:    spread <= spreadLimit,
@@ -237,6 +238,20 @@ type Measures struct {
 	PlateauMean float64
 	// IntervalSeconds is t_c.
 	IntervalSeconds float64
+	// Overload is when the planned demand first passes the limit, and
+	// UnderLimit when it falls back under it (s since start).
+	Overload, UnderLimit float64
+	// Episode is the swap-in episode (summary.txt's rule); nil when none.
+	Episode *report.Episode
+}
+
+// FollowsDemand says whether the thrash starts within two t_c of the
+// planned demand passing the limit and ends within recoveryIntervs t_c of
+// it falling back under: the window and recovery findings' shape.
+func (m Measures) FollowsDemand() bool {
+	e := m.Episode
+	return e != nil && e.Recovered && math.Abs(e.Onset-m.Overload) <= 2*m.IntervalSeconds &&
+		e.Recovery >= m.UnderLimit-2*m.IntervalSeconds && e.Recovery <= m.UnderLimit+recoveryIntervs*m.IntervalSeconds
 }
 
 // PeaksOnPlateau says whether the peak falls while every consumer is
@@ -249,7 +264,12 @@ func (m Measures) PeaksOnPlateau() bool {
 func Measure(r report.Run) Measures {
 	c := of(r)
 	from, to := c.plateau()
-	return Measures{PeakAt: c.smoothPeakAt(), PlateauFrom: from, PlateauTo: to, PlateauMean: c.plateauMean(), IntervalSeconds: c.tc}
+	m := Measures{PeakAt: c.smoothPeakAt(), PlateauFrom: from, PlateauTo: to, PlateauMean: c.plateauMean(), IntervalSeconds: c.tc, Episode: c.sum.SwapIn}
+	if d, ok := c.spec.Onset(); ok {
+		m.Overload = d.Seconds()
+	}
+	m.UnderLimit, _ = c.underLimit()
+	return m
 }
 
 // run is one run's series and the figures the findings read from them.

@@ -16,12 +16,16 @@ import (
 // the limit; on cgroup v1 the OOM guard keeps every consumer alive.
 const compressedScale = 0.5
 
-// TestReproductionCompressed runs e2 and e3 of Maziero et al. (2013) through
-// the real observer on a compressed timeline (t_c = 3 s: 160 s a run instead
-// of 1510 s), and checks the two findings that must survive compression, by
-// the same rules as the full-length reproduction: e3's paging over the
-// plateau is below e2's (a longer t_s relieves the thrash), and both peak
-// while every consumer is active.
+// TestReproductionCompressed runs e2 and e3 of Maziero et al. (2013)
+// through the real observer on a compressed timeline (t_c = 3 s: 160 s a run
+// instead of 1510 s), with every consumer alive, and checks by the
+// findings' rules the shape the full-length reproduction in
+// docs/reproduction shows on this machine: the thrash follows the planned
+// demand, starting within two t_c of it passing the limit and over within
+// four t_c of it falling back under. The paper's two orderings (e3's paging
+// below e2's; both peaking while every consumer is active) do not hold at
+// full length here, the swap device being saturated from the onset (see
+// the README), so they are logged, not asserted.
 func TestReproductionCompressed(t *testing.T) {
 	testenv.RequirePrivileged(t)
 	testenv.RequireSwap(t)
@@ -37,23 +41,28 @@ func TestReproductionCompressed(t *testing.T) {
 		if final.State != loadgen.StateCompleted {
 			t.Fatalf("%s ended %s: %s", preset, final.State, final.Reason)
 		}
-		if n := ooms(final); n > 0 {
-			t.Errorf("%s lost %d consumers to the OOM killer: a run short of demand is not the experiment", preset, n)
+		for _, c := range final.Consumers {
+			if c.Exit != "ok" {
+				t.Errorf("%s: consumer %d ended %q: a run short of demand is not the experiment", preset, c.Index, c.Exit)
+			}
 		}
 		runs, err := report.Load(d.dataDir, []string{rec.ID})
 		if err != nil {
 			t.Fatal(err)
 		}
-		m[preset] = findings.Measure(runs[0])
-		t.Logf("%s: plateau [%.0f, %.0f] s, mean %.0f swap-ins/s over it, smoothed peak at %.1f s, %d OOM rescues",
-			preset, m[preset].PlateauFrom, m[preset].PlateauTo, m[preset].PlateauMean, m[preset].PeakAt, final.OOMRescues)
-	}
-	if e2, e3 := m["e2"].PlateauMean, m["e3"].PlateauMean; !(e3 < e2) {
-		t.Errorf("e3 pages %.0f swap-ins/s over the plateau, e2 %.0f: want e3 below e2", e3, e2)
-	}
-	for _, p := range []string{"e2", "e3"} {
-		if !m[p].PeaksOnPlateau() {
-			t.Errorf("%s peaks at %.1f s, outside the plateau [%.0f, %.0f] s ± t_c", p, m[p].PeakAt, m[p].PlateauFrom, m[p].PlateauTo)
+		mm := findings.Measure(runs[0])
+		m[preset] = mm
+		episode := "none"
+		if e := mm.Episode; e != nil {
+			episode = fmt.Sprintf("%.1f s to %.1f s (recovered %v)", e.Onset, e.Recovery, e.Recovered)
+		}
+		t.Logf("%s: demand over the limit %.0f-%.0f s, swap-in episode %s; plateau [%.0f, %.0f] s, %.0f swap-ins/s over it, smoothed peak at %.1f s; %d OOM rescues",
+			preset, mm.Overload, mm.UnderLimit, episode, mm.PlateauFrom, mm.PlateauTo, mm.PlateauMean, mm.PeakAt, final.OOMRescues)
+		if !mm.FollowsDemand() {
+			t.Errorf("%s: the thrash (%s) does not follow the planned demand over the limit (%.0f-%.0f s) within 2 t_c at its start and 4 t_c at its end",
+				preset, episode, mm.Overload, mm.UnderLimit)
 		}
 	}
+	t.Logf("the paper's orderings, not asserted: e3 below e2 over the plateau: %v; e2 peaks on the plateau: %v; e3: %v",
+		m["e3"].PlateauMean < m["e2"].PlateauMean, m["e2"].PeaksOnPlateau(), m["e3"].PeaksOnPlateau())
 }
