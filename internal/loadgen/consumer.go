@@ -296,11 +296,28 @@ func (c *consumer) report(r Report) error {
 		return ErrParentGone
 	}
 	b, _ := r.AppendBinary(c.buf[:0])
-	if _, err := c.rep.Write(b); err != nil {
+	// A report is smaller than PIPE_BUF, so a write is whole or nothing. In
+	// a cgroup v1 run under the OOM guard the pipe's buffer page is charged
+	// to the run and fails with ENOMEM while the cgroup is at its limit:
+	// wait for the guard's reclaim rather than fail the run.
+	var err error
+	for wait := time.Duration(0); ; wait += reportRetry {
+		if _, err = c.rep.Write(b); !errors.Is(err, unix.ENOMEM) || wait >= maxReportWait {
+			break
+		}
+		time.Sleep(reportRetry)
+	}
+	if err != nil {
 		return fmt.Errorf("writing the %s report: %w", r.Kind, err)
 	}
 	return nil
 }
+
+// How a report write that the cgroup's limit refused is retried.
+const (
+	reportRetry   = 20 * time.Millisecond
+	maxReportWait = 30 * time.Second
+)
 
 // done reports Done; n counts cycles, or chunks in fill mode.
 func (c *consumer) done(n int64) error {
@@ -330,7 +347,17 @@ func (c *consumer) fill(b []byte, seed uint64) bool {
 }
 
 func (c *consumer) cycles(began time.Time) error {
-	b, err := mapRegion(c.cfg.Size, c.cfg.Backing, c.cfg.FileDir)
+	// Mapping allocates kernel structures charged to the run cgroup; under
+	// the v1 OOM guard they fail with ENOMEM while it is at its limit, as a
+	// report does: retry as the report does.
+	var b []byte
+	var err error
+	for wait := time.Duration(0); ; wait += reportRetry {
+		if b, err = mapRegion(c.cfg.Size, c.cfg.Backing, c.cfg.FileDir); !errors.Is(err, unix.ENOMEM) || wait >= maxReportWait || c.stop.Load() {
+			break
+		}
+		time.Sleep(reportRetry)
+	}
 	if err != nil {
 		return c.fail(err)
 	}

@@ -874,3 +874,31 @@ func TestConsumerProcessExitStatus(t *testing.T) {
 		t.Errorf("fatal error: exit %d, reports %s, stderr %q; want 1, one error, the message", code, kinds(reps), p.stderr)
 	}
 }
+
+// enomemOnce refuses its first writes with ENOMEM, as a pipe does whose
+// buffer page the cgroup's limit refused.
+type enomemOnce struct {
+	refuse int
+	got    [][]byte
+}
+
+func (w *enomemOnce) Write(b []byte) (int, error) {
+	if w.refuse > 0 {
+		w.refuse--
+		return 0, &os.PathError{Op: "write", Path: "report pipe", Err: unix.ENOMEM}
+	}
+	w.got = append(w.got, append([]byte(nil), b...))
+	return len(b), nil
+}
+
+// A report refused for want of memory is retried, not a failed run.
+func TestReportRetriesENOMEM(t *testing.T) {
+	w := &enomemOnce{refuse: 3}
+	c := &consumer{ctx: context.Background(), rep: w}
+	if err := c.report(Report{Kind: KindDone}); err != nil {
+		t.Fatal(err)
+	}
+	if len(w.got) != 1 {
+		t.Errorf("%d reports written, want 1 after 3 refusals", len(w.got))
+	}
+}
