@@ -245,12 +245,16 @@ type Measures struct {
 	Episode *report.Episode
 }
 
-// FollowsDemand says whether the thrash starts within two t_c of the
-// planned demand passing the limit and ends within recoveryIntervs t_c of
-// it falling back under: the window and recovery findings' shape.
+// FollowsDemand says whether the thrash starts as the planned demand passes
+// the limit, in the first half of the ramp from there to the plateau (not
+// at the plateau, as the paper's e3), and ends within recoveryIntervs t_c
+// of the demand falling back under: the shape of the window and recovery
+// findings on this machine. The onset's bound is the ramp's, not a number
+// of t_c: on a compressed timeline the lag is the consumers' fill and t_s,
+// which do not shrink with t_c.
 func (m Measures) FollowsDemand() bool {
 	e := m.Episode
-	return e != nil && e.Recovered && math.Abs(e.Onset-m.Overload) <= 2*m.IntervalSeconds &&
+	return e != nil && e.Recovered && e.Onset >= m.Overload-1 && e.Onset <= m.Overload+(m.PlateauFrom-m.Overload)/2 &&
 		e.Recovery >= m.UnderLimit-2*m.IntervalSeconds && e.Recovery <= m.UnderLimit+recoveryIntervs*m.IntervalSeconds
 }
 
