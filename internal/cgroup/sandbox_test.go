@@ -42,6 +42,34 @@ func allocate() {
 	os.Exit(0)
 }
 
+// allocChild starts the test binary as a child that touches 256 MiB, adds it
+// to c, and tells it to go.
+func allocChild(t *testing.T, c *cgroup.Cgroup) *exec.Cmd {
+	t.Helper()
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(exe)
+	cmd.Env = append(os.Environ(), childEnv+"=alloc")
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Add(cmd.Process.Pid); err != nil {
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+		t.Fatal(err)
+	}
+	if _, err := stdin.Write([]byte{1}); err != nil {
+		t.Fatal(err)
+	}
+	return cmd
+}
+
 // ownParent is the test's own memory cgroup, checked.
 func ownParent(t *testing.T) cgroup.Parent {
 	t.Helper()
@@ -325,28 +353,8 @@ func TestOOMKills(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(c.Path, noSwap[0]), []byte(noSwap[1]), 0); err != nil {
 		t.Fatal(err)
 	}
-	exe, err := os.Executable()
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd := exec.Command(exe)
-	cmd.Env = append(os.Environ(), childEnv+"=alloc")
-	stdin, err := cmd.StdinPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	if err := c.Add(cmd.Process.Pid); err != nil {
-		_ = cmd.Process.Kill()
-		_ = cmd.Wait()
-		t.Fatal(err)
-	}
-	if _, err := stdin.Write([]byte{1}); err != nil {
-		t.Fatal(err)
-	}
-	err = cmd.Wait()
+	cmd := allocChild(t, c)
+	err := cmd.Wait()
 	var exit *exec.ExitError
 	if !errors.As(err, &exit) || exit.Sys().(syscall.WaitStatus).Signal() != syscall.SIGKILL {
 		t.Fatalf("consumer ended with %v, want killed by the OOM killer", err)
@@ -456,28 +464,10 @@ func TestOOMGuard(t *testing.T) {
 		t.Fatalf("memory.oom_control after GuardOOM:\n%s", control)
 	}
 
-	exe, err := os.Executable()
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd := exec.Command(exe)
-	cmd.Env = append(os.Environ(), childEnv+"=alloc")
-	stdin, err := cmd.StdinPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
+	cmd := allocChild(t, c)
 	done := make(chan error, 1)
 	go func() { done <- cmd.Wait() }()
 	t.Cleanup(func() { _ = cmd.Process.Kill() })
-	if err := c.Add(cmd.Process.Pid); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := stdin.Write([]byte{1}); err != nil {
-		t.Fatal(err)
-	}
 
 	// Nothing can be reclaimed: the guard tries, the child waits.
 	deadline := time.Now().Add(10 * time.Second)
@@ -529,17 +519,7 @@ func TestOOMGuardDestroyParked(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	exe, _ := os.Executable()
-	cmd := exec.Command(exe)
-	cmd.Env = append(os.Environ(), childEnv+"=alloc")
-	stdin, _ := cmd.StdinPipe()
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	if err := c.Add(cmd.Process.Pid); err != nil {
-		t.Fatal(err)
-	}
-	stdin.Write([]byte{1})
+	cmd := allocChild(t, c)
 	deadline := time.Now().Add(10 * time.Second)
 	for g.Rescues() == 0 && time.Now().Before(deadline) {
 		time.Sleep(20 * time.Millisecond)
