@@ -15,6 +15,8 @@ import (
 	"os/signal"
 	"path/filepath"
 	"runtime"
+	"strconv"
+	"sync"
 	"syscall"
 	"time"
 	"unsafe"
@@ -244,7 +246,7 @@ func runConsume(cfg loadgen.ConsumerConfig) int {
 			fmt.Fprintf(os.Stderr, "loadgen consume: --join needs fd 4 to be the run cgroup's cgroup.procs (it is %q); consumers are started by loadgen run or the observer\n", target)
 			return exitBadArgs
 		}
-		join = os.NewFile(4, "run cgroup.procs")
+		join = residentJoin{os.NewFile(4, "run cgroup.procs")}
 	}
 	var log *loadgen.CycleLog
 	if cfg.CycleLog {
@@ -258,10 +260,9 @@ func runConsume(cfg loadgen.ConsumerConfig) int {
 	}
 	// The consumer's own runtime (heap, stacks, the cycle board) stays
 	// resident: pages are locked as they fault in, and the region, mapped
-	// later, is unlocked (loadgen's mapRegion). On a cgroup v1 run with the
-	// OOM guard a charge made inside a system call fails rather than waits,
-	// and a runtime page swapped out under a futex or a read crashes the
-	// consumer; locked, they never are. The region is what thrashes.
+	// later, is unlocked (loadgen's mapRegion): the region is what thrashes.
+	// The pages faulted before the join (residentJoin) are charged to the
+	// cgroup the consumer waits in, not to the run.
 	if err := unix.Mlockall(unix.MCL_CURRENT | unix.MCL_FUTURE | unix.MCL_ONFAULT); err != nil {
 		fmt.Fprintf(os.Stderr, "loadgen consume: mlockall: %v; the consumer's runtime pages may be swapped out with its region\n", err)
 	}
@@ -297,4 +298,73 @@ func prepareConsumerProcess(index, parentPID int) error {
 		return fmt.Errorf("prctl(PR_SET_NAME): %w", err)
 	}
 	return nil
+}
+
+// residentJoin joins the run cgroup through its cgroup.procs once the
+// signal stack of every thread of the consumer is resident.
+//
+// A signal frame is written by the kernel on the receiving thread's signal
+// stack. On a cgroup v1 run under the OOM guard a charge made by the kernel
+// is refused at the limit, not parked, so a frame on a page first touched
+// inside the run kills the consumer with SIGSEGV. Each thread takes one
+// signal before the join: its frame pages are charged to the cgroup the
+// consumer waits in, and locked (mlockall) they stay resident. Threads the
+// runtime starts later get no preemption signal (loadgen.ConsumerEnv).
+type residentJoin struct{ procs *os.File }
+
+func (j residentJoin) Write(p []byte) (int, error) {
+	startThreads(runtime.GOMAXPROCS(0) + spareThreads)
+	touchSignalStacks()
+	return j.procs.Write(p)
+}
+
+// spareThreads is how many threads beyond GOMAXPROCS a consumer starts
+// before it joins: for the fill's workers and system calls in flight.
+const spareThreads = 4
+
+// startThreads makes the runtime start n threads at once: each goroutine
+// holds one while it waits. The runtime keeps them idle afterwards and
+// takes them before it starts another, so a consumer that joins after
+// this rarely starts a thread inside the run.
+func startThreads(n int) {
+	var ready, done sync.WaitGroup
+	release := make(chan struct{})
+	ready.Add(n)
+	done.Add(n)
+	for range n {
+		go func() {
+			defer done.Done()
+			runtime.LockOSThread()
+			ready.Done()
+			<-release
+			runtime.UnlockOSThread()
+		}()
+	}
+	ready.Wait()
+	close(release)
+	done.Wait()
+}
+
+// touchSignalStacks sends SIGURG, the runtime's preemption signal and
+// otherwise ignored, to each thread in turn and waits until its handler
+// ran (a thread that cannot take it within a second is passed over).
+func touchSignalStacks() {
+	got := make(chan os.Signal, 1)
+	signal.Notify(got, syscall.SIGURG)
+	defer signal.Stop(got)
+	tasks, err := os.ReadDir("/proc/self/task")
+	if err != nil {
+		return
+	}
+	pid := os.Getpid()
+	for _, task := range tasks {
+		tid, err := strconv.Atoi(task.Name())
+		if err != nil || unix.Tgkill(pid, tid, unix.SIGURG) != nil {
+			continue
+		}
+		select {
+		case <-got:
+		case <-time.After(time.Second):
+		}
+	}
 }

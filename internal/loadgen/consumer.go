@@ -10,6 +10,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -548,4 +549,30 @@ func writeCycle(b []byte, writes int, state *uint64, stop *atomic.Bool) int {
 	}
 	*state = x
 	return done
+}
+
+// ConsumerEnv is env for a consumer process: the Go runtime's asynchronous
+// preemption is off (GODEBUG asyncpreemptoff=1). Its signal would reach any
+// thread of the consumer, a thread started after the consumer joined the
+// run included, whose signal stack the kernel then first writes inside the
+// run cgroup: on cgroup v1 under the OOM guard, at the limit, that charge
+// fails and the consumer dies of SIGSEGV. A consumer's loop has nothing
+// to preempt for: it is one goroutine.
+func ConsumerEnv(env []string) []string {
+	const off = "asyncpreemptoff=1"
+	out := make([]string, 0, len(env)+1)
+	set := false
+	for _, kv := range env {
+		if v, ok := strings.CutPrefix(kv, "GODEBUG="); ok && !set {
+			if v != "" {
+				v += ","
+			}
+			kv, set = "GODEBUG="+v+off, true
+		}
+		out = append(out, kv)
+	}
+	if !set {
+		out = append(out, "GODEBUG="+off)
+	}
+	return out
 }

@@ -24,6 +24,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/thrashscope/thrashscope/internal/cgroup"
 	"github.com/thrashscope/thrashscope/internal/testenv"
 )
 
@@ -644,7 +645,9 @@ type consumerProc struct {
 	stderr  *bytes.Buffer
 }
 
-func startConsumerProc(t *testing.T, cfg ConsumerConfig) *consumerProc {
+// startConsumerProc starts a consumer process as the master does; procs,
+// when given, is fd 4, the cgroup.procs it joins through.
+func startConsumerProc(t *testing.T, cfg ConsumerConfig, procs ...*os.File) *consumerProc {
 	t.Helper()
 	if _, err := exec.LookPath("go"); err != nil {
 		t.Skip("no go tool on PATH to build cmd/loadgen")
@@ -658,7 +661,8 @@ func startConsumerProc(t *testing.T, cfg ConsumerConfig) *consumerProc {
 		t.Fatal(err)
 	}
 	p := &consumerProc{cmd: exec.Command(bin, cfg.Args()...), reports: make(chan Report, 1024), stderr: &bytes.Buffer{}}
-	p.cmd.ExtraFiles = []*os.File{repW}
+	p.cmd.ExtraFiles = append([]*os.File{repW}, procs...)
+	p.cmd.Env = ConsumerEnv(os.Environ())
 	p.cmd.Stderr = p.stderr
 	p.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if p.ctl, err = p.cmd.StdinPipe(); err != nil {
@@ -901,4 +905,83 @@ func TestReportRetriesENOMEM(t *testing.T) {
 	if len(w.got) != 1 {
 		t.Errorf("%d reports written, want 1 after 3 refusals", len(w.got))
 	}
+}
+
+// A consumer in a cgroup v1 run at its limit, under the OOM guard, with
+// nothing the kernel can reclaim, survives signals to each of its threads:
+// the kernel writes a signal frame on the thread's signal stack, and a
+// frame page charged then would fail (a charge made by the kernel is
+// refused, not parked, with the OOM killer off) and kill the consumer with
+// SIGSEGV. This is how a consumer was lost in an e2 run.
+func TestConsumerSurvivesSignalsAtTheLimit(t *testing.T) {
+	testenv.RequirePrivileged(t)
+	p, err := cgroup.Own("/proc")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.V2 {
+		t.Skip("cgroup v2 has no oom_kill_disable: the OOM guard, and this hazard, are v1's")
+	}
+	const limit = 32 * testMiB
+	cg, err := p.Create(fmt.Sprintf("test-signals-%d-%d", os.Getpid(), time.Now().UnixNano()), cgroup.Limits{MemoryBytes: limit, NoSwap: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if err := cg.Destroy(ctx); err != nil {
+			t.Error(err)
+		}
+	})
+	guard, err := cg.GuardOOM(limit)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer guard.Close()
+	procs, err := cg.OpenProcs()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := cyclesConfig(2*limit, 1000, 10*time.Millisecond, time.Now().Add(time.Hour))
+	cfg.Join = true
+	c := startConsumerProc(t, cfg, procs)
+	procs.Close()
+	pid := c.cmd.Process.Pid
+	if _, err := c.ctl.Write([]byte{'g'}); err != nil {
+		t.Fatal(err)
+	}
+	// Its fill stops at the limit: parked, rescued in vain.
+	for deadline := time.Now().Add(10 * time.Second); guard.Rescues() < 2; time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("after 10 s the guard rescued %d times, want the consumer parked at the limit; stderr: %s", guard.Rescues(), c.stderr)
+		}
+	}
+	tasks, err := os.ReadDir(fmt.Sprintf("/proc/%d/task", pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for round := 0; round < 3; round++ {
+		for _, task := range tasks {
+			tid, _ := strconv.Atoi(task.Name())
+			// SIGURG: the runtime's own preemption signal, otherwise ignored.
+			_ = unix.Tgkill(pid, tid, unix.SIGURG)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	time.Sleep(500 * time.Millisecond)
+	// A zombie until the cleanup reaps it; Wait here would race it.
+	if stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid)); err != nil || procState(stat) == 'Z' {
+		_ = c.cmd.Wait()
+		t.Fatalf("the consumer died (%v) of a signal to one of its %d threads at the limit; stderr: %s", c.cmd.ProcessState, len(tasks), c.stderr)
+	}
+	t.Logf("%d threads signalled three times, %d rescues, the consumer alive", len(tasks), guard.Rescues())
+}
+
+// procState is the state letter of a /proc/PID/stat line.
+func procState(stat []byte) byte {
+	if i := bytes.LastIndexByte(stat, ')'); i >= 0 && i+2 < len(stat) {
+		return stat[i+2]
+	}
+	return 0
 }

@@ -389,6 +389,7 @@ func (r *Run) spawn(i int, wg *sync.WaitGroup) error {
 	}
 	stderr := &logWriter{l: r.cfg.Logger.With("run", r.cfg.ID, "consumer", i)}
 	cmd.Stdout, cmd.Stderr = nil, stderr
+	cmd.Env = ConsumerEnv(os.Environ())
 	// Its own process group: a Ctrl-C at the terminal reaches the master,
 	// which stops the run, and not each consumer behind its back.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL, Setpgid: true}
