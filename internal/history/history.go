@@ -1,7 +1,7 @@
 // Package history is the observer's in-memory sample store: the last 15
 // minutes of host figures, one compact Point per sample, and the latest
-// table of tracked processes with their rates. The sampler feeds it after
-// each sample; the live page reads it.
+// table of tracked processes with their rates. It is a sink of the
+// pipeline; the live page reads it.
 package history
 
 import (
@@ -10,7 +10,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/thrashscope/thrashscope/internal/sampler"
+	"github.com/thrashscope/thrashscope/internal/pipeline"
 )
 
 // Span is how far back the store reaches at the sample interval.
@@ -43,8 +43,9 @@ type Point struct {
 // Time is the sample's time.
 func (p Point) Time() time.Time { return time.UnixMilli(p.UnixMilli) }
 
-// PointOf reduces a sample to its Point. The sample must have rates.
-func PointOf(s *sampler.Sample) Point {
+// PointOf reduces a tick to its Point. Its reading must have rates.
+func PointOf(t *pipeline.Tick) Point {
+	s := t.Reading
 	r := s.Rates
 	p := Point{
 		UnixMilli: s.Time.UnixMilli(),
@@ -57,12 +58,12 @@ func PointOf(s *sampler.Sample) Point {
 		WorkingSetRatio: float32(math.NaN()),
 		State:           -1,
 	}
-	if s.HasDetector {
-		p.State = int8(s.ThrashingState)
-		p.HighFault = uint16(min(s.HighFaultCount, math.MaxUint16))
-	}
-	if s.HasWorkingSetRatio {
-		p.WorkingSetRatio = float32(s.WorkingSetRatio)
+	if v := t.Verdict; v != nil {
+		p.State = int8(v.State)
+		p.HighFault = uint16(min(v.HighFaultCount, math.MaxUint16))
+		if v.HasWorkingSetRatio {
+			p.WorkingSetRatio = float32(v.WorkingSetRatio)
+		}
 	}
 	return p
 }
@@ -110,10 +111,10 @@ func (s *Store) add(p Point) {
 	s.added++
 }
 
-// OnSample records a sample with rates: its Point and its process table.
-// Chain it into sampler.Config.OnSample.
-func (s *Store) OnSample(prev, cur *sampler.Sample) {
-	if !cur.HasRates {
+// Observe records a tick whose reading has rates: its Point and its
+// process table. It makes the store a sink of the pipeline.
+func (s *Store) Observe(prev, cur *pipeline.Tick) {
+	if !cur.Reading.HasRates {
 		return
 	}
 	top, p := TopOf(prev, cur), PointOf(cur)

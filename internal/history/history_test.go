@@ -8,6 +8,8 @@ import (
 	"time"
 	"unsafe"
 
+	"github.com/thrashscope/thrashscope/internal/indicators"
+	"github.com/thrashscope/thrashscope/internal/pipeline"
 	"github.com/thrashscope/thrashscope/internal/probe"
 	"github.com/thrashscope/thrashscope/internal/procfs"
 	"github.com/thrashscope/thrashscope/internal/sampler"
@@ -90,40 +92,39 @@ func TestWindowWrapsAndCuts(t *testing.T) {
 	}
 }
 
-func sample(sec int, procs ...sampler.Process) *sampler.Sample {
-	return &sampler.Sample{Time: t0.Add(time.Duration(sec) * time.Second), Processes: procs, HasRates: true}
+func sample(sec int, procs ...sampler.Process) *pipeline.Tick {
+	return &pipeline.Tick{Reading: &sampler.Reading{Time: t0.Add(time.Duration(sec) * time.Second), Processes: procs, HasRates: true}}
 }
 
-func TestOnSampleKeepsSamplesWithRates(t *testing.T) {
+func TestObserveKeepsSamplesWithRates(t *testing.T) {
 	s := New(time.Second)
 	first := sample(0)
-	first.HasRates = false
-	s.OnSample(nil, first)
+	first.Reading.HasRates = false
+	s.Observe(nil, first)
 	if s.Len() != 0 || !s.Top().Time.IsZero() {
 		t.Fatalf("a sample without rates was kept: len %d", s.Len())
 	}
 	cur := sample(1)
-	cur.Rates = sampler.Rates{
+	cur.Reading.Rates = sampler.Rates{
 		CPUUserPercent: 12.5, CPUSystemPercent: 30, CPUIOWaitPercent: 40,
 		SwapInPagesPerSecond: 46600, SwapOutPagesPerSecond: 45200,
 		PagedInKiBPerSecond: 186400, PagedOutKiBPerSecond: 180800, MajorFaultsPerSecond: 47000,
 		PressureSomePercent: 84, PressureFullPercent: 61,
 	}
-	cur.Pressure = &procfs.Pressure{}
-	cur.HasDetector, cur.ThrashingState, cur.HighFaultCount = true, 2, 25
-	cur.HasWorkingSetRatio, cur.WorkingSetRatio = true, 2.25
-	s.OnSample(first, cur)
+	cur.Reading.Pressure = &procfs.Pressure{}
+	cur.Verdict = &indicators.Verdict{State: 2, HighFaultCount: 25, HasWorkingSetRatio: true, WorkingSetRatio: 2.25}
+	s.Observe(first, cur)
 	got := s.Window(0)
 	want := Point{
-		UnixMilli: cur.Time.UnixMilli(), CPUUser: 12.5, CPUSystem: 30, CPUIOWait: 40,
+		UnixMilli: cur.Reading.Time.UnixMilli(), CPUUser: 12.5, CPUSystem: 30, CPUIOWait: 40,
 		SwapIn: 46600, SwapOut: 45200, PagedIn: 186400, PagedOut: 180800, MajorFaults: 47000,
 		PSISome: 84, PSIFull: 61, WorkingSetRatio: 2.25, HighFault: 25, State: 2, HasPSI: true,
 	}
 	if len(got) != 1 || got[0] != want {
 		t.Fatalf("stored %+v\nwant %+v", got, want)
 	}
-	if !got[0].Time().Equal(cur.Time) {
-		t.Errorf("Time() %s, want %s", got[0].Time(), cur.Time)
+	if !got[0].Time().Equal(cur.Reading.Time) {
+		t.Errorf("Time() %s, want %s", got[0].Time(), cur.Reading.Time)
 	}
 
 	// Without the indicators and PSI the point says so, rather than
@@ -152,10 +153,9 @@ func TestTopRates(t *testing.T) {
 		proc(4, 400, 70, 0, 0, 0),      // new in the table: no rates
 		proc(3, 300, 20, 0, 0, 1.0),    // counters restarted: 0, not negative
 	)
-	cur.Processes[0].HighFault = true
-	cur.Processes[0].WorkingSetBytes, cur.Processes[0].HasWorkingSet = 6<<20, true
+	cur.Verdict = &indicators.Verdict{Processes: map[int]indicators.ProcessVerdict{1: {HighFault: true, WorkingSetBytes: 6 << 20, HasWorkingSet: true}}}
 	top := TopOf(prev, cur)
-	if !top.Time.Equal(cur.Time) || len(top.Rows) != 4 {
+	if !top.Time.Equal(cur.Reading.Time) || len(top.Rows) != 4 {
 		t.Fatalf("top: %+v", top)
 	}
 	r := top.Rows[0]
@@ -180,7 +180,7 @@ func TestTopRates(t *testing.T) {
 
 func TestTopIsACopy(t *testing.T) {
 	s := New(time.Second)
-	s.OnSample(sample(0, proc(1, 1, 0, 0, 0, 0)), sample(1, proc(1, 1, 5, 0, 0, 0)))
+	s.Observe(sample(0, proc(1, 1, 0, 0, 0, 0)), sample(1, proc(1, 1, 5, 0, 0, 0)))
 	top := s.Top()
 	top.Rows[0].Comm = "changed"
 	if s.Top().Rows[0].Comm != "consumer-00" {
@@ -214,7 +214,7 @@ func TestConcurrentReaders(t *testing.T) {
 		})
 	}
 	for sec := range 3000 {
-		s.OnSample(nil, sample(sec, proc(1, 1, uint64(sec), 0, 0, 0)))
+		s.Observe(nil, sample(sec, proc(1, 1, uint64(sec), 0, 0, 0)))
 	}
 	close(done)
 	wg.Wait()
@@ -253,9 +253,9 @@ func TestMemory(t *testing.T) {
 	}
 }
 
-// BenchmarkOnSample is the per-sample cost of the store with a full top-K
+// BenchmarkObserve is the per-sample cost of the store with a full top-K
 // table; it reports the ring's bytes per point.
-func BenchmarkOnSample(b *testing.B) {
+func BenchmarkObserve(b *testing.B) {
 	s := New(time.Second)
 	var procs, next []sampler.Process
 	for pid := range 20 {
@@ -265,7 +265,7 @@ func BenchmarkOnSample(b *testing.B) {
 	prev, cur := sample(0, procs...), sample(1, next...)
 	b.ReportAllocs()
 	for b.Loop() {
-		s.OnSample(prev, cur)
+		s.Observe(prev, cur)
 	}
 	b.ReportMetric(float64(unsafe.Sizeof(Point{})), "bytes/point")
 	b.ReportMetric(float64(s.Cap()*int(unsafe.Sizeof(Point{}))), "ring-bytes")

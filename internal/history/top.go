@@ -3,6 +3,8 @@ package history
 import (
 	"time"
 
+	"github.com/thrashscope/thrashscope/internal/indicators"
+	"github.com/thrashscope/thrashscope/internal/pipeline"
 	"github.com/thrashscope/thrashscope/internal/probe"
 	"github.com/thrashscope/thrashscope/internal/sampler"
 )
@@ -34,12 +36,19 @@ type ProcessRow struct {
 	HighFault                bool
 }
 
-// TopOf builds the process table of cur, with rates against prev.
-func TopOf(prev, cur *sampler.Sample) Top {
+// TopOf builds the process table of cur, with rates against prev (nil
+// at first).
+func TopOf(prevTick, curTick *pipeline.Tick) Top {
+	cur := curTick.Reading
+	var verdict indicators.Verdict
+	if curTick.Verdict != nil {
+		verdict = *curTick.Verdict
+	}
 	t := Top{Time: cur.Time, Rows: make([]ProcessRow, 0, len(cur.Processes))}
 	before := map[int]*sampler.Process{}
 	var secs float64
-	if prev != nil {
+	if prevTick != nil {
+		prev := prevTick.Reading
 		secs = cur.Time.Sub(prev.Time).Seconds()
 		for i := range prev.Processes {
 			p := &prev.Processes[i]
@@ -47,11 +56,12 @@ func TopOf(prev, cur *sampler.Sample) Top {
 		}
 	}
 	for _, p := range cur.Processes {
+		pv := verdict.Processes[p.PID]
 		row := ProcessRow{
 			PID: p.PID, Comm: p.Comm,
 			ResidentBytes: p.ResidentBytes, SwapBytes: p.SwapBytes,
-			WorkingSetBytes: p.WorkingSetBytes, HasWorkingSet: p.HasWorkingSet,
-			HighFault: p.HighFault,
+			WorkingSetBytes: pv.WorkingSetBytes, HasWorkingSet: pv.HasWorkingSet,
+			HighFault: pv.HighFault,
 		}
 		// A reused pid is another process: no rates against the old one.
 		if b, ok := before[p.PID]; ok && b.StartTicks == p.StartTicks && secs > 0 {

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"time"
 )
 
 // Detector states, as thrashscope_thrashing_state.
@@ -73,6 +74,10 @@ type Transition struct {
 	From, To  int
 	HighFault []int // pids, sorted
 	Why       string
+	// At and Names ("comm/pid" of HighFault) are the reading's, filled in
+	// by Indicators.Judge.
+	At    time.Time
+	Names []string
 }
 
 // Detector is TPF's three-state detector with hysteresis on every signal:

@@ -6,7 +6,6 @@ import (
 	"log/slog"
 	"strconv"
 	"strings"
-	"time"
 
 	"github.com/thrashscope/thrashscope/internal/probe"
 	"github.com/thrashscope/thrashscope/internal/sampler"
@@ -26,18 +25,46 @@ type Config struct {
 	WorkingSet func(pid int) (WorkingSetEstimate, bool)
 	// ScanSeconds is the working-set estimator's cost so far.
 	ScanSeconds func() float64
-	// Scope returns the active run's consumers and cgroup limit, and false
-	// when no run is active: their working sets are then measured against
-	// that limit, not the host.
-	Scope func() (pids []int, limitBytes int64, ok bool)
-	// OnTransition hears every detector transition (the active run's
-	// record keeps them).
-	OnTransition func(t Transition, at time.Time, names []string)
-	Logger       *slog.Logger
+	Logger      *slog.Logger
 }
 
-// Indicators completes each sample with the working sets, the high-fault
-// set, the detector's state and the overcommit ratio.
+// Scope is the active run's consumers and cgroup limit: while a run is
+// active their working sets are measured against that limit, not the
+// host. The zero Scope is no run.
+type Scope struct {
+	PIDs       []int
+	LimitBytes int64
+}
+
+// Verdict is the indicators' judgement of one reading: the detector's
+// state, the overcommit ratio, and each process's working set and
+// high-fault membership.
+type Verdict struct {
+	State          int // Normal, Monitoring or Thrashing
+	HighFaultCount int
+	Transitions    [3]uint64 // cumulative, by state entered (indexed as State)
+	// Transition is the one this reading caused, nil when none.
+	Transition         *Transition
+	WorkingSetRatio    float64 // valid when HasWorkingSetRatio
+	HasWorkingSetRatio bool
+	// WorkingSetScanSeconds is the working-set estimator's own cost so far.
+	WorkingSetScanSeconds float64
+	// Processes holds the reading's processes, by pid.
+	Processes map[int]ProcessVerdict
+}
+
+// ProcessVerdict is what the indicators say of one process.
+type ProcessVerdict struct {
+	// The working set over the last τ in wall-clock time and in the
+	// process's own time (the demand), when HasWorkingSet.
+	WorkingSetBytes uint64
+	DemandBytes     uint64
+	HasWorkingSet   bool
+	HighFault       bool
+}
+
+// Indicators judge each reading: the working sets, the high-fault set, the
+// detector's state and the overcommit ratio.
 type Indicators struct {
 	cfg        Config
 	det        *Detector
@@ -76,13 +103,16 @@ func (ind *Indicators) counted(p *sampler.Process, withProbe bool) uint64 {
 	return p.MajorFaults.SwapIns()
 }
 
-// Annotate is the sampler's hook: it fills the indicator fields of cur.
-func (ind *Indicators) Annotate(prev, cur *sampler.Sample) {
+// Judge returns the verdict on cur, given the reading before it (nil at
+// first) and the active run's scope. One caller at a time: the detector
+// steps once per call.
+func (ind *Indicators) Judge(prev, cur *sampler.Reading, scope Scope) Verdict {
 	withProbe := len(cur.Probes) > 0
 	var secs float64
 	if prev != nil {
 		secs = cur.Time.Sub(prev.Time).Seconds()
 	}
+	v := Verdict{Processes: make(map[int]ProcessVerdict, len(cur.Processes))}
 	in := Input{FaultRates: make(map[int]float64, len(cur.Processes))}
 	seen := make(map[int]uint64, len(cur.Processes))
 	for i := range cur.Processes {
@@ -92,10 +122,12 @@ func (ind *Indicators) Annotate(prev, cur *sampler.Sample) {
 		if before, ok := ind.lastFaults[p.PID]; ok && secs > 0 && n >= before {
 			in.FaultRates[p.PID] = float64(n-before) / secs
 		}
+		var pv ProcessVerdict
 		if ind.cfg.WorkingSet != nil {
 			e, ok := ind.cfg.WorkingSet(p.PID)
-			p.WorkingSetBytes, p.DemandBytes, p.HasWorkingSet = e.Bytes, e.DemandBytes, ok
+			pv.WorkingSetBytes, pv.DemandBytes, pv.HasWorkingSet = e.Bytes, e.DemandBytes, ok
 		}
+		v.Processes[p.PID] = pv
 	}
 	ind.lastFaults = seen
 
@@ -103,49 +135,46 @@ func (ind *Indicators) Annotate(prev, cur *sampler.Sample) {
 		in.CPUBusy = cur.Rates.CPUBusyPercent
 		in.PSIFull, in.HasPSI = cur.Rates.PressureFullPercent, cur.Pressure != nil && prev.Pressure != nil
 		if tr := ind.det.Step(in); tr != nil {
-			ind.report(*tr, cur)
+			tr.At, tr.Names = cur.Time, names(tr.HighFault, cur)
+			ind.log(*tr)
+			v.Transition = tr
 		}
 	}
-	for i := range cur.Processes {
-		cur.Processes[i].HighFault = ind.det.HighFault(cur.Processes[i].PID)
+	for pid, pv := range v.Processes {
+		pv.HighFault = ind.det.HighFault(pid)
+		v.Processes[pid] = pv
 	}
-	cur.HasDetector = true
-	cur.ThrashingState = ind.det.State()
-	cur.HighFaultCount = ind.det.HighCount()
-	cur.Transitions = ind.det.Transitions()
-	cur.WorkingSetRatio, cur.HasWorkingSetRatio = ind.ratio(cur)
+	v.State = ind.det.State()
+	v.HighFaultCount = ind.det.HighCount()
+	v.Transitions = ind.det.Transitions()
+	v.WorkingSetRatio, v.HasWorkingSetRatio = ratio(cur, v.Processes, scope)
 	if ind.cfg.ScanSeconds != nil {
-		cur.WorkingSetScanSeconds = ind.cfg.ScanSeconds()
+		v.WorkingSetScanSeconds = ind.cfg.ScanSeconds()
 	}
+	return v
 }
 
 // ratio is Denning's overcommit: the tracked processes' demand (their
 // working sets in their own time) over the memory they have. During a run,
 // the consumers' against the cgroup limit; else every tracked process's
 // against what they hold plus what is free.
-func (ind *Indicators) ratio(cur *sampler.Sample) (float64, bool) {
-	if ind.cfg.Scope != nil {
-		if pids, limit, ok := ind.cfg.Scope(); ok && limit > 0 && len(pids) > 0 {
-			in := make(map[int]bool, len(pids))
-			for _, pid := range pids {
-				in[pid] = true
+func ratio(cur *sampler.Reading, procs map[int]ProcessVerdict, scope Scope) (float64, bool) {
+	if scope.LimitBytes > 0 && len(scope.PIDs) > 0 {
+		var ws uint64
+		known := false
+		for _, pid := range scope.PIDs {
+			if pv, ok := procs[pid]; ok && pv.HasWorkingSet {
+				ws += pv.DemandBytes
+				known = true
 			}
-			var ws uint64
-			known := false
-			for _, p := range cur.Processes {
-				if in[p.PID] && p.HasWorkingSet {
-					ws += p.DemandBytes
-					known = true
-				}
-			}
-			return float64(ws) / float64(limit), known
 		}
+		return float64(ws) / float64(scope.LimitBytes), known
 	}
 	var ws, rss uint64
 	known := false
 	for _, p := range cur.Processes {
-		if p.HasWorkingSet {
-			ws += p.DemandBytes
+		if pv := procs[p.PID]; pv.HasWorkingSet {
+			ws += pv.DemandBytes
 			rss += p.ResidentBytes
 			known = true
 		}
@@ -157,23 +186,25 @@ func (ind *Indicators) ratio(cur *sampler.Sample) (float64, bool) {
 	return float64(ws) / avail, true
 }
 
-// report logs a transition with the processes involved.
-func (ind *Indicators) report(tr Transition, cur *sampler.Sample) {
+// names are the processes' "comm/pid", for the log and the run record.
+func names(pids []int, cur *sampler.Reading) []string {
 	comm := make(map[int]string, len(cur.Processes))
 	for _, p := range cur.Processes {
 		comm[p.PID] = p.Comm
 	}
-	names := make([]string, 0, len(tr.HighFault))
-	for _, pid := range tr.HighFault {
-		names = append(names, comm[pid]+"/"+strconv.Itoa(pid))
+	out := make([]string, 0, len(pids))
+	for _, pid := range pids {
+		out = append(out, comm[pid]+"/"+strconv.Itoa(pid))
 	}
+	return out
+}
+
+// log logs a transition with the processes involved.
+func (ind *Indicators) log(tr Transition) {
 	level := slog.LevelInfo
 	if tr.To == Thrashing {
 		level = slog.LevelWarn
 	}
 	ind.cfg.Logger.Log(context.Background(), level, "thrash detector: "+StateNames[tr.From]+" → "+StateNames[tr.To],
-		"why", tr.Why, "high_fault", strings.Join(names, " "))
-	if ind.cfg.OnTransition != nil {
-		ind.cfg.OnTransition(tr, cur.Time, names)
-	}
+		"why", tr.Why, "high_fault", strings.Join(tr.Names, " "))
 }

@@ -2,6 +2,7 @@ package indicators
 
 import (
 	"math"
+	"slices"
 	"testing"
 	"time"
 
@@ -12,8 +13,8 @@ import (
 
 // sample builds a sample at t seconds with CPU busy share busy (of 100
 // ticks per second) and the given cumulative anon faults per pid.
-func sample(t float64, busy float64, faults map[int]uint64) *sampler.Sample {
-	s := &sampler.Sample{
+func sample(t float64, busy float64, faults map[int]uint64) *sampler.Reading {
+	s := &sampler.Reading{
 		Time:   time.Unix(1000, 0).Add(time.Duration(t * float64(time.Second))),
 		CPU:    procfs.CPUSeconds{User: t * busy, Idle: t * (100 - busy)},
 		Memory: procfs.Memory{AvailableBytes: 100 << 20},
@@ -33,40 +34,49 @@ func TestIndicatorsFollowARun(t *testing.T) {
 		WorkingSet: func(pid int) (WorkingSetEstimate, bool) {
 			return WorkingSetEstimate{Bytes: 40 << 20, DemandBytes: 60 << 20}, true
 		},
-		Scope:        func() ([]int, int64, bool) { return []int{1, 2}, 100 << 20, true },
-		OnTransition: func(tr Transition, _ time.Time, names []string) { got = append(got, tr) },
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
 	// Two processes at 100 anon faults/s on starved CPUs: monitoring, then
 	// thrashing. File faults must not count with fault-kind=anon.
-	var prev *sampler.Sample
+	run := Scope{PIDs: []int{1, 2}, LimitBytes: 100 << 20}
+	var prev *sampler.Reading
+	var v Verdict
 	for i := range 4 {
 		cur := sample(float64(i), 20, map[int]uint64{1: uint64(100 * i), 2: uint64(100 * i), 3: 0})
-		annotate(ind, prev, cur)
+		v = judge(ind, prev, cur, run)
+		if v.Transition != nil {
+			got = append(got, *v.Transition)
+			if !v.Transition.At.Equal(cur.Time) {
+				t.Errorf("a transition at %v, want the reading's time %v", v.Transition.At, cur.Time)
+			}
+		}
 		prev = cur
 	}
-	if prev.ThrashingState != Thrashing || prev.HighFaultCount != 2 || len(got) != 2 {
-		t.Fatalf("state %d, %d high, transitions %+v", prev.ThrashingState, prev.HighFaultCount, got)
+	if v.State != Thrashing || v.HighFaultCount != 2 || len(got) != 2 {
+		t.Fatalf("state %d, %d high, transitions %+v", v.State, v.HighFaultCount, got)
 	}
-	if prev.Transitions[Thrashing] != 1 || prev.Transitions[Monitoring] != 1 {
-		t.Errorf("transition counts %v", prev.Transitions)
+	if v.Transitions[Thrashing] != 1 || v.Transitions[Monitoring] != 1 {
+		t.Errorf("transition counts %v", v.Transitions)
+	}
+	if tr := got[1]; !slices.Equal(tr.Names, []string{"consumer/1", "consumer/2"}) {
+		t.Errorf("the transition to thrashing names %v, want consumer/1, consumer/2", tr.Names)
 	}
 	for _, p := range prev.Processes {
-		if p.HighFault != (p.PID != 3) || !p.HasWorkingSet {
-			t.Errorf("pid %d: high %v, ws %v", p.PID, p.HighFault, p.HasWorkingSet)
+		if pv := v.Processes[p.PID]; pv.HighFault != (p.PID != 3) || !pv.HasWorkingSet {
+			t.Errorf("pid %d: high %v, ws %v", p.PID, pv.HighFault, pv.HasWorkingSet)
 		}
 	}
 	// Consumers' 2 × 60 MiB against the 100 MiB cgroup limit.
-	if !prev.HasWorkingSetRatio || math.Abs(prev.WorkingSetRatio-1.2) > 1e-9 {
-		t.Errorf("ratio %v %v, want 1.2", prev.WorkingSetRatio, prev.HasWorkingSetRatio)
+	if !v.HasWorkingSetRatio || math.Abs(v.WorkingSetRatio-1.2) > 1e-9 {
+		t.Errorf("ratio %v %v, want 1.2", v.WorkingSetRatio, v.HasWorkingSetRatio)
 	}
 	// The faults stop: back to normal.
 	cur := sample(5, 20, map[int]uint64{1: 300, 2: 300, 3: 0})
-	annotate(ind, prev, cur)
-	if cur.ThrashingState != Normal || cur.HighFaultCount != 0 {
-		t.Errorf("after the faults stop: state %d, %d high", cur.ThrashingState, cur.HighFaultCount)
+	v = judge(ind, prev, cur, run)
+	if v.State != Normal || v.HighFaultCount != 0 {
+		t.Errorf("after the faults stop: state %d, %d high", v.State, v.HighFaultCount)
 	}
 }
 
@@ -76,31 +86,31 @@ func TestIndicatorsHostRatioAndFaultKind(t *testing.T) {
 			return WorkingSetEstimate{Bytes: 20 << 20, DemandBytes: 25 << 20}, pid != 3
 		}})
 	prev := sample(0, 20, map[int]uint64{1: 0, 2: 0, 3: 0})
-	annotate(ind, nil, prev)
+	judge(ind, nil, prev, Scope{})
 	cur := sample(1, 20, map[int]uint64{1: 0, 2: 0, 3: 0})
 	// fault-kind=all: the 1000 file faults in sample() appear only as a
 	// level, so rates stay 0 here; bump file faults on two processes.
 	cur.Processes[0].MajorFaults[probe.File] += 50
 	cur.Processes[1].MajorFaults[probe.File] += 50
-	annotate(ind, prev, cur)
-	if cur.HighFaultCount != 2 {
-		t.Errorf("fault-kind=all: %d high, want 2 (file faults count)", cur.HighFaultCount)
+	v := judge(ind, prev, cur, Scope{})
+	if v.HighFaultCount != 2 {
+		t.Errorf("fault-kind=all: %d high, want 2 (file faults count)", v.HighFaultCount)
 	}
 	// Host-wide: 2 × 25 MiB of working set over 100 MiB available plus
 	// their 2 × 50 MiB resident.
-	if want := 50.0 / 200; math.Abs(cur.WorkingSetRatio-want) > 1e-9 {
-		t.Errorf("host ratio %v, want %v", cur.WorkingSetRatio, want)
+	if want := 50.0 / 200; math.Abs(v.WorkingSetRatio-want) > 1e-9 {
+		t.Errorf("host ratio %v, want %v", v.WorkingSetRatio, want)
 	}
 	if _, err := New(Config{Detector: DefaultDetectorConfig(), FaultKind: "swap"}); err == nil {
 		t.Error("a bad fault kind was accepted")
 	}
 }
 
-// annotate does what the sampler does before its Annotate hook: the rates
-// since the previous sample.
-func annotate(ind *Indicators, prev, cur *sampler.Sample) {
+// judge does what the sampler does before the pipeline judges a reading:
+// the rates since the previous one.
+func judge(ind *Indicators, prev, cur *sampler.Reading, scope Scope) Verdict {
 	if prev != nil {
 		cur.Rates, cur.HasRates = sampler.RatesBetween(prev, cur), true
 	}
-	ind.Annotate(prev, cur)
+	return ind.Judge(prev, cur, scope)
 }

@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"github.com/thrashscope/thrashscope/internal/history"
+	"github.com/thrashscope/thrashscope/internal/indicators"
+	"github.com/thrashscope/thrashscope/internal/pipeline"
 	"github.com/thrashscope/thrashscope/internal/probe"
 	"github.com/thrashscope/thrashscope/internal/procfs"
 	"github.com/thrashscope/thrashscope/internal/sampler"
@@ -24,11 +26,11 @@ var t0 = time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
 // traffic, stall and the detector's rise, then quiet again.
 func thrash(t testing.TB, s *history.Store, n int) {
 	t.Helper()
-	var prev *sampler.Sample
+	var prev *pipeline.Tick
 	for i := range n {
 		phase := math.Sin(math.Pi * float64(i) / float64(n)) // 0 → 1 → 0
-		cur := &sampler.Sample{Time: t0.Add(time.Duration(i) * time.Second), HasRates: true, HasDetector: true,
-			Pressure: &procfs.Pressure{}, HasWorkingSetRatio: true, WorkingSetRatio: 0.5 + 2*phase}
+		cur := &sampler.Reading{Time: t0.Add(time.Duration(i) * time.Second), HasRates: true, Pressure: &procfs.Pressure{}}
+		v := &indicators.Verdict{HasWorkingSetRatio: true, WorkingSetRatio: 0.5 + 2*phase, Processes: map[int]indicators.ProcessVerdict{}}
 		cur.Rates = sampler.Rates{
 			CPUUserPercent: 40 - 30*phase, CPUSystemPercent: 5 + 40*phase,
 			SwapInPagesPerSecond: 46000 * phase, SwapOutPagesPerSecond: 45000 * phase,
@@ -36,19 +38,20 @@ func thrash(t testing.TB, s *history.Store, n int) {
 		}
 		switch {
 		case phase > 0.8:
-			cur.ThrashingState, cur.HighFaultCount = 2, 25
+			v.State, v.HighFaultCount = 2, 25
 		case phase > 0.5:
-			cur.ThrashingState, cur.HighFaultCount = 1, 12
+			v.State, v.HighFaultCount = 1, 12
 		}
 		for c := range 3 {
-			p := sampler.Process{MajorFaults: probe.FaultCounts{probe.Anon: uint64(i * 1000 * (c + 1)), probe.File: uint64(i)}, Stall: probe.StallTime{OffCPU: time.Duration(i) * 300 * time.Millisecond}, HasStall: true,
-				HighFault: c == 0, WorkingSetBytes: 9 << 20, HasWorkingSet: true}
+			p := sampler.Process{MajorFaults: probe.FaultCounts{probe.Anon: uint64(i * 1000 * (c + 1)), probe.File: uint64(i)}, Stall: probe.StallTime{OffCPU: time.Duration(i) * 300 * time.Millisecond}, HasStall: true}
 			p.PID, p.StartTicks, p.Comm = 1000+c, 1, "consumer-0"+string(rune('0'+c))
+			v.Processes[p.PID] = indicators.ProcessVerdict{HighFault: c == 0, WorkingSetBytes: 9 << 20, HasWorkingSet: true}
 			p.ResidentBytes, p.SwapBytes = 7<<20, 3<<20
 			cur.Processes = append(cur.Processes, p)
 		}
-		s.OnSample(prev, cur)
-		prev = cur
+		tick := &pipeline.Tick{Reading: cur, Verdict: v}
+		s.Observe(prev, tick)
+		prev = tick
 	}
 }
 
@@ -191,7 +194,7 @@ func TestPageStates(t *testing.T) {
 		s := history.New(time.Second)
 		p := sampler.Process{}
 		p.PID, p.Comm = 66, "<img src=x>"
-		s.OnSample(nil, &sampler.Sample{Time: t0, HasRates: true, Processes: []sampler.Process{p}})
+		s.Observe(nil, &pipeline.Tick{Reading: &sampler.Reading{Time: t0, HasRates: true, Processes: []sampler.Process{p}}})
 		body := get(t, New(Options{History: s}), "GET", "/").Body.String()
 		if strings.Contains(body, "<img src=x>") || !strings.Contains(body, "&lt;img src=x&gt;") {
 			t.Error("a process name is not escaped")

@@ -4,7 +4,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/thrashscope/thrashscope/internal/indicators"
-	"github.com/thrashscope/thrashscope/internal/sampler"
+	"github.com/thrashscope/thrashscope/internal/pipeline"
 )
 
 // detector exports the indicators' host-wide verdict.
@@ -28,11 +28,12 @@ func (m *detector) describe(ch chan<- *prometheus.Desc) {
 	}
 }
 
-func (m *detector) update(s *sampler.Sample, ch chan<- prometheus.Metric) {
-	if !s.HasDetector {
+func (m *detector) update(t *pipeline.Tick, ch chan<- prometheus.Metric) {
+	s := t.Verdict
+	if s == nil {
 		return
 	}
-	send(ch, m.state, prometheus.GaugeValue, float64(s.ThrashingState))
+	send(ch, m.state, prometheus.GaugeValue, float64(s.State))
 	send(ch, m.high, prometheus.GaugeValue, float64(s.HighFaultCount))
 	if s.HasWorkingSetRatio {
 		send(ch, m.ratio, prometheus.GaugeValue, s.WorkingSetRatio)

@@ -1,5 +1,5 @@
 // Package metrics exports thrashscope's readings to Prometheus. Every
-// collector works from the sampler's latest Sample, so a scrape costs no
+// collector works from the pipeline's latest Tick, so a scrape costs no
 // extra reads of the kernel and all series of one scrape agree in time.
 //
 // One file per source: system.go (procfs), process.go (per process),
@@ -13,19 +13,19 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/thrashscope/thrashscope/internal/sampler"
+	"github.com/thrashscope/thrashscope/internal/pipeline"
 )
 
 const namespace = "thrashscope"
 
-// Source gives the latest sample.
+// Source gives the latest tick.
 type Source interface {
-	Latest() (*sampler.Sample, bool)
+	Latest() (*pipeline.Tick, bool)
 }
 
 type updater interface {
 	describe(ch chan<- *prometheus.Desc)
-	update(s *sampler.Sample, ch chan<- prometheus.Metric)
+	update(t *pipeline.Tick, ch chan<- prometheus.Metric)
 }
 
 // Collector is the thrashscope_* collector.
@@ -49,12 +49,12 @@ func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 // Collect implements prometheus.Collector. Before the first sample it
 // exports nothing rather than zeros that would read as real values.
 func (c *Collector) Collect(ch chan<- prometheus.Metric) {
-	s, ok := c.src.Latest()
+	t, ok := c.src.Latest()
 	if !ok {
 		return
 	}
 	for _, u := range c.updaters {
-		u.update(s, ch)
+		u.update(t, ch)
 	}
 }
 

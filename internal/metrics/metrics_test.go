@@ -9,6 +9,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	dto "github.com/prometheus/client_model/go"
 
+	"github.com/thrashscope/thrashscope/internal/indicators"
+	"github.com/thrashscope/thrashscope/internal/pipeline"
 	"github.com/thrashscope/thrashscope/internal/probe"
 	"github.com/thrashscope/thrashscope/internal/procfs"
 	"github.com/thrashscope/thrashscope/internal/sampler"
@@ -33,11 +35,11 @@ func collector(t *testing.T, root string, p sampler.ProbeReader) *Collector {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := sampler.New(sampler.Config{ProcFS: fs, Probe: p, TopK: 5})
-	if err := s.SampleOnce(); err != nil {
+	line := pipeline.New(pipeline.Config{Sampler: sampler.New(sampler.Config{ProcFS: fs, Probe: p, TopK: 5})})
+	if err := line.Step(); err != nil {
 		t.Fatal(err)
 	}
-	return NewCollector(s)
+	return NewCollector(line)
 }
 
 func TestSystemMetricsFromFixtures(t *testing.T) {
@@ -213,12 +215,12 @@ thrashscope_probe_program_run_seconds_total{program="memory_stall"} 0
 	t.Error("no anon major_fault_latency_seconds histogram")
 }
 
-type fixedSource struct{ s *sampler.Sample }
+type fixedSource struct{ t *pipeline.Tick }
 
-func (f fixedSource) Latest() (*sampler.Sample, bool) { return f.s, true }
+func (f fixedSource) Latest() (*pipeline.Tick, bool) { return f.t, true }
 
 func TestProcfsAloneExportsOnlyUnknownKind(t *testing.T) {
-	smp := &sampler.Sample{Processes: []sampler.Process{{
+	smp := &sampler.Reading{Processes: []sampler.Process{{
 		Process:     procfs.Process{PID: 77, Comm: "thrasher"},
 		MajorFaults: probe.FaultCounts{probe.Unknown: 42},
 	}}}
@@ -227,7 +229,7 @@ func TestProcfsAloneExportsOnlyUnknownKind(t *testing.T) {
 # TYPE thrashscope_process_major_faults_total counter
 thrashscope_process_major_faults_total{comm="thrasher",kind="unknown",pid="77"} 42
 `
-	c := NewCollector(fixedSource{smp})
+	c := NewCollector(fixedSource{&pipeline.Tick{Reading: smp}})
 	if err := testutil.CollectAndCompare(c, strings.NewReader(want), "thrashscope_process_major_faults_total"); err != nil {
 		t.Error(err)
 	}
@@ -254,15 +256,17 @@ func TestProgramStatsAbsentWhileNeverOn(t *testing.T) {
 // other process's series are still there: a label Prometheus refuses used
 // to panic the collector and drop the rest of the scrape.
 func TestInvalidUTF8CommKeepsEverySeries(t *testing.T) {
-	s := &sampler.Sample{HasDetector: true, ThrashingState: 2, HighFaultCount: 2}
+	s := &sampler.Reading{}
+	v := &indicators.Verdict{State: 2, HighFaultCount: 2, Processes: map[int]indicators.ProcessVerdict{}}
 	for i, comm := range []string{"dataproc-\xc3", "postgres", "caf\xc3\xa9\xff"} {
-		p := sampler.Process{HighFault: true}
+		p := sampler.Process{}
 		p.PID, p.Comm = 100+i, comm
 		p.MajorFaults[0] = 7
 		s.Processes = append(s.Processes, p)
+		v.Processes[p.PID] = indicators.ProcessVerdict{HighFault: true}
 	}
 	reg := prometheus.NewPedanticRegistry()
-	reg.MustRegister(NewCollector(fixedSource{s}))
+	reg.MustRegister(NewCollector(fixedSource{&pipeline.Tick{Reading: s, Verdict: v}}))
 	mfs, err := reg.Gather()
 	if err != nil {
 		t.Fatalf("gather: %v", err)

@@ -5,8 +5,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/thrashscope/thrashscope/internal/pipeline"
 	"github.com/thrashscope/thrashscope/internal/probe"
-	"github.com/thrashscope/thrashscope/internal/sampler"
 )
 
 // Latency buckets: log2 slots 11..33, so upper bounds from 4.1 µs to 17 s.
@@ -39,7 +39,8 @@ func (m *probes) describe(ch chan<- *prometheus.Desc) {
 	ch <- m.runTime
 }
 
-func (m *probes) update(s *sampler.Sample, ch chan<- prometheus.Metric) {
+func (m *probes) update(t *pipeline.Tick, ch chan<- prometheus.Metric) {
+	s := t.Reading
 	up := make(map[string]bool, len(s.Probes))
 	for _, st := range s.Probes {
 		up[st.Name] = st.Attached

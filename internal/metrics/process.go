@@ -5,8 +5,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/thrashscope/thrashscope/internal/pipeline"
 	"github.com/thrashscope/thrashscope/internal/probe"
-	"github.com/thrashscope/thrashscope/internal/sampler"
 )
 
 // processes exports the tracked processes only (top-K plus the active run's
@@ -38,7 +38,8 @@ func (m *processes) describe(ch chan<- *prometheus.Desc) {
 	}
 }
 
-func (m *processes) update(s *sampler.Sample, ch chan<- prometheus.Metric) {
+func (m *processes) update(t *pipeline.Tick, ch chan<- prometheus.Metric) {
+	s := t.Reading
 	for _, p := range s.Processes {
 		pid, comm := strconv.Itoa(p.PID), p.Comm
 		for i, kind := range probe.Kinds {
@@ -57,17 +58,19 @@ func (m *processes) update(s *sampler.Sample, ch chan<- prometheus.Metric) {
 		send(ch, m.rss, prometheus.GaugeValue, float64(p.ResidentBytes), pid, comm)
 		send(ch, m.swap, prometheus.GaugeValue, float64(p.SwapBytes), pid, comm)
 		send(ch, m.virt, prometheus.GaugeValue, float64(p.VirtualBytes), pid, comm)
-		if p.HasWorkingSet {
-			send(ch, m.wss, prometheus.GaugeValue, float64(p.WorkingSetBytes), pid, comm)
-			send(ch, m.demand, prometheus.GaugeValue, float64(p.DemandBytes), pid, comm)
+		if t.Verdict == nil {
+			continue
 		}
-		if s.HasDetector {
-			high := 0.0
-			if p.HighFault {
-				high = 1
-			}
-			send(ch, m.high, prometheus.GaugeValue, high, pid, comm)
+		pv := t.Verdict.Processes[p.PID]
+		if pv.HasWorkingSet {
+			send(ch, m.wss, prometheus.GaugeValue, float64(pv.WorkingSetBytes), pid, comm)
+			send(ch, m.demand, prometheus.GaugeValue, float64(pv.DemandBytes), pid, comm)
 		}
+		high := 0.0
+		if pv.HighFault {
+			high = 1
+		}
+		send(ch, m.high, prometheus.GaugeValue, high, pid, comm)
 	}
 }
 

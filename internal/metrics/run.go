@@ -18,41 +18,52 @@ type RunSource interface {
 // that follow it live, and counters across runs.
 type RunCollector struct {
 	src       RunSource
-	durations prometheus.Histogram
+	durations *CycleDurations
 
 	info, active, planned, demand, limit, cycles, lateness, outcomes, writeErrors *prometheus.Desc
 }
 
-// NewRunCollector builds the run metrics over a run manager.
-func NewRunCollector(src RunSource) *RunCollector {
+// CycleDurations is the histogram of the consumers' write cycles. It is
+// made before the run manager, which feeds it (ObserveCycle), and exported
+// by the RunCollector over that manager.
+type CycleDurations struct{ h prometheus.Histogram }
+
+// NewCycleDurations makes the empty histogram.
+func NewCycleDurations() *CycleDurations {
+	return &CycleDurations{h: prometheus.NewHistogram(prometheus.HistogramOpts{
+		Namespace: namespace,
+		Name:      "run_write_cycle_duration_seconds",
+		Help:      "How long consumers' write cycles took (W writes, without the sleep); slow cycles are thrashing.",
+		Buckets:   prometheus.ExponentialBuckets(0.0005, 2, 18), // 0.5 ms to about 65 s
+	})}
+}
+
+// ObserveCycle records one write cycle's duration.
+func (c *CycleDurations) ObserveCycle(_ int, d time.Duration) { c.h.Observe(d.Seconds()) }
+
+// NewRunCollector builds the run metrics over a run manager and the
+// histogram it feeds.
+func NewRunCollector(src RunSource, cycles *CycleDurations) *RunCollector {
 	d := desc
 	return &RunCollector{
-		src: src,
-		durations: prometheus.NewHistogram(prometheus.HistogramOpts{
-			Namespace: namespace,
-			Name:      "run_write_cycle_duration_seconds",
-			Help:      "How long consumers' write cycles took (W writes, without the sleep); slow cycles are thrashing.",
-			Buckets:   prometheus.ExponentialBuckets(0.0005, 2, 18), // 0.5 ms to about 65 s
-		}),
-		info:     d("run_info", "The most recent run, active or ended; 1.", "run_id", "preset"),
-		active:   d("run_consumers_active", "Consumers of the most recent run that hold their memory now."),
-		planned:  d("run_consumers_planned", "Consumers the schedule has active now."),
-		demand:   d("run_demand_bytes", "Memory the active consumers ask for: active × size."),
-		limit:    d("run_memory_limit_bytes", "The run cgroup's memory limit."),
-		cycles:   d("run_write_cycles_total", "Write cycles each consumer of the most recent run has finished.", "consumer"),
-		lateness: d("run_consumer_lateness_seconds", "How long past its planned finish t_f each consumer ended (or, still running, is now).", "consumer"),
-		outcomes: d("runs_total", "Runs that ended, by outcome.", "outcome"),
+		src:       src,
+		durations: cycles,
+		info:      d("run_info", "The most recent run, active or ended; 1.", "run_id", "preset"),
+		active:    d("run_consumers_active", "Consumers of the most recent run that hold their memory now."),
+		planned:   d("run_consumers_planned", "Consumers the schedule has active now."),
+		demand:    d("run_demand_bytes", "Memory the active consumers ask for: active × size."),
+		limit:     d("run_memory_limit_bytes", "The run cgroup's memory limit."),
+		cycles:    d("run_write_cycles_total", "Write cycles each consumer of the most recent run has finished.", "consumer"),
+		lateness:  d("run_consumer_lateness_seconds", "How long past its planned finish t_f each consumer ended (or, still running, is now).", "consumer"),
+		outcomes:  d("runs_total", "Runs that ended, by outcome.", "outcome"),
 		writeErrors: d("run_record_write_errors_total", "Writes of run records and tables to --data.dir that failed (a full disk, a read-only file system); "+
 			"a run that cannot write its first record is refused with 507. The observer's log has each cause."),
 	}
 }
 
-// ObserveCycle records one write cycle's duration.
-func (c *RunCollector) ObserveCycle(_ int, d time.Duration) { c.durations.Observe(d.Seconds()) }
-
 // Describe implements prometheus.Collector.
 func (c *RunCollector) Describe(ch chan<- *prometheus.Desc) {
-	c.durations.Describe(ch)
+	c.durations.h.Describe(ch)
 	for _, d := range []*prometheus.Desc{c.info, c.active, c.planned, c.demand, c.limit, c.cycles, c.lateness, c.outcomes, c.writeErrors} {
 		ch <- d
 	}
@@ -60,7 +71,7 @@ func (c *RunCollector) Describe(ch chan<- *prometheus.Desc) {
 
 // Collect implements prometheus.Collector.
 func (c *RunCollector) Collect(ch chan<- prometheus.Metric) {
-	c.durations.Collect(ch)
+	c.durations.h.Collect(ch)
 	st, ok := c.src.Status()
 	for _, o := range runs.OutcomeNames {
 		send(ch, c.outcomes, prometheus.CounterValue, float64(st.Outcomes[o]), o)

@@ -20,7 +20,8 @@ func (f fakeRuns) Status() (runs.Status, bool) { return f.st, f.ok }
 
 func TestRunMetrics(t *testing.T) {
 	src := &fakeRuns{st: runs.Status{Outcomes: map[string]uint64{loadgen.StateCompleted: 2}, WriteErrors: 3}}
-	c := NewRunCollector(src)
+	cycles := NewCycleDurations()
+	c := NewRunCollector(src, cycles)
 	// Before any run: only the outcome counters, each from 0, and the
 	// failed writes (a run refused for a full disk is never a run).
 	want := `
@@ -41,8 +42,8 @@ thrashscope_run_record_write_errors_total 3
 	src.st = runs.Status{ID: "20261122-101500-abcdef", Preset: "e4", Active: true, Outcomes: src.st.Outcomes,
 		Progress: loadgen.Progress{Active: 3, Planned: 4, DemandBytes: 30 << 20, LimitBytes: 100 << 20,
 			Cycles: []uint64{10, 7}, LatenessSeconds: []float64{0, 1.5}}}
-	c.ObserveCycle(0, 3*time.Millisecond)
-	c.ObserveCycle(1, 2*time.Second)
+	cycles.ObserveCycle(0, 3*time.Millisecond)
+	cycles.ObserveCycle(1, 2*time.Second)
 	want = `
 # HELP thrashscope_run_info The most recent run, active or ended; 1.
 # TYPE thrashscope_run_info gauge

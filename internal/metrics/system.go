@@ -3,7 +3,7 @@ package metrics
 import (
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/thrashscope/thrashscope/internal/sampler"
+	"github.com/thrashscope/thrashscope/internal/pipeline"
 )
 
 type system struct {
@@ -41,7 +41,8 @@ func (m *system) describe(ch chan<- *prometheus.Desc) {
 	}
 }
 
-func (m *system) update(s *sampler.Sample, ch chan<- prometheus.Metric) {
+func (m *system) update(t *pipeline.Tick, ch chan<- prometheus.Metric) {
+	s := t.Reading
 	counter := func(d *prometheus.Desc, v float64, labels ...string) {
 		send(ch, d, prometheus.CounterValue, v, labels...)
 	}

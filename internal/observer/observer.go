@@ -32,10 +32,10 @@ import (
 	"github.com/thrashscope/thrashscope/internal/live"
 	"github.com/thrashscope/thrashscope/internal/loadgen"
 	"github.com/thrashscope/thrashscope/internal/metrics"
+	"github.com/thrashscope/thrashscope/internal/pipeline"
 	"github.com/thrashscope/thrashscope/internal/probe"
 	"github.com/thrashscope/thrashscope/internal/procfs"
 	"github.com/thrashscope/thrashscope/internal/runs"
-	"github.com/thrashscope/thrashscope/internal/sampler"
 	"github.com/thrashscope/thrashscope/internal/store"
 )
 
@@ -44,7 +44,7 @@ type Observer struct {
 	cfg      Config
 	logger   *slog.Logger
 	probe    *probe.Probe // nil on procfs alone
-	sampler  *sampler.Sampler
+	pipeline *pipeline.Pipeline
 	registry *prometheus.Registry
 	handler  http.Handler
 	runs     *runs.Manager          // nil when runs are unavailable
@@ -81,65 +81,23 @@ func build(cfg Config, logger *slog.Logger, checkOnly bool) (*Observer, error) {
 		}
 	}
 
-	scfg := sampler.Config{
-		ProcFS:   fs,
-		Interval: cfg.SampleInterval,
-		TopK:     cfg.TopK,
-		Logger:   logger.With("component", "sampler"),
-	}
-	if o.probe != nil {
-		scfg.Probe = o.probe
-	}
-	var runCollector *metrics.RunCollector
+	var cycles *metrics.CycleDurations
 	if !checkOnly {
-		o.runs = newRuns(cfg, fs, logger, func(i int, d time.Duration) { runCollector.ObserveCycle(i, d) })
+		cycles = metrics.NewCycleDurations()
+		o.runs = newRuns(cfg, fs, logger, cycles.ObserveCycle)
 	}
 	o.history = history.New(cfg.SampleInterval)
-	scfg.OnSample = o.history.OnSample
-	if o.runs != nil {
-		scfg.Pinned = o.runs.Pinned
-		scfg.OnSample = func(prev, cur *sampler.Sample) {
-			o.runs.OnSample(prev, cur)
-			o.history.OnSample(prev, cur)
-		}
-		runCollector = metrics.NewRunCollector(o.runs)
-	}
-	icfg := indicators.Config{Detector: cfg.Detector, FaultKind: cfg.FaultKind, Logger: logger.With("component", "detector")}
-	if cfg.WSSInterval > 0 {
-		wcfg := indicators.WorkingSetConfig{
-			ProcfsPath: cfg.ProcfsPath, Interval: cfg.WSSInterval, Logger: logger.With("component", "wss"),
-			Every: int((cfg.WSSPeriod + cfg.WSSInterval/2) / cfg.WSSInterval),
-		}
-		if p := o.probe; p != nil {
-			wcfg.Stall = func(pid int) (time.Duration, bool) {
-				s, ok := p.StallOf(uint32(pid))
-				return s.Total(), ok
-			}
-		}
-		o.wss = indicators.NewWorkingSet(wcfg)
-		icfg.WorkingSet = o.wss.Estimate
-		icfg.ScanSeconds = func() float64 { return o.wss.Stats().ScanSeconds }
-	}
-	if o.runs != nil {
-		icfg.Scope = o.runs.Scope
-		icfg.OnTransition = func(t indicators.Transition, at time.Time, names []string) {
-			o.runs.AddTransition(loadgen.Transition{At: at, To: indicators.StateNames[t.To], Processes: names})
-		}
-	}
-	ind, err := indicators.New(icfg)
-	if err != nil {
+	if o.pipeline, err = o.declarePipeline(cfg, fs, logger); err != nil {
 		o.Close()
 		return nil, err
 	}
-	scfg.Annotate = ind.Annotate
-	o.sampler = sampler.New(scfg)
 
 	o.registry = prometheus.NewRegistry()
-	if runCollector != nil {
-		o.registry.MustRegister(runCollector)
+	if o.runs != nil {
+		o.registry.MustRegister(metrics.NewRunCollector(o.runs, cycles))
 	}
 	o.registry.MustRegister(
-		metrics.NewCollector(o.sampler),
+		metrics.NewCollector(o.pipeline),
 		versioncollector.NewCollector("thrashscope"),
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
@@ -147,7 +105,7 @@ func build(cfg Config, logger *slog.Logger, checkOnly bool) (*Observer, error) {
 	opts := api.Options{
 		Gatherer:    o.registry,
 		Registerer:  o.registry,
-		Ready:       func() bool { _, ok := o.sampler.Latest(); return ok },
+		Ready:       func() bool { _, ok := o.pipeline.Latest(); return ok },
 		Pprof:       cfg.EnablePprof,
 		Logger:      logger.With("component", "api"),
 		ListenHosts: listenHosts(cfg.ListenAddresses),
@@ -286,7 +244,7 @@ func Listen(addrs []string) ([]net.Listener, error) {
 func (o *Observer) Run(ctx context.Context, listeners []net.Listener, webConfigFile string) error {
 	var wg sync.WaitGroup
 	sampleCtx, stopSampling := context.WithCancel(ctx)
-	wg.Go(func() { o.sampler.Run(sampleCtx) })
+	wg.Go(func() { o.pipeline.Run(sampleCtx) })
 	if o.wss != nil {
 		wg.Go(func() { o.wss.Run(sampleCtx, o.trackedPIDs) })
 	}
@@ -379,12 +337,12 @@ func (o *Observer) trackedPIDs() []int {
 	var pids []int
 	seen := map[int]bool{}
 	if o.runs != nil {
-		for _, pid := range o.runs.Pinned() {
+		for _, pid := range o.runs.Scope().PIDs {
 			pids, seen[pid] = append(pids, pid), true
 		}
 	}
-	if s, ok := o.sampler.Latest(); ok {
-		for _, p := range s.Processes {
+	if t, ok := o.pipeline.Latest(); ok {
+		for _, p := range t.Reading.Processes {
 			if !seen[p.PID] {
 				pids = append(pids, p.PID)
 			}
@@ -420,7 +378,7 @@ func Check(cfg Config, w io.Writer, logger *slog.Logger) error {
 		return err
 	}
 	defer o.Close()
-	if err := o.sampler.SampleOnce(); err != nil {
+	if err := o.pipeline.Step(); err != nil {
 		return fmt.Errorf("first sample: %w", err)
 	}
 	statuses := o.Probes()

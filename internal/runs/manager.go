@@ -24,9 +24,10 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/thrashscope/thrashscope/internal/cgroup"
+	"github.com/thrashscope/thrashscope/internal/indicators"
 	"github.com/thrashscope/thrashscope/internal/loadgen"
+	"github.com/thrashscope/thrashscope/internal/pipeline"
 	"github.com/thrashscope/thrashscope/internal/procfs"
-	"github.com/thrashscope/thrashscope/internal/sampler"
 	"github.com/thrashscope/thrashscope/internal/store"
 	"github.com/thrashscope/thrashscope/internal/strictjson"
 )
@@ -305,12 +306,24 @@ func errnoText(err error) string {
 	return err.Error()
 }
 
-// OnSample adds a row to the active run's table; the sampler calls it.
-func (m *Manager) OnSample(_, cur *sampler.Sample) {
+// Observe is the run recorder, a sink of the pipeline: it adds the tick to
+// the active run's tables and its detector transition to the run record.
+func (m *Manager) Observe(_, tick *pipeline.Tick) {
 	m.mu.Lock()
 	a := m.active
 	m.mu.Unlock()
-	if a == nil || !cur.HasRates {
+	if a == nil {
+		return
+	}
+	var verdict indicators.Verdict
+	if tick.Verdict != nil {
+		verdict = *tick.Verdict
+	}
+	if tr := verdict.Transition; tr != nil {
+		a.run.AddTransition(loadgen.Transition{At: tr.At, To: indicators.StateNames[tr.To], Processes: tr.Names})
+	}
+	cur := tick.Reading
+	if !cur.HasRates {
 		return
 	}
 	rec := a.run.Record()
@@ -352,8 +365,8 @@ func (m *Manager) OnSample(_, cur *sampler.Sample) {
 			ResidentBytes: int64(pr.ResidentBytes), SwapBytes: int64(pr.SwapBytes),
 			WorkingSetBytes: -1, MajorFaultsPerSecond: -1, StallPercent: -1,
 		}
-		if pr.HasWorkingSet {
-			prow.WorkingSetBytes = int64(pr.WorkingSetBytes)
+		if pv := verdict.Processes[pr.PID]; pv.HasWorkingSet {
+			prow.WorkingSetBytes = int64(pv.WorkingSetBytes)
 		}
 		// maj_flt, read for every tracked process with or without BPF.
 		if before, ok := a.prevMajor[pr.PID]; ok && row.Rates.Seconds > 0 && pr.Process.MajorFaults >= before {
@@ -413,17 +426,6 @@ func ended(r *loadgen.Run) bool {
 	default:
 		return false
 	}
-}
-
-// Pinned are the active run's consumers, tracked whatever their activity.
-func (m *Manager) Pinned() []int {
-	m.mu.Lock()
-	a := m.active
-	m.mu.Unlock()
-	if a == nil {
-		return nil
-	}
-	return a.run.PIDs()
 }
 
 // List returns every run, newest first.
@@ -513,21 +515,15 @@ func (m *Manager) Status() (Status, bool) {
 	return Status{ID: rec.ID, Preset: rec.Spec.Preset, Active: isActive, Progress: last.run.Progress(), Outcomes: outcomes, WriteErrors: werr}, true
 }
 
-// Scope is the active run's live consumers and its cgroup limit, for the
-// working-set ratio; false when no run is active.
-func (m *Manager) Scope() ([]int, int64, bool) {
+// Scope is the active run's live consumers, tracked whatever their
+// activity, and its cgroup limit, for the working-set ratio; the zero Scope
+// when no run is active. It is the pipeline's first input.
+func (m *Manager) Scope() indicators.Scope {
 	r := m.Current()
 	if r == nil {
-		return nil, 0, false
+		return indicators.Scope{}
 	}
-	return r.PIDs(), r.Record().Spec.MemoryLimitBytes, true
-}
-
-// AddTransition records a detector transition in the active run, if any.
-func (m *Manager) AddTransition(t loadgen.Transition) {
-	if r := m.Current(); r != nil {
-		r.AddTransition(t)
-	}
+	return indicators.Scope{PIDs: r.PIDs(), LimitBytes: r.Record().Spec.MemoryLimitBytes}
 }
 
 // Current is the active run, or nil.

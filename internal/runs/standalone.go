@@ -10,6 +10,7 @@ import (
 
 	"github.com/thrashscope/thrashscope/internal/cgroup"
 	"github.com/thrashscope/thrashscope/internal/loadgen"
+	"github.com/thrashscope/thrashscope/internal/pipeline"
 	"github.com/thrashscope/thrashscope/internal/procfs"
 	"github.com/thrashscope/thrashscope/internal/sampler"
 	"github.com/thrashscope/thrashscope/internal/store"
@@ -60,16 +61,14 @@ func RunStandalone(ctx context.Context, cfg StandaloneConfig) (loadgen.Record, e
 		cfg.Logger.Warn("cleaning up after an earlier run", "err", err)
 	}
 
-	var mu sync.Mutex
-	var rates sampler.Rates
-	smp := sampler.New(sampler.Config{
-		ProcFS: fs, Interval: time.Second, TopK: 1, Pinned: m.Pinned, Logger: cfg.Logger,
-		OnSample: func(prev, cur *sampler.Sample) {
-			m.OnSample(prev, cur)
-			mu.Lock()
-			rates = cur.Rates
-			mu.Unlock()
-		},
+	// The observer's pipeline without the probes or the indicators: the
+	// run's consumers read from procfs, into the recorder.
+	line := pipeline.New(pipeline.Config{
+		Sampler:  sampler.New(sampler.Config{ProcFS: fs, Interval: time.Second, TopK: 1, Logger: cfg.Logger}),
+		Scope:    m.Scope,
+		Sinks:    []pipeline.Sink{m},
+		Interval: time.Second,
+		Logger:   cfg.Logger,
 	})
 	rec, err := m.Start(cfg.Spec)
 	if err != nil {
@@ -78,7 +77,7 @@ func RunStandalone(ctx context.Context, cfg StandaloneConfig) (loadgen.Record, e
 	run := m.Current()
 	sctx, stopSampling := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
-	wg.Go(func() { smp.Run(sctx) })
+	wg.Go(func() { line.Run(sctx) })
 	defer func() { stopSampling(); wg.Wait() }()
 
 	tick := time.NewTicker(time.Second)
@@ -98,14 +97,15 @@ func RunStandalone(ctx context.Context, cfg StandaloneConfig) (loadgen.Record, e
 				continue
 			}
 			lastPrint = now
-			mu.Lock()
-			r := rates
-			mu.Unlock()
-			line := ProgressLine(run.Progress(), r)
+			var r sampler.Rates
+			if t, ok := line.Latest(); ok {
+				r = t.Reading.Rates
+			}
+			text := ProgressLine(run.Progress(), r)
 			if cfg.Interactive {
-				fmt.Fprint(cfg.Progress, "\r\033[K"+line)
+				fmt.Fprint(cfg.Progress, "\r\033[K"+text)
 			} else {
-				fmt.Fprintln(cfg.Progress, line)
+				fmt.Fprintln(cfg.Progress, text)
 			}
 		}
 	}

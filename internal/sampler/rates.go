@@ -21,13 +21,13 @@ type Rates struct {
 
 // RatesBetween computes the rates from prev to cur. Counters that went
 // backwards (a counter reset) give 0, not a negative rate.
-func RatesBetween(prev, cur *Sample) Rates {
+func RatesBetween(prev, cur *Reading) Rates {
 	secs := cur.Time.Sub(prev.Time).Seconds()
 	if secs <= 0 {
 		return Rates{}
 	}
 	r := Rates{Seconds: secs}
-	total := func(s *Sample) float64 {
+	total := func(s *Reading) float64 {
 		c := s.CPU
 		return c.User + c.Nice + c.System + c.Idle + c.IOWait + c.IRQ + c.SoftIRQ + c.Steal
 	}

@@ -1,17 +1,15 @@
-// Package sampler is thrashscope's sample loop. Every sample interval it reads
-// the probes and procfs once, ranks processes by recent fault activity, and
-// keeps the result as the latest Sample: the one reading that the metrics,
-// and later the indicators and the sample store, all work from.
+// Package sampler reads the host: once a tick it reads the probes and procfs,
+// ranks processes by recent fault activity and returns a Reading, the first
+// stage of the pipeline (package pipeline) that the indicators, the metrics,
+// the live page and the run recorder all work from.
 package sampler
 
 import (
 	"cmp"
-	"context"
 	"errors"
 	"log/slog"
 	"math"
 	"slices"
-	"sync"
 	"time"
 
 	"github.com/thrashscope/thrashscope/internal/probe"
@@ -30,21 +28,11 @@ type Config struct {
 	Probe    ProbeReader // nil when running on procfs alone
 	Interval time.Duration
 	TopK     int
-	// Pinned lists processes tracked whatever their activity: the consumers
-	// of the active run. Nil means none.
-	Pinned func() []int
-	// Annotate, when set, completes each new sample before it is
-	// published, with the one before it (nil at first): the indicators
-	// fill in working sets and the detector's verdict there.
-	Annotate func(prev, cur *Sample)
-	// OnSample, when set, sees each new sample after it is published; the
-	// run manager builds its sample table from them.
-	OnSample func(prev, cur *Sample)
 	Logger   *slog.Logger
 }
 
-// Sample is one reading of the host.
-type Sample struct {
+// Reading is one reading of the host.
+type Reading struct {
 	Time     time.Time
 	CPU      procfs.CPUSeconds
 	VMStat   procfs.VMStat
@@ -68,16 +56,6 @@ type Sample struct {
 	Latency  map[string]probe.Histogram
 	Lost     map[string]uint64
 	Programs []probe.ProgramStats // the probes' own cost, while BPF statistics are on
-
-	// From the indicators, when they run (HasDetector).
-	HasDetector        bool
-	ThrashingState     int // 0 normal, 1 monitoring, 2 thrashing
-	HighFaultCount     int
-	Transitions        [3]uint64 // cumulative, by state entered (indexed as ThrashingState)
-	WorkingSetRatio    float64   // valid when HasWorkingSetRatio
-	HasWorkingSetRatio bool
-	// WorkingSetScanSeconds is the working-set estimator's own cost so far.
-	WorkingSetScanSeconds float64
 }
 
 // Process is one tracked process.
@@ -93,23 +71,14 @@ type Process struct {
 	HasStall bool
 	// Activity is the decayed major-fault rate the process was ranked by.
 	Activity float64
-	// From the indicators: the working set over the last τ in wall-clock
-	// time and in the process's own time (the demand), when HasWorkingSet,
-	// and membership of the high-fault set.
-	WorkingSetBytes uint64
-	DemandBytes     uint64
-	HasWorkingSet   bool
-	HighFault       bool
 }
 
-// Sampler runs the sample loop and holds the latest Sample.
+// Sampler takes Readings, one at a time: it keeps what the ranking and the
+// rates need from the readings before.
 type Sampler struct {
 	cfg Config
 
-	mu     sync.RWMutex
-	latest *Sample
-
-	// Loop state, touched only by the sampling goroutine.
+	prev        *Reading // the last reading, for rates
 	activity    map[int]*activity
 	round       int
 	hostMajor   uint64 // pgmajfault at the last sample, on procfs alone
@@ -140,7 +109,7 @@ const minActivity = 0.01
 // says nothing faulted unseen.
 const quietEvery = 30
 
-// New returns a Sampler; call Run to start it.
+// New returns a Sampler.
 func New(cfg Config) *Sampler {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
@@ -151,34 +120,13 @@ func New(cfg Config) *Sampler {
 	return &Sampler{cfg: cfg, activity: make(map[int]*activity)}
 }
 
-// Run samples every interval until ctx is done.
-func (s *Sampler) Run(ctx context.Context) {
-	t := time.NewTicker(s.cfg.Interval)
-	defer t.Stop()
-	for {
-		if err := s.SampleOnce(); err != nil {
-			s.cfg.Logger.Warn("sample failed", "err", err)
-		}
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-	}
-}
-
-// Latest returns the newest Sample, and false before the first one.
-func (s *Sampler) Latest() (*Sample, bool) {
-	s.mu.RLock()
-	defer s.mu.RUnlock()
-	return s.latest, s.latest != nil
-}
-
-// SampleOnce takes one reading and publishes it. A source that fails leaves
-// its part of the Sample zero and is reported; the rest still publishes.
-func (s *Sampler) SampleOnce() error {
+// Read takes one reading; pinned are processes tracked whatever their
+// activity (the active run's consumers). A source that fails leaves its
+// part of the Reading zero and is reported; the Reading is whole otherwise.
+// One caller at a time: the pipeline's loop.
+func (s *Sampler) Read(pinned []int) (*Reading, error) {
 	now := time.Now()
-	smp := &Sample{Time: now}
+	smp := &Reading{Time: now}
 	var errs []error
 	var err error
 	if smp.CPU, err = s.cfg.ProcFS.CPU(); err != nil {
@@ -206,28 +154,16 @@ func (s *Sampler) SampleOnce() error {
 	}
 
 	s.round++
-	candidates, alive, err := s.candidates(snap, smp.VMStat.PgMajFault)
+	candidates, alive, err := s.candidates(snap, smp.VMStat.PgMajFault, pinned)
 	if err != nil {
 		errs = append(errs, err)
 	}
-	smp.Processes = s.track(candidates, alive)
-
-	s.mu.RLock()
-	prev := s.latest
-	s.mu.RUnlock()
-	if prev != nil {
-		smp.Rates, smp.HasRates = RatesBetween(prev, smp), true
+	smp.Processes = s.track(candidates, alive, pinned)
+	if s.prev != nil {
+		smp.Rates, smp.HasRates = RatesBetween(s.prev, smp), true
 	}
-	if s.cfg.Annotate != nil {
-		s.cfg.Annotate(prev, smp)
-	}
-	s.mu.Lock()
-	s.latest = smp
-	s.mu.Unlock()
-	if s.cfg.OnSample != nil {
-		s.cfg.OnSample(prev, smp)
-	}
-	return errors.Join(errs...)
+	s.prev = smp
+	return smp, errors.Join(errs...)
 }
 
 // candidate is a process the ranking looks at this interval.
@@ -256,7 +192,7 @@ type candidate struct {
 // so one that starts faulting, new or old, is ranked the round it does, as
 // if all were read. Faults of a process that exited since its last read
 // look unexplained too, and cost one full round.
-func (s *Sampler) candidates(snap probe.Snapshot, hostMajor uint64) ([]candidate, map[int]bool, error) {
+func (s *Sampler) candidates(snap probe.Snapshot, hostMajor uint64, pinned []int) ([]candidate, map[int]bool, error) {
 	if s.cfg.Probe != nil {
 		out := make([]candidate, 0, len(snap.Processes))
 		for tgid, c := range snap.Processes {
@@ -311,10 +247,8 @@ func (s *Sampler) candidates(snap probe.Snapshot, hostMajor uint64) ([]candidate
 		kinds[probe.Unknown] = p.MajorFaults
 		out = append(out, candidate{pid: pid, major: p.MajorFaults, kinds: kinds, proc: &p})
 	}
-	if s.cfg.Pinned != nil {
-		for _, pid := range s.cfg.Pinned() {
-			read(pid)
-		}
+	for _, pid := range pinned {
+		read(pid)
 	}
 	for _, pid := range s.pids {
 		a, ok := s.activity[pid]
@@ -335,7 +269,7 @@ func (s *Sampler) candidates(snap probe.Snapshot, hostMajor uint64) ([]candidate
 
 // track updates each candidate's decayed activity, picks the top-K plus the
 // pinned processes, and reads their procfs details.
-func (s *Sampler) track(cands []candidate, alive map[int]bool) []Process {
+func (s *Sampler) track(cands []candidate, alive map[int]bool, pinned []int) []Process {
 	secs := s.cfg.Interval.Seconds()
 	seen := alive
 	if seen == nil {
@@ -389,11 +323,9 @@ func (s *Sampler) track(cands []candidate, alive map[int]bool) []Process {
 	if len(ranked) > s.cfg.TopK {
 		ranked = ranked[:s.cfg.TopK]
 	}
-	if s.cfg.Pinned != nil {
-		for _, pid := range s.cfg.Pinned() {
-			if !slices.Contains(ranked, pid) {
-				ranked = append(ranked, pid)
-			}
+	for _, pid := range pinned {
+		if !slices.Contains(ranked, pid) {
+			ranked = append(ranked, pid)
 		}
 	}
 

@@ -144,20 +144,35 @@ func TestProcfsAloneReadsQuietProcessesInTurn(t *testing.T) {
 	}
 }
 
-func newSampler(t *testing.T, root string, p ProbeReader, topK int, pinned []int) *Sampler {
+// testSampler reads with fixed pinned processes and keeps the last reading.
+type testSampler struct {
+	*Sampler
+	pinned []int
+	latest *Reading
+}
+
+func (s *testSampler) SampleOnce() error {
+	r, err := s.Read(s.pinned)
+	s.latest = r
+	return err
+}
+
+func (s *testSampler) Latest() (*Reading, bool) { return s.latest, s.latest != nil }
+
+func newSampler(t *testing.T, root string, p ProbeReader, topK int, pinned []int) *testSampler {
 	t.Helper()
 	fs, err := procfs.NewFS(root)
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg := Config{ProcFS: fs, Interval: time.Second, TopK: topK, Pinned: func() []int { return pinned }}
+	cfg := Config{ProcFS: fs, Interval: time.Second, TopK: topK}
 	if p != nil {
 		cfg.Probe = p
 	}
-	return New(cfg)
+	return &testSampler{Sampler: New(cfg), pinned: pinned}
 }
 
-func pids(s *Sampler) []int {
+func pids(s *testSampler) []int {
 	smp, _ := s.Latest()
 	var out []int
 	for _, p := range smp.Processes {
@@ -264,12 +279,12 @@ func TestProcfsAloneRanksByMajFlt(t *testing.T) {
 
 func TestRatesBetween(t *testing.T) {
 	t0 := time.Unix(1000, 0)
-	prev := &Sample{Time: t0,
+	prev := &Reading{Time: t0,
 		CPU:      procfs.CPUSeconds{User: 10, Nice: 0, System: 5, Idle: 85},
 		VMStat:   procfs.VMStat{PswpIn: 100, PswpOut: 50, PgpgIn: 1000, PgMajFault: 7},
 		Pressure: &procfs.Pressure{SomeTotal: time.Second, FullTotal: 0},
 	}
-	cur := &Sample{Time: t0.Add(2 * time.Second),
+	cur := &Reading{Time: t0.Add(2 * time.Second),
 		CPU:      procfs.CPUSeconds{User: 11, Nice: 1, System: 6, Idle: 86, IOWait: 1},
 		VMStat:   procfs.VMStat{PswpIn: 300, PswpOut: 40, PgpgIn: 1400, PgMajFault: 27},
 		Pressure: &procfs.Pressure{SomeTotal: 2 * time.Second, FullTotal: 500 * time.Millisecond},

@@ -1,0 +1,124 @@
+// Package pipeline is the observer's data flow, declared once. Each tick it
+// asks the active run for its scope, has the sampler read the host, has the
+// indicators judge the reading, publishes the result as a Tick and hands it
+// to every sink in turn:
+//
+//	run scope ──▶ sampler.Read ──▶ indicators.Judge ──▶ Tick ──▶ sinks
+//	(pids, limit)   (Reading)         (Verdict)                 (history, run recorder, …)
+//
+// The metrics read the latest Tick when Prometheus scrapes. Each stage owns
+// its output type; no stage writes into another's.
+package pipeline
+
+import (
+	"context"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/thrashscope/thrashscope/internal/indicators"
+	"github.com/thrashscope/thrashscope/internal/sampler"
+)
+
+// Tick is one pass of the pipeline: the host's reading and the verdict on
+// it. Sinks and readers must not change it.
+type Tick struct {
+	Reading *sampler.Reading
+	// Verdict is nil when the pipeline runs without indicators.
+	Verdict *indicators.Verdict
+	// Scope is the active run's, when the tick was taken.
+	Scope indicators.Scope
+}
+
+// Sink receives every tick, with the one before it (nil at first), on the
+// pipeline's goroutine: it must return quickly.
+type Sink interface {
+	Observe(prev, cur *Tick)
+}
+
+// SinkFunc adapts a function to a Sink.
+type SinkFunc func(prev, cur *Tick)
+
+// Observe calls f.
+func (f SinkFunc) Observe(prev, cur *Tick) { f(prev, cur) }
+
+// Config declares the pipeline.
+type Config struct {
+	Sampler *sampler.Sampler
+	// Indicators judge each reading; nil leaves Tick.Verdict nil.
+	Indicators *indicators.Indicators
+	// Scope is the active run's consumers and limit; nil is no run ever.
+	Scope    func() indicators.Scope
+	Sinks    []Sink
+	Interval time.Duration
+	Logger   *slog.Logger
+}
+
+// Pipeline runs the stages once per tick and holds the latest Tick.
+type Pipeline struct {
+	cfg Config
+
+	mu     sync.RWMutex
+	latest *Tick
+}
+
+// New returns a pipeline; call Run to start it.
+func New(cfg Config) *Pipeline {
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.Interval <= 0 {
+		cfg.Interval = time.Second
+	}
+	return &Pipeline{cfg: cfg}
+}
+
+// Run steps every interval until ctx is done.
+func (p *Pipeline) Run(ctx context.Context) {
+	t := time.NewTicker(p.cfg.Interval)
+	defer t.Stop()
+	for {
+		if err := p.Step(); err != nil {
+			p.cfg.Logger.Warn("sample failed", "err", err)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// Step runs the stages once. A source the sampler could not read is
+// reported; the tick still goes through with what was read.
+func (p *Pipeline) Step() error {
+	var scope indicators.Scope
+	if p.cfg.Scope != nil {
+		scope = p.cfg.Scope()
+	}
+	reading, err := p.cfg.Sampler.Read(scope.PIDs)
+	prev, _ := p.Latest()
+	cur := &Tick{Reading: reading, Scope: scope}
+	if p.cfg.Indicators != nil {
+		var before *sampler.Reading
+		if prev != nil {
+			before = prev.Reading
+		}
+		v := p.cfg.Indicators.Judge(before, reading, scope)
+		cur.Verdict = &v
+	}
+	p.mu.Lock()
+	p.latest = cur
+	p.mu.Unlock()
+	for _, s := range p.cfg.Sinks {
+		s.Observe(prev, cur)
+	}
+	return err
+}
+
+// Latest returns the newest Tick, and false before the first one.
+func (p *Pipeline) Latest() (*Tick, bool) {
+	p.mu.RLock()
+	defer p.mu.RUnlock()
+	return p.latest, p.latest != nil
+}
