@@ -28,7 +28,7 @@ import (
 	"time"
 
 	"github.com/thrashscope/thrashscope/bench/internal/benchproc"
-	"github.com/thrashscope/thrashscope/internal/loadgen"
+	"github.com/thrashscope/thrashscope/internal/run"
 )
 
 func main() {
@@ -40,13 +40,13 @@ func main() {
 	flag.Parse()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	if err := run(ctx, *observer, *prometheus, *rules, *spec, *after, os.Stdout); err != nil {
+	if err := detect(ctx, *observer, *prometheus, *rules, *spec, *after, os.Stdout); err != nil {
 		fmt.Fprintln(os.Stderr, "detection:", err)
 		os.Exit(1)
 	}
 }
 
-func run(ctx context.Context, observerBin, promBin, rulesDir, spec string, after time.Duration, out io.Writer) error {
+func detect(ctx context.Context, observerBin, promBin, rulesDir, spec string, after time.Duration, out io.Writer) error {
 	tmp, err := os.MkdirTemp("", "thrashscope-detection-")
 	if err != nil {
 		return err
@@ -91,7 +91,7 @@ scrape_configs:
 	if resp.StatusCode != http.StatusCreated {
 		return fmt.Errorf("starting the run: %d %s", resp.StatusCode, body)
 	}
-	var rec loadgen.Record
+	var rec run.Record
 	if err := json.Unmarshal(body, &rec); err != nil {
 		return err
 	}

@@ -2,7 +2,8 @@
 // experiment standalone, `loadgen fill` the progressive-fill experiment, and
 // `loadgen consume` is one consumer process, started by the master (loadgen
 // run or the observer). main only wires flags, signals, prctl and exit
-// codes; the logic lives in internal/loadgen and internal/runs.
+// codes; the logic lives in internal/run, internal/master, internal/consumer
+// and internal/runs.
 package main
 
 import (
@@ -26,7 +27,8 @@ import (
 	"github.com/prometheus/common/version"
 	"golang.org/x/sys/unix"
 
-	"github.com/thrashscope/thrashscope/internal/loadgen"
+	"github.com/thrashscope/thrashscope/internal/consumer"
+	"github.com/thrashscope/thrashscope/internal/run"
 	"github.com/thrashscope/thrashscope/internal/runs"
 )
 
@@ -45,20 +47,20 @@ func main() {
 	app := kingpin.New("loadgen", "thrashscope's load generator: controlled memory thrashing, after Maziero et al. (2013).")
 	app.Version(version.Print("loadgen"))
 	app.HelpFlag.Short('h')
-	consume, consumeCfg := loadgen.ConsumeCommand(app)
+	consume, consumeCfg := consumer.Command(app)
 
-	run := app.Command("run", "Run an experiment standalone, without the observer: consumers in a memory-limited cgroup, a live progress line, and the run record and samples.csv under --out.")
+	runCmd := app.Command("run", "Run an experiment standalone, without the observer: consumers in a memory-limited cgroup, a live progress line, and the run record and samples.csv under --out.")
 	var rf runFlags
-	rf.common(run)
-	run.Flag("preset", "e1, e2, e3, e4, fig12 (Maziero et al., 2013) or syn8 (Reuven and Wiseman, 2006).").Default("e4").StringVar(&rf.preset)
-	rf.consumers = rf.flag(run, "consumers", "Number of consumers N (default: the preset's).").Int()
-	rf.size = rf.flag(run, "size", "Bytes per consumer S, before --scale (e.g. 100MB).").Bytes()
-	rf.writes = rf.flag(run, "writes", "Writes per cycle W.").Int()
-	rf.sleep = rf.flag(run, "sleep", "Sleep after each cycle t_s.").Duration()
-	rf.interval = rf.flag(run, "interval", "Activation interval t_c.").Duration()
-	rf.leadIn = rf.flag(run, "lead-in", "Time before the first consumer starts.").Duration()
-	rf.backing = rf.flag(run, "backing", "anon (needs swap) or file (thrashes the page cache; no swap needed).").Enum(loadgen.BackingAnon, loadgen.BackingFile)
-	rf.fill = rf.flag(run, "fill", "random (incompressible, the default) or zero.").Enum(loadgen.FillRandom, loadgen.FillZero)
+	rf.common(runCmd)
+	runCmd.Flag("preset", "e1, e2, e3, e4, fig12 (Maziero et al., 2013) or syn8 (Reuven and Wiseman, 2006).").Default("e4").StringVar(&rf.preset)
+	rf.consumers = rf.flag(runCmd, "consumers", "Number of consumers N (default: the preset's).").Int()
+	rf.size = rf.flag(runCmd, "size", "Bytes per consumer S, before --scale (e.g. 100MB).").Bytes()
+	rf.writes = rf.flag(runCmd, "writes", "Writes per cycle W.").Int()
+	rf.sleep = rf.flag(runCmd, "sleep", "Sleep after each cycle t_s.").Duration()
+	rf.interval = rf.flag(runCmd, "interval", "Activation interval t_c.").Duration()
+	rf.leadIn = rf.flag(runCmd, "lead-in", "Time before the first consumer starts.").Duration()
+	rf.backing = rf.flag(runCmd, "backing", "anon (needs swap) or file (thrashes the page cache; no swap needed).").Enum(run.BackingAnon, run.BackingFile)
+	rf.fill = rf.flag(runCmd, "fill", "random (incompressible, the default) or zero.").Enum(run.FillRandom, run.FillZero)
 
 	fill := app.Command("fill", "The progressive-fill experiment (seed 002): fill chunks up to a total inside a run cgroup, keeping earlier chunks hot, and write fill time per chunk (mean, SD) to fill.csv.")
 	var ff runFlags
@@ -75,10 +77,10 @@ func main() {
 	switch cmd {
 	case consume.FullCommand():
 		os.Exit(runConsume(*consumeCfg))
-	case run.FullCommand():
+	case runCmd.FullCommand():
 		os.Exit(runExperiment(rf.spec(), rf))
 	case fill.FullCommand():
-		ff.preset = loadgen.PresetFill
+		ff.preset = run.PresetFill
 		spec, err := ff.fillSpec(int64(*total))
 		if err != nil {
 			fmt.Fprintln(os.Stderr, "loadgen fill:", err)
@@ -119,8 +121,8 @@ func (f *runFlags) flag(cmd *kingpin.CmdClause, name, help string) *kingpin.Flag
 
 func (f *runFlags) isSet(name string) bool { b := f.set[name]; return b != nil && *b }
 
-func (f *runFlags) spec() loadgen.Spec {
-	s := loadgen.Spec{Preset: f.preset}
+func (f *runFlags) spec() run.Spec {
+	s := run.Spec{Preset: f.preset}
 	if f.isSet("scale") {
 		s.Scale = f.scale
 	}
@@ -136,11 +138,11 @@ func (f *runFlags) spec() loadgen.Spec {
 	if f.isSet("writes") {
 		s.WritesPerCycle = f.writes
 	}
-	dur := func(name string, d *time.Duration) *loadgen.Duration {
+	dur := func(name string, d *time.Duration) *run.Duration {
 		if !f.isSet(name) {
 			return nil
 		}
-		return ptr(loadgen.Duration(*d))
+		return ptr(run.Duration(*d))
 	}
 	s.Sleep, s.Interval, s.LeadIn = dur("sleep", f.sleep), dur("interval", f.interval), dur("lead-in", f.leadIn)
 	if f.isSet("backing") {
@@ -158,7 +160,7 @@ func (f *runFlags) spec() loadgen.Spec {
 // fillSpec turns --chunk and --total into the fill preset's chunk size and
 // count, defaulting both from the memory limit (seed 002 filled 1 GB chunks
 // past RAM).
-func (f *runFlags) fillSpec(total int64) (loadgen.Spec, error) {
+func (f *runFlags) fillSpec(total int64) (run.Spec, error) {
 	s := f.spec()
 	limit := int64(1 << 30)
 	if s.MemoryLimitBytes != nil {
@@ -181,7 +183,7 @@ func (f *runFlags) fillSpec(total int64) (loadgen.Spec, error) {
 func ptr[T any](v T) *T { return &v }
 
 // runExperiment runs a spec standalone and prints where its record went.
-func runExperiment(spec loadgen.Spec, f runFlags) int {
+func runExperiment(spec run.Spec, f runFlags) int {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	exe, err := os.Executable()
@@ -195,8 +197,8 @@ func runExperiment(spec loadgen.Spec, f runFlags) int {
 		Spec: spec, OutDir: f.out, Binary: exe, CgroupParent: f.cgroupParent, ProcfsPath: f.procs,
 		Progress: os.Stderr, Interactive: termErr == nil, Logger: logger,
 	})
-	var fe *loadgen.FieldError
-	var ue *loadgen.UnsafeError
+	var fe *run.FieldError
+	var ue *run.UnsafeError
 	switch {
 	case errors.As(err, &fe):
 		fmt.Fprintf(os.Stderr, "loadgen: invalid spec: %v\n", err)
@@ -214,19 +216,19 @@ func runExperiment(spec loadgen.Spec, f runFlags) int {
 		fmt.Printf(": %s", rec.Reason)
 	}
 	fmt.Printf("\nrecord and samples in %s\n", dir)
-	if rec.State != loadgen.StateCompleted {
+	if rec.State != run.StateCompleted {
 		return exitFailed
 	}
 	return exitOK
 }
 
-func runConsume(cfg loadgen.ConsumerConfig) int {
+func runConsume(cfg consumer.Config) int {
 	if err := cfg.Validate(); err != nil {
 		fmt.Fprintln(os.Stderr, "loadgen consume:", err)
 		return exitBadArgs
 	}
 	if err := prepareConsumerProcess(cfg.Index, cfg.ParentPID); err != nil {
-		if errors.Is(err, loadgen.ErrParentGone) {
+		if errors.Is(err, consumer.ErrParentGone) {
 			return exitOK
 		}
 		fmt.Fprintln(os.Stderr, "loadgen consume:", err)
@@ -236,10 +238,10 @@ func runConsume(cfg loadgen.ConsumerConfig) int {
 	// files (GOMAXPROCS) land there.
 	var st unix.Stat_t
 	if err := unix.Fstat(3, &st); err != nil || (st.Mode&unix.S_IFMT != unix.S_IFIFO && st.Mode&unix.S_IFMT != unix.S_IFSOCK && st.Mode&unix.S_IFMT != unix.S_IFCHR) {
-		fmt.Fprintln(os.Stderr, "loadgen consume: fd 3 must be the report pipe (or 3>/dev/null by hand); consumers are started by loadgen run or the observer")
+		fmt.Fprintln(os.Stderr, "loadgen consume: fd 3 must be the message pipe (or 3>/dev/null by hand); consumers are started by loadgen run or the observer")
 		return exitBadArgs
 	}
-	rep := os.NewFile(3, "report pipe")
+	rep := os.NewFile(3, "message pipe")
 	var join io.Writer
 	if cfg.Join {
 		if target, err := os.Readlink("/proc/self/fd/4"); err != nil || filepath.Base(target) != "cgroup.procs" {
@@ -248,9 +250,9 @@ func runConsume(cfg loadgen.ConsumerConfig) int {
 		}
 		join = residentJoin{os.NewFile(4, "run cgroup.procs")}
 	}
-	var log *loadgen.CycleLog
+	var log *consumer.CycleLog
 	if cfg.CycleLog {
-		l, err := loadgen.OpenCycleLog(5, cfg.Index)
+		l, err := consumer.OpenCycleLog(5, cfg.Index)
 		if err != nil {
 			fmt.Fprintf(os.Stderr, "loadgen consume: --cycle-log needs fd 5 to be the run's cycle board: %v; consumers are started by loadgen run or the observer\n", err)
 			return exitBadArgs
@@ -268,9 +270,9 @@ func runConsume(cfg loadgen.ConsumerConfig) int {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
 	defer stop()
-	err := loadgen.ConsumeLogged(ctx, cfg, os.Stdin, rep, join, log)
+	err := consumer.ConsumeLogged(ctx, cfg, os.Stdin, rep, join, log)
 	switch {
-	case err == nil, errors.Is(err, loadgen.ErrParentGone):
+	case err == nil, errors.Is(err, consumer.ErrParentGone):
 		return exitOK
 	default:
 		fmt.Fprintln(os.Stderr, "loadgen consume:", err)
@@ -286,9 +288,9 @@ func prepareConsumerProcess(index, parentPID int) error {
 		return fmt.Errorf("prctl(PR_SET_PDEATHSIG): %w", err)
 	}
 	if parentPID > 0 && unix.Getppid() != parentPID {
-		return loadgen.ErrParentGone
+		return consumer.ErrParentGone
 	}
-	name, err := unix.BytePtrFromString(loadgen.ConsumerName(index))
+	name, err := unix.BytePtrFromString(run.ConsumerName(index))
 	if err != nil {
 		return err
 	}
@@ -309,7 +311,7 @@ func prepareConsumerProcess(index, parentPID int) error {
 // inside the run kills the consumer with SIGSEGV. Each thread takes one
 // signal before the join: its frame pages are charged to the cgroup the
 // consumer waits in, and locked (mlockall) they stay resident. Threads the
-// runtime starts later get no preemption signal (loadgen.ConsumerEnv).
+// runtime starts later get no preemption signal (consumer.Env).
 type residentJoin struct{ procs *os.File }
 
 func (j residentJoin) Write(p []byte) (int, error) {

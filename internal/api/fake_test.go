@@ -7,7 +7,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/thrashscope/thrashscope/internal/loadgen"
+	"github.com/thrashscope/thrashscope/internal/run"
 )
 
 var t0 = time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
@@ -18,7 +18,7 @@ var t0 = time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
 // Every error comes back wrapped, as the real manager's may.
 type fakeRuns struct {
 	mu   sync.Mutex
-	recs []loadgen.Record // newest first
+	recs []run.Record // newest first
 	// err, when set, is what every method fails with.
 	err error
 	// samplesErr fails WriteSamples after the header row.
@@ -28,16 +28,16 @@ type fakeRuns struct {
 // newFakeRuns holds one completed run, run-1, and with active a running
 // run-2 too.
 func newFakeRuns(active bool) *fakeRuns {
-	rs, err := loadgen.Resolve(loadgen.Spec{Preset: "e4", Scale: ptr(0.1), Backing: ptr(loadgen.BackingFile)})
+	rs, err := run.Resolve(run.Spec{Preset: "e4", Scale: ptr(0.1), Backing: ptr(run.BackingFile)})
 	if err != nil {
 		panic(err)
 	}
 	ended := t0.Add(rs.Duration())
-	done := loadgen.Record{
-		ID: "run-1", Spec: rs, State: loadgen.StateCompleted, StartedAt: t0, EndedAt: &ended,
+	done := run.Record{
+		ID: "run-1", Spec: rs, State: run.StateCompleted, StartedAt: t0, EndedAt: &ended,
 		Cgroup:    "/sys/fs/cgroup/memory/thrashscope/run-1",
 		Consumers: plan(rs, t0),
-		Transitions: []loadgen.Transition{
+		Transitions: []run.Transition{
 			{At: t0.Add(20 * time.Second), To: "monitoring"},
 			{At: t0.Add(25 * time.Second), To: "thrashing", Processes: []string{"consumer-00", "consumer-01"}},
 			{At: t0.Add(50 * time.Second), To: "normal"},
@@ -49,52 +49,52 @@ func newFakeRuns(active bool) *fakeRuns {
 		c.PID, c.ActualStart, c.ActualEnd = 1000+i, &start, &end
 		c.Cycles, c.LatenessSeconds, c.Exit = 42, end.Sub(c.PlannedEnd).Seconds(), "ok"
 	}
-	f := &fakeRuns{recs: []loadgen.Record{done}}
+	f := &fakeRuns{recs: []run.Record{done}}
 	if active {
 		// A pending run with no consumers planned yet: the API must still
 		// send consumers as a list.
-		f.recs = slices.Insert(f.recs, 0, loadgen.Record{ID: "run-2", Spec: rs, State: loadgen.StatePending, StartedAt: ended, Cgroup: "/sys/fs/cgroup/memory/thrashscope/run-2"})
+		f.recs = slices.Insert(f.recs, 0, run.Record{ID: "run-2", Spec: rs, State: run.StatePending, StartedAt: ended, Cgroup: "/sys/fs/cgroup/memory/thrashscope/run-2"})
 	}
 	return f
 }
 
-func plan(rs loadgen.Resolved, start time.Time) []loadgen.ConsumerRecord {
-	var cs []loadgen.ConsumerRecord
+func plan(rs run.Resolved, start time.Time) []run.ConsumerRecord {
+	var cs []run.ConsumerRecord
 	for _, s := range rs.Schedule() {
-		cs = append(cs, loadgen.ConsumerRecord{Index: s.Index, PlannedStart: start.Add(s.Start), PlannedEnd: start.Add(s.End)})
+		cs = append(cs, run.ConsumerRecord{Index: s.Index, PlannedStart: start.Add(s.Start), PlannedEnd: start.Add(s.End)})
 	}
 	return cs
 }
 
 func ptr[T any](v T) *T { return &v }
 
-func (f *fakeRuns) Start(spec loadgen.Spec) (loadgen.Record, error) {
+func (f *fakeRuns) Start(spec run.Spec) (run.Record, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.err != nil {
-		return loadgen.Record{}, f.err
+		return run.Record{}, f.err
 	}
-	rs, err := loadgen.Resolve(spec)
+	rs, err := run.Resolve(spec)
 	if err != nil {
-		return loadgen.Record{}, fmt.Errorf("resolving the spec: %w", err)
+		return run.Record{}, fmt.Errorf("resolving the spec: %w", err)
 	}
 	for _, r := range f.recs {
-		if loadgen.Active(r.State) {
-			return loadgen.Record{}, fmt.Errorf("run %s is %s: %w", r.ID, r.State, loadgen.ErrBusy)
+		if run.Active(r.State) {
+			return run.Record{}, fmt.Errorf("run %s is %s: %w", r.ID, r.State, run.ErrBusy)
 		}
 	}
-	if rs.Backing == loadgen.BackingAnon && rs.Demand() > rs.MemoryLimitBytes {
-		return loadgen.Record{}, fmt.Errorf("checking the budget: %w", &loadgen.UnsafeError{
+	if rs.Backing == run.BackingAnon && rs.Demand() > rs.MemoryLimitBytes {
+		return run.Record{}, fmt.Errorf("checking the budget: %w", &run.UnsafeError{
 			Msg: "no swap configured: an anon thrash would OOM; add swap (fallocate, mkswap, swapon) or use backing=file"})
 	}
 	id := fmt.Sprintf("run-%d", len(f.recs)+1)
-	rec := loadgen.Record{ID: id, Spec: rs, State: loadgen.StateRunning, StartedAt: t0,
+	rec := run.Record{ID: id, Spec: rs, State: run.StateRunning, StartedAt: t0,
 		Cgroup: "/sys/fs/cgroup/memory/thrashscope/" + id, Consumers: plan(rs, t0)}
 	f.recs = slices.Insert(f.recs, 0, rec)
 	return rec, nil
 }
 
-func (f *fakeRuns) List() ([]loadgen.Record, error) {
+func (f *fakeRuns) List() ([]run.Record, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.err != nil {
@@ -107,33 +107,33 @@ func (f *fakeRuns) find(id string) (int, error) {
 	if f.err != nil {
 		return 0, f.err
 	}
-	i := slices.IndexFunc(f.recs, func(r loadgen.Record) bool { return r.ID == id })
+	i := slices.IndexFunc(f.recs, func(r run.Record) bool { return r.ID == id })
 	if i < 0 {
-		return 0, fmt.Errorf("run %s: %w", id, loadgen.ErrNotFound)
+		return 0, fmt.Errorf("run %s: %w", id, run.ErrNotFound)
 	}
 	return i, nil
 }
 
-func (f *fakeRuns) Get(id string) (loadgen.Record, error) {
+func (f *fakeRuns) Get(id string) (run.Record, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	i, err := f.find(id)
 	if err != nil {
-		return loadgen.Record{}, err
+		return run.Record{}, err
 	}
 	return f.recs[i], nil
 }
 
-func (f *fakeRuns) Abort(id string) (loadgen.Record, error) {
+func (f *fakeRuns) Abort(id string) (run.Record, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	i, err := f.find(id)
 	if err != nil {
-		return loadgen.Record{}, err
+		return run.Record{}, err
 	}
-	if r := &f.recs[i]; loadgen.Active(r.State) {
+	if r := &f.recs[i]; run.Active(r.State) {
 		end := r.StartedAt.Add(3 * time.Second)
-		r.State, r.Reason, r.EndedAt = loadgen.StateAborted, "aborted over the API", &end
+		r.State, r.Reason, r.EndedAt = run.StateAborted, "aborted over the API", &end
 	}
 	return f.recs[i], nil
 }

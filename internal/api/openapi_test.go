@@ -18,7 +18,8 @@ import (
 	"github.com/getkin/kin-openapi/routers"
 	"github.com/getkin/kin-openapi/routers/gorillamux"
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/thrashscope/thrashscope/internal/loadgen"
+
+	"github.com/thrashscope/thrashscope/internal/run"
 )
 
 const specPath = "../../api/openapi.yaml"
@@ -171,7 +172,7 @@ func TestHandlersMatchOpenAPI(t *testing.T) {
 		{name: "start without runs", method: "POST", target: "/api/v1/runs", body: good, header: post, opts: noRuns, wantCode: 503, wantErr: "runs are not enabled"},
 		{name: "disk full", method: "POST", target: "/api/v1/runs", body: good, header: post, wantCode: 507, wantErr: "the run record cannot be written to the data directory (no space left on device)",
 			opts: func(o *Options) {
-				o.Runs.(*fakeRuns).err = fmt.Errorf("%w (no space left on device): free space there", loadgen.ErrNoStorage)
+				o.Runs.(*fakeRuns).err = fmt.Errorf("%w (no space left on device): free space there", run.ErrNoStorage)
 			}},
 		{name: "cross-origin start", method: "POST", target: "/api/v1/runs", body: good, header: append(slices.Clone(post), "Sec-Fetch-Site", "cross-site"), wantCode: 403, wantErr: "a cross-origin POST is refused"},
 
@@ -326,12 +327,12 @@ func TestSpecSecurity(t *testing.T) {
 func TestSpecSchemasMatchTypes(t *testing.T) {
 	s := loadSpec(t)
 	for name, typ := range map[string]reflect.Type{
-		"RunSpec":        reflect.TypeFor[loadgen.Spec](),
-		"ResolvedSpec":   reflect.TypeFor[loadgen.Resolved](),
-		"Preset":         reflect.TypeFor[loadgen.Preset](),
-		"Record":         reflect.TypeFor[loadgen.Record](),
-		"ConsumerRecord": reflect.TypeFor[loadgen.ConsumerRecord](),
-		"Transition":     reflect.TypeFor[loadgen.Transition](),
+		"RunSpec":        reflect.TypeFor[run.Spec](),
+		"ResolvedSpec":   reflect.TypeFor[run.Resolved](),
+		"Preset":         reflect.TypeFor[run.Preset](),
+		"Record":         reflect.TypeFor[run.Record](),
+		"ConsumerRecord": reflect.TypeFor[run.ConsumerRecord](),
+		"Transition":     reflect.TypeFor[run.Transition](),
 	} {
 		ref := s.doc.Components.Schemas[name]
 		if ref == nil || ref.Value == nil {

@@ -14,16 +14,16 @@ import (
 	"regexp"
 	"strings"
 
-	"github.com/thrashscope/thrashscope/internal/loadgen"
+	"github.com/thrashscope/thrashscope/internal/run"
 )
 
 // Runs is what the run API needs from the run manager.
 type Runs interface {
-	Start(spec loadgen.Spec) (loadgen.Record, error) // *loadgen.FieldError→400, loadgen.ErrBusy→409, *loadgen.UnsafeError→422, loadgen.ErrNoStorage→507, else 500
-	List() ([]loadgen.Record, error)                 // newest first
-	Get(id string) (loadgen.Record, error)           // loadgen.ErrNotFound→404
-	Abort(id string) (loadgen.Record, error)         // idempotent: aborting a finished run returns it unchanged, 200; ErrNotFound→404
-	WriteSamples(id string, w io.Writer) error       // CSV; ErrNotFound→404
+	Start(spec run.Spec) (run.Record, error)   // *run.FieldError→400, run.ErrBusy→409, *run.UnsafeError→422, run.ErrNoStorage→507, else 500
+	List() ([]run.Record, error)               // newest first
+	Get(id string) (run.Record, error)         // run.ErrNotFound→404
+	Abort(id string) (run.Record, error)       // idempotent: aborting a finished run returns it unchanged, 200; ErrNotFound→404
+	WriteSamples(id string, w io.Writer) error // CSV; ErrNotFound→404
 }
 
 // maxBodyBytes bounds a request body; a run spec is a few hundred bytes.
@@ -55,7 +55,7 @@ func (a *runAPI) register(rt *routes) {
 }
 
 func (a *runAPI) presets(w http.ResponseWriter, _ *http.Request) {
-	writeJSON(w, http.StatusOK, loadgen.Presets())
+	writeJSON(w, http.StatusOK, run.Presets())
 }
 
 func (a *runAPI) start(w http.ResponseWriter, r *http.Request) {
@@ -66,7 +66,7 @@ func (a *runAPI) start(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	spec, err := loadgen.DecodeSpec(body)
+	spec, err := run.DecodeSpec(body)
 	if err != nil {
 		a.fail(w, r, "", err)
 		return
@@ -89,11 +89,11 @@ func (a *runAPI) list(w http.ResponseWriter, r *http.Request) {
 		a.fail(w, r, "", err)
 		return
 	}
-	out := make([]loadgen.Record, 0, len(recs))
+	out := make([]run.Record, 0, len(recs))
 	for _, rec := range recs {
 		out = append(out, wire(rec))
 	}
-	writeJSON(w, http.StatusOK, map[string][]loadgen.Record{"runs": out})
+	writeJSON(w, http.StatusOK, map[string][]run.Record{"runs": out})
 }
 
 func (a *runAPI) get(w http.ResponseWriter, r *http.Request) {
@@ -167,8 +167,8 @@ func (c *csvWriter) Write(p []byte) (int, error) {
 
 // fail answers a run manager or decoding error with its status.
 func (a *runAPI) fail(w http.ResponseWriter, r *http.Request, id string, err error) {
-	var fe *loadgen.FieldError
-	var ue *loadgen.UnsafeError
+	var fe *run.FieldError
+	var ue *run.UnsafeError
 	switch {
 	case errors.As(err, &fe):
 		field := fe.Field
@@ -176,13 +176,13 @@ func (a *runAPI) fail(w http.ResponseWriter, r *http.Request, id string, err err
 			field = "body"
 		}
 		writeError(w, http.StatusBadRequest, field+": "+fe.Msg)
-	case errors.Is(err, loadgen.ErrBusy):
+	case errors.Is(err, run.ErrBusy):
 		writeError(w, http.StatusConflict, err.Error()+"; wait for it to end or abort it with DELETE /api/v1/runs/{id} (GET /api/v1/runs lists it)")
 	case errors.As(err, &ue):
 		writeError(w, http.StatusUnprocessableEntity, ue.Error())
-	case errors.Is(err, loadgen.ErrNoStorage):
+	case errors.Is(err, run.ErrNoStorage):
 		writeError(w, http.StatusInsufficientStorage, err.Error())
-	case errors.Is(err, loadgen.ErrNotFound):
+	case errors.Is(err, run.ErrNotFound):
 		// The manager's message may say more ("... has no samples.csv").
 		msg := err.Error()
 		if !strings.Contains(msg, id) {
@@ -272,9 +272,9 @@ func runID(w http.ResponseWriter, r *http.Request) (string, bool) {
 
 // wire is a record as the API sends it: consumers is a list even before
 // any are planned.
-func wire(rec loadgen.Record) loadgen.Record {
+func wire(rec run.Record) run.Record {
 	if rec.Consumers == nil {
-		rec.Consumers = []loadgen.ConsumerRecord{}
+		rec.Consumers = []run.ConsumerRecord{}
 	}
 	return rec
 }

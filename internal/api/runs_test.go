@@ -13,7 +13,8 @@ import (
 	"testing"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/thrashscope/thrashscope/internal/loadgen"
+
+	"github.com/thrashscope/thrashscope/internal/run"
 )
 
 const (
@@ -75,7 +76,7 @@ func TestStartMapsErrors(t *testing.T) {
 		{name: "trailing data", body: `{"preset":"e4"} {}`, wantCode: http.StatusBadRequest, wantMsg: "body: "},
 		{name: "busy", body: `{"preset":"e4","scale":0.1,"backing":"file"}`, active: true, wantCode: http.StatusConflict, wantMsg: "run run-2 is pending: another run is active"},
 		{name: "unsafe", body: `{"preset":"e4","scale":0.1}`, wantCode: http.StatusUnprocessableEntity, wantMsg: "no swap configured"},
-		{name: "field error without a field", body: `{"preset":"e4"}`, err: &loadgen.FieldError{Msg: "odd"}, wantCode: http.StatusBadRequest, wantMsg: "body: odd"},
+		{name: "field error without a field", body: `{"preset":"e4"}`, err: &run.FieldError{Msg: "odd"}, wantCode: http.StatusBadRequest, wantMsg: "body: odd"},
 		{name: "internal", body: `{"preset":"e4"}`, err: errors.New("cgroup: permission denied"), wantCode: http.StatusInternalServerError, wantMsg: "internal error; the observer's log has the cause under ref="},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -89,7 +90,7 @@ func TestStartMapsErrors(t *testing.T) {
 				t.Fatalf("POST %s: %d %s, want %d", tc.body, rec.Code, rec.Body, tc.wantCode)
 			}
 			if tc.wantCode == http.StatusCreated {
-				var got loadgen.Record
+				var got run.Record
 				if err := json.Unmarshal(rec.Body.Bytes(), &got); err != nil {
 					t.Fatal(err)
 				}
@@ -243,8 +244,8 @@ func TestRunsNotEnabled(t *testing.T) {
 		}
 	}
 	rec := serve(h, http.MethodGet, "/api/v1/presets", "")
-	var presets []loadgen.Preset
-	if err := json.Unmarshal(rec.Body.Bytes(), &presets); rec.Code != http.StatusOK || err != nil || len(presets) != len(loadgen.Presets()) {
+	var presets []run.Preset
+	if err := json.Unmarshal(rec.Body.Bytes(), &presets); rec.Code != http.StatusOK || err != nil || len(presets) != len(run.Presets()) {
 		t.Errorf("GET /api/v1/presets: %d %s, want 200 and every preset", rec.Code, rec.Body)
 	}
 }
@@ -316,8 +317,8 @@ func TestRecordsAndAbort(t *testing.T) {
 	var first []byte
 	for i := range 2 {
 		rec := serve(h, http.MethodDelete, "/api/v1/runs/run-2", "")
-		var got loadgen.Record
-		if err := json.Unmarshal(rec.Body.Bytes(), &got); rec.Code != http.StatusOK || err != nil || got.State != loadgen.StateAborted {
+		var got run.Record
+		if err := json.Unmarshal(rec.Body.Bytes(), &got); rec.Code != http.StatusOK || err != nil || got.State != run.StateAborted {
 			t.Fatalf("DELETE #%d: %d %s, want 200 aborted", i+1, rec.Code, rec.Body)
 		}
 		if i == 0 {

@@ -16,14 +16,14 @@ import (
 	"strings"
 	"time"
 
-	"github.com/thrashscope/thrashscope/internal/loadgen"
 	"github.com/thrashscope/thrashscope/internal/report"
+	"github.com/thrashscope/thrashscope/internal/run"
 	"github.com/thrashscope/thrashscope/internal/store"
 )
 
 // Runs are the runs of a reproduction by preset, each preset's in the order
 // they started.
-type Runs map[string][]report.Run
+type Runs map[string][]report.Recorded
 
 // Finding is one observation of the paper, checked.
 type Finding struct {
@@ -57,7 +57,7 @@ func Load(root string) (Runs, error) {
 	}
 	runs := Runs{}
 	for _, e := range entries {
-		if !e.IsDir() || !slices.Contains(loadgen.PresetNames(), e.Name()) {
+		if !e.IsDir() || !slices.Contains(run.PresetNames(), e.Name()) {
 			continue
 		}
 		dir := filepath.Join(root, e.Name())
@@ -184,7 +184,7 @@ func Check(runs Runs) ([]Finding, error) {
 	}
 	f.Holds = true
 	var lags []string
-	for _, c := range []*run{e1, e2, e3, e4} {
+	for _, c := range []*series{e1, e2, e3, e4} {
 		lag, ok := c.recoveryLag()
 		if !ok {
 			lags = append(lags, c.preset+" not recovered")
@@ -200,9 +200,9 @@ func Check(runs Runs) ([]Finding, error) {
 }
 
 // paperRun refuses a run that is not the paper's experiment.
-func paperRun(r report.Run) error {
+func paperRun(r report.Recorded) error {
 	rec := r.Record
-	if rec.State != loadgen.StateCompleted {
+	if rec.State != run.StateCompleted {
 		return fmt.Errorf("run %s (%s) is %s, not completed: a cut-short run is not the paper's experiment; run it again", rec.ID, rec.Spec.Preset, rec.State)
 	}
 	for _, c := range rec.Consumers {
@@ -210,7 +210,7 @@ func paperRun(r report.Run) error {
 			return fmt.Errorf("run %s (%s) lost consumer %d to the OOM killer: a run short of demand is not the paper's experiment; see the kernel log and run it again", rec.ID, rec.Spec.Preset, c.Index)
 		}
 	}
-	want, err := loadgen.Resolve(loadgen.Spec{Preset: rec.Spec.Preset, Scale: &rec.Spec.Scale})
+	want, err := run.Resolve(run.Spec{Preset: rec.Spec.Preset, Scale: &rec.Spec.Scale})
 	if err != nil {
 		return fmt.Errorf("run %s: %w", rec.ID, err)
 	}
@@ -219,7 +219,7 @@ func paperRun(r report.Run) error {
 		return fmt.Errorf("run %s (%s) has N=%d, t_c=%s, t_s=%s, lead-in %s, not the preset's %d, %s, %s, %s: the paper's times do not apply to it",
 			rec.ID, got.Preset, got.Consumers, got.Interval, got.Sleep, got.LeadIn, want.Consumers, want.Interval, want.Sleep, want.LeadIn)
 	}
-	touched := func(s loadgen.Resolved) float64 { return float64(s.WritesPerCycle) / float64(s.SizeBytes/4096) }
+	touched := func(s run.Resolved) float64 { return float64(s.WritesPerCycle) / float64(s.SizeBytes/4096) }
 	if math.Abs(touched(got)-touched(want)) > 0.01*touched(want) {
 		return fmt.Errorf("run %s (%s) touches %.2f %% of a consumer's pages per cycle, not the paper's %.2f %% (W=%d for %d bytes): its paging is not the paper's",
 			rec.ID, got.Preset, 100*touched(got), 100*touched(want), got.WritesPerCycle, got.SizeBytes)
@@ -265,7 +265,7 @@ func (m Measures) PeaksOnPlateau() bool {
 }
 
 // Measure reads a run's measures.
-func Measure(r report.Run) Measures {
+func Measure(r report.Recorded) Measures {
 	c := of(r)
 	from, to := c.plateau()
 	m := Measures{PeakAt: c.smoothPeakAt(), PlateauFrom: from, PlateauTo: to, PlateauMean: c.plateauMean(), IntervalSeconds: c.tc, Episode: c.sum.SwapIn}
@@ -276,17 +276,17 @@ func Measure(r report.Run) Measures {
 	return m
 }
 
-// run is one run's series and the figures the findings read from them.
-type run struct {
+// series is one run's series and the figures the findings read from them.
+type series struct {
 	preset          string
-	spec            loadgen.Resolved
+	spec            run.Resolved
 	tc              float64 // t_c, seconds
 	elapsed, swapIn []float64
 	sum             report.Summary
 }
 
-func of(r report.Run) *run {
-	c := &run{preset: r.Record.Spec.Preset, spec: r.Record.Spec, tc: r.Record.Spec.Interval.D().Seconds()}
+func of(r report.Recorded) *series {
+	c := &series{preset: r.Record.Spec.Preset, spec: r.Record.Spec, tc: r.Record.Spec.Interval.D().Seconds()}
 	for _, row := range r.Samples {
 		c.elapsed = append(c.elapsed, row.ElapsedSeconds)
 		c.swapIn = append(c.swapIn, row.SwapInPagesPerSecond)
@@ -295,14 +295,14 @@ func of(r report.Run) *run {
 	return c
 }
 
-func (c *run) plateau() (from, to float64) {
+func (c *series) plateau() (from, to float64) {
 	f, t := c.spec.Plateau()
 	return f.Seconds(), t.Seconds()
 }
 
 // smooth averages swap-ins/s over ±t_c around each sample: one consumer
 // interval either side, the scale of the schedule's own steps.
-func (c *run) smooth() []float64 {
+func (c *series) smooth() []float64 {
 	return movingMean(c.elapsed, c.swapIn, c.tc)
 }
 
@@ -324,7 +324,7 @@ func movingMean(xs, ys []float64, half float64) []float64 {
 	return out
 }
 
-func (c *run) smoothPeakAt() float64 {
+func (c *series) smoothPeakAt() float64 {
 	s := c.smooth()
 	if len(s) == 0 {
 		return math.NaN()
@@ -343,7 +343,7 @@ func argmax(xs []float64) int {
 }
 
 // plateauMean is the mean swap-ins/s while every consumer is planned active.
-func (c *run) plateauMean() float64 {
+func (c *series) plateauMean() float64 {
 	from, to := c.plateau()
 	var sum float64
 	n := 0
@@ -361,7 +361,7 @@ func (c *run) plateauMean() float64 {
 
 // durationRise is the swap-in episode's length and the time from its onset
 // to the smoothed peak.
-func (c *run) durationRise() (duration, rise float64, ok bool) {
+func (c *series) durationRise() (duration, rise float64, ok bool) {
 	ep := c.sum.SwapIn
 	if ep == nil || !ep.Recovered {
 		return math.NaN(), math.NaN(), false
@@ -371,7 +371,7 @@ func (c *run) durationRise() (duration, rise float64, ok bool) {
 
 // underLimit is when the planned demand falls back under the memory limit:
 // the end of the consumer after which those left fit.
-func (c *run) underLimit() (float64, bool) {
+func (c *series) underLimit() (float64, bool) {
 	s := c.spec
 	for i := range s.Consumers {
 		left := int64(s.Consumers - i - 1)
@@ -384,7 +384,7 @@ func (c *run) underLimit() (float64, bool) {
 
 // recoveryLag is the time from demand falling under the limit to the
 // swap-in episode's recovery (swap-ins below 10 % of the peak).
-func (c *run) recoveryLag() (float64, bool) {
+func (c *series) recoveryLag() (float64, bool) {
 	ep := c.sum.SwapIn
 	at, ok := c.underLimit()
 	if ep == nil || !ep.Recovered || !ok {
@@ -396,7 +396,7 @@ func (c *run) recoveryLag() (float64, bool) {
 // stability is the fig12 runs' spread: at each second, the SD across runs of
 // swap-ins/s averaged over ±t_c; its mean over the run, over the mean of
 // the runs' mean. Runs are aligned on whole seconds since their start.
-func stability(runs []report.Run) (spread float64, n int) {
+func stability(runs []report.Recorded) (spread float64, n int) {
 	var series [][]float64
 	length := math.MaxInt
 	for _, r := range runs {

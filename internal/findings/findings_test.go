@@ -7,8 +7,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/thrashscope/thrashscope/internal/loadgen"
 	"github.com/thrashscope/thrashscope/internal/report"
+	"github.com/thrashscope/thrashscope/internal/run"
 	"github.com/thrashscope/thrashscope/internal/sampler"
 	"github.com/thrashscope/thrashscope/internal/store"
 )
@@ -29,24 +29,24 @@ func (s shape) at(t float64) float64 {
 
 // synthetic is a completed run of preset at scale 1 whose swap-ins follow s,
 // times (1 + wobble·sin) to tell repeats apart.
-func synthetic(t *testing.T, preset string, s shape, wobble float64) report.Run {
+func synthetic(t *testing.T, preset string, s shape, wobble float64) report.Recorded {
 	t.Helper()
-	spec, err := loadgen.Resolve(loadgen.Spec{Preset: preset})
+	spec, err := run.Resolve(run.Spec{Preset: preset})
 	if err != nil {
 		t.Fatal(err)
 	}
 	start := time.Date(2026, 11, 23, 0, 0, 0, 0, time.UTC)
 	end := start.Add(spec.Duration())
-	rec := loadgen.Record{ID: preset, Spec: spec, State: loadgen.StateCompleted, StartedAt: start, EndedAt: &end}
+	rec := run.Record{ID: preset, Spec: spec, State: run.StateCompleted, StartedAt: start, EndedAt: &end}
 	for i := range spec.Consumers {
-		rec.Consumers = append(rec.Consumers, loadgen.ConsumerRecord{Index: i, Exit: "exited"})
+		rec.Consumers = append(rec.Consumers, run.ConsumerRecord{Index: i, Exit: "exited"})
 	}
 	var rows []store.Row
 	for k := 0; k <= int(spec.Duration().Seconds()); k++ {
 		x := float64(k)
 		rows = append(rows, store.Row{ElapsedSeconds: x, Rates: sampler.Rates{SwapInPagesPerSecond: s.at(x) * (1 + wobble*math.Sin(x/7))}})
 	}
-	return report.Run{Record: rec, Samples: rows}
+	return report.Recorded{Record: rec, Samples: rows}
 }
 
 // paperLike is a reproduction shaped as the paper describes it.
@@ -134,8 +134,8 @@ func TestCheckRefusesRunsThatAreNotThePapers(t *testing.T) {
 		{"no e3 run", func(r Runs) { delete(r, "e3") }},
 		{"one fig12 run", func(r Runs) { r["fig12"] = r["fig12"][:1] }},
 		{"OOM killer", func(r Runs) { r["e2"][0].Record.Consumers[7].Exit = "oom-killed" }},
-		{"not completed", func(r Runs) { r["e1"][0].Record.State = loadgen.StateAborted }},
-		{"the paper's times do not apply", func(r Runs) { r["e2"][0].Record.Spec.Interval = loadgen.Duration(10 * time.Second) }},
+		{"not completed", func(r Runs) { r["e1"][0].Record.State = run.StateAborted }},
+		{"the paper's times do not apply", func(r Runs) { r["e2"][0].Record.Spec.Interval = run.Duration(10 * time.Second) }},
 		{"not the paper's", func(r Runs) {
 			// W kept at 10,000 for a tenth of the size: the old meaning of scale.
 			s := &r["e4"][0].Record.Spec

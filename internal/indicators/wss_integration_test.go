@@ -17,8 +17,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/thrashscope/thrashscope/internal/loadgen"
+	"github.com/thrashscope/thrashscope/internal/consumer"
 	"github.com/thrashscope/thrashscope/internal/probe"
+	"github.com/thrashscope/thrashscope/internal/run"
 	"github.com/thrashscope/thrashscope/internal/testenv"
 )
 
@@ -65,10 +66,10 @@ func TestWorkingSetAccuracy(t *testing.T) {
 	}{{"baseline", 1}, {"W=2000", 2000}, {"W=20000", 20000}}
 	cons := make([]*wssConsumer, len(rates))
 	for i, r := range rates {
-		cons[i] = startWSSConsumer(t, bin, loadgen.ConsumerConfig{
-			Index: i, Mode: loadgen.ModeCycles, Size: size, Writes: r.writes, Sleep: sleep,
+		cons[i] = startWSSConsumer(t, bin, consumer.Config{
+			Index: i, Mode: consumer.ModeCycles, Size: size, Writes: r.writes, Sleep: sleep,
 			Start: time.Now(), End: time.Now().Add(30 * time.Second),
-			Backing: loadgen.BackingAnon, Fill: loadgen.FillRandom, ParentPID: os.Getpid(),
+			Backing: run.BackingAnon, Fill: run.FillRandom, ParentPID: os.Getpid(),
 		})
 	}
 	pids := make([]int, len(cons))
@@ -195,7 +196,7 @@ type wssCycle struct {
 	writes int64
 }
 
-func startWSSConsumer(t *testing.T, bin string, cfg loadgen.ConsumerConfig) *wssConsumer {
+func startWSSConsumer(t *testing.T, bin string, cfg consumer.Config) *wssConsumer {
 	t.Helper()
 	repR, repW, err := os.Pipe()
 	if err != nil {
@@ -229,7 +230,7 @@ func startWSSConsumer(t *testing.T, bin string, cfg loadgen.ConsumerConfig) *wss
 		defer close(read)
 		defer repR.Close()
 		for {
-			rep, err := loadgen.ReadReport(repR)
+			rep, err := consumer.ReadMessage(repR)
 			now := time.Now()
 			if err != nil {
 				if !errors.Is(err, io.EOF) {
@@ -238,15 +239,15 @@ func startWSSConsumer(t *testing.T, bin string, cfg loadgen.ConsumerConfig) *wss
 				return
 			}
 			switch rep.Kind {
-			case loadgen.KindStarted:
+			case consumer.KindStarted:
 				if rep.B != 0 {
 					close(c.filled)
 				}
-			case loadgen.KindCycle:
+			case consumer.KindCycle:
 				c.mu.Lock()
 				c.cycles = append(c.cycles, wssCycle{at: now.Add(-rep.Duration() / 2), writes: rep.A})
 				c.mu.Unlock()
-			case loadgen.KindError:
+			case consumer.KindError:
 				c.fail(fmt.Errorf("consumer %d failed (errno %d)", cfg.Index, rep.A))
 			}
 		}

@@ -5,7 +5,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/thrashscope/thrashscope/internal/loadgen"
+	"github.com/thrashscope/thrashscope/internal/run"
 	"github.com/thrashscope/thrashscope/internal/runs"
 )
 
@@ -93,7 +93,7 @@ func (c *RunCollector) Collect(ch chan<- prometheus.Metric) {
 	gauge(c.demand, float64(p.DemandBytes))
 	gauge(c.limit, float64(p.LimitBytes))
 	for i, n := range p.Cycles {
-		name := loadgen.ConsumerName(i)
+		name := run.ConsumerName(i)
 		send(ch, c.cycles, prometheus.CounterValue, float64(n), name)
 		gauge(c.lateness, p.LatenessSeconds[i], name)
 	}

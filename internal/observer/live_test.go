@@ -16,7 +16,7 @@ import (
 
 	"github.com/chromedp/chromedp"
 
-	"github.com/thrashscope/thrashscope/internal/loadgen"
+	"github.com/thrashscope/thrashscope/internal/run"
 	"github.com/thrashscope/thrashscope/internal/testenv"
 )
 
@@ -180,17 +180,17 @@ func TestLivePageInBrowser(t *testing.T) {
 	click(t, ctx, "start")
 	poll(t, ctx, "the page to say the run started", `document.getElementById('run-message').textContent.includes('started')`, 10*time.Second)
 	code, b := d.do(t, "GET", "/api/v1/runs", "")
-	var list struct{ Runs []loadgen.Record }
+	var list struct{ Runs []run.Record }
 	if err := json.Unmarshal(b, &list); code != http.StatusOK || err != nil || len(list.Runs) != 1 {
 		t.Fatalf("GET /api/v1/runs after the form: %d %s", code, b)
 	}
 	rec := list.Runs[0]
 	scale := 0.05
-	want, err := loadgen.Resolve(loadgen.Spec{Preset: "e4", Scale: &scale})
+	want, err := run.Resolve(run.Spec{Preset: "e4", Scale: &scale})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if rec.State != loadgen.StateRunning || rec.Spec != want {
+	if rec.State != run.StateRunning || rec.Spec != want {
 		t.Fatalf("the form started %s %+v, want running %+v", rec.State, rec.Spec, want)
 	}
 	poll(t, ctx, "the page to show the run", `document.getElementById('run-id')?.textContent === '`+rec.ID+`' && document.getElementById('run-state').textContent === 'running'`, 5*time.Second)
@@ -215,7 +215,7 @@ func TestLivePageInBrowser(t *testing.T) {
 	click(t, ctx, "abort")
 	poll(t, ctx, "the page to say aborted", `document.getElementById('run-message').textContent === 'run `+rec.ID+` aborted'`, 15*time.Second)
 	final := d.record(t, rec.ID)
-	if final.State != loadgen.StateAborted {
+	if final.State != run.StateAborted {
 		t.Errorf("after the page's abort: %s %q", final.State, final.Reason)
 	}
 	waitFor(t, 5*time.Second, "consumers and cgroup gone", func() bool { return len(alive(pids)) == 0 && gone(rec.Cgroup) })

@@ -30,11 +30,11 @@ import (
 	"github.com/thrashscope/thrashscope/internal/history"
 	"github.com/thrashscope/thrashscope/internal/indicators"
 	"github.com/thrashscope/thrashscope/internal/live"
-	"github.com/thrashscope/thrashscope/internal/loadgen"
 	"github.com/thrashscope/thrashscope/internal/metrics"
 	"github.com/thrashscope/thrashscope/internal/pipeline"
 	"github.com/thrashscope/thrashscope/internal/probe"
 	"github.com/thrashscope/thrashscope/internal/procfs"
+	"github.com/thrashscope/thrashscope/internal/run"
 	"github.com/thrashscope/thrashscope/internal/runs"
 	"github.com/thrashscope/thrashscope/internal/store"
 )
@@ -146,7 +146,7 @@ func (o *Observer) runStatus() (live.RunStatus, bool) {
 	}
 	if rec, err := o.runs.Get(st.ID); err == nil {
 		rs.State = rec.State
-		rs.Active = loadgen.Active(rec.State)
+		rs.Active = run.Active(rec.State)
 	}
 	return rs, true
 }

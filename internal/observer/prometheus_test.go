@@ -17,7 +17,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/thrashscope/thrashscope/internal/loadgen"
+	"github.com/thrashscope/thrashscope/internal/run"
 	"github.com/thrashscope/thrashscope/internal/testenv"
 )
 
@@ -271,8 +271,8 @@ func TestAlertsFireOnARealThrash(t *testing.T) {
 			}
 		}
 		if end.IsZero() {
-			if r := d.record(t, rec.ID); !loadgen.Active(r.State) {
-				if r.State != loadgen.StateCompleted || r.EndedAt == nil {
+			if r := d.record(t, rec.ID); !run.Active(r.State) {
+				if r.State != run.StateCompleted || r.EndedAt == nil {
 					t.Fatalf("run ended %s: %s", r.State, r.Reason)
 				}
 				end = *r.EndedAt

@@ -6,8 +6,8 @@ import (
 	"time"
 
 	"github.com/thrashscope/thrashscope/internal/findings"
-	"github.com/thrashscope/thrashscope/internal/loadgen"
 	"github.com/thrashscope/thrashscope/internal/report"
+	"github.com/thrashscope/thrashscope/internal/run"
 	"github.com/thrashscope/thrashscope/internal/testenv"
 )
 
@@ -35,10 +35,10 @@ func TestReproductionCompressed(t *testing.T) {
 		rec := d.startRun(t, fmt.Sprintf(`{"preset":%q,"scale":%g,"interval":"3s"}`, preset, compressedScale))
 		waitFor(t, rec.Spec.Duration()+2*time.Minute, preset+" to end", func() bool {
 			time.Sleep(time.Second)
-			return !loadgen.Active(d.record(t, rec.ID).State)
+			return !run.Active(d.record(t, rec.ID).State)
 		})
 		final := d.record(t, rec.ID)
-		if final.State != loadgen.StateCompleted {
+		if final.State != run.StateCompleted {
 			t.Fatalf("%s ended %s: %s", preset, final.State, final.Reason)
 		}
 		for _, c := range final.Consumers {

@@ -22,7 +22,8 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/thrashscope/thrashscope/internal/cgroup"
-	"github.com/thrashscope/thrashscope/internal/loadgen"
+	"github.com/thrashscope/thrashscope/internal/master"
+	"github.com/thrashscope/thrashscope/internal/run"
 	"github.com/thrashscope/thrashscope/internal/testenv"
 )
 
@@ -106,26 +107,26 @@ func (d *daemon) do(t *testing.T, method, path, body string) (int, []byte) {
 	return resp.StatusCode, b
 }
 
-func (d *daemon) startRun(t *testing.T, spec string) loadgen.Record {
+func (d *daemon) startRun(t *testing.T, spec string) run.Record {
 	t.Helper()
 	code, b := d.do(t, "POST", "/api/v1/runs", spec)
 	if code != http.StatusCreated {
 		t.Fatalf("POST %s: %d %s", spec, code, b)
 	}
-	var rec loadgen.Record
+	var rec run.Record
 	if err := json.Unmarshal(b, &rec); err != nil {
 		t.Fatal(err)
 	}
 	return rec
 }
 
-func (d *daemon) record(t *testing.T, id string) loadgen.Record {
+func (d *daemon) record(t *testing.T, id string) run.Record {
 	t.Helper()
 	code, b := d.do(t, "GET", "/api/v1/runs/"+id, "")
 	if code != http.StatusOK {
 		t.Fatalf("GET run %s: %d %s", id, code, b)
 	}
-	var rec loadgen.Record
+	var rec run.Record
 	if err := json.Unmarshal(b, &rec); err != nil {
 		t.Fatal(err)
 	}
@@ -145,7 +146,7 @@ func waitFor(t *testing.T, timeout time.Duration, what string, cond func() bool)
 }
 
 // ooms counts the consumers the OOM killer took.
-func ooms(rec loadgen.Record) int {
+func ooms(rec run.Record) int {
 	n := 0
 	for _, c := range rec.Consumers {
 		if c.Exit == "oom-killed" {
@@ -155,7 +156,7 @@ func ooms(rec loadgen.Record) int {
 	return n
 }
 
-func started(rec loadgen.Record) int {
+func started(rec run.Record) int {
 	n := 0
 	for _, c := range rec.Consumers {
 		if c.ActualStart != nil {
@@ -181,7 +182,7 @@ func alive(pids []int) []int {
 	return out
 }
 
-func pidsOf(rec loadgen.Record) []int {
+func pidsOf(rec run.Record) []int {
 	var pids []int
 	for _, c := range rec.Consumers {
 		if c.PID != 0 {
@@ -228,7 +229,7 @@ func TestRunE4AtATenth(t *testing.T) {
 	testenv.RequireSwap(t)
 	d := startDaemon(t, t.TempDir())
 	rec := d.startRun(t, `{"preset":"e4","scale":0.1}`)
-	if rec.State != loadgen.StateRunning || len(rec.Consumers) != 25 || rec.Cgroup == "" {
+	if rec.State != run.StateRunning || len(rec.Consumers) != 25 || rec.Cgroup == "" {
 		t.Fatalf("new run: %+v", rec)
 	}
 	if code, b := d.do(t, "POST", "/api/v1/runs", `{"preset":"e4","scale":0.1}`); code != http.StatusConflict {
@@ -243,7 +244,7 @@ func TestRunE4AtATenth(t *testing.T) {
 	// never starts; the OOM count below judges those.
 	from, to := rec.Spec.Plateau()
 	time.Sleep(time.Until(rec.StartedAt.Add(from + 500*time.Millisecond)))
-	var cur loadgen.Record
+	var cur run.Record
 	accounted := func() int {
 		n := 0
 		for _, c := range cur.Consumers {
@@ -283,7 +284,7 @@ func TestRunE4AtATenth(t *testing.T) {
 			t.Errorf("consumer %d (pid %d) is not in %s", c.Index, c.PID, rec.Cgroup)
 		}
 		if c.PID != 0 && c.Exit == "" {
-			if comm, _ := os.ReadFile(fmt.Sprintf("/proc/%d/comm", c.PID)); strings.TrimSpace(string(comm)) != loadgen.ConsumerName(c.Index) {
+			if comm, _ := os.ReadFile(fmt.Sprintf("/proc/%d/comm", c.PID)); strings.TrimSpace(string(comm)) != run.ConsumerName(c.Index) {
 				t.Errorf("consumer %d comm %q", c.Index, comm)
 			}
 		}
@@ -299,9 +300,9 @@ func TestRunE4AtATenth(t *testing.T) {
 		}
 	}
 
-	waitFor(t, 2*time.Minute, "the run to end", func() bool { return !loadgen.Active(d.record(t, rec.ID).State) })
+	waitFor(t, 2*time.Minute, "the run to end", func() bool { return !run.Active(d.record(t, rec.ID).State) })
 	final := d.record(t, rec.ID)
-	if final.State != loadgen.StateCompleted || final.EndedAt == nil {
+	if final.State != run.StateCompleted || final.EndedAt == nil {
 		t.Fatalf("run ended %s: %s", final.State, final.Reason)
 	}
 	var worst time.Duration
@@ -413,13 +414,13 @@ func TestRunAbortLeavesNothing(t *testing.T) {
 	waitFor(t, 5*time.Second, "consumers and cgroup gone", func() bool { return len(alive(pids)) == 0 && gone(rec.Cgroup) })
 	t.Logf("abort cleaned up in %s", time.Since(begin).Round(time.Millisecond))
 	final := d.record(t, rec.ID)
-	if final.State != loadgen.StateAborted || final.Reason == "" {
+	if final.State != run.StateAborted || final.Reason == "" {
 		t.Errorf("after abort: %s %q", final.State, final.Reason)
 	}
 	if code, _ := d.do(t, "DELETE", "/api/v1/runs/"+rec.ID, ""); code != http.StatusOK {
 		t.Errorf("second DELETE: %d, want 200 (idempotent)", code)
 	}
-	if again := d.record(t, rec.ID); again.State != loadgen.StateAborted || !again.EndedAt.Equal(*final.EndedAt) {
+	if again := d.record(t, rec.ID); again.State != run.StateAborted || !again.EndedAt.Equal(*final.EndedAt) {
 		t.Errorf("second DELETE changed the record: %+v", again)
 	}
 	// The slot is free again.
@@ -450,7 +451,7 @@ func TestObserverKilledMidRun(t *testing.T) {
 
 	d2 := startDaemon(t, data)
 	final := d2.record(t, rec.ID)
-	if final.State != loadgen.StateAborted || !strings.Contains(final.Reason, "stopped mid-run") {
+	if final.State != run.StateAborted || !strings.Contains(final.Reason, "stopped mid-run") {
 		t.Errorf("after restart: %s %q", final.State, final.Reason)
 	}
 	if !gone(rec.Cgroup) {
@@ -472,15 +473,15 @@ func TestRunFailsWhenDisturbed(t *testing.T) {
 	d := startDaemon(t, t.TempDir())
 	for _, tc := range []struct {
 		name, spec, want string
-		disturb          func(t *testing.T, rec loadgen.Record)
+		disturb          func(t *testing.T, rec run.Record)
 	}{
-		{"SIGKILL", `{"preset":"e4","scale":0.1,"lead_in":"1s"}`, "consumer 1 (pid", func(t *testing.T, rec loadgen.Record) {
+		{"SIGKILL", `{"preset":"e4","scale":0.1,"lead_in":"1s"}`, "consumer 1 (pid", func(t *testing.T, rec run.Record) {
 			syscall.Kill(rec.Consumers[1].PID, syscall.SIGKILL)
 		}},
-		{"SIGTERM", `{"preset":"e4","scale":0.1,"lead_in":"1s"}`, "SIGTERM", func(t *testing.T, rec loadgen.Record) {
+		{"SIGTERM", `{"preset":"e4","scale":0.1,"lead_in":"1s"}`, "SIGTERM", func(t *testing.T, rec run.Record) {
 			syscall.Kill(rec.Consumers[1].PID, syscall.SIGTERM)
 		}},
-		{"cgroup removed", `{"preset":"e4","scale":0.1,"lead_in":"30s"}`, "was removed", func(t *testing.T, rec loadgen.Record) {
+		{"cgroup removed", `{"preset":"e4","scale":0.1,"lead_in":"30s"}`, "was removed", func(t *testing.T, rec run.Record) {
 			if err := os.Remove(rec.Cgroup); err != nil {
 				t.Fatalf("removing the idle run cgroup as an outsider would: %v", err)
 			}
@@ -494,10 +495,10 @@ func TestRunFailsWhenDisturbed(t *testing.T) {
 			}
 			tc.disturb(t, rec)
 			begin := time.Now()
-			waitFor(t, 10*time.Second, "the run to end", func() bool { return !loadgen.Active(d.record(t, rec.ID).State) })
+			waitFor(t, 10*time.Second, "the run to end", func() bool { return !run.Active(d.record(t, rec.ID).State) })
 			final := d.record(t, rec.ID)
 			t.Logf("%s: ended %s after the disturbance: %s %q", tc.name, time.Since(begin).Round(time.Millisecond), final.State, final.Reason)
-			if final.State != loadgen.StateFailed || !strings.Contains(final.Reason, tc.want) {
+			if final.State != run.StateFailed || !strings.Contains(final.Reason, tc.want) {
 				t.Errorf("state %s, reason %q; want failed, naming %q", final.State, final.Reason, tc.want)
 			}
 			waitFor(t, 5*time.Second, "consumers and cgroup gone", func() bool { return len(alive(pidsOf(d.record(t, rec.ID)))) == 0 && gone(rec.Cgroup) })
@@ -593,7 +594,7 @@ func TestRecordSavesAreCoalesced(t *testing.T) {
 			}
 		}
 	}
-	waitFor(t, 90*time.Second, "the run to end", func() bool { count(); return !loadgen.Active(d.record(t, rec.ID).State) })
+	waitFor(t, 90*time.Second, "the run to end", func() bool { count(); return !run.Active(d.record(t, rec.ID).State) })
 	time.Sleep(time.Second) // the final save follows the end
 	count()
 	final := d.record(t, rec.ID)
@@ -629,26 +630,26 @@ func grepLines(text, sub string) string {
 func TestRunBackingFile(t *testing.T) {
 	testenv.RequirePrivileged(t)
 	spec := `{"preset":"e4","scale":0.1,"consumers":6,"lead_in":"1s","backing":"file","memory_limit_bytes":335544320}`
-	s, err := loadgen.DecodeSpec([]byte(spec))
+	s, err := run.DecodeSpec([]byte(spec))
 	if err != nil {
 		t.Fatal(err)
 	}
-	r, err := loadgen.Resolve(s)
+	r, err := run.Resolve(s)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := r.Check(loadgen.Host{MemTotalBytes: 24 << 30, MemAvailableBytes: 20 << 30, DiskFreeBytes: 10 << 30}); err != nil {
+	if err := r.Check(run.Host{MemTotalBytes: 24 << 30, MemAvailableBytes: 20 << 30, DiskFreeBytes: 10 << 30}); err != nil {
 		t.Fatalf("the budget refuses backing=file without swap: %v", err)
 	}
 	d := startDaemon(t, t.TempDir(), "--probes=bpf")
 	rec := d.startRun(t, spec)
 	var fileFaults, anonFaults float64
-	waitFor(t, r.Duration()+loadgen.OverrunGrace+30*time.Second, "the run to end", func() bool {
+	waitFor(t, r.Duration()+master.OverrunGrace+30*time.Second, "the run to end", func() bool {
 		_, scrape := get(t, d.url+"/metrics")
 		f, a := consumerFaults(scrape)
 		fileFaults, anonFaults = max(fileFaults, f), max(anonFaults, a)
 		time.Sleep(200 * time.Millisecond)
-		return !loadgen.Active(d.record(t, rec.ID).State)
+		return !run.Active(d.record(t, rec.ID).State)
 	})
 	final := d.record(t, rec.ID)
 	var late []string
@@ -659,7 +660,7 @@ func TestRunBackingFile(t *testing.T) {
 	if fileFaults < 100 || anonFaults > fileFaults/10 {
 		t.Errorf("file-backed consumers took %.0f file and %.0f anon major faults, want a thrash of file faults", fileFaults, anonFaults)
 	}
-	if final.State != loadgen.StateCompleted {
+	if final.State != run.StateCompleted {
 		t.Errorf("run %s: %s", final.State, final.Reason)
 	}
 	if ents, _ := os.ReadDir(filepath.Join(d.dataDir, "scratch")); len(ents) != 0 {

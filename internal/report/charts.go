@@ -9,7 +9,7 @@ import (
 	"gonum.org/v1/plot/vg"
 
 	"github.com/thrashscope/thrashscope/internal/figures"
-	"github.com/thrashscope/thrashscope/internal/loadgen"
+	"github.com/thrashscope/thrashscope/internal/run"
 	"github.com/thrashscope/thrashscope/internal/store"
 )
 
@@ -38,9 +38,9 @@ const (
 var paperFigures = map[string][2]int{"e1": {4, 5}, "e2": {6, 7}, "e3": {8, 9}, "e4": {10, 11}}
 
 // describe is a run in a few words: preset, scale and shape.
-func describe(rec loadgen.Record) string {
+func describe(rec run.Record) string {
 	s := rec.Spec
-	if s.Preset == loadgen.PresetFill {
+	if s.Preset == run.PresetFill {
 		return fmt.Sprintf("fill (%d chunks of %s into %s, %d repeats)", s.Consumers, size(s.SizeBytes), size(s.MemoryLimitBytes), s.Repeats)
 	}
 	// S in decimal MB as the paper gives it; the limit in binary units.
@@ -56,7 +56,7 @@ func size(b int64) string {
 
 // paperFigure is the paper's figure pair for a run, raw on the left and
 // Bézier-smoothed on the right, as Fig 3 shows them.
-func paperFigure(r Run) figure {
+func paperFigure(r Recorded) figure {
 	n := len(r.Samples)
 	x, user, system, in, out := make([]float64, n), make([]float64, n), make([]float64, n), make([]float64, n), make([]float64, n)
 	for i, s := range r.Samples {
@@ -91,7 +91,7 @@ const maxProcessPanels = 5
 // processFigure draws TPF's memory allocation demand against RSS (Jiang and
 // Zhang 2001): one panel for all consumers against the cgroup limit, then
 // chosen consumers one by one.
-func processFigure(r Run) figure {
+func processFigure(r Recorded) figure {
 	rec := r.Record
 	end := r.Samples[len(r.Samples)-1].ElapsedSeconds
 	if rec.EndedAt != nil {
@@ -138,7 +138,7 @@ type pick struct {
 // chooseConsumers picks up to maxProcessPanels consumers that have rows:
 // the first, middle and last to start, the one with the most major faults,
 // the latest to finish and the first the OOM killer took.
-func chooseConsumers(r Run, rows map[int][]store.ProcessRow) []pick {
+func chooseConsumers(r Recorded, rows map[int][]store.ProcessRow) []pick {
 	n := len(r.Record.Consumers)
 	faults := func(i int) float64 {
 		var sum float64
@@ -193,11 +193,11 @@ func chooseConsumers(r Run, rows map[int][]store.ProcessRow) []pick {
 
 // consumerChart is one consumer's demand (a step from its actual start to
 // its actual end), RSS, swap and working set, in MiB.
-func consumerChart(r Run, p pick, rows []store.ProcessRow, end float64) figures.Chart {
+func consumerChart(r Recorded, p pick, rows []store.ProcessRow, end float64) figures.Chart {
 	rec := r.Record
 	c := rec.Consumers[p.index]
 	var dx, dy []float64
-	if rec.Spec.Preset != loadgen.PresetFill && c.ActualStart != nil {
+	if rec.Spec.Preset != run.PresetFill && c.ActualStart != nil {
 		s := c.ActualStart.Sub(rec.StartedAt).Seconds()
 		e := end
 		if c.ActualEnd != nil {
@@ -222,7 +222,7 @@ func consumerChart(r Run, p pick, rows []store.ProcessRow, end float64) figures.
 	}
 	zero := 0.0
 	return figures.Chart{
-		Title:  fmt.Sprintf("%s (%s)", loadgen.ConsumerName(p.index), p.why),
+		Title:  fmt.Sprintf("%s (%s)", run.ConsumerName(p.index), p.why),
 		XLabel: timeAxis, YLabel: "MiB",
 		Series: []figures.Series{
 			{Name: "demand", X: dx, Y: dy},
@@ -236,12 +236,12 @@ func consumerChart(r Run, p pick, rows []store.ProcessRow, end float64) figures.
 
 // stabilityFigure overlays the runs' smoothed swap-in and CPU curves on one
 // time axis, as Fig 12 overlays the paper's three repeats.
-func stabilityFigure(runs []Run) figure {
+func stabilityFigure(runs []Recorded) figure {
 	in := figures.Chart{Title: "Swap-in, Bézier-smoothed", XLabel: timeAxis, YLabel: "pages/s", Smooth: true}
 	cpu := figures.Chart{Title: "CPU user + system, Bézier-smoothed", XLabel: timeAxis, YLabel: "CPU (% of all CPUs)", Smooth: true}
 	// Runs at several scales are compared per MiB of their limit: a scale
 	// that keeps the physics gives the same curve.
-	scaled := slices.ContainsFunc(runs, func(r Run) bool { return r.Record.Spec.Scale != runs[0].Record.Spec.Scale })
+	scaled := slices.ContainsFunc(runs, func(r Recorded) bool { return r.Record.Spec.Scale != runs[0].Record.Spec.Scale })
 	if scaled {
 		in.Title, in.YLabel = "Swap-in per MiB of limit, Bézier-smoothed", "pages/s per MiB"
 	}
@@ -276,7 +276,7 @@ func stabilityFigure(runs []Run) figure {
 
 // fillFigure is seed 002's result: the fill time of each chunk, mean ± 1 SD
 // over the repeats, and the free memory and swap as the fill went on.
-func fillFigure(r Run) figure {
+func fillFigure(r Recorded) figure {
 	var x, mean, sd, free, swap []float64
 	repeats := 0
 	for _, f := range r.Fill {

@@ -14,7 +14,7 @@ import (
 	"path/filepath"
 	"strings"
 
-	"github.com/thrashscope/thrashscope/internal/loadgen"
+	"github.com/thrashscope/thrashscope/internal/run"
 	"github.com/thrashscope/thrashscope/internal/store"
 )
 
@@ -26,9 +26,9 @@ type Config struct {
 	OutDir  string
 }
 
-// Run is one ended run's data.
-type Run struct {
-	Record  loadgen.Record
+// Recorded is one ended run as recorded: its record and tables.
+type Recorded struct {
+	Record  run.Record
 	Samples []store.Row
 	// Processes is nil for runs recorded before processes.csv existed.
 	Processes []store.ProcessRow
@@ -82,7 +82,7 @@ func Build(cfg Config) (Result, error) {
 // Load reads the runs from the data directory, refusing what cannot be
 // reported: an unknown id (the error lists the ones there are), a run still
 // going, a run without samples, or runs of different presets together.
-func Load(dataDir string, ids []string) ([]Run, error) {
+func Load(dataDir string, ids []string) ([]Recorded, error) {
 	if len(ids) == 0 {
 		return nil, errors.New("no run given: name one or more with --run ID")
 	}
@@ -90,7 +90,7 @@ func Load(dataDir string, ids []string) ([]Run, error) {
 	if err != nil {
 		return nil, err
 	}
-	var runs []Run
+	var runs []Recorded
 	seen := map[string]bool{}
 	for _, id := range ids {
 		if seen[id] {
@@ -112,22 +112,22 @@ func Load(dataDir string, ids []string) ([]Run, error) {
 	return runs, nil
 }
 
-func loadRun(d *store.Dir, id string) (Run, error) {
-	var r Run
+func loadRun(d *store.Dir, id string) (Recorded, error) {
+	var r Recorded
 	rec, err := d.LoadRecord(id)
-	if errors.Is(err, loadgen.ErrNotFound) {
+	if errors.Is(err, store.ErrNotFound) {
 		return r, fmt.Errorf("no run %q in %s: %s", id, d.Path(), available(d))
 	}
 	if err != nil {
 		return r, err
 	}
-	if loadgen.Active(rec.State) {
+	if run.Active(rec.State) {
 		return r, fmt.Errorf("run %s is still %s: wait for it to end (it lasts %s), or abort it with DELETE /api/v1/runs/%s; "+
 			"a run left active by an observer that died is marked aborted when the observer next starts", id, rec.State, rec.Spec.Duration(), id)
 	}
 	r.Record = rec
 	b, err := d.ReadFile(id, store.SamplesFile)
-	if errors.Is(err, loadgen.ErrNotFound) {
+	if errors.Is(err, store.ErrNotFound) {
 		return r, fmt.Errorf("run %s has no %s (it ended, %s, before its first sample was saved): there is nothing to draw; report another run", id, store.SamplesFile, rec.State)
 	}
 	if err != nil {
@@ -146,10 +146,10 @@ func loadRun(d *store.Dir, id string) (Run, error) {
 		if r.Processes == nil {
 			r.Processes = []store.ProcessRow{}
 		}
-	} else if !errors.Is(err, loadgen.ErrNotFound) {
+	} else if !errors.Is(err, store.ErrNotFound) {
 		return r, err
 	}
-	if rec.Spec.Preset == loadgen.PresetFill {
+	if rec.Spec.Preset == run.PresetFill {
 		b, err := d.ReadFile(id, store.FillFile)
 		if err != nil {
 			return r, fmt.Errorf("run %s is a fill run without %s: %w", id, store.FillFile, err)

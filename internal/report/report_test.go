@@ -12,7 +12,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/thrashscope/thrashscope/internal/loadgen"
+	"github.com/thrashscope/thrashscope/internal/run"
 	"github.com/thrashscope/thrashscope/internal/store"
 )
 
@@ -100,7 +100,7 @@ func TestReportOfSeveralRuns(t *testing.T) {
 	if err := os.CopyFS(filepath.Join(data, "runs", twin), os.DirFS(src)); err != nil {
 		t.Fatal(err)
 	}
-	var rec loadgen.Record
+	var rec run.Record
 	if err := json.Unmarshal([]byte(readFile(t, filepath.Join(src, store.RecordFile))), &rec); err != nil {
 		t.Fatal(err)
 	}
@@ -134,7 +134,7 @@ func TestReportRefusesWithAClearMessage(t *testing.T) {
 	data := dataDir(t)
 	d, _ := store.Open(data)
 	active, _ := d.LoadRecord(e4Run)
-	active.ID, active.State, active.EndedAt = "20261122-050000-000001", loadgen.StateRunning, nil
+	active.ID, active.State, active.EndedAt = "20261122-050000-000001", run.StateRunning, nil
 	d.SaveRecord(active)
 	noSamples, _ := d.LoadRecord(e4Run)
 	noSamples.ID = "20261122-050000-000002"

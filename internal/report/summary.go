@@ -8,7 +8,7 @@ import (
 	"gonum.org/v1/gonum/stat"
 
 	"github.com/thrashscope/thrashscope/internal/indicators"
-	"github.com/thrashscope/thrashscope/internal/loadgen"
+	"github.com/thrashscope/thrashscope/internal/run"
 	"github.com/thrashscope/thrashscope/internal/store"
 )
 
@@ -42,7 +42,7 @@ type Episode struct {
 // Summary is one run's figures.
 type Summary struct {
 	ID, Preset, State string
-	Spec              loadgen.Resolved
+	Spec              run.Resolved
 	DurationSeconds   float64
 	// PlannedOverload is when the planned demand first passes the limit.
 	PlannedOverload    float64
@@ -82,7 +82,7 @@ type Lateness struct {
 }
 
 // Summarise computes a run's summary.
-func Summarise(rec loadgen.Record, rows []store.Row) Summary {
+func Summarise(rec run.Record, rows []store.Row) Summary {
 	s := Summary{
 		ID: rec.ID, Preset: rec.Spec.Preset, State: rec.State, Spec: rec.Spec,
 		Consumers: len(rec.Consumers), PeakConsumerStall: -1,
@@ -119,7 +119,7 @@ func Summarise(rec loadgen.Record, rows []store.Row) Summary {
 // DetectorEpisode reads the episode from the detector's transitions in the
 // record: onset is the first entry into thrashing, recovery the last exit
 // from it (to monitoring or normal); nil when it never said thrashing.
-func DetectorEpisode(rec loadgen.Record) *Episode {
+func DetectorEpisode(rec run.Record) *Episode {
 	thrashing := indicators.StateNames[indicators.Thrashing]
 	var e *Episode
 	in := false
@@ -189,7 +189,7 @@ func SwapInEpisode(elapsed, swapIn []float64) *Episode {
 // ConsumerLateness summarises how late the consumers finished past t_f.
 // Consumers that never started, or that the OOM killer ended, are left out:
 // they did not finish. Late means more than t_s + lateSlack past t_f.
-func ConsumerLateness(rec loadgen.Record) Lateness {
+func ConsumerLateness(rec run.Record) Lateness {
 	l := Lateness{MaxIndex: -1, LateCutoff: (rec.Spec.Sleep.D() + lateSlack).Seconds()}
 	var sum float64
 	for _, c := range rec.Consumers {

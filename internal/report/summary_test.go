@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/thrashscope/thrashscope/internal/loadgen"
+	"github.com/thrashscope/thrashscope/internal/run"
 	"github.com/thrashscope/thrashscope/internal/sampler"
 	"github.com/thrashscope/thrashscope/internal/store"
 )
@@ -67,8 +67,8 @@ func TestSwapInEpisode(t *testing.T) {
 func TestDetectorEpisode(t *testing.T) {
 	t0 := time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC)
 	at := func(s float64) time.Time { return t0.Add(time.Duration(s * float64(time.Second))) }
-	tr := func(s float64, to string) loadgen.Transition { return loadgen.Transition{At: at(s), To: to} }
-	rec := loadgen.Record{StartedAt: t0, Transitions: []loadgen.Transition{
+	tr := func(s float64, to string) run.Transition { return run.Transition{At: at(s), To: to} }
+	rec := run.Record{StartedAt: t0, Transitions: []run.Transition{
 		tr(18, "monitoring"), tr(21.5, "thrashing"), tr(30, "monitoring"), tr(31, "thrashing"), tr(44.25, "monitoring"), tr(47, "normal"),
 	}}
 	e := DetectorEpisode(rec)
@@ -88,8 +88,8 @@ func TestDetectorEpisode(t *testing.T) {
 func TestConsumerLateness(t *testing.T) {
 	t0 := time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC)
 	p := func(d time.Duration) *time.Time { v := t0.Add(d); return &v }
-	spec, _ := loadgen.Resolve(loadgen.Spec{Preset: "e4"}) // t_s 100 ms: late beyond 1.1 s
-	rec := loadgen.Record{Spec: spec, Consumers: []loadgen.ConsumerRecord{
+	spec, _ := run.Resolve(run.Spec{Preset: "e4"}) // t_s 100 ms: late beyond 1.1 s
+	rec := run.Record{Spec: spec, Consumers: []run.ConsumerRecord{
 		{Index: 0, ActualStart: p(0), ActualEnd: p(time.Second), LatenessSeconds: 0.05, Exit: "ok"},
 		{Index: 1, ActualStart: p(0), ActualEnd: p(time.Second), LatenessSeconds: 3.1, Exit: "ok"},
 		{Index: 2, ActualStart: p(0), ActualEnd: p(time.Second), LatenessSeconds: 1.2, Exit: "ok"},
@@ -104,11 +104,11 @@ func TestConsumerLateness(t *testing.T) {
 }
 
 func TestSummarisePeaks(t *testing.T) {
-	spec, _ := loadgen.Resolve(loadgen.Spec{Preset: "e4", Scale: ptr(0.1)})
+	spec, _ := run.Resolve(run.Spec{Preset: "e4", Scale: ptr(0.1)})
 	t0 := time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC)
 	end := t0.Add(61 * time.Second)
-	rec := loadgen.Record{ID: "r", Spec: spec, State: loadgen.StateCompleted, StartedAt: t0, EndedAt: &end,
-		Consumers: []loadgen.ConsumerRecord{{Index: 0, Exit: "oom-killed"}, {Index: 1, Exit: "ok"}}}
+	rec := run.Record{ID: "r", Spec: spec, State: run.StateCompleted, StartedAt: t0, EndedAt: &end,
+		Consumers: []run.ConsumerRecord{{Index: 0, Exit: "oom-killed"}, {Index: 1, Exit: "ok"}}}
 	row := func(at, in, out, some, full, stall float64) store.Row {
 		var r store.Row
 		r.ElapsedSeconds, r.SwapInPagesPerSecond, r.SwapOutPagesPerSecond = at, in, out
@@ -150,16 +150,16 @@ func ptr[T any](v T) *T { return &v }
 // Runs of one preset at several scales are summarised per scale, with the
 // peak per MiB of limit that a scale keeping the physics leaves alike.
 func TestSummaryGroupsScales(t *testing.T) {
-	var runs []Run
+	var runs []Recorded
 	var sums []Summary
 	for i, scale := range []float64{0.1, 0.5, 0.1} {
-		spec, err := loadgen.Resolve(loadgen.Spec{Preset: "e4", Scale: &scale})
+		spec, err := run.Resolve(run.Spec{Preset: "e4", Scale: &scale})
 		if err != nil {
 			t.Fatal(err)
 		}
-		rec := loadgen.Record{ID: fmt.Sprintf("r%d", i), Spec: spec, State: loadgen.StateCompleted}
+		rec := run.Record{ID: fmt.Sprintf("r%d", i), Spec: spec, State: run.StateCompleted}
 		rows := []store.Row{{ElapsedSeconds: 1, Rates: sampler.Rates{SwapInPagesPerSecond: 100 * float64(spec.MemoryLimitBytes) / mib}}}
-		runs = append(runs, Run{Record: rec, Samples: rows})
+		runs = append(runs, Recorded{Record: rec, Samples: rows})
 		sums = append(sums, Summarise(rec, rows))
 	}
 	text := SummaryText(runs, sums)

@@ -5,12 +5,12 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/thrashscope/thrashscope/internal/loadgen"
+	"github.com/thrashscope/thrashscope/internal/run"
 )
 
 // SummaryText is summary.txt: each run's figures, then, for several runs,
 // their mean ± SD, then how each figure is defined.
-func SummaryText(runs []Run, sums []Summary) string {
+func SummaryText(runs []Recorded, sums []Summary) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "thrashscope run report: %d run(s)\n", len(runs))
 	for i, s := range sums {
@@ -39,7 +39,7 @@ func line(b *strings.Builder, label, format string, args ...any) {
 	fmt.Fprintf(b, "  %-28s %s\n", label, fmt.Sprintf(format, args...))
 }
 
-func runText(b *strings.Builder, r Run, s Summary) {
+func runText(b *strings.Builder, r Recorded, s Summary) {
 	fmt.Fprintf(b, "run %s\n", s.ID)
 	line(b, "spec", "%s", describe(r.Record))
 	state := s.State
@@ -80,13 +80,13 @@ func runText(b *strings.Builder, r Run, s Summary) {
 		line(b, "peak consumer stall", "unknown (no BPF stall probe: a loadgen run or --probes=procfs)")
 	}
 	l := s.Lateness
-	if l.Finished > 0 && s.Preset != loadgen.PresetFill {
+	if l.Finished > 0 && s.Preset != run.PresetFill {
 		line(b, "consumer lateness", "max %.2f s (%s), mean %.2f s; %d of %d late (more than %.1f s past t_f)",
-			l.Max, loadgen.ConsumerName(l.MaxIndex), l.Mean, l.Late, l.Finished, l.LateCutoff)
+			l.Max, run.ConsumerName(l.MaxIndex), l.Mean, l.Late, l.Finished, l.LateCutoff)
 	}
 	var oom []string
 	for _, i := range s.OOMKilled {
-		oom = append(oom, loadgen.ConsumerName(i))
+		oom = append(oom, run.ConsumerName(i))
 	}
 	if len(oom) == 0 {
 		line(b, "consumers OOM-killed", "0 of %d", s.Consumers)

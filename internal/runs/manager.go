@@ -25,9 +25,10 @@ import (
 
 	"github.com/thrashscope/thrashscope/internal/cgroup"
 	"github.com/thrashscope/thrashscope/internal/indicators"
-	"github.com/thrashscope/thrashscope/internal/loadgen"
+	"github.com/thrashscope/thrashscope/internal/master"
 	"github.com/thrashscope/thrashscope/internal/pipeline"
 	"github.com/thrashscope/thrashscope/internal/procfs"
+	"github.com/thrashscope/thrashscope/internal/run"
 	"github.com/thrashscope/thrashscope/internal/store"
 	"github.com/thrashscope/thrashscope/internal/strictjson"
 )
@@ -77,7 +78,7 @@ type Manager struct {
 }
 
 type active struct {
-	run       *loadgen.Run
+	run       *master.Master
 	table     *store.Table
 	processes *store.ProcessTable
 	prevStall map[int]float64
@@ -119,7 +120,7 @@ func (m *Manager) recover() error {
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
 	defer cancel()
 	for _, rec := range recs {
-		if !loadgen.Active(rec.State) {
+		if !run.Active(rec.State) {
 			continue
 		}
 		// A record is data, not an order: only a cgroup directly under
@@ -134,7 +135,7 @@ func (m *Manager) recover() error {
 			// The sweep below removes it unless a live process holds it.
 		}
 		now := time.Now()
-		rec.State, rec.EndedAt = loadgen.StateAborted, &now
+		rec.State, rec.EndedAt = run.StateAborted, &now
 		rec.Reason = "the observer stopped mid-run (crash or kill); its consumers and cgroup were removed when it restarted"
 		for i := range rec.Consumers {
 			if rec.Consumers[i].PID != 0 && rec.Consumers[i].Exit == "" {
@@ -159,16 +160,16 @@ func (m *Manager) recover() error {
 }
 
 // Host reads what the safety budget needs.
-func (m *Manager) Host() (loadgen.Host, error) {
+func (m *Manager) Host() (run.Host, error) {
 	mem, err := m.cfg.ProcFS.Memory()
 	if err != nil {
-		return loadgen.Host{}, err
+		return run.Host{}, err
 	}
 	var st unix.Statfs_t
 	if err := unix.Statfs(m.fileDir, &st); err != nil {
-		return loadgen.Host{}, fmt.Errorf("statfs %s: %w", m.fileDir, err)
+		return run.Host{}, fmt.Errorf("statfs %s: %w", m.fileDir, err)
 	}
-	return loadgen.Host{
+	return run.Host{
 		MemTotalBytes: int64(mem.TotalBytes), MemAvailableBytes: int64(mem.AvailableBytes),
 		SwapTotalBytes: int64(mem.SwapTotalBytes), SwapFreeBytes: int64(mem.SwapFreeBytes),
 		DiskFreeBytes: int64(st.Bavail) * st.Bsize,
@@ -176,40 +177,40 @@ func (m *Manager) Host() (loadgen.Host, error) {
 }
 
 // Start validates a spec against the host and starts it.
-func (m *Manager) Start(spec loadgen.Spec) (loadgen.Record, error) {
-	r, err := loadgen.Resolve(spec)
+func (m *Manager) Start(spec run.Spec) (run.Record, error) {
+	r, err := run.Resolve(spec)
 	if err != nil {
-		return loadgen.Record{}, err
+		return run.Record{}, err
 	}
 	if m.cfg.ParentErr != nil {
-		return loadgen.Record{}, &loadgen.UnsafeError{Msg: "no cgroup for runs: " + m.cfg.ParentErr.Error()}
+		return run.Record{}, &run.UnsafeError{Msg: "no cgroup for runs: " + m.cfg.ParentErr.Error()}
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.active != nil && !ended(m.active.run) {
-		return loadgen.Record{}, fmt.Errorf("%w: %s", loadgen.ErrBusy, m.active.run.Record().ID)
+		return run.Record{}, fmt.Errorf("%w: %s", run.ErrBusy, m.active.run.Record().ID)
 	}
 	host, err := m.Host()
 	if err != nil {
-		return loadgen.Record{}, err
+		return run.Record{}, err
 	}
 	if err := r.Check(host); err != nil {
-		return loadgen.Record{}, err
+		return run.Record{}, err
 	}
 	// A run that cannot be recorded is not started: its record would be
 	// missing from the list, and its directory from every prune.
 	id := newID()
-	pending := loadgen.Record{ID: id, Spec: r, State: loadgen.StatePending, StartedAt: time.Now()}
+	pending := run.Record{ID: id, Spec: r, State: run.StatePending, StartedAt: time.Now()}
 	if err := m.cfg.Store.SaveRecord(pending); err != nil {
 		m.writeFailed("saving a new run's record", id, err)
 		_ = m.cfg.Store.Remove(id)
-		return loadgen.Record{}, fmt.Errorf("%w (%s): free space there, or give --data.dir a file system with room; nothing was started", loadgen.ErrNoStorage, errnoText(err))
+		return run.Record{}, fmt.Errorf("%w (%s): free space there, or give --data.dir a file system with room; nothing was started", run.ErrNoStorage, errnoText(err))
 	}
 	a := &active{table: &store.Table{}, processes: &store.ProcessTable{},
 		prevStall: map[int]float64{}, prevMajor: map[int]uint64{}, saved: make(chan struct{})}
-	// Saves triggered before StartRun returns wait here for a.run.
+	// Saves triggered before master.Start returns wait here for a.run.
 	a.saveMu.Lock()
-	run, err := loadgen.StartRun(loadgen.RunConfig{
+	mr, err := master.Start(master.Config{
 		ID:      id,
 		Spec:    r,
 		Binary:  m.cfg.Binary,
@@ -226,15 +227,15 @@ func (m *Manager) Start(spec loadgen.Spec) (loadgen.Record, error) {
 			return mem.AvailableBytes, mem.SwapFreeBytes
 		},
 	})
-	a.run = run
+	a.run = mr
 	a.saveMu.Unlock()
 	if err != nil {
 		_ = m.cfg.Store.Remove(id)
-		return loadgen.Record{}, err
+		return run.Record{}, err
 	}
 	m.active, m.last = a, a
 	m.save(a, true)
-	rec := run.Record()
+	rec := mr.Record()
 	m.cfg.Logger.Info("run started", "run", rec.ID, "preset", r.Preset, "consumers", r.Consumers,
 		"size_bytes", r.SizeBytes, "memory_limit_bytes", r.MemoryLimitBytes, "cgroup", rec.Cgroup, "duration", r.Duration())
 	go m.watch(a)
@@ -320,7 +321,7 @@ func (m *Manager) Observe(_, tick *pipeline.Tick) {
 		verdict = *tick.Verdict
 	}
 	if tr := verdict.Transition; tr != nil {
-		a.run.AddTransition(loadgen.Transition{At: tr.At, To: indicators.StateNames[tr.To], Processes: tr.Names})
+		a.run.AddTransition(run.Transition{At: tr.At, To: indicators.StateNames[tr.To], Processes: tr.Names})
 	}
 	cur := tick.Reading
 	if !cur.HasRates {
@@ -345,7 +346,7 @@ func (m *Manager) Observe(_, tick *pipeline.Tick) {
 	for _, pid := range a.run.PIDs() {
 		live[pid] = true
 	}
-	consumers := map[int]loadgen.ConsumerRecord{}
+	consumers := map[int]run.ConsumerRecord{}
 	for _, c := range rec.Consumers {
 		if live[c.PID] {
 			consumers[c.PID] = c
@@ -407,11 +408,11 @@ func (m *Manager) Observe(_, tick *pipeline.Tick) {
 // consumerDemand is TPF's memory allocation demand of consumer c at t: its
 // S from the moment it began allocating until it finished, 0 before and
 // after. The fill preset's one consumer demands what it has filled so far.
-func consumerDemand(rec loadgen.Record, c loadgen.ConsumerRecord, t time.Time, p loadgen.Progress) int64 {
+func consumerDemand(rec run.Record, c run.ConsumerRecord, t time.Time, p run.Progress) int64 {
 	if c.ActualStart == nil || t.Before(*c.ActualStart) || (c.ActualEnd != nil && !t.Before(*c.ActualEnd)) {
 		return 0
 	}
-	if rec.Spec.Preset == loadgen.PresetFill {
+	if rec.Spec.Preset == run.PresetFill {
 		return p.DemandBytes
 	}
 	return rec.Spec.SizeBytes
@@ -419,7 +420,7 @@ func consumerDemand(rec loadgen.Record, c loadgen.ConsumerRecord, t time.Time, p
 
 // ended reports whether a run is over; its watcher may not have freed the
 // slot yet.
-func ended(r *loadgen.Run) bool {
+func ended(r *master.Master) bool {
 	select {
 	case <-r.Done():
 		return true
@@ -429,7 +430,7 @@ func ended(r *loadgen.Run) bool {
 }
 
 // List returns every run, newest first.
-func (m *Manager) List() ([]loadgen.Record, error) {
+func (m *Manager) List() ([]run.Record, error) {
 	recs, err := m.cfg.Store.Records()
 	m.mu.Lock()
 	a := m.active
@@ -446,7 +447,7 @@ func (m *Manager) List() ([]loadgen.Record, error) {
 }
 
 // Get returns one run.
-func (m *Manager) Get(id string) (loadgen.Record, error) {
+func (m *Manager) Get(id string) (run.Record, error) {
 	if a := m.find(id); a != nil {
 		return a.run.Record(), nil
 	}
@@ -464,7 +465,7 @@ func (m *Manager) find(id string) *active {
 
 // Abort stops a run and waits (bounded) until its consumers and cgroup are
 // gone. Aborting a finished run returns it unchanged.
-func (m *Manager) Abort(id string) (loadgen.Record, error) {
+func (m *Manager) Abort(id string) (run.Record, error) {
 	a := m.find(id)
 	if a == nil {
 		return m.cfg.Store.Record(id)
@@ -495,7 +496,7 @@ func (m *Manager) WriteSamples(id string, w io.Writer) error {
 type Status struct {
 	ID, Preset string
 	Active     bool
-	Progress   loadgen.Progress
+	Progress   run.Progress
 	Outcomes   map[string]uint64
 	// WriteErrors counts failed writes of run records and tables.
 	WriteErrors uint64
@@ -527,7 +528,7 @@ func (m *Manager) Scope() indicators.Scope {
 }
 
 // Current is the active run, or nil.
-func (m *Manager) Current() *loadgen.Run {
+func (m *Manager) Current() *master.Master {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.active == nil {
@@ -557,4 +558,4 @@ func newID() string {
 }
 
 // OutcomeNames are the runs_total outcomes, so each series exists from 0.
-var OutcomeNames = []string{loadgen.StateCompleted, loadgen.StateAborted, loadgen.StateFailed}
+var OutcomeNames = []string{run.StateCompleted, run.StateAborted, run.StateFailed}

@@ -10,8 +10,8 @@ import (
 	"time"
 
 	"github.com/thrashscope/thrashscope/internal/cgroup"
-	"github.com/thrashscope/thrashscope/internal/loadgen"
 	"github.com/thrashscope/thrashscope/internal/procfs"
+	"github.com/thrashscope/thrashscope/internal/run"
 	"github.com/thrashscope/thrashscope/internal/runs"
 	"github.com/thrashscope/thrashscope/internal/store"
 	"github.com/thrashscope/thrashscope/internal/testenv"
@@ -89,7 +89,7 @@ func TestRestartActsOnlyOnItsOwn(t *testing.T) {
 		t.Fatal(err)
 	}
 	for id, cg := range map[string]string{"crafted": foreign.Path, "stale": stale.Path} {
-		if err := st.SaveRecord(loadgen.Record{ID: id, State: loadgen.StateRunning, StartedAt: time.Now(), Cgroup: cg}); err != nil {
+		if err := st.SaveRecord(run.Record{ID: id, State: run.StateRunning, StartedAt: time.Now(), Cgroup: cg}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -125,7 +125,7 @@ func TestRestartActsOnlyOnItsOwn(t *testing.T) {
 		t.Errorf("the stale run cgroup is still there: %v", err)
 	}
 	for _, id := range []string{"crafted", "stale"} {
-		if rec, err := st.LoadRecord(id); err != nil || rec.State != loadgen.StateAborted {
+		if rec, err := st.LoadRecord(id); err != nil || rec.State != run.StateAborted {
 			t.Errorf("record %s: %s, %v; want aborted", id, rec.State, err)
 		}
 	}

@@ -9,16 +9,16 @@ import (
 	"time"
 
 	"github.com/thrashscope/thrashscope/internal/cgroup"
-	"github.com/thrashscope/thrashscope/internal/loadgen"
 	"github.com/thrashscope/thrashscope/internal/pipeline"
 	"github.com/thrashscope/thrashscope/internal/procfs"
+	"github.com/thrashscope/thrashscope/internal/run"
 	"github.com/thrashscope/thrashscope/internal/sampler"
 	"github.com/thrashscope/thrashscope/internal/store"
 )
 
 // StandaloneConfig configures loadgen run: one run without the observer.
 type StandaloneConfig struct {
-	Spec   loadgen.Spec
+	Spec   run.Spec
 	OutDir string
 	Binary string
 	// CgroupParent is where the run cgroup goes; empty is this process's own.
@@ -35,7 +35,7 @@ type StandaloneConfig struct {
 // RunStandalone runs one experiment to its end, or until ctx is cancelled
 // (Ctrl-C), which aborts it cleanly. It samples the host from procfs every
 // second for samples.csv, as the observer would.
-func RunStandalone(ctx context.Context, cfg StandaloneConfig) (loadgen.Record, error) {
+func RunStandalone(ctx context.Context, cfg StandaloneConfig) (run.Record, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -44,11 +44,11 @@ func RunStandalone(ctx context.Context, cfg StandaloneConfig) (loadgen.Record, e
 	}
 	st, err := store.Open(cfg.OutDir)
 	if err != nil {
-		return loadgen.Record{}, err
+		return run.Record{}, err
 	}
 	fs, err := procfs.NewFS(cfg.ProcfsPath)
 	if err != nil {
-		return loadgen.Record{}, err
+		return run.Record{}, err
 	}
 	rc := Config{Store: st, ProcFS: fs, Binary: cfg.Binary, Logger: cfg.Logger}
 	if cfg.CgroupParent != "" {
@@ -117,7 +117,7 @@ func RunStandalone(ctx context.Context, cfg StandaloneConfig) (loadgen.Record, e
 }
 
 // ProgressLine is the one-line live view of a run.
-func ProgressLine(p loadgen.Progress, r sampler.Rates) string {
+func ProgressLine(p run.Progress, r sampler.Rates) string {
 	total := "?"
 	if p.Total > 0 {
 		total = p.Total.Round(time.Second).String()

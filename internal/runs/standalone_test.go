@@ -14,13 +14,13 @@ import (
 	"testing"
 	"time"
 
-	"github.com/thrashscope/thrashscope/internal/loadgen"
+	"github.com/thrashscope/thrashscope/internal/run"
 	"github.com/thrashscope/thrashscope/internal/store"
 	"github.com/thrashscope/thrashscope/internal/testenv"
 )
 
 // loadgenRun runs the real loadgen binary and returns its run record.
-func onlyRecord(t *testing.T, out string) (loadgen.Record, string) {
+func onlyRecord(t *testing.T, out string) (run.Record, string) {
 	t.Helper()
 	dirs, _ := filepath.Glob(filepath.Join(out, "runs", "*"))
 	if len(dirs) != 1 {
@@ -30,7 +30,7 @@ func onlyRecord(t *testing.T, out string) (loadgen.Record, string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var rec loadgen.Record
+	var rec run.Record
 	if err := json.Unmarshal(b, &rec); err != nil {
 		t.Fatalf("record.json: %v", err)
 	}
@@ -50,7 +50,7 @@ func csvRows(t *testing.T, path string) [][]string {
 	return rows
 }
 
-func noneAlive(t *testing.T, rec loadgen.Record) {
+func noneAlive(t *testing.T, rec run.Record) {
 	t.Helper()
 	for _, c := range rec.Consumers {
 		if c.PID == 0 {
@@ -81,7 +81,7 @@ func TestLoadgenRunCompletes(t *testing.T) {
 		t.Errorf("no progress line or outcome:\n%s", b)
 	}
 	rec, dir := onlyRecord(t, out)
-	if rec.State != loadgen.StateCompleted || len(rec.Consumers) != 4 {
+	if rec.State != run.StateCompleted || len(rec.Consumers) != 4 {
 		t.Fatalf("record: %+v", rec)
 	}
 	for _, c := range rec.Consumers {
@@ -100,7 +100,7 @@ func TestLoadgenRunCompletes(t *testing.T) {
 // checkProcesses: processes.csv has rows for the consumers of the record,
 // their demand is S or 0, and a consumer holding its S is resident or in
 // swap for most of it.
-func checkProcesses(t *testing.T, rec loadgen.Record, dir string) {
+func checkProcesses(t *testing.T, rec run.Record, dir string) {
 	t.Helper()
 	b, err := os.ReadFile(filepath.Join(dir, store.ProcessesFile))
 	if err != nil {
@@ -115,7 +115,7 @@ func checkProcesses(t *testing.T, rec loadgen.Record, dir string) {
 		if r.Consumer < 0 || r.Consumer >= len(rec.Consumers) || rec.Consumers[r.Consumer].PID != r.PID {
 			t.Fatalf("row for consumer %d pid %d does not match the record", r.Consumer, r.PID)
 		}
-		if r.Comm != loadgen.ConsumerName(r.Consumer) {
+		if r.Comm != run.ConsumerName(r.Consumer) {
 			t.Errorf("consumer %d's comm is %q", r.Consumer, r.Comm)
 		}
 		if r.DemandBytes != 0 && r.DemandBytes != rec.Spec.SizeBytes {
@@ -152,7 +152,7 @@ func TestLoadgenRunCtrlC(t *testing.T) {
 	}
 	t.Logf("Ctrl-C to exit: %s", time.Since(begin).Round(time.Millisecond))
 	rec, dir := onlyRecord(t, out)
-	if rec.State != loadgen.StateAborted || rec.EndedAt == nil {
+	if rec.State != run.StateAborted || rec.EndedAt == nil {
 		t.Errorf("record after Ctrl-C: %s %q", rec.State, rec.Reason)
 	}
 	if _, err := os.Stat(filepath.Join(dir, "samples.csv")); err != nil {
@@ -173,7 +173,7 @@ func TestLoadgenFill(t *testing.T) {
 		t.Fatalf("loadgen fill: %v\n%s", err, b)
 	}
 	rec, dir := onlyRecord(t, out)
-	if rec.State != loadgen.StateCompleted {
+	if rec.State != run.StateCompleted {
 		t.Fatalf("fill run %s: %s", rec.State, rec.Reason)
 	}
 	rows := csvRows(t, filepath.Join(dir, "fill.csv"))

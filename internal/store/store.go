@@ -21,7 +21,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/thrashscope/thrashscope/internal/loadgen"
+	"github.com/thrashscope/thrashscope/internal/run"
 	"github.com/thrashscope/thrashscope/internal/strictjson"
 )
 
@@ -92,7 +92,7 @@ func (d *Dir) RunDir(id string) (string, error) {
 }
 
 // SaveRecord writes a run record atomically.
-func (d *Dir) SaveRecord(rec loadgen.Record) error {
+func (d *Dir) SaveRecord(rec run.Record) error {
 	b, err := json.MarshalIndent(rec, "", "  ")
 	if err != nil {
 		return fmt.Errorf("encoding run record %s: %w", rec.ID, err)
@@ -100,64 +100,68 @@ func (d *Dir) SaveRecord(rec loadgen.Record) error {
 	return d.WriteFile(rec.ID, RecordFile, append(b, '\n'))
 }
 
-// LoadRecord reads one run record; loadgen.ErrNotFound when there is none.
+// ErrNotFound: no run record, table or file by that name. It is a
+// run.ErrNotFound too, which the API answers with 404.
+var ErrNotFound = fmt.Errorf("%w in the data directory", run.ErrNotFound)
+
+// LoadRecord reads one run record; ErrNotFound when there is none.
 // A record whose id is not the directory's is refused: every path made from
 // the record (a report's output, the run's files) uses the id, and a record
 // saying "../x" must not lead anywhere.
-func (d *Dir) LoadRecord(id string) (loadgen.Record, error) {
-	var rec loadgen.Record
+func (d *Dir) LoadRecord(id string) (run.Record, error) {
+	var rec run.Record
 	b, err := d.ReadFile(id, RecordFile)
 	if err != nil {
 		return rec, err
 	}
 	if err := decodeRecord(b, &rec); err != nil {
-		return loadgen.Record{}, fmt.Errorf("run record %s is corrupt: %w", id, err)
+		return run.Record{}, fmt.Errorf("run record %s is corrupt: %w", id, err)
 	}
 	if rec.ID != id {
-		return loadgen.Record{}, fmt.Errorf("run record %s is corrupt: it says its id is %q", id, strictjson.Clip(rec.ID))
+		return run.Record{}, fmt.Errorf("run record %s is corrupt: it says its id is %q", id, strictjson.Clip(rec.ID))
 	}
 	return rec, nil
 }
 
 // Record is LoadRecord for a listing: a record that cannot be read comes
-// back as loadgen.StateCorrupt with the reason, not as an error; only a
-// missing one is (loadgen.ErrNotFound).
-func (d *Dir) Record(id string) (loadgen.Record, error) {
+// back as run.StateCorrupt with the reason, not as an error; only a
+// missing one is (ErrNotFound).
+func (d *Dir) Record(id string) (run.Record, error) {
 	rec, err := d.LoadRecord(id)
 	switch {
-	case errors.Is(err, loadgen.ErrNotFound):
+	case errors.Is(err, ErrNotFound):
 		return rec, err
 	case err != nil:
-		return loadgen.Record{ID: id, State: loadgen.StateCorrupt,
+		return run.Record{ID: id, State: run.StateCorrupt,
 			Reason: err.Error() + "; thrashscope leaves it alone: restore or remove " + filepath.Join("runs", id)}, nil
 	}
 	return rec, nil
 }
 
 // Records reads every run record, newest first. A record that cannot be
-// read is listed as loadgen.StateCorrupt with the reason, after the others,
+// read is listed as run.StateCorrupt with the reason, after the others,
 // so one bad file neither hides the rest nor goes unseen.
-func (d *Dir) Records() ([]loadgen.Record, error) {
+func (d *Dir) Records() ([]run.Record, error) {
 	ents, err := os.ReadDir(filepath.Join(d.path, "runs"))
 	if err != nil {
 		return nil, fmt.Errorf("listing runs: %w", err)
 	}
-	var recs, corrupt []loadgen.Record
+	var recs, corrupt []run.Record
 	for _, e := range ents {
 		if !validID.MatchString(e.Name()) || e.Type()&fs.ModeSymlink != 0 || !e.IsDir() {
 			continue
 		}
 		rec, err := d.Record(e.Name())
 		switch {
-		case errors.Is(err, loadgen.ErrNotFound):
+		case errors.Is(err, ErrNotFound):
 			// a run directory whose record was never written
-		case rec.State == loadgen.StateCorrupt:
+		case rec.State == run.StateCorrupt:
 			corrupt = append(corrupt, rec)
 		default:
 			recs = append(recs, rec)
 		}
 	}
-	slices.SortFunc(recs, func(a, b loadgen.Record) int {
+	slices.SortFunc(recs, func(a, b run.Record) int {
 		if c := b.StartedAt.Compare(a.StartedAt); c != 0 {
 			return c
 		}
@@ -203,7 +207,7 @@ func (d *Dir) WriteFile(id, name string, data []byte) error {
 	return nil
 }
 
-// ReadFile reads one of a run's files; loadgen.ErrNotFound when missing.
+// ReadFile reads one of a run's files; ErrNotFound when missing.
 // It reads only a regular file, never through a symbolic link (the run's
 // directory or the file), and at most MaxRecordBytes of a record or
 // MaxTableBytes of a table: the data dir is read as input, not trusted.
@@ -212,18 +216,18 @@ func (d *Dir) WriteFile(id, name string, data []byte) error {
 // content is held to the same limit.
 func (d *Dir) ReadFile(id, name string) ([]byte, error) {
 	if !validID.MatchString(id) {
-		return nil, fmt.Errorf("%w: run id %q: want 1 to 64 of a-z, 0-9 and -", loadgen.ErrNotFound, strictjson.Clip(id))
+		return nil, fmt.Errorf("%w: run id %q: want 1 to 64 of a-z, 0-9 and -", ErrNotFound, strictjson.Clip(id))
 	}
 	limit := int64(MaxTableBytes)
 	if name == RecordFile {
 		return d.readFile(id, name, MaxRecordBytes)
 	}
 	b, err := d.readFile(id, name, limit)
-	if !errors.Is(err, loadgen.ErrNotFound) {
+	if !errors.Is(err, ErrNotFound) {
 		return b, err
 	}
 	z, zerr := d.readFile(id, name+".gz", limit)
-	if errors.Is(zerr, loadgen.ErrNotFound) {
+	if errors.Is(zerr, ErrNotFound) {
 		return nil, err
 	}
 	if zerr != nil {
@@ -249,7 +253,7 @@ func (d *Dir) readFile(id, name string, limit int64) ([]byte, error) {
 	f, err := openNoFollow(filepath.Join(d.path, "runs"), id, name)
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
-		return nil, fmt.Errorf("%w: %s has no %s", loadgen.ErrNotFound, id, name)
+		return nil, fmt.Errorf("%w: %s has no %s", ErrNotFound, id, name)
 	case errors.Is(err, syscall.ELOOP), errors.Is(err, syscall.ENOTDIR):
 		return nil, fmt.Errorf("%s is a symbolic link or not a file: thrashscope reads only regular files in its data dir; remove it", rel)
 	case err != nil:
@@ -295,7 +299,7 @@ func openNoFollow(runs, id, name string) (*os.File, error) {
 }
 
 // decodeRecord reads a record strictly: one JSON object, each member once.
-func decodeRecord(b []byte, rec *loadgen.Record) error {
+func decodeRecord(b []byte, rec *run.Record) error {
 	return strictjson.Decode(b, rec)
 }
 
@@ -315,7 +319,7 @@ func (d *Dir) Prune(keep int) ([]string, error) {
 	recs, err := d.Records()
 	var removed []string
 	for i, rec := range recs { // newest first
-		if i < keep || loadgen.Active(rec.State) || rec.State == loadgen.StateCorrupt {
+		if i < keep || run.Active(rec.State) || rec.State == run.StateCorrupt {
 			continue
 		}
 		if derr := d.Remove(rec.ID); derr != nil {

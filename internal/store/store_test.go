@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/thrashscope/thrashscope/internal/loadgen"
+	"github.com/thrashscope/thrashscope/internal/run"
 	"github.com/thrashscope/thrashscope/internal/sampler"
 )
 
@@ -23,8 +23,8 @@ func TestRecordsRoundTripNewestFirst(t *testing.T) {
 	}
 	t0 := time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC)
 	for i, id := range []string{"older", "newer"} {
-		rec := loadgen.Record{ID: id, State: loadgen.StateCompleted, StartedAt: t0.Add(time.Duration(i) * time.Hour),
-			Consumers: []loadgen.ConsumerRecord{{Index: 0, PID: 42, Cycles: 7}}}
+		rec := run.Record{ID: id, State: run.StateCompleted, StartedAt: t0.Add(time.Duration(i) * time.Hour),
+			Consumers: []run.ConsumerRecord{{Index: 0, PID: 42, Cycles: 7}}}
 		if err := d.SaveRecord(rec); err != nil {
 			t.Fatal(err)
 		}
@@ -36,10 +36,10 @@ func TestRecordsRoundTripNewestFirst(t *testing.T) {
 	if len(recs) != 2 || recs[0].ID != "newer" || recs[1].Consumers[0].Cycles != 7 {
 		t.Fatalf("records: %+v", recs)
 	}
-	if _, err := d.LoadRecord("missing"); !errors.Is(err, loadgen.ErrNotFound) {
+	if _, err := d.LoadRecord("missing"); !errors.Is(err, ErrNotFound) {
 		t.Errorf("missing record: %v", err)
 	}
-	if _, err := d.LoadRecord("../etc"); !errors.Is(err, loadgen.ErrNotFound) {
+	if _, err := d.LoadRecord("../etc"); !errors.Is(err, ErrNotFound) {
 		t.Errorf("path escape: %v", err)
 	}
 	if err := d.WriteFile("../../x", "f", nil); err == nil {
@@ -79,7 +79,7 @@ func TestAtomicWriteLeavesNoTemporaries(t *testing.T) {
 func TestCorruptRecordIsReportedNotHidden(t *testing.T) {
 	root := t.TempDir()
 	d, _ := Open(root)
-	d.SaveRecord(loadgen.Record{ID: "good", State: loadgen.StateCompleted})
+	d.SaveRecord(run.Record{ID: "good", State: run.StateCompleted})
 	write := func(id, body string) {
 		os.MkdirAll(filepath.Join(root, "runs", id), 0o750)
 		os.WriteFile(filepath.Join(root, "runs", id, RecordFile), []byte(body), 0o600)
@@ -91,18 +91,18 @@ func TestCorruptRecordIsReportedNotHidden(t *testing.T) {
 	if err != nil {
 		t.Fatalf("Records: %v; a corrupt record must not fail the listing", err)
 	}
-	got := map[string]loadgen.Record{}
+	got := map[string]run.Record{}
 	for _, r := range recs {
 		got[r.ID] = r
 	}
-	if len(recs) != 4 || got["good"].State != loadgen.StateCompleted {
+	if len(recs) != 4 || got["good"].State != run.StateCompleted {
 		t.Fatalf("records %+v, want good and the three corrupt ones flagged", recs)
 	}
 	if recs[0].ID != "good" {
 		t.Errorf("the readable record should come first, got %s", recs[0].ID)
 	}
 	for id, want := range map[string]string{"bad": "corrupt", "twice": `"state" is given twice`, "elsewhere": `says its id is "../../x"`} {
-		if r := got[id]; r.State != loadgen.StateCorrupt || !strings.Contains(r.Reason, want) {
+		if r := got[id]; r.State != run.StateCorrupt || !strings.Contains(r.Reason, want) {
 			t.Errorf("%s: state %q reason %q, want corrupt saying %s", id, r.State, r.Reason, want)
 		}
 	}
@@ -161,7 +161,7 @@ func TestReadFileRefusesLinksAndGiants(t *testing.T) {
 		if r.ID == "dirlink" {
 			t.Error("a symlinked run directory was listed")
 		}
-		if r.State != loadgen.StateCorrupt {
+		if r.State != run.StateCorrupt {
 			t.Errorf("%s listed as %s, want corrupt", r.ID, r.State)
 		}
 	}
@@ -187,11 +187,11 @@ func TestPruneKeepsTheNewestAndActive(t *testing.T) {
 	d, _ := Open(t.TempDir())
 	t0 := time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC)
 	for i := range 5 {
-		state := loadgen.StateCompleted
+		state := run.StateCompleted
 		if i == 0 {
-			state = loadgen.StateRunning // the oldest, but still active
+			state = run.StateRunning // the oldest, but still active
 		}
-		d.SaveRecord(loadgen.Record{ID: "r" + string(rune('a'+i)), State: state, StartedAt: t0.Add(time.Duration(i) * time.Minute)})
+		d.SaveRecord(run.Record{ID: "r" + string(rune('a'+i)), State: state, StartedAt: t0.Add(time.Duration(i) * time.Minute)})
 	}
 	removed, err := d.Prune(2)
 	if err != nil {
@@ -215,7 +215,7 @@ func FuzzDecodeRecord(f *testing.F) {
 	f.Add([]byte(`{"id":"../../x"}`))
 	f.Add([]byte(`{"transitions":[{"at":"2026-11-22T03:21:31Z","to":"thrashing","processes":["a","b"]}]}`))
 	f.Fuzz(func(t *testing.T, b []byte) {
-		var rec loadgen.Record
+		var rec run.Record
 		if err := decodeRecord(b, &rec); err != nil {
 			return
 		}
@@ -271,7 +271,7 @@ func TestReadFileReadsGzippedTables(t *testing.T) {
 		t.Errorf("with both there, read %q", got)
 	}
 	// Neither: not found, naming the plain file.
-	if _, err := d.ReadFile("packed", FillFile); !errors.Is(err, loadgen.ErrNotFound) || !strings.Contains(err.Error(), FillFile) {
+	if _, err := d.ReadFile("packed", FillFile); !errors.Is(err, ErrNotFound) || !strings.Contains(err.Error(), FillFile) {
 		t.Errorf("missing table: %v", err)
 	}
 	// A gzip bomb is held to the table limit, and garbage is named.
@@ -285,7 +285,7 @@ func TestReadFileReadsGzippedTables(t *testing.T) {
 	}
 	// A record is never read gzipped.
 	gz(RecordFile+".gz", []byte(`{"id":"packed"}`))
-	if _, err := d.ReadFile("packed", RecordFile); !errors.Is(err, loadgen.ErrNotFound) {
+	if _, err := d.ReadFile("packed", RecordFile); !errors.Is(err, ErrNotFound) {
 		t.Errorf("record.json.gz was read: %v", err)
 	}
 }

@@ -1,9 +1,10 @@
-// Package loadgen is thrashscope's producer of memory pressure: the run spec
+// Package run is the model of a run, which every layer may import: the spec
 // and its presets (Maziero et al., 2013's experiments e1-e4, seed 002's
-// progressive fill and seed 003's SYN8), the schedule, the safety budget, the
-// consumer processes and the master that runs them in a run cgroup. The
-// observer watches what a run does; it never depends on the run.
-package loadgen
+// progressive fill and seed 003's SYN8), the schedule, the safety budget,
+// the record with its states, the live progress, and their errors. Package
+// master carries a run out with the processes of package consumer; the
+// observer watches what a run does and never depends on it.
+package run
 
 import (
 	"bytes"

@@ -1,4 +1,4 @@
-package loadgen
+package consumer
 
 import (
 	"os"
@@ -11,12 +11,12 @@ import (
 // each once, from its own slot only; a consumer that outran the ring has
 // every cycle counted and the newest passed on.
 func TestCycleBoard(t *testing.T) {
-	b, err := newCycleBoard(3)
+	b, err := NewCycleBoard(3)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer b.close()
-	fd := int(b.f.Fd())
+	defer b.Close()
+	fd := int(b.File.Fd())
 	l, err := OpenCycleLog(fd, 1)
 	if err != nil {
 		t.Fatal(err)
@@ -29,16 +29,16 @@ func TestCycleBoard(t *testing.T) {
 		}
 		got = append(got, d)
 	}
-	if n := b.take(1, collect); n != 0 {
+	if n := b.Take(1, collect); n != 0 {
 		t.Fatalf("an empty slot gave %d cycles", n)
 	}
 	for k := 1; k <= 3; k++ {
 		l.Add(1000, time.Duration(k)*time.Millisecond)
 	}
-	if n := b.take(1, collect); n != 3 || len(got) != 3 || got[0] != time.Millisecond || got[2] != 3*time.Millisecond {
+	if n := b.Take(1, collect); n != 3 || len(got) != 3 || got[0] != time.Millisecond || got[2] != 3*time.Millisecond {
 		t.Fatalf("took %d: %v; want 1, 2, 3 ms", n, got)
 	}
-	if n := b.take(0, collect) + b.take(2, collect) + b.take(1, collect); n != 0 {
+	if n := b.Take(0, collect) + b.Take(2, collect) + b.Take(1, collect); n != 0 {
 		t.Errorf("%d cycles taken twice or from the wrong slot", n)
 	}
 
@@ -47,7 +47,7 @@ func TestCycleBoard(t *testing.T) {
 	for k := range many {
 		l.Add(1000, time.Duration(k))
 	}
-	if n := b.take(1, collect); n != many {
+	if n := b.Take(1, collect); n != many {
 		t.Errorf("counted %d of %d cycles", n, many)
 	}
 	if len(got) != cycleRingLen-1 || got[len(got)-1] != many-1 || got[0] != many-(cycleRingLen-1) {
@@ -68,12 +68,12 @@ func TestCycleBoard(t *testing.T) {
 // BenchmarkCycleLogAdd is what a consumer pays per cycle on the board; a
 // report on the pipe is a write system call and a wake-up of the master.
 func BenchmarkCycleLogAdd(b *testing.B) {
-	board, err := newCycleBoard(1)
+	board, err := NewCycleBoard(1)
 	if err != nil {
 		b.Fatal(err)
 	}
-	defer board.close()
-	l, err := OpenCycleLog(int(board.f.Fd()), 0)
+	defer board.Close()
+	l, err := OpenCycleLog(int(board.File.Fd()), 0)
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -1,4 +1,4 @@
-package loadgen
+package consumer
 
 import (
 	"fmt"
@@ -19,7 +19,7 @@ const hotPagesPerCheck = 64
 // Chunks chunks one after another, timing each fill, while a helper thread
 // keeps the chunks filled before it hot.
 func (c *consumer) fillChunks(began time.Time) error {
-	if err := c.report(StartedReport(began, time.Time{})); err != nil {
+	if err := c.send(StartedMessage(began, time.Time{})); err != nil {
 		return err
 	}
 	hot := startHotKeeper(c.cfg.HotInterval)
@@ -53,7 +53,7 @@ func (c *consumer) fillChunks(began time.Time) error {
 				return c.done(n)
 			}
 			n++
-			if err := c.report(ChunkReport(r, k, d)); err != nil {
+			if err := c.send(ChunkMessage(r, k, d)); err != nil {
 				return err
 			}
 			hot.set(slices.Clone(chunks))

@@ -1,4 +1,4 @@
-package loadgen
+package consumer
 
 import (
 	"errors"
@@ -13,7 +13,7 @@ import (
 
 // The cycle board is shared memory where consumers log their write cycles
 // and the master takes them when it looks (each second, at each sample and
-// when a consumer ends). A report on the pipe wakes the master; a cycle
+// when a consumer ends). A message on the pipe wakes the master; a cycle
 // logged here does not: 25 consumers cycling ten times a second would wake
 // it 250 times a second, on the host it is there to observe. Nothing is
 // lost when a consumer is killed: the memory is the master's.
@@ -29,16 +29,16 @@ const (
 	cycleRingLen    = (cycleSlotBytes - cycleHeader) / cycleEntryBytes
 )
 
-// cycleBoard is the master's side: one memfd for the whole run.
-type cycleBoard struct {
-	f     *os.File
+// CycleBoard is the master's side: one memfd for the whole run.
+type CycleBoard struct {
+	File  *os.File // fd 5 of each consumer
 	mem   []byte
 	taken []uint64 // per slot, the cycles already taken
 }
 
-// newCycleBoard makes a board for n consumers. Its pages are touched
+// NewCycleBoard makes a board for n consumers. Its pages are touched
 // here, so they are charged to the master's cgroup, not the run's limit.
-func newCycleBoard(n int) (*cycleBoard, error) {
+func NewCycleBoard(n int) (*CycleBoard, error) {
 	fd, err := unix.MemfdCreate("thrashscope-cycles", unix.MFD_CLOEXEC)
 	if err != nil {
 		return nil, fmt.Errorf("memfd_create for the cycle board: %w", err)
@@ -57,13 +57,13 @@ func newCycleBoard(n int) (*cycleBoard, error) {
 	for off := 0; off < len(mem); off += os.Getpagesize() {
 		mem[off] = 0
 	}
-	return &cycleBoard{f: f, mem: mem, taken: make([]uint64, n)}, nil
+	return &CycleBoard{File: f, mem: mem, taken: make([]uint64, n)}, nil
 }
 
 // take passes each cycle consumer i logged since the last take to f, oldest
 // first, and returns how many there were. When more than the ring holds
 // came in between, the oldest are counted but not passed.
-func (b *cycleBoard) take(i int, f func(writes int64, d time.Duration)) uint64 {
+func (b *CycleBoard) Take(i int, f func(writes int64, d time.Duration)) uint64 {
 	slot := b.mem[i*cycleSlotBytes : (i+1)*cycleSlotBytes]
 	count := slotCount(slot).Load()
 	prev := b.taken[i]
@@ -83,12 +83,12 @@ func (b *cycleBoard) take(i int, f func(writes int64, d time.Duration)) uint64 {
 	return count - prev
 }
 
-func (b *cycleBoard) close() {
+func (b *CycleBoard) Close() {
 	if b == nil {
 		return
 	}
 	_ = unix.Munmap(b.mem)
-	b.f.Close()
+	b.File.Close()
 }
 
 func slotCount(slot []byte) *atomic.Uint64 {

@@ -1,4 +1,4 @@
-package loadgen
+package master
 
 import (
 	"log/slog"

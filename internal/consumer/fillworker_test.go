@@ -1,17 +1,19 @@
-package loadgen
+package consumer
 
 import (
 	"bytes"
 	"testing"
 	"time"
+
+	"github.com/thrashscope/thrashscope/internal/run"
 )
 
-func fillConfig(chunk int64, chunks, repeats int) ConsumerConfig {
-	return ConsumerConfig{Mode: ModeFill, Size: chunk, Chunks: chunks, Repeats: repeats, Backing: BackingAnon, Fill: FillRandom}
+func fillConfig(chunk int64, chunks, repeats int) Config {
+	return Config{Mode: ModeFill, Size: chunk, Chunks: chunks, Repeats: repeats, Backing: run.BackingAnon, Fill: run.FillRandom}
 }
 
 func TestConsumeFillMode(t *testing.T) {
-	for _, fill := range []string{FillRandom, FillZero} {
+	for _, fill := range []string{run.FillRandom, run.FillZero} {
 		t.Run(fill, func(t *testing.T) {
 			cfg := fillConfig(4*testMiB, 2, 2)
 			cfg.Fill = fill

@@ -1,4 +1,7 @@
-package loadgen
+// Package master carries out a run: it makes the run cgroup, starts the
+// consumers (package consumer) on the schedule, follows their messages and
+// keeps the run's record.
+package master
 
 import (
 	"bufio"
@@ -19,6 +22,8 @@ import (
 	"gonum.org/v1/gonum/stat"
 
 	"github.com/thrashscope/thrashscope/internal/cgroup"
+	"github.com/thrashscope/thrashscope/internal/consumer"
+	"github.com/thrashscope/thrashscope/internal/run"
 )
 
 // spawnLead is how long before its planned start a consumer process is
@@ -39,10 +44,10 @@ const cgroupCheckEvery = time.Second
 // is destroyed with SIGKILL.
 const stopGrace = 2 * time.Second
 
-// RunConfig configures one run.
-type RunConfig struct {
+// Config configures one run.
+type Config struct {
 	ID   string
-	Spec Resolved
+	Spec run.Resolved
 	// Binary is the loadgen executable that consumers run as.
 	Binary string
 	// Parent is where the run cgroup goes.
@@ -61,9 +66,9 @@ type RunConfig struct {
 	Now func() time.Time
 }
 
-// Run is one run in progress: its cgroup, its consumers and its record.
-type Run struct {
-	cfg       RunConfig
+// Master is one run in progress: its cgroup, its consumers and its record.
+type Master struct {
+	cfg       Config
 	cg        *cgroup.Cgroup
 	procsFile *os.File // the run cgroup's cgroup.procs, for consumers to join through
 	start     time.Time
@@ -73,15 +78,15 @@ type Run struct {
 	done   chan struct{}
 
 	mu    sync.Mutex
-	rec   Record
+	rec   run.Record
 	procs []*os.Process // by index; nil until spawned
 	// slowest[0] is the slowest cycle in the current second, [1] in the one before.
 	slowest   [2]time.Duration
 	slowestAt int64 // the unix second slowest[0] belongs to
 	chunks    [][]chunkSample
 	oomBefore uint64
-	board     *cycleBoard      // nil: cycles come on the report pipes
-	guard     *cgroup.OOMGuard // nil on cgroup v2
+	board     *consumer.CycleBoard // nil: cycles come on the message pipes
+	guard     *cgroup.OOMGuard     // nil on cgroup v2
 }
 
 type chunkSample struct {
@@ -94,9 +99,9 @@ type abortError struct{ reason string }
 
 func (e abortError) Error() string { return e.reason }
 
-// StartRun creates the run cgroup and starts the run in the background. The
+// Start creates the run cgroup and starts the run in the background. The
 // record is pending until the cgroup exists, running from then on.
-func StartRun(cfg RunConfig) (*Run, error) {
+func Start(cfg Config) (*Master, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -110,20 +115,20 @@ func StartRun(cfg RunConfig) (*Run, error) {
 		cfg.OnChange = func() {}
 	}
 	if _, err := os.Stat(cfg.Binary); err != nil {
-		return nil, &UnsafeError{Msg: fmt.Sprintf("the consumer binary %q is missing: run make build, or install loadgen beside observer", cfg.Binary)}
+		return nil, &run.UnsafeError{Msg: fmt.Sprintf("the consumer binary %q is missing: run make build, or install loadgen beside observer", cfg.Binary)}
 	}
 	cg, err := cfg.Parent.Create("run-"+cfg.ID, cgroup.Limits{
 		MemoryBytes: cfg.Spec.MemoryLimitBytes,
-		NoSwap:      cfg.Spec.Backing == BackingFile, // a page-cache thrash, with or without swap
+		NoSwap:      cfg.Spec.Backing == run.BackingFile, // a page-cache thrash, with or without swap
 	})
 	if err != nil {
-		return nil, &UnsafeError{Msg: "cannot make the run cgroup: " + err.Error()}
+		return nil, &run.UnsafeError{Msg: "cannot make the run cgroup: " + err.Error()}
 	}
 	procsFile, err := cg.OpenProcs()
 	if err != nil {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
-		return nil, &UnsafeError{Msg: errors.Join(err, cg.Destroy(ctx)).Error()}
+		return nil, &run.UnsafeError{Msg: errors.Join(err, cg.Destroy(ctx)).Error()}
 	}
 	oom, _ := cg.OOMKills()
 	// On cgroup v1 a thrash this deep makes memcg reclaim give up with swap
@@ -135,23 +140,23 @@ func StartRun(cfg RunConfig) (*Run, error) {
 		cfg.Logger.Warn("no OOM guard: the kernel may OOM-kill consumers with swap still free", "run", cfg.ID, "err", err)
 	}
 	start := cfg.Now()
-	r := &Run{cfg: cfg, cg: cg, guard: guard, procsFile: procsFile, start: start, done: make(chan struct{}), oomBefore: oom}
+	r := &Master{cfg: cfg, cg: cg, guard: guard, procsFile: procsFile, start: start, done: make(chan struct{}), oomBefore: oom}
 	r.ctx, r.cancel = context.WithCancelCause(context.Background())
-	r.rec = Record{ID: cfg.ID, Spec: cfg.Spec, State: StateRunning, StartedAt: start, Cgroup: cg.Path}
-	n := cfg.Spec.processes()
+	r.rec = run.Record{ID: cfg.ID, Spec: cfg.Spec, State: run.StateRunning, StartedAt: start, Cgroup: cg.Path}
+	n := cfg.Spec.Processes()
 	r.procs = make([]*os.Process, n)
 	for i := range n {
 		s := cfg.Spec.Slot(i)
-		c := ConsumerRecord{Index: i, PlannedStart: start.Add(s.Start), PlannedEnd: start.Add(s.End)}
-		if cfg.Spec.Preset == PresetFill {
-			c.PlannedStart, c.PlannedEnd = start, start.Add(MaxRunDuration)
+		c := run.ConsumerRecord{Index: i, PlannedStart: start.Add(s.Start), PlannedEnd: start.Add(s.End)}
+		if cfg.Spec.Preset == run.PresetFill {
+			c.PlannedStart, c.PlannedEnd = start, start.Add(run.MaxRunDuration)
 		}
 		r.rec.Consumers = append(r.rec.Consumers, c)
 	}
-	if cfg.Spec.Preset == PresetFill {
+	if cfg.Spec.Preset == run.PresetFill {
 		r.chunks = make([][]chunkSample, cfg.Spec.Consumers)
-	} else if r.board, err = newCycleBoard(n); err != nil {
-		cfg.Logger.Warn("no cycle board; each write cycle is reported on its consumer's pipe", "run", cfg.ID, "err", err)
+	} else if r.board, err = consumer.NewCycleBoard(n); err != nil {
+		cfg.Logger.Warn("no cycle board; each write cycle is sent on its consumer's pipe", "run", cfg.ID, "err", err)
 		r.board = nil
 	}
 	go r.drive()
@@ -159,17 +164,17 @@ func StartRun(cfg RunConfig) (*Run, error) {
 }
 
 // Record returns a copy of the run record as it stands.
-func (r *Run) Record() Record {
+func (r *Master) Record() run.Record {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	rec := r.rec
-	rec.Consumers = append([]ConsumerRecord(nil), r.rec.Consumers...)
-	rec.Transitions = append([]Transition(nil), r.rec.Transitions...)
+	rec.Consumers = append([]run.ConsumerRecord(nil), r.rec.Consumers...)
+	rec.Transitions = append([]run.Transition(nil), r.rec.Transitions...)
 	return rec
 }
 
 // AddTransition records a detector state change in the run record.
-func (r *Run) AddTransition(tr Transition) {
+func (r *Master) AddTransition(tr run.Transition) {
 	r.mu.Lock()
 	r.rec.Transitions = append(r.rec.Transitions, tr)
 	r.mu.Unlock()
@@ -178,16 +183,16 @@ func (r *Run) AddTransition(tr Transition) {
 
 // Abort stops the run: consumers get SIGTERM, then the cgroup is destroyed.
 // It returns at once; Done closes when everything is gone.
-func (r *Run) Abort(reason string) { r.cancel(abortError{reason}) }
+func (r *Master) Abort(reason string) { r.cancel(abortError{reason}) }
 
 // Done is closed when the run has ended and its cgroup is gone.
-func (r *Run) Done() <-chan struct{} { return r.done }
+func (r *Master) Done() <-chan struct{} { return r.done }
 
 // Cgroup is the run cgroup.
-func (r *Run) Cgroup() *cgroup.Cgroup { return r.cg }
+func (r *Master) Cgroup() *cgroup.Cgroup { return r.cg }
 
 // PIDs are the live consumers' pids.
-func (r *Run) PIDs() []int {
+func (r *Master) PIDs() []int {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	var pids []int
@@ -199,25 +204,12 @@ func (r *Run) PIDs() []int {
 	return pids
 }
 
-// Progress is a run's live state, for metrics and the progress line.
-type Progress struct {
-	Elapsed, Total  time.Duration
-	Active, Planned int // consumers holding memory now; the plan's count
-	Started, Ended  int
-	DemandBytes     int64 // Active × S
-	LimitBytes      int64
-	SlowestCycle    time.Duration // over the last second or two
-	Cycles          []uint64      // by consumer
-	LatenessSeconds []float64     // by consumer; grows live past t_f
-	ChunksDone      int           // fill: chunks filled over all repeats
-}
-
 // Progress reports the run's live state.
-func (r *Run) Progress() Progress {
+func (r *Master) Progress() run.Progress {
 	now := r.cfg.Now()
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	p := Progress{
+	p := run.Progress{
 		Elapsed:    now.Sub(r.start),
 		Total:      r.cfg.Spec.Duration(),
 		Planned:    r.cfg.Spec.ActiveAt(now.Sub(r.start)),
@@ -239,7 +231,7 @@ func (r *Run) Progress() Progress {
 		}
 		p.LatenessSeconds = append(p.LatenessSeconds, late)
 	}
-	if r.cfg.Spec.Preset == PresetFill {
+	if r.cfg.Spec.Preset == run.PresetFill {
 		for _, rep := range r.chunks {
 			p.ChunksDone += len(rep)
 		}
@@ -254,7 +246,7 @@ func (r *Run) Progress() Progress {
 }
 
 // rotateSlowest moves to the current second's bucket. Called with r.mu held.
-func (r *Run) rotateSlowest(now time.Time) {
+func (r *Master) rotateSlowest(now time.Time) {
 	sec := now.Unix()
 	switch {
 	case sec == r.slowestAt:
@@ -268,7 +260,7 @@ func (r *Run) rotateSlowest(now time.Time) {
 
 // drive runs the plan: spawn each consumer on time, wait for all of them
 // to finish or for an abort, then tear the cgroup down.
-func (r *Run) drive() {
+func (r *Master) drive() {
 	defer close(r.done)
 	var wg sync.WaitGroup
 	spawned := make(chan struct{})
@@ -288,8 +280,8 @@ func (r *Run) drive() {
 	go func() { <-spawned; wg.Wait(); close(allExited) }()
 
 	deadline := r.start.Add(r.cfg.Spec.Duration() + OverrunGrace)
-	if r.cfg.Spec.Preset == PresetFill {
-		deadline = r.start.Add(MaxRunDuration)
+	if r.cfg.Spec.Preset == run.PresetFill {
+		deadline = r.start.Add(run.MaxRunDuration)
 	}
 	overrun := time.NewTimer(time.Until(deadline))
 	defer overrun.Stop()
@@ -327,13 +319,13 @@ wait:
 	<-allExited
 	r.guard.Close()
 	r.takeCycles()
-	r.board.close()
+	r.board.Close()
 	r.finish(destroyErr)
 }
 
 // spawnAll starts each consumer spawnLead before its plan, until the plan
 // is done or the run is cancelled.
-func (r *Run) spawnAll(wg *sync.WaitGroup) {
+func (r *Master) spawnAll(wg *sync.WaitGroup) {
 	for i := range r.procs {
 		at := r.rec.Consumers[i].PlannedStart.Add(-spawnLead)
 		t := time.NewTimer(time.Until(at))
@@ -358,9 +350,9 @@ func (r *Run) spawnAll(wg *sync.WaitGroup) {
 }
 
 // spawn starts consumer i and lets it go: it joins the cgroup at its start.
-func (r *Run) spawn(i int, wg *sync.WaitGroup) error {
+func (r *Master) spawn(i int, wg *sync.WaitGroup) error {
 	c := r.rec.Consumers[i] // fixed fields only; no lock needed
-	cc := ConsumerConfig{
+	cc := consumer.Config{
 		Index:     i,
 		Size:      r.cfg.Spec.SizeBytes,
 		Writes:    r.cfg.Spec.WritesPerCycle,
@@ -371,12 +363,12 @@ func (r *Run) spawn(i int, wg *sync.WaitGroup) error {
 		FileDir:   r.cfg.FileDir,
 		Fill:      r.cfg.Spec.Fill,
 		ParentPID: os.Getpid(),
-		Mode:      ModeCycles,
+		Mode:      consumer.ModeCycles,
 		Join:      true,
 		CycleLog:  r.board != nil,
 	}
-	if r.cfg.Spec.Preset == PresetFill {
-		cc.Mode, cc.Chunks, cc.Repeats = ModeFill, r.cfg.Spec.Consumers, r.cfg.Spec.Repeats
+	if r.cfg.Spec.Preset == run.PresetFill {
+		cc.Mode, cc.Chunks, cc.Repeats = consumer.ModeFill, r.cfg.Spec.Consumers, r.cfg.Spec.Repeats
 	}
 	repR, repW, err := os.Pipe()
 	if err != nil {
@@ -385,11 +377,11 @@ func (r *Run) spawn(i int, wg *sync.WaitGroup) error {
 	cmd := exec.Command(r.cfg.Binary, cc.Args()...)
 	cmd.ExtraFiles = []*os.File{repW, r.procsFile} // fds 3 and 4
 	if r.board != nil {
-		cmd.ExtraFiles = append(cmd.ExtraFiles, r.board.f) // fd 5
+		cmd.ExtraFiles = append(cmd.ExtraFiles, r.board.File) // fd 5
 	}
 	stderr := &logWriter{l: r.cfg.Logger.With("run", r.cfg.ID, "consumer", i)}
 	cmd.Stdout, cmd.Stderr = nil, stderr
-	cmd.Env = ConsumerEnv(os.Environ())
+	cmd.Env = consumer.Env(os.Environ())
 	// Its own process group: a Ctrl-C at the terminal reaches the master,
 	// which stops the run, and not each consumer behind its back.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL, Setpgid: true}
@@ -419,7 +411,7 @@ func (r *Run) spawn(i int, wg *sync.WaitGroup) error {
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
-		r.readReports(i, repR)
+		r.readMessages(i, repR)
 		repR.Close()
 		err := cmd.Wait()
 		ctl.Close()
@@ -428,16 +420,16 @@ func (r *Run) spawn(i int, wg *sync.WaitGroup) error {
 	return nil
 }
 
-// readReports applies a consumer's reports until it closes the pipe.
-func (r *Run) readReports(i int, pipe io.Reader) {
+// readMessages applies a consumer's messages until it closes the pipe.
+func (r *Master) readMessages(i int, pipe io.Reader) {
 	// Cycles come on the cycle board when the run has one; on the pipe,
-	// one read takes whatever reports are buffered.
-	rd := bufio.NewReaderSize(pipe, 64*ReportSize)
+	// one read takes whatever messages are buffered.
+	rd := bufio.NewReaderSize(pipe, 64*consumer.MessageSize)
 	for {
-		rep, err := ReadReport(rd)
+		rep, err := consumer.ReadMessage(rd)
 		if err != nil {
 			if !errors.Is(err, io.EOF) {
-				r.cfg.Logger.Warn("bad report from a consumer", "run", r.cfg.ID, "consumer", i, "err", err)
+				r.cfg.Logger.Warn("bad message from a consumer", "run", r.cfg.ID, "consumer", i, "err", err)
 			}
 			return
 		}
@@ -445,24 +437,24 @@ func (r *Run) readReports(i int, pipe io.Reader) {
 	}
 }
 
-func (r *Run) apply(i int, rep Report) {
+func (r *Master) apply(i int, rep consumer.Message) {
 	changed := false
 	var cycles []time.Duration
 	defer func() { r.observe(i, cycles) }()
 	r.mu.Lock()
 	c := &r.rec.Consumers[i]
 	switch rep.Kind {
-	case KindStarted:
+	case consumer.KindStarted:
 		t := time.Unix(0, rep.A)
 		c.ActualStart = &t
 		changed = true
-	case KindCycle:
+	case consumer.KindCycle:
 		c.Cycles++
 		d := time.Duration(rep.B)
 		r.rotateSlowest(r.cfg.Now())
 		r.slowest[0] = max(r.slowest[0], d)
 		defer r.cfg.OnCycle(i, d)
-	case KindChunk:
+	case consumer.KindChunk:
 		_, chunk := rep.Chunk()
 		if chunk < len(r.chunks) {
 			var free, swap uint64
@@ -471,19 +463,19 @@ func (r *Run) apply(i int, rep Report) {
 			}
 			r.chunks[chunk] = append(r.chunks[chunk], chunkSample{seconds: time.Duration(rep.B).Seconds(), memFree: free, swapFree: swap})
 		}
-	case KindDone:
+	case consumer.KindDone:
 		cycles = r.takeLocked(i, cycles)
 		t := time.Unix(0, rep.A)
 		c.ActualEnd = &t
 		c.Cycles = uint64(rep.B)
-		if late := t.Sub(c.PlannedEnd); late > 0 && r.cfg.Spec.Preset != PresetFill {
+		if late := t.Sub(c.PlannedEnd); late > 0 && r.cfg.Spec.Preset != run.PresetFill {
 			c.LatenessSeconds = late.Seconds()
 		}
 		changed = true
 	}
 	pid := c.PID
 	r.mu.Unlock()
-	if rep.Kind == KindDone && rep.Terminated() {
+	if rep.Kind == consumer.KindDone && rep.Terminated() {
 		// The run cancels itself before it signals its consumers, so a
 		// SIGTERM (or SIGINT) before that came from someone else.
 		r.failNow(fmt.Sprintf("consumer %d (pid %d) was stopped by a SIGTERM or SIGINT the run did not send", i, pid))
@@ -494,7 +486,7 @@ func (r *Run) apply(i int, rep Report) {
 }
 
 // takeCycles takes every consumer's newly logged cycles off the board.
-func (r *Run) takeCycles() {
+func (r *Master) takeCycles() {
 	if r.board == nil {
 		return
 	}
@@ -509,12 +501,12 @@ func (r *Run) takeCycles() {
 // takeLocked counts consumer i's cycles logged since the last take, keeps
 // the slowest, and appends their durations to ds for observe. Called with
 // r.mu held.
-func (r *Run) takeLocked(i int, ds []time.Duration) []time.Duration {
+func (r *Master) takeLocked(i int, ds []time.Duration) []time.Duration {
 	if r.board == nil {
 		return ds
 	}
 	r.rotateSlowest(r.cfg.Now())
-	n := r.board.take(i, func(_ int64, d time.Duration) {
+	n := r.board.Take(i, func(_ int64, d time.Duration) {
 		r.slowest[0] = max(r.slowest[0], d)
 		ds = append(ds, d)
 	})
@@ -523,7 +515,7 @@ func (r *Run) takeLocked(i int, ds []time.Duration) []time.Duration {
 }
 
 // observe passes cycle durations to OnCycle, outside r.mu.
-func (r *Run) observe(i int, ds []time.Duration) {
+func (r *Master) observe(i int, ds []time.Duration) {
 	for _, d := range ds {
 		r.cfg.OnCycle(i, d)
 	}
@@ -531,7 +523,7 @@ func (r *Run) observe(i int, ds []time.Duration) {
 
 // failNow ends the run at once as failed, with reason, unless it is
 // already ending (then its own cause stands).
-func (r *Run) failNow(reason string) {
+func (r *Master) failNow(reason string) {
 	if r.ctx.Err() != nil {
 		return
 	}
@@ -543,13 +535,13 @@ func (r *Run) failNow(reason string) {
 // to stderr. A consumer that ended in a way the run did not cause, other
 // than by the OOM killer, fails the run at once: what is left of it is no
 // longer the experiment that was asked for.
-func (r *Run) exited(i int, ps *os.ProcessState, waitErr error, lastErr string) {
+func (r *Master) exited(i int, ps *os.ProcessState, waitErr error, lastErr string) {
 	r.mu.Lock()
 	c := &r.rec.Consumers[i]
 	now := r.cfg.Now()
 	if c.ActualEnd == nil && c.ActualStart != nil {
 		c.ActualEnd = &now
-		if late := now.Sub(c.PlannedEnd); late > 0 && r.cfg.Spec.Preset != PresetFill {
+		if late := now.Sub(c.PlannedEnd); late > 0 && r.cfg.Spec.Preset != run.PresetFill {
 			c.LatenessSeconds = late.Seconds()
 		}
 	}
@@ -581,7 +573,7 @@ func (r *Run) exited(i int, ps *os.ProcessState, waitErr error, lastErr string) 
 }
 
 // exitString names how a consumer ended. Called with r.mu held.
-func (r *Run) exitString(ps *os.ProcessState, waitErr error) string {
+func (r *Master) exitString(ps *os.ProcessState, waitErr error) string {
 	if ps == nil {
 		return "unknown: " + waitErr.Error()
 	}
@@ -610,7 +602,7 @@ func (r *Run) exitString(ps *os.ProcessState, waitErr error) string {
 }
 
 // terminate asks every live consumer to stop and gives them stopGrace.
-func (r *Run) terminate(allExited <-chan struct{}) {
+func (r *Master) terminate(allExited <-chan struct{}) {
 	r.mu.Lock()
 	for i, p := range r.procs {
 		if p != nil && r.rec.Consumers[i].Exit == "" {
@@ -625,7 +617,7 @@ func (r *Run) terminate(allExited <-chan struct{}) {
 }
 
 // kill sends SIGKILL to every consumer not yet reaped.
-func (r *Run) kill() {
+func (r *Master) kill() {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	for i, p := range r.procs {
@@ -636,7 +628,7 @@ func (r *Run) kill() {
 }
 
 // finish settles the run's final state.
-func (r *Run) finish(destroyErr error) {
+func (r *Master) finish(destroyErr error) {
 	now := r.cfg.Now()
 	r.mu.Lock()
 	r.rec.EndedAt = &now
@@ -645,16 +637,16 @@ func (r *Run) finish(destroyErr error) {
 	var ab abortError
 	switch {
 	case errors.As(cause, &ab):
-		r.rec.State, r.rec.Reason = StateAborted, ab.reason
+		r.rec.State, r.rec.Reason = run.StateAborted, ab.reason
 	case cause != nil:
-		r.rec.State, r.rec.Reason = StateFailed, cause.Error()
+		r.rec.State, r.rec.Reason = run.StateFailed, cause.Error()
 	default:
-		r.rec.State = StateCompleted
+		r.rec.State = run.StateCompleted
 	}
 	if destroyErr != nil {
 		r.rec.Reason = joinReason(r.rec.Reason, "removing the run cgroup: "+destroyErr.Error())
-		if r.rec.State == StateCompleted {
-			r.rec.State = StateFailed
+		if r.rec.State == run.StateCompleted {
+			r.rec.State = run.StateFailed
 		}
 	}
 	state, reason := r.rec.State, r.rec.Reason
@@ -708,7 +700,7 @@ func (w *logWriter) Last() string {
 // FillCSV is the fill experiment's table: per chunk, the mean and standard
 // deviation of its fill time over the repeats, with the host's free memory
 // and swap when it was filled. Empty for other presets.
-func (r *Run) FillCSV() []byte {
+func (r *Master) FillCSV() []byte {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.chunks == nil {

@@ -1,4 +1,4 @@
-package loadgen
+package consumer
 
 import (
 	"bufio"
@@ -25,33 +25,34 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/thrashscope/thrashscope/internal/cgroup"
+	"github.com/thrashscope/thrashscope/internal/run"
 	"github.com/thrashscope/thrashscope/internal/testenv"
 )
 
 const testMiB = 1 << 20
 
-func cyclesConfig(size int64, writes int, sleep time.Duration, end time.Time) ConsumerConfig {
-	return ConsumerConfig{
+func cyclesConfig(size int64, writes int, sleep time.Duration, end time.Time) Config {
+	return Config{
 		Mode: ModeCycles, Size: size, Writes: writes, Sleep: sleep, End: end,
-		Backing: BackingAnon, Fill: FillRandom,
+		Backing: run.BackingAnon, Fill: run.FillRandom,
 	}
 }
 
 func TestConsumerArgsRoundTrip(t *testing.T) {
-	for _, c := range []ConsumerConfig{
+	for _, c := range []Config{
 		{
 			Index: 7, Mode: ModeCycles, Size: 100_000_000, Writes: 10_000, Sleep: 100 * time.Millisecond,
 			Start: time.Unix(0, 1_700_000_010_000_000_001), End: time.Unix(0, 1_700_000_060_000_000_000),
-			Backing: BackingFile, FileDir: "/var/lib/thrashscope dir", Fill: FillZero, ParentPID: 4242, Join: true,
+			Backing: run.BackingFile, FileDir: "/var/lib/thrashscope dir", Fill: run.FillZero, ParentPID: 4242, Join: true,
 		},
 		{
 			Index: 0, Mode: ModeFill, Size: 128 << 20, Start: time.Unix(0, 1_700_000_000_000_000_000),
-			Backing: BackingAnon, Fill: FillRandom, Chunks: 12, Repeats: 5, HotInterval: 5 * time.Millisecond,
+			Backing: run.BackingAnon, Fill: run.FillRandom, Chunks: 12, Repeats: 5, HotInterval: 5 * time.Millisecond,
 		},
 	} {
-		got, err := ParseConsumerArgs(c.Args())
+		got, err := ParseArgs(c.Args())
 		if err != nil {
-			t.Fatalf("ParseConsumerArgs(%q): %v", c.Args(), err)
+			t.Fatalf("ParseArgs(%q): %v", c.Args(), err)
 		}
 		if !reflect.DeepEqual(got, c) {
 			t.Errorf("round trip of %q\n got %+v\nwant %+v", c.Args(), got, c)
@@ -91,13 +92,13 @@ func TestParseConsumerArgsErrors(t *testing.T) {
 		{"not consume", []string{"run"}, "run"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			_, err := ParseConsumerArgs(tc.args)
+			_, err := ParseArgs(tc.args)
 			if err == nil || !strings.Contains(err.Error(), tc.want) {
 				t.Fatalf("got %v, want an error containing %q", err, tc.want)
 			}
 		})
 	}
-	if _, err := ParseConsumerArgs(good); err != nil {
+	if _, err := ParseArgs(good); err != nil {
 		t.Fatalf("the good args: %v", err)
 	}
 }
@@ -107,24 +108,24 @@ func TestParseConsumerArgsErrors(t *testing.T) {
 type consumeRun struct {
 	cancel  context.CancelFunc
 	ctl     *os.File // the master's end of the control pipe
-	reports chan Report
+	reports chan Message
 	err     chan error
 }
 
-func startConsume(t *testing.T, cfg ConsumerConfig, sendGo bool) *consumeRun {
+func startConsume(t *testing.T, cfg Config, sendGo bool) *consumeRun {
 	t.Helper()
 	return startConsumeJoining(t, cfg, sendGo, nil)
 }
 
 // startConsumeJoining is startConsume with join as the cgroup.procs the
 // consumer joins through.
-func startConsumeJoining(t *testing.T, cfg ConsumerConfig, sendGo bool, join io.Writer) *consumeRun {
+func startConsumeJoining(t *testing.T, cfg Config, sendGo bool, join io.Writer) *consumeRun {
 	t.Helper()
 	return startConsumeLogged(t, cfg, sendGo, join, nil)
 }
 
 // startConsumeLogged is startConsumeJoining with the cycles logged on log.
-func startConsumeLogged(t *testing.T, cfg ConsumerConfig, sendGo bool, join io.Writer, log *CycleLog) *consumeRun {
+func startConsumeLogged(t *testing.T, cfg Config, sendGo bool, join io.Writer, log *CycleLog) *consumeRun {
 	t.Helper()
 	ctlR, ctlW, err := os.Pipe()
 	if err != nil {
@@ -135,7 +136,7 @@ func startConsumeLogged(t *testing.T, cfg ConsumerConfig, sendGo bool, join io.W
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	r := &consumeRun{cancel: cancel, ctl: ctlW, reports: make(chan Report, 1024), err: make(chan error, 1)}
+	r := &consumeRun{cancel: cancel, ctl: ctlW, reports: make(chan Message, 1024), err: make(chan error, 1)}
 	t.Cleanup(func() {
 		cancel()
 		ctlW.Close()
@@ -155,7 +156,7 @@ func startConsumeLogged(t *testing.T, cfg ConsumerConfig, sendGo bool, join io.W
 		defer repR.Close()
 		defer close(r.reports)
 		for {
-			rep, err := ReadReport(repR)
+			rep, err := ReadMessage(repR)
 			if err != nil {
 				if err != io.EOF {
 					t.Errorf("reading reports: %v", err)
@@ -169,14 +170,14 @@ func startConsumeLogged(t *testing.T, cfg ConsumerConfig, sendGo bool, join io.W
 }
 
 // next waits for the next report of the given kind, skipping others.
-func (r *consumeRun) next(t *testing.T, kind ReportKind, timeout time.Duration) Report {
+func (r *consumeRun) next(t *testing.T, kind MessageKind, timeout time.Duration) Message {
 	t.Helper()
 	deadline := time.After(timeout)
 	for {
 		select {
 		case rep, ok := <-r.reports:
 			if !ok {
-				t.Fatalf("the report stream ended before a %s report", kind)
+				t.Fatalf("the message stream ended before a %s report", kind)
 			}
 			if rep.Kind == kind {
 				return rep
@@ -188,7 +189,7 @@ func (r *consumeRun) next(t *testing.T, kind ReportKind, timeout time.Duration) 
 }
 
 // wait returns Consume's error and every report not read yet.
-func (r *consumeRun) wait(t *testing.T, timeout time.Duration) ([]Report, error) {
+func (r *consumeRun) wait(t *testing.T, timeout time.Duration) ([]Message, error) {
 	t.Helper()
 	var err error
 	select {
@@ -196,14 +197,14 @@ func (r *consumeRun) wait(t *testing.T, timeout time.Duration) ([]Report, error)
 	case <-time.After(timeout):
 		t.Fatalf("Consume still running after %s", timeout)
 	}
-	var reps []Report
+	var reps []Message
 	for rep := range r.reports {
 		reps = append(reps, rep)
 	}
 	return reps, err
 }
 
-func kinds(reps []Report) string {
+func kinds(reps []Message) string {
 	var s []string
 	for _, r := range reps {
 		s = append(s, r.Kind.String())
@@ -220,7 +221,7 @@ func kinds(reps []Report) string {
 // fit in between depends on the host (a virtual CPU can stall a 10ms
 // sleep for tens of milliseconds), so the floor stays well under the
 // window's ideal count.
-func checkCycles(t *testing.T, reps []Report, cfg ConsumerConfig, began time.Time, minCycles int) {
+func checkCycles(t *testing.T, reps []Message, cfg Config, began time.Time, minCycles int) {
 	t.Helper()
 	if len(reps) < 2 || reps[0].Kind != KindStarted || reps[len(reps)-1].Kind != KindDone {
 		t.Fatalf("reports %s: want started, cycles, done", kinds(reps))
@@ -263,12 +264,12 @@ func TestConsumeCycles(t *testing.T) {
 // TestConsumeCyclesOnTheBoard: with a cycle log, the pipe carries only the
 // start and the end, and the board holds every cycle the end counts.
 func TestConsumeCyclesOnTheBoard(t *testing.T) {
-	board, err := newCycleBoard(2)
+	board, err := NewCycleBoard(2)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer board.close()
-	log, err := OpenCycleLog(int(board.f.Fd()), 1)
+	defer board.Close()
+	log, err := OpenCycleLog(int(board.File.Fd()), 1)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -285,7 +286,7 @@ func TestConsumeCyclesOnTheBoard(t *testing.T) {
 		t.Fatalf("reports %s: want started and done only", kinds(reps))
 	}
 	var ds []time.Duration
-	n := board.take(1, func(w int64, d time.Duration) {
+	n := board.Take(1, func(w int64, d time.Duration) {
 		if w != int64(cfg.Writes) || d <= 0 {
 			t.Errorf("logged a cycle of %d writes in %s, want %d writes with a duration", w, d, cfg.Writes)
 		}
@@ -294,18 +295,18 @@ func TestConsumeCyclesOnTheBoard(t *testing.T) {
 	if n < 5 || int64(n) != reps[1].B || len(ds) != int(n) {
 		t.Errorf("board: %d cycles counted, %d passed; done says %d; want at least 5, all equal", n, len(ds), reps[1].B)
 	}
-	if other := board.take(0, func(int64, time.Duration) {}); other != 0 {
+	if other := board.Take(0, func(int64, time.Duration) {}); other != 0 {
 		t.Errorf("%d cycles in another consumer's slot", other)
 	}
 }
 
 func TestConsumeFileBacking(t *testing.T) {
-	for _, fill := range []string{FillRandom, FillZero} {
+	for _, fill := range []string{run.FillRandom, run.FillZero} {
 		t.Run(fill, func(t *testing.T) {
 			dir := t.TempDir()
 			began := time.Now()
 			cfg := cyclesConfig(4*testMiB, 1000, 10*time.Millisecond, began.Add(300*time.Millisecond))
-			cfg.Backing, cfg.FileDir, cfg.Fill = BackingFile, dir, fill
+			cfg.Backing, cfg.FileDir, cfg.Fill = run.BackingFile, dir, fill
 			r := startConsume(t, cfg, true)
 			st := r.next(t, KindStarted, 5*time.Second)
 			assertEmptyDir(t, dir) // while the region is mapped
@@ -313,7 +314,7 @@ func TestConsumeFileBacking(t *testing.T) {
 			if err != nil {
 				t.Fatalf("Consume: %v", err)
 			}
-			checkCycles(t, append([]Report{st}, reps...), cfg, began, 5)
+			checkCycles(t, append([]Message{st}, reps...), cfg, began, 5)
 			assertEmptyDir(t, dir)
 		})
 	}
@@ -421,11 +422,11 @@ func TestConsumeCancelStopsQuickly(t *testing.T) {
 		name   string
 		writes int
 		sleep  time.Duration
-		after  ReportKind // cancel once this report arrives
+		after  MessageKind // cancel once this report arrives
 	}{
 		{"while sleeping", 1000, time.Hour, KindCycle},
 		// One cycle of 10⁸ writes takes seconds: the stop flag must cut it.
-		{"inside a slow cycle", MaxWrites, 0, KindStarted},
+		{"inside a slow cycle", run.MaxWrites, 0, KindStarted},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			cfg := cyclesConfig(4*testMiB, tc.writes, tc.sleep, time.Now().Add(time.Hour))
@@ -444,10 +445,10 @@ func TestConsumeCancelStopsQuickly(t *testing.T) {
 			if len(reps) == 0 || reps[len(reps)-1].Kind != KindDone || !reps[len(reps)-1].Terminated() {
 				t.Fatalf("reports %s, want a terminated done last", kinds(reps))
 			}
-			if tc.writes == MaxWrites {
+			if tc.writes == run.MaxWrites {
 				c := reps[0]
-				if c.Kind != KindCycle || c.A >= MaxWrites || c.A%stopCheckWrites != 0 {
-					t.Errorf("cut cycle %v: want fewer than %d writes, a multiple of %d", c, MaxWrites, stopCheckWrites)
+				if c.Kind != KindCycle || c.A >= run.MaxWrites || c.A%stopCheckWrites != 0 {
+					t.Errorf("cut cycle %v: want fewer than %d writes, a multiple of %d", c, run.MaxWrites, stopCheckWrites)
 				}
 			}
 		})
@@ -474,7 +475,7 @@ func TestConsumeParentGone(t *testing.T) {
 		}
 	})
 	t.Run("while writing", func(t *testing.T) {
-		r := startConsume(t, cyclesConfig(4*testMiB, MaxWrites, 0, time.Now().Add(time.Hour)), true)
+		r := startConsume(t, cyclesConfig(4*testMiB, run.MaxWrites, 0, time.Now().Add(time.Hour)), true)
 		r.next(t, KindStarted, 5*time.Second)
 		t0 := time.Now()
 		r.ctl.Close()
@@ -490,7 +491,7 @@ func TestConsumeParentGone(t *testing.T) {
 
 func TestConsumeMapFailureReportsError(t *testing.T) {
 	cfg := cyclesConfig(testMiB, 100, 0, time.Now().Add(time.Hour))
-	cfg.Backing, cfg.FileDir = BackingFile, filepath.Join(t.TempDir(), "missing")
+	cfg.Backing, cfg.FileDir = run.BackingFile, filepath.Join(t.TempDir(), "missing")
 	r := startConsume(t, cfg, true)
 	reps, err := r.wait(t, 5*time.Second)
 	if err == nil || !strings.Contains(err.Error(), "missing") {
@@ -525,7 +526,7 @@ func TestFillRandomIsIncompressible(t *testing.T) {
 }
 
 func TestFillZeroTouchesEveryPage(t *testing.T) {
-	b, err := mapRegion(testMiB, BackingAnon, "")
+	b, err := mapRegion(testMiB, run.BackingAnon, "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -557,7 +558,7 @@ func TestFillZeroTouchesEveryPage(t *testing.T) {
 
 // The region has transparent huge pages off: VmFlags "nh" in smaps.
 func TestMapRegionNoHugePages(t *testing.T) {
-	for _, backing := range []string{BackingAnon, BackingFile} {
+	for _, backing := range []string{run.BackingAnon, run.BackingFile} {
 		b, err := mapRegion(4*testMiB, backing, t.TempDir())
 		if err != nil {
 			t.Fatal(err)
@@ -641,13 +642,13 @@ func TestMain(m *testing.M) {
 type consumerProc struct {
 	cmd     *exec.Cmd
 	ctl     io.WriteCloser
-	reports chan Report
+	reports chan Message
 	stderr  *bytes.Buffer
 }
 
 // startConsumerProc starts a consumer process as the master does; procs,
 // when given, is fd 4, the cgroup.procs it joins through.
-func startConsumerProc(t *testing.T, cfg ConsumerConfig, procs ...*os.File) *consumerProc {
+func startConsumerProc(t *testing.T, cfg Config, procs ...*os.File) *consumerProc {
 	t.Helper()
 	if _, err := exec.LookPath("go"); err != nil {
 		t.Skip("no go tool on PATH to build cmd/loadgen")
@@ -660,9 +661,9 @@ func startConsumerProc(t *testing.T, cfg ConsumerConfig, procs ...*os.File) *con
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := &consumerProc{cmd: exec.Command(bin, cfg.Args()...), reports: make(chan Report, 1024), stderr: &bytes.Buffer{}}
+	p := &consumerProc{cmd: exec.Command(bin, cfg.Args()...), reports: make(chan Message, 1024), stderr: &bytes.Buffer{}}
 	p.cmd.ExtraFiles = append([]*os.File{repW}, procs...)
-	p.cmd.Env = ConsumerEnv(os.Environ())
+	p.cmd.Env = Env(os.Environ())
 	p.cmd.Stderr = p.stderr
 	p.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if p.ctl, err = p.cmd.StdinPipe(); err != nil {
@@ -680,7 +681,7 @@ func startConsumerProc(t *testing.T, cfg ConsumerConfig, procs ...*os.File) *con
 		defer repR.Close()
 		defer close(p.reports)
 		for {
-			rep, err := ReadReport(repR)
+			rep, err := ReadMessage(repR)
 			if err != nil {
 				return
 			}
@@ -690,22 +691,22 @@ func startConsumerProc(t *testing.T, cfg ConsumerConfig, procs ...*os.File) *con
 	return p
 }
 
-func (p *consumerProc) next(t *testing.T, timeout time.Duration) Report {
+func (p *consumerProc) next(t *testing.T, timeout time.Duration) Message {
 	t.Helper()
 	select {
 	case rep, ok := <-p.reports:
 		if !ok {
-			t.Fatalf("the consumer closed its report pipe; stderr: %s", p.stderr)
+			t.Fatalf("the consumer closed its message pipe; stderr: %s", p.stderr)
 		}
 		return rep
 	case <-time.After(timeout):
 		t.Fatalf("no report within %s", timeout)
 	}
-	return Report{}
+	return Message{}
 }
 
 // exit waits for the process and returns its status and remaining reports.
-func (p *consumerProc) exit(t *testing.T, timeout time.Duration) (int, []Report) {
+func (p *consumerProc) exit(t *testing.T, timeout time.Duration) (int, []Message) {
 	t.Helper()
 	done := make(chan error, 1)
 	go func() { done <- p.cmd.Wait() }()
@@ -714,7 +715,7 @@ func (p *consumerProc) exit(t *testing.T, timeout time.Duration) (int, []Report)
 	case <-time.After(timeout):
 		t.Fatalf("the consumer still runs after %s", timeout)
 	}
-	var reps []Report
+	var reps []Message
 	for r := range p.reports {
 		reps = append(reps, r)
 	}
@@ -827,7 +828,7 @@ func TestConsumerProcess(t *testing.T) {
 
 func TestConsumerProcessSIGTERM(t *testing.T) {
 	cfg := cyclesConfig(8*testMiB, 1000, 10*time.Millisecond, time.Now().Add(time.Hour))
-	cfg.Backing, cfg.FileDir = BackingFile, t.TempDir()
+	cfg.Backing, cfg.FileDir = run.BackingFile, t.TempDir()
 	p := startConsumerProc(t, cfg)
 	p.ctl.Write([]byte{'g'})
 	for p.next(t, 5*time.Second).Kind != KindCycle {
@@ -859,7 +860,7 @@ func TestConsumerProcessExitStatus(t *testing.T) {
 	var stderr bytes.Buffer
 	noPipe.Stderr = &stderr
 	if err := noPipe.Run(); noPipe.ProcessState == nil || noPipe.ProcessState.ExitCode() != 2 || !strings.Contains(stderr.String(), "fd 3") {
-		t.Errorf("no report pipe: %v, stderr %q; want exit 2 and a message about fd 3", err, stderr.String())
+		t.Errorf("no message pipe: %v, stderr %q; want exit 2 and a message about fd 3", err, stderr.String())
 	}
 
 	orphan := ok
@@ -870,7 +871,7 @@ func TestConsumerProcessExitStatus(t *testing.T) {
 	}
 
 	fatal := ok
-	fatal.Backing, fatal.FileDir = BackingFile, filepath.Join(t.TempDir(), "missing")
+	fatal.Backing, fatal.FileDir = run.BackingFile, filepath.Join(t.TempDir(), "missing")
 	p = startConsumerProc(t, fatal)
 	p.ctl.Write([]byte{'g'})
 	code, reps := p.exit(t, 5*time.Second)
@@ -889,17 +890,17 @@ type enomemOnce struct {
 func (w *enomemOnce) Write(b []byte) (int, error) {
 	if w.refuse > 0 {
 		w.refuse--
-		return 0, &os.PathError{Op: "write", Path: "report pipe", Err: unix.ENOMEM}
+		return 0, &os.PathError{Op: "write", Path: "message pipe", Err: unix.ENOMEM}
 	}
 	w.got = append(w.got, append([]byte(nil), b...))
 	return len(b), nil
 }
 
 // A report refused for want of memory is retried, not a failed run.
-func TestReportRetriesENOMEM(t *testing.T) {
+func TestMessageRetriesENOMEM(t *testing.T) {
 	w := &enomemOnce{refuse: 3}
 	c := &consumer{ctx: context.Background(), rep: w}
-	if err := c.report(Report{Kind: KindDone}); err != nil {
+	if err := c.send(Message{Kind: KindDone}); err != nil {
 		t.Fatal(err)
 	}
 	if len(w.got) != 1 {

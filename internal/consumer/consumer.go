@@ -1,4 +1,8 @@
-package loadgen
+// Package consumer is one consumer process of a run (loadgen consume): it
+// waits outside the run cgroup, joins it at its planned start, fills its
+// region and writes W pages a cycle until t_f. It speaks to the master by
+// Messages on a pipe and, for its cycles, on the run's shared cycle board.
+package consumer
 
 import (
 	"context"
@@ -16,6 +20,8 @@ import (
 
 	"github.com/alecthomas/kingpin/v2"
 	"golang.org/x/sys/unix"
+
+	"github.com/thrashscope/thrashscope/internal/run"
 )
 
 // Consumer modes, as in --mode.
@@ -38,8 +44,8 @@ const (
 // at once, status 0, and reports nothing.
 var ErrParentGone = errors.New("the master is gone")
 
-// ConsumerConfig is one consumer process: loadgen consume's flags.
-type ConsumerConfig struct {
+// Config is one consumer process: loadgen consume's flags.
+type Config struct {
 	Index int
 	Mode  string
 	// Size is the region in cycles mode and one chunk in fill mode.
@@ -66,12 +72,12 @@ type ConsumerConfig struct {
 	CycleLog bool
 }
 
-// ConsumeCommand adds the hidden consume command to app and returns it with
-// the config its flags fill. main and ParseConsumerArgs share it, so Args
+// Command adds the hidden consume command to app and returns it with
+// the config its flags fill. main and ParseArgs share it, so Args
 // and the parser cannot drift apart.
-func ConsumeCommand(app *kingpin.Application) (*kingpin.CmdClause, *ConsumerConfig) {
-	c := &ConsumerConfig{}
-	cmd := app.Command("consume", "One consumer process (internal: loadgen run and the observer start it, with the control pipe on stdin and the report pipe on fd 3).").Hidden()
+func Command(app *kingpin.Application) (*kingpin.CmdClause, *Config) {
+	c := &Config{}
+	cmd := app.Command("consume", "One consumer process (internal: loadgen run and the observer start it, with the control pipe on stdin and the message pipe on fd 3).").Hidden()
 	cmd.Flag("index", "Consumer index; names the process consumer-NN.").Default("0").IntVar(&c.Index)
 	cmd.Flag("mode", "cycles (write cycles until --end) or fill (progressive fill).").Default(ModeCycles).EnumVar(&c.Mode, ModeCycles, ModeFill)
 	cmd.Flag("size", "Region size in bytes (fill mode: chunk size).").Default("0").Int64Var(&c.Size)
@@ -79,15 +85,15 @@ func ConsumeCommand(app *kingpin.Application) (*kingpin.CmdClause, *ConsumerConf
 	cmd.Flag("sleep", "Sleep after each cycle (t_s).").Default("0s").DurationVar(&c.Sleep)
 	cmd.Flag("start", "Planned start, unix ns; 0 or past: at once.").Default("0").SetValue(unixNanoValue{&c.Start})
 	cmd.Flag("end", "Finish time t_f, unix ns.").Default("0").SetValue(unixNanoValue{&c.End})
-	cmd.Flag("backing", "anon (private anonymous memory) or file (an unlinked file in --file-dir).").Default(BackingAnon).EnumVar(&c.Backing, BackingAnon, BackingFile)
+	cmd.Flag("backing", "anon (private anonymous memory) or file (an unlinked file in --file-dir).").Default(run.BackingAnon).EnumVar(&c.Backing, run.BackingAnon, run.BackingFile)
 	cmd.Flag("file-dir", "Directory for --backing=file; empty: $TMPDIR.").Default("").StringVar(&c.FileDir)
-	cmd.Flag("fill", "random (incompressible) or zero.").Default(FillRandom).EnumVar(&c.Fill, FillRandom, FillZero)
+	cmd.Flag("fill", "random (incompressible) or zero.").Default(run.FillRandom).EnumVar(&c.Fill, run.FillRandom, run.FillZero)
 	cmd.Flag("parent-pid", "The master's pid; the consumer exits if its parent is already another process. 0: no check.").Default("0").IntVar(&c.ParentPID)
 	cmd.Flag("chunks", "Fill mode: chunks per repeat.").Default("0").IntVar(&c.Chunks)
 	cmd.Flag("repeats", "Fill mode: repeats.").Default("0").IntVar(&c.Repeats)
 	cmd.Flag("hot-interval", "Fill mode: pause between the helper's passes over earlier chunks.").Default("0s").DurationVar(&c.HotInterval)
 	cmd.Flag("join", "At --start, join the run cgroup through fd 4, its cgroup.procs opened by the master.").BoolVar(&c.Join)
-	cmd.Flag("cycle-log", "Log write cycles in slot --index of the run's cycle board, fd 5 (shared memory the master reads), not on the report pipe.").BoolVar(&c.CycleLog)
+	cmd.Flag("cycle-log", "Log write cycles in slot --index of the run's cycle board, fd 5 (shared memory the master reads), not on the message pipe.").BoolVar(&c.CycleLog)
 	return cmd, c
 }
 
@@ -126,7 +132,7 @@ func fromUnixNano(n int64) time.Time {
 
 // Args is the command line after the program name, starting with
 // "consume", that gives back c when parsed.
-func (c ConsumerConfig) Args() []string {
+func (c Config) Args() []string {
 	i := strconv.Itoa
 	return []string{"consume",
 		"--index=" + i(c.Index),
@@ -148,23 +154,23 @@ func (c ConsumerConfig) Args() []string {
 	}
 }
 
-// ParseConsumerArgs parses what Args writes and validates it.
-func ParseConsumerArgs(args []string) (ConsumerConfig, error) {
+// ParseArgs parses what Args writes and validates it.
+func ParseArgs(args []string) (Config, error) {
 	app := kingpin.New("loadgen", "").Terminate(nil).UsageWriter(io.Discard).ErrorWriter(io.Discard)
-	cmd, c := ConsumeCommand(app)
+	cmd, c := Command(app)
 	got, err := app.Parse(args)
 	if err != nil {
-		return ConsumerConfig{}, err
+		return Config{}, err
 	}
 	if got != cmd.FullCommand() {
-		return ConsumerConfig{}, fmt.Errorf("command %q: want consume", got)
+		return Config{}, fmt.Errorf("command %q: want consume", got)
 	}
 	return *c, c.Validate()
 }
 
 // Validate checks the flags for sense; the run spec's limits were checked
 // by the master.
-func (c ConsumerConfig) Validate() error {
+func (c Config) Validate() error {
 	var errs []error
 	bad := func(format string, a ...any) { errs = append(errs, fmt.Errorf(format, a...)) }
 	if c.Index < 0 {
@@ -173,10 +179,10 @@ func (c ConsumerConfig) Validate() error {
 	if c.Size < pageSize {
 		bad("--size=%d: want at least %d (a page)", c.Size, pageSize)
 	}
-	if c.Backing != BackingAnon && c.Backing != BackingFile {
+	if c.Backing != run.BackingAnon && c.Backing != run.BackingFile {
 		bad("--backing=%q: want anon or file", c.Backing)
 	}
-	if c.Fill != FillRandom && c.Fill != FillZero {
+	if c.Fill != run.FillRandom && c.Fill != run.FillZero {
 		bad("--fill=%q: want random or zero", c.Fill)
 	}
 	if c.ParentPID < 0 {
@@ -184,8 +190,8 @@ func (c ConsumerConfig) Validate() error {
 	}
 	switch c.Mode {
 	case ModeCycles:
-		if c.Writes < 1 || c.Writes > MaxWrites {
-			bad("--writes=%d: want 1 to %d", c.Writes, MaxWrites)
+		if c.Writes < 1 || c.Writes > run.MaxWrites {
+			bad("--writes=%d: want 1 to %d", c.Writes, run.MaxWrites)
 		}
 		if c.Sleep < 0 {
 			bad("--sleep=%s: want 0 or more", c.Sleep)
@@ -211,17 +217,17 @@ func (c ConsumerConfig) Validate() error {
 
 // Consume runs one consumer: it waits for the go byte on ctl, then for
 // cfg.Start, then joins the run cgroup through join (when cfg.Join), then
-// allocates and writes (or fills chunks) and reports on rep.
+// allocates and writes (or fills chunks) and sends messages on rep.
 // A nil ctl means no go byte and no watch for the master's death.
-// Cancelling ctx is SIGTERM: the consumer reports Done and returns nil.
+// Cancelling ctx is SIGTERM: the consumer messages Done and returns nil.
 // EOF on ctl returns ErrParentGone and reports nothing more.
-func Consume(ctx context.Context, cfg ConsumerConfig, ctl io.Reader, rep, join io.Writer) error {
+func Consume(ctx context.Context, cfg Config, ctl io.Reader, rep, join io.Writer) error {
 	return ConsumeLogged(ctx, cfg, ctl, rep, join, nil)
 }
 
 // ConsumeLogged is Consume with the write cycles logged on the run's cycle
-// board instead of reported on rep; nil log reports them on rep.
-func ConsumeLogged(ctx context.Context, cfg ConsumerConfig, ctl io.Reader, rep, join io.Writer, log *CycleLog) error {
+// board instead of sent on rep; nil log sends them on rep.
+func ConsumeLogged(ctx context.Context, cfg Config, ctl io.Reader, rep, join io.Writer, log *CycleLog) error {
 	if err := cfg.Validate(); err != nil {
 		return err
 	}
@@ -281,48 +287,48 @@ func watchControl(ctl io.Reader, goByte chan<- struct{}, cancel context.CancelCa
 }
 
 type consumer struct {
-	cfg  ConsumerConfig
+	cfg  Config
 	ctx  context.Context // done on SIGTERM or when the master is gone
 	term context.Context // done on SIGTERM only
 	stop atomic.Bool     // ctx is done; cheap to poll in loops
 	rep  io.Writer
-	log  *CycleLog // nil: cycles are reported on rep
-	buf  [ReportSize]byte
+	log  *CycleLog // nil: cycles are sent on rep
+	buf  [MessageSize]byte
 }
 
 func (c *consumer) parentGone() bool { return errors.Is(context.Cause(c.ctx), ErrParentGone) }
 
-func (c *consumer) report(r Report) error {
+func (c *consumer) send(r Message) error {
 	if c.parentGone() {
 		return ErrParentGone
 	}
 	b, _ := r.AppendBinary(c.buf[:0])
-	// A report is smaller than PIPE_BUF, so a write is whole or nothing. In
+	// A message is smaller than PIPE_BUF, so a write is whole or nothing. In
 	// a cgroup v1 run under the OOM guard the pipe's buffer page is charged
 	// to the run and fails with ENOMEM while the cgroup is at its limit:
 	// wait for the guard's reclaim rather than fail the run.
 	var err error
-	for wait := time.Duration(0); ; wait += reportRetry {
-		if _, err = c.rep.Write(b); !errors.Is(err, unix.ENOMEM) || wait >= maxReportWait {
+	for wait := time.Duration(0); ; wait += sendRetry {
+		if _, err = c.rep.Write(b); !errors.Is(err, unix.ENOMEM) || wait >= maxSendWait {
 			break
 		}
-		time.Sleep(reportRetry)
+		time.Sleep(sendRetry)
 	}
 	if err != nil {
-		return fmt.Errorf("writing the %s report: %w", r.Kind, err)
+		return fmt.Errorf("writing the %s message: %w", r.Kind, err)
 	}
 	return nil
 }
 
-// How a report write that the cgroup's limit refused is retried.
+// How a message write that the cgroup's limit refused is retried.
 const (
-	reportRetry   = 20 * time.Millisecond
-	maxReportWait = 30 * time.Second
+	sendRetry   = 20 * time.Millisecond
+	maxSendWait = 30 * time.Second
 )
 
 // done reports Done; n counts cycles, or chunks in fill mode.
 func (c *consumer) done(n int64) error {
-	return c.report(DoneReport(time.Now(), n, c.term.Err() != nil))
+	return c.send(DoneMessage(time.Now(), n, c.term.Err() != nil))
 }
 
 // fail reports a fatal error (best effort) and returns it.
@@ -330,18 +336,18 @@ func (c *consumer) fail(err error) error {
 	if c.parentGone() {
 		return ErrParentGone
 	}
-	r := Report{Kind: KindError}
+	r := Message{Kind: KindError}
 	var errno unix.Errno
 	if errors.As(err, &errno) {
 		r.A = int64(errno)
 	}
-	_ = c.report(r)
+	_ = c.send(r)
 	return err
 }
 
 // fill fills b as --fill says; false when the stop flag abandoned it.
 func (c *consumer) fill(b []byte, seed uint64) bool {
-	if c.cfg.Fill == FillZero {
+	if c.cfg.Fill == run.FillZero {
 		return fillZero(b, &c.stop)
 	}
 	return fillRandom(b, seed, &c.stop)
@@ -350,14 +356,14 @@ func (c *consumer) fill(b []byte, seed uint64) bool {
 func (c *consumer) cycles(began time.Time) error {
 	// Mapping allocates kernel structures charged to the run cgroup; under
 	// the v1 OOM guard they fail with ENOMEM while it is at its limit, as a
-	// report does: retry as the report does.
+	// message does: retry as a message does.
 	var b []byte
 	var err error
-	for wait := time.Duration(0); ; wait += reportRetry {
-		if b, err = mapRegion(c.cfg.Size, c.cfg.Backing, c.cfg.FileDir); !errors.Is(err, unix.ENOMEM) || wait >= maxReportWait || c.stop.Load() {
+	for wait := time.Duration(0); ; wait += sendRetry {
+		if b, err = mapRegion(c.cfg.Size, c.cfg.Backing, c.cfg.FileDir); !errors.Is(err, unix.ENOMEM) || wait >= maxSendWait || c.stop.Load() {
 			break
 		}
-		time.Sleep(reportRetry)
+		time.Sleep(sendRetry)
 	}
 	if err != nil {
 		return c.fail(err)
@@ -365,12 +371,12 @@ func (c *consumer) cycles(began time.Time) error {
 	defer unix.Munmap(b)
 	state := rand.Uint64()
 	if !c.fill(b, state) {
-		if err := c.report(StartedReport(began, time.Time{})); err != nil {
+		if err := c.send(StartedMessage(began, time.Time{})); err != nil {
 			return err
 		}
 		return c.done(0)
 	}
-	if err := c.report(StartedReport(began, time.Now())); err != nil {
+	if err := c.send(StartedMessage(began, time.Now())); err != nil {
 		return err
 	}
 	var n int64
@@ -381,7 +387,7 @@ func (c *consumer) cycles(began time.Time) error {
 		n++
 		if c.log != nil {
 			c.log.Add(int64(w), d)
-		} else if err := c.report(CycleReport(w, d)); err != nil {
+		} else if err := c.send(CycleMessage(w, d)); err != nil {
 			return err
 		}
 		if !sleepCtx(c.ctx, min(c.cfg.Sleep, time.Until(c.cfg.End))) {
@@ -413,7 +419,7 @@ func sleepCtx(ctx context.Context, d time.Duration) bool {
 func mapRegion(size int64, backing, dir string) ([]byte, error) {
 	var b []byte
 	var err error
-	if backing == BackingFile {
+	if backing == run.BackingFile {
 		b, err = mapUnlinkedFile(size, dir)
 	} else {
 		b, err = unix.Mmap(-1, 0, int(size), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS)
@@ -551,14 +557,14 @@ func writeCycle(b []byte, writes int, state *uint64, stop *atomic.Bool) int {
 	return done
 }
 
-// ConsumerEnv is env for a consumer process: the Go runtime's asynchronous
+// Env is env for a consumer process: the Go runtime's asynchronous
 // preemption is off (GODEBUG asyncpreemptoff=1). Its signal would reach any
 // thread of the consumer, a thread started after the consumer joined the
 // run included, whose signal stack the kernel then first writes inside the
 // run cgroup: on cgroup v1 under the OOM guard, at the limit, that charge
 // fails and the consumer dies of SIGSEGV. A consumer's loop has nothing
 // to preempt for: it is one goroutine.
-func ConsumerEnv(env []string) []string {
+func Env(env []string) []string {
 	const off = "asyncpreemptoff=1"
 	out := make([]string, 0, len(env)+1)
 	set := false

@@ -1,4 +1,4 @@
-package loadgen
+package run
 
 import (
 	"fmt"
@@ -28,7 +28,7 @@ func (h Host) SwapReserve() int64 { return h.SwapTotalBytes / 10 }
 // Check refuses a spec that cannot run safely on this host. Each refusal is
 // an *UnsafeError that says what to change.
 func (r Resolved) Check(h Host) error {
-	demand := r.Demand() + int64(r.processes())*ConsumerOverheadBytes
+	demand := r.Demand() + int64(r.Processes())*ConsumerOverheadBytes
 	if limit := h.MemAvailableBytes - h.Headroom(); r.MemoryLimitBytes > limit {
 		return refuse("memory_limit_bytes %s is more than this host can give: %s available minus %s headroom leaves %s; lower memory_limit_bytes or scale",
 			size(r.MemoryLimitBytes), size(h.MemAvailableBytes), size(h.Headroom()), size(max(limit, 0)))
@@ -56,8 +56,8 @@ func (r Resolved) Check(h Host) error {
 	return nil
 }
 
-// processes is how many consumer processes the run starts.
-func (r Resolved) processes() int {
+// Processes is how many consumer processes the run starts.
+func (r Resolved) Processes() int {
 	if r.Preset == PresetFill {
 		return 1
 	}

@@ -1,4 +1,4 @@
-package loadgen
+package consumer
 
 import (
 	"bytes"
@@ -10,15 +10,15 @@ import (
 	"time"
 )
 
-func TestReportRoundTrip(t *testing.T) {
+func TestMessageRoundTrip(t *testing.T) {
 	t0 := time.Unix(1_700_000_000, 123_456_789)
-	reports := []Report{
-		StartedReport(t0, t0.Add(40*time.Millisecond)),
-		StartedReport(t0, time.Time{}),
-		CycleReport(10_000, 3*time.Millisecond),
-		ChunkReport(4, 11, 2*time.Second),
-		DoneReport(t0.Add(time.Minute), 583, true),
-		DoneReport(t0.Add(time.Minute), 600, false),
+	reports := []Message{
+		StartedMessage(t0, t0.Add(40*time.Millisecond)),
+		StartedMessage(t0, time.Time{}),
+		CycleMessage(10_000, 3*time.Millisecond),
+		ChunkMessage(4, 11, 2*time.Second),
+		DoneMessage(t0.Add(time.Minute), 583, true),
+		DoneMessage(t0.Add(time.Minute), 600, false),
 		{Kind: KindError, A: 12},
 	}
 	var buf bytes.Buffer
@@ -27,11 +27,11 @@ func TestReportRoundTrip(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if buf.Len() != len(reports)*ReportSize {
-		t.Fatalf("encoded %d bytes, want %d", buf.Len(), len(reports)*ReportSize)
+	if buf.Len() != len(reports)*MessageSize {
+		t.Fatalf("encoded %d bytes, want %d", buf.Len(), len(reports)*MessageSize)
 	}
 	for i, want := range reports {
-		got, err := ReadReport(&buf)
+		got, err := ReadMessage(&buf)
 		if err != nil {
 			t.Fatalf("report %d: %v", i, err)
 		}
@@ -39,7 +39,7 @@ func TestReportRoundTrip(t *testing.T) {
 			t.Errorf("report %d: got %v, want %v", i, got, want)
 		}
 	}
-	if _, err := ReadReport(&buf); err != io.EOF {
+	if _, err := ReadMessage(&buf); err != io.EOF {
 		t.Fatalf("at the end: got %v, want io.EOF itself", err)
 	}
 
@@ -58,32 +58,32 @@ func TestReportRoundTrip(t *testing.T) {
 }
 
 // The layout is a contract between two processes; pin it byte for byte.
-func TestReportLayout(t *testing.T) {
-	b, _ := Report{Kind: KindDone, Flags: FlagTerminated, A: 0x0102030405060708, B: -2}.AppendBinary(nil)
+func TestMessageLayout(t *testing.T) {
+	b, _ := Message{Kind: KindDone, Flags: FlagTerminated, A: 0x0102030405060708, B: -2}.AppendBinary(nil)
 	const want = "03000000" + "01000000" + "0807060504030201" + "feffffffffffffff"
 	if got := hex.EncodeToString(b); got != want {
 		t.Fatalf("encoding\n got %s\nwant %s", got, want)
 	}
 }
 
-func TestReadReportTruncated(t *testing.T) {
+func TestReadMessageTruncated(t *testing.T) {
 	var buf bytes.Buffer
-	_ = CycleReport(1000, time.Millisecond).Encode(&buf)
-	_ = CycleReport(1000, time.Millisecond).Encode(&buf)
-	buf.Truncate(ReportSize + 10)
-	if _, err := ReadReport(&buf); err != nil {
+	_ = CycleMessage(1000, time.Millisecond).Encode(&buf)
+	_ = CycleMessage(1000, time.Millisecond).Encode(&buf)
+	buf.Truncate(MessageSize + 10)
+	if _, err := ReadMessage(&buf); err != nil {
 		t.Fatalf("first report: %v", err)
 	}
-	_, err := ReadReport(&buf)
-	if !errors.Is(err, ErrTruncatedReport) || !strings.Contains(err.Error(), "10 of 24 bytes") {
-		t.Fatalf("got %v, want ErrTruncatedReport saying 10 of 24 bytes", err)
+	_, err := ReadMessage(&buf)
+	if !errors.Is(err, ErrTruncatedMessage) || !strings.Contains(err.Error(), "10 of 24 bytes") {
+		t.Fatalf("got %v, want ErrTruncatedMessage saying 10 of 24 bytes", err)
 	}
 }
 
-func TestReadReportUnknownKind(t *testing.T) {
+func TestReadMessageUnknownKind(t *testing.T) {
 	for _, kind := range []uint32{0, 6, 0xffffffff} {
-		b, _ := Report{Kind: ReportKind(kind)}.AppendBinary(nil)
-		if _, err := ReadReport(bytes.NewReader(b)); err == nil || !strings.Contains(err.Error(), "unknown kind") {
+		b, _ := Message{Kind: MessageKind(kind)}.AppendBinary(nil)
+		if _, err := ReadMessage(bytes.NewReader(b)); err == nil || !strings.Contains(err.Error(), "unknown kind") {
 			t.Errorf("kind %d: got %v, want an unknown kind error", kind, err)
 		}
 	}
