@@ -113,11 +113,11 @@ func (s *Store) add(p Point) {
 
 // Observe records a tick whose reading has rates: its Point and its
 // process table. It makes the store a sink of the pipeline.
-func (s *Store) Observe(prev, cur *pipeline.Tick) {
+func (s *Store) Observe(_, cur *pipeline.Tick) {
 	if !cur.Reading.HasRates {
 		return
 	}
-	top, p := TopOf(prev, cur), PointOf(cur)
+	top, p := TopOf(cur), PointOf(cur)
 	s.mu.Lock()
 	s.top = top
 	s.add(p)

@@ -154,7 +154,8 @@ func TestTopRates(t *testing.T) {
 		proc(3, 300, 20, 0, 0, 1.0),    // counters restarted: 0, not negative
 	)
 	cur.Verdict = &indicators.Verdict{Processes: map[int]indicators.ProcessVerdict{1: {HighFault: true, WorkingSetBytes: 6 << 20, HasWorkingSet: true}}}
-	top := TopOf(prev, cur)
+	sampler.Complete(prev.Reading, cur.Reading) // as the sampler does
+	top := TopOf(cur)
 	if !top.Time.Equal(cur.Reading.Time) || len(top.Rows) != 4 {
 		t.Fatalf("top: %+v", top)
 	}
@@ -173,7 +174,7 @@ func TestTopRates(t *testing.T) {
 	if r := top.Rows[3]; !r.HasRates || r.AnonFaults != 0 || r.StallPercent != 0 {
 		t.Errorf("pid 3 after a counter restart: %+v", r)
 	}
-	if first := TopOf(nil, cur); first.Rows[0].HasRates {
+	if first := TopOf(sample(12, proc(1, 100, 3000, 30, 0, 2.5))); first.Rows[0].HasRates {
 		t.Errorf("rates without a sample before: %+v", first.Rows[0])
 	}
 }

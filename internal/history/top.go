@@ -6,7 +6,6 @@ import (
 	"github.com/thrashscope/thrashscope/internal/indicators"
 	"github.com/thrashscope/thrashscope/internal/pipeline"
 	"github.com/thrashscope/thrashscope/internal/probe"
-	"github.com/thrashscope/thrashscope/internal/sampler"
 )
 
 // Top is the latest sample's tracked processes, busiest first, with their
@@ -36,25 +35,15 @@ type ProcessRow struct {
 	HighFault                bool
 }
 
-// TopOf builds the process table of cur, with rates against prev (nil
-// at first).
-func TopOf(prevTick, curTick *pipeline.Tick) Top {
-	cur := curTick.Reading
+// TopOf builds the process table of a tick, with the rates the sampler
+// computed.
+func TopOf(tick *pipeline.Tick) Top {
+	cur := tick.Reading
 	var verdict indicators.Verdict
-	if curTick.Verdict != nil {
-		verdict = *curTick.Verdict
+	if tick.Verdict != nil {
+		verdict = *tick.Verdict
 	}
 	t := Top{Time: cur.Time, Rows: make([]ProcessRow, 0, len(cur.Processes))}
-	before := map[int]*sampler.Process{}
-	var secs float64
-	if prevTick != nil {
-		prev := prevTick.Reading
-		secs = cur.Time.Sub(prev.Time).Seconds()
-		for i := range prev.Processes {
-			p := &prev.Processes[i]
-			before[p.PID] = p
-		}
-	}
 	for _, p := range cur.Processes {
 		pv := verdict.Processes[p.PID]
 		row := ProcessRow{
@@ -63,26 +52,13 @@ func TopOf(prevTick, curTick *pipeline.Tick) Top {
 			WorkingSetBytes: pv.WorkingSetBytes, HasWorkingSet: pv.HasWorkingSet,
 			HighFault: pv.HighFault,
 		}
-		// A reused pid is another process: no rates against the old one.
-		if b, ok := before[p.PID]; ok && b.StartTicks == p.StartTicks && secs > 0 {
+		if p.HasRates {
+			f := p.Rates.Faults
 			row.HasRates = true
-			row.AnonFaults = perSecond(p.MajorFaults[probe.Anon], b.MajorFaults[probe.Anon], secs)
-			row.ShmemFaults = perSecond(p.MajorFaults[probe.Shmem], b.MajorFaults[probe.Shmem], secs)
-			row.FileFaults = perSecond(p.MajorFaults[probe.File], b.MajorFaults[probe.File], secs)
-			row.UnknownFaults = perSecond(p.MajorFaults[probe.Unknown], b.MajorFaults[probe.Unknown], secs)
-			if p.HasStall && b.HasStall {
-				row.HasStall = true
-				row.StallPercent = 100 * max(p.Stall.Total().Seconds()-b.Stall.Total().Seconds(), 0) / secs
-			}
+			row.AnonFaults, row.ShmemFaults, row.FileFaults, row.UnknownFaults = f[probe.Anon], f[probe.Shmem], f[probe.File], f[probe.Unknown]
+			row.HasStall, row.StallPercent = p.Rates.HasStall, p.Rates.StallPercent
 		}
 		t.Rows = append(t.Rows, row)
 	}
 	return t
-}
-
-func perSecond(now, before uint64, secs float64) float64 {
-	if now < before {
-		return 0 // the probe's counters restarted
-	}
-	return float64(now-before) / secs
 }

@@ -68,7 +68,6 @@ type ProcessVerdict struct {
 type Indicators struct {
 	cfg        Config
 	det        *Detector
-	lastFaults map[int]uint64 // counted major faults at the previous sample
 	warnedKind bool
 }
 
@@ -83,24 +82,24 @@ func New(cfg Config) (*Indicators, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	return &Indicators{cfg: cfg, det: NewDetector(cfg.Detector), lastFaults: map[int]uint64{}}, nil
+	return &Indicators{cfg: cfg, det: NewDetector(cfg.Detector)}, nil
 }
 
-// counted is the major faults the detector counts for a process: with
-// --detector.fault-kind=anon, TPF's swap-ins, that is anon and shmem. On
-// procfs alone the kind is unknown and every major fault counts.
-func (ind *Indicators) counted(p *sampler.Process, withProbe bool) uint64 {
+// counted is the rate of major faults the detector counts for a process:
+// with --detector.fault-kind=anon, TPF's swap-ins, that is anon and shmem.
+// On procfs alone the kind is unknown and every major fault counts.
+func (ind *Indicators) counted(p *sampler.Process, withProbe bool) float64 {
 	if !withProbe {
 		if ind.cfg.FaultKind == CountAnon && !ind.warnedKind {
 			ind.warnedKind = true
 			ind.cfg.Logger.Warn("the detector counts every major fault: on procfs alone anon and file faults cannot be told apart")
 		}
-		return p.MajorFaults[probe.Unknown]
+		return p.Rates.Faults[probe.Unknown]
 	}
 	if ind.cfg.FaultKind == CountAll {
-		return p.MajorFaults.Total()
+		return p.Rates.Faults.Total()
 	}
-	return p.MajorFaults.SwapIns()
+	return p.Rates.Faults.SwapIns()
 }
 
 // Judge returns the verdict on cur, given the reading before it (nil at
@@ -108,19 +107,12 @@ func (ind *Indicators) counted(p *sampler.Process, withProbe bool) uint64 {
 // steps once per call.
 func (ind *Indicators) Judge(prev, cur *sampler.Reading, scope Scope) Verdict {
 	withProbe := len(cur.Probes) > 0
-	var secs float64
-	if prev != nil {
-		secs = cur.Time.Sub(prev.Time).Seconds()
-	}
 	v := Verdict{Processes: make(map[int]ProcessVerdict, len(cur.Processes))}
 	in := Input{FaultRates: make(map[int]float64, len(cur.Processes))}
-	seen := make(map[int]uint64, len(cur.Processes))
 	for i := range cur.Processes {
 		p := &cur.Processes[i]
-		n := ind.counted(p, withProbe)
-		seen[p.PID] = n
-		if before, ok := ind.lastFaults[p.PID]; ok && secs > 0 && n >= before {
-			in.FaultRates[p.PID] = float64(n-before) / secs
+		if p.HasRates {
+			in.FaultRates[p.PID] = ind.counted(p, withProbe)
 		}
 		var pv ProcessVerdict
 		if ind.cfg.WorkingSet != nil {
@@ -129,8 +121,6 @@ func (ind *Indicators) Judge(prev, cur *sampler.Reading, scope Scope) Verdict {
 		}
 		v.Processes[p.PID] = pv
 	}
-	ind.lastFaults = seen
-
 	if cur.HasRates {
 		in.CPUBusy = cur.Rates.CPUBusyPercent
 		in.PSIFull, in.HasPSI = cur.Rates.PressureFullPercent, cur.Pressure != nil && prev.Pressure != nil

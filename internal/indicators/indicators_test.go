@@ -106,11 +106,11 @@ func TestIndicatorsHostRatioAndFaultKind(t *testing.T) {
 	}
 }
 
-// judge does what the sampler does before the pipeline judges a reading:
-// the rates since the previous one.
+// judge does what the sampler does before the pipeline judges a reading
+// (the rates since the previous one), then judges it.
 func judge(ind *Indicators, prev, cur *sampler.Reading, scope Scope) Verdict {
 	if prev != nil {
-		cur.Rates, cur.HasRates = sampler.RatesBetween(prev, cur), true
+		sampler.Complete(prev, cur)
 	}
 	return ind.Judge(prev, cur, scope)
 }

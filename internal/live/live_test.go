@@ -49,6 +49,11 @@ func thrash(t testing.TB, s *history.Store, n int) {
 			p.ResidentBytes, p.SwapBytes = 7<<20, 3<<20
 			cur.Processes = append(cur.Processes, p)
 		}
+		if prev != nil {
+			rates := cur.Rates
+			sampler.Complete(prev.Reading, cur) // the processes' rates, as the sampler does
+			cur.Rates = rates
+		}
 		tick := &pipeline.Tick{Reading: cur, Verdict: v}
 		s.Observe(prev, tick)
 		prev = tick

@@ -261,7 +261,7 @@ func TestInvalidUTF8CommKeepsEverySeries(t *testing.T) {
 	for i, comm := range []string{"dataproc-\xc3", "postgres", "caf\xc3\xa9\xff"} {
 		p := sampler.Process{}
 		p.PID, p.Comm = 100+i, comm
-		p.MajorFaults[0] = 7
+		p.MajorFaults[probe.Anon] = 7
 		s.Processes = append(s.Processes, p)
 		v.Processes[p.PID] = indicators.ProcessVerdict{HighFault: true}
 	}

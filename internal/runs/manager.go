@@ -81,8 +81,6 @@ type active struct {
 	run       *master.Master
 	table     *store.Table
 	processes *store.ProcessTable
-	prevStall map[int]float64
-	prevMajor map[int]uint64
 	unsaved   int           // rows since the tables were saved
 	sinceRec  int           // rows since the record was saved
 	changed   atomic.Bool   // the record changed since it was saved
@@ -207,7 +205,7 @@ func (m *Manager) Start(spec run.Spec) (run.Record, error) {
 		return run.Record{}, fmt.Errorf("%w (%s): free space there, or give --data.dir a file system with room; nothing was started", run.ErrNoStorage, errnoText(err))
 	}
 	a := &active{table: &store.Table{}, processes: &store.ProcessTable{},
-		prevStall: map[int]float64{}, prevMajor: map[int]uint64{}, saved: make(chan struct{})}
+		saved: make(chan struct{})}
 	// Saves triggered before master.Start returns wait here for a.run.
 	a.saveMu.Lock()
 	mr, err := master.Start(master.Config{
@@ -370,25 +368,20 @@ func (m *Manager) Observe(_, tick *pipeline.Tick) {
 			prow.WorkingSetBytes = int64(pv.WorkingSetBytes)
 		}
 		// maj_flt, read for every tracked process with or without BPF.
-		if before, ok := a.prevMajor[pr.PID]; ok && row.Rates.Seconds > 0 && pr.Process.MajorFaults >= before {
-			prow.MajorFaultsPerSecond = float64(pr.Process.MajorFaults-before) / row.Rates.Seconds
+		if pr.HasRates {
+			prow.MajorFaultsPerSecond = pr.Rates.MajFlt
 		}
-		a.prevMajor[pr.PID] = pr.Process.MajorFaults
 		if pr.HasStall {
 			hasStall = true
-			if before, ok := a.prevStall[pr.PID]; ok {
-				d := max(pr.Stall.Total().Seconds()-before, 0)
-				stall += d
-				if row.Rates.Seconds > 0 {
-					prow.StallPercent = 100 * d / row.Rates.Seconds
-				}
+			if pr.HasRates && pr.Rates.HasStall {
+				prow.StallPercent = pr.Rates.StallPercent
+				stall += pr.Rates.StallPercent
 			}
-			a.prevStall[pr.PID] = pr.Stall.Total().Seconds()
 		}
 		procRows = append(procRows, prow)
 	}
-	if hasStall && row.Rates.Seconds > 0 {
-		row.ConsumerStallPercent = 100 * stall / row.Rates.Seconds
+	if hasStall {
+		row.ConsumerStallPercent = stall // the consumers' stall shares add up
 	}
 	a.processes.AppendSample(procRows)
 	a.table.Append(row)

@@ -1,5 +1,7 @@
 package sampler
 
+import "github.com/thrashscope/thrashscope/internal/probe"
+
 // Rates are the host's per-second figures between two samples: the paper's
 // indicators (CPU user and system %, pages swapped in and out per second)
 // and the ones thrashscope adds.
@@ -64,3 +66,78 @@ func RatesBetween(prev, cur *Reading) Rates {
 }
 
 func pos(v float64) float64 { return max(v, 0) }
+
+// ProcessRates are one process's per-second figures between two readings.
+// They are computed here once, for every reader, with one rule: only for
+// the same process (pid and start time) tracked in both readings; a pid
+// reused by another process has none. A counter that went backwards (the
+// probe forgot the process and met it again) gives 0.
+type ProcessRates struct {
+	// Faults are major faults by kind, from the probes (on procfs alone
+	// every fault is of kind unknown: maj_flt does not tell them apart).
+	Faults FaultRates
+	// MajFlt is the kernel's own count, maj_flt in /proc/<pid>/stat, with
+	// or without the probes.
+	MajFlt float64
+	// StallPercent is the time in a memory stall, as PSI counts it, in %
+	// of one thread; valid when HasStall.
+	StallPercent float64
+	HasStall     bool
+}
+
+// FaultRates are major faults per second by kind, indexed as
+// probe.FaultCounts.
+type FaultRates [probe.NumKinds]float64
+
+// Total is every major fault, whatever its kind.
+func (f FaultRates) Total() float64 {
+	var n float64
+	for _, v := range f {
+		n += v
+	}
+	return n
+}
+
+// SwapIns are the faults that read swap-backed memory back: anon and shmem.
+func (f FaultRates) SwapIns() float64 { return f[probe.Anon] + f[probe.Shmem] }
+
+// Complete fills in cur's rates against prev, the host's and its
+// processes', as Read does; tests of later stages build readings with it.
+func Complete(prev, cur *Reading) {
+	cur.Rates, cur.HasRates = RatesBetween(prev, cur), true
+	processRates(prev, cur)
+}
+
+// processRates fills in the rates of cur's processes against prev's.
+func processRates(prev, cur *Reading) {
+	secs := cur.Time.Sub(prev.Time).Seconds()
+	if secs <= 0 {
+		return
+	}
+	before := make(map[int]*Process, len(prev.Processes))
+	for i := range prev.Processes {
+		before[prev.Processes[i].PID] = &prev.Processes[i]
+	}
+	per := func(now, then uint64) float64 {
+		if now < then {
+			return 0
+		}
+		return float64(now-then) / secs
+	}
+	for i := range cur.Processes {
+		p := &cur.Processes[i]
+		b, ok := before[p.PID]
+		if !ok || b.StartTicks != p.StartTicks {
+			continue
+		}
+		p.HasRates = true
+		for k := range p.Rates.Faults {
+			p.Rates.Faults[k] = per(p.MajorFaults[k], b.MajorFaults[k])
+		}
+		p.Rates.MajFlt = per(p.Process.MajorFaults, b.Process.MajorFaults)
+		if p.HasStall && b.HasStall {
+			p.Rates.HasStall = true
+			p.Rates.StallPercent = 100 * pos(p.Stall.Total().Seconds()-b.Stall.Total().Seconds()) / secs
+		}
+	}
+}

@@ -71,6 +71,9 @@ type Process struct {
 	HasStall bool
 	// Activity is the decayed major-fault rate the process was ranked by.
 	Activity float64
+	// Rates since the reading before; valid when HasRates.
+	Rates    ProcessRates
+	HasRates bool
 }
 
 // Sampler takes Readings, one at a time: it keeps what the ranking and the
@@ -160,7 +163,7 @@ func (s *Sampler) Read(pinned []int) (*Reading, error) {
 	}
 	smp.Processes = s.track(candidates, alive, pinned)
 	if s.prev != nil {
-		smp.Rates, smp.HasRates = RatesBetween(s.prev, smp), true
+		Complete(s.prev, smp)
 	}
 	s.prev = smp
 	return smp, errors.Join(errs...)

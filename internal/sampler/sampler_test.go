@@ -309,3 +309,52 @@ func TestRatesBetween(t *testing.T) {
 		t.Errorf("PSI over its own read times: some %v %%, full %v %%; want 50, 25", r.PressureSomePercent, r.PressureFullPercent)
 	}
 }
+
+// TestProcessRatesOneRule: a process's rates are computed once, in the
+// sampler, for the same process (pid and start time) in both readings; a
+// reused pid and a newcomer have none; a counter that went backwards gives
+// 0; stall needs both readings' stall times.
+func TestProcessRatesOneRule(t *testing.T) {
+	t0 := time.Unix(1000, 0)
+	proc := func(pid int, start, anon, file, majflt uint64, stall time.Duration, hasStall bool) Process {
+		p := Process{MajorFaults: probe.FaultCounts{probe.Anon: anon, probe.Shmem: anon / 10, probe.File: file}, Stall: probe.StallTime{OffCPU: stall}, HasStall: hasStall}
+		p.PID, p.StartTicks, p.Process.MajorFaults = pid, start, majflt
+		return p
+	}
+	prev := &Reading{Time: t0, Processes: []Process{
+		proc(1, 100, 1000, 10, 5000, time.Second, true),
+		proc(2, 200, 50, 0, 50, 0, true),
+		proc(3, 300, 500, 0, 500, 2*time.Second, true),
+		proc(5, 500, 0, 0, 0, 0, false),
+	}}
+	cur := &Reading{Time: t0.Add(2 * time.Second), Processes: []Process{
+		proc(1, 100, 3000, 30, 7200, 2500*time.Millisecond, true), // 1000 anon/s, 100 shmem/s, 10 file/s, 75 % stalled
+		proc(2, 201, 10, 0, 10, 0, true),                          // pid reused: no rates
+		proc(4, 400, 70, 0, 70, 0, true),                          // new: no rates
+		proc(3, 300, 20, 0, 520, time.Second, true),               // the probe's counters restarted: 0, not negative
+		proc(5, 500, 0, 0, 0, time.Second, true),                  // stall seen only now
+	}}
+	Complete(prev, cur)
+	if !cur.HasRates || cur.Rates.Seconds != 2 {
+		t.Fatalf("host rates: %+v", cur.Rates)
+	}
+	p := cur.Processes[0]
+	want := ProcessRates{Faults: FaultRates{probe.Anon: 1000, probe.Shmem: 100, probe.File: 10}, MajFlt: 1100, StallPercent: 75, HasStall: true}
+	if !p.HasRates || p.Rates != want {
+		t.Errorf("pid 1: %v %+v, want %+v", p.HasRates, p.Rates, want)
+	}
+	if got := p.Rates.Faults.SwapIns(); got != 1100 || p.Rates.Faults.Total() != 1110 {
+		t.Errorf("pid 1: swap-ins %v, total %v; want 1100, 1110", got, p.Rates.Faults.Total())
+	}
+	for _, i := range []int{1, 2} {
+		if q := cur.Processes[i]; q.HasRates {
+			t.Errorf("pid %d has rates without the same process before: %+v", q.PID, q.Rates)
+		}
+	}
+	if q := cur.Processes[3]; !q.HasRates || q.Rates.Faults.Total() != 0 || q.Rates.MajFlt != 10 || q.Rates.StallPercent != 0 {
+		t.Errorf("pid 3 after the probe's counters restarted: %+v", q.Rates)
+	}
+	if q := cur.Processes[4]; !q.HasRates || q.Rates.HasStall {
+		t.Errorf("pid 5 has a stall rate from one reading: %+v", q.Rates)
+	}
+}
