@@ -24,6 +24,7 @@ import (
 	"github.com/thrashscope/thrashscope/internal/cgroup"
 	"github.com/thrashscope/thrashscope/internal/consumer"
 	"github.com/thrashscope/thrashscope/internal/run"
+	"github.com/thrashscope/thrashscope/internal/store"
 )
 
 // spawnLead is how long before its planned start a consumer process is
@@ -697,17 +698,16 @@ func (w *logWriter) Last() string {
 	return w.last
 }
 
-// FillCSV is the fill experiment's table: per chunk, the mean and standard
-// deviation of its fill time over the repeats, with the host's free memory
-// and swap when it was filled. Empty for other presets.
-func (r *Master) FillCSV() []byte {
+// FillRows are the fill experiment's table: per chunk, the mean and
+// standard deviation of its fill time over the repeats, with the host's
+// free memory and swap when it was filled. Nil for other presets.
+func (r *Master) FillRows() []store.FillRow {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.chunks == nil {
 		return nil
 	}
-	var b strings.Builder
-	b.WriteString("chunk_index,allocated_bytes,repeats,fill_seconds_mean,fill_seconds_sd,memory_free_bytes,swap_free_bytes\n")
+	rows := []store.FillRow{}
 	for i, reps := range r.chunks {
 		if len(reps) == 0 {
 			continue
@@ -721,9 +721,12 @@ func (r *Master) FillCSV() []byte {
 		}
 		mean, sd := meanSD(secs)
 		n := float64(len(reps))
-		fmt.Fprintf(&b, "%d,%d,%d,%.6f,%.6f,%.0f,%.0f\n", i, int64(i+1)*r.cfg.Spec.SizeBytes, len(reps), mean, sd, free/n, swap/n)
+		rows = append(rows, store.FillRow{
+			Chunk: i, AllocatedBytes: int64(i+1) * r.cfg.Spec.SizeBytes, Repeats: len(reps),
+			MeanSeconds: mean, SDSeconds: sd, MemoryFreeBytes: free / n, SwapFreeBytes: swap / n,
+		})
 	}
-	return []byte(b.String())
+	return rows
 }
 
 // meanSD is the mean and the sample standard deviation (n-1), as seed 002

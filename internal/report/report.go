@@ -33,7 +33,7 @@ type Recorded struct {
 	// Processes is nil for runs recorded before processes.csv existed.
 	Processes []store.ProcessRow
 	// Fill is the fill preset's table; nil for other presets.
-	Fill []FillRow
+	Fill []store.FillRow
 }
 
 // Result lists what Build wrote.
@@ -154,7 +154,7 @@ func loadRun(d *store.Dir, id string) (Recorded, error) {
 		if err != nil {
 			return r, fmt.Errorf("run %s is a fill run without %s: %w", id, store.FillFile, err)
 		}
-		if r.Fill, err = ParseFill(b); err != nil {
+		if r.Fill, err = store.ParseFill(b); err != nil {
 			return r, fmt.Errorf("run %s: %w", id, err)
 		}
 	}

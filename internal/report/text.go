@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/thrashscope/thrashscope/internal/run"
+	"github.com/thrashscope/thrashscope/internal/store"
 )
 
 // SummaryText is summary.txt: each run's figures, then, for several runs,
@@ -110,7 +111,7 @@ func other(s Summary, f func(*Episode) string) string {
 	return fmt.Sprintf("; swap-in rule: %s", f(s.SwapIn))
 }
 
-func fillText(b *strings.Builder, rows []FillRow) {
+func fillText(b *strings.Builder, rows []store.FillRow) {
 	b.WriteString("  fill time per chunk (mean ± SD over the repeats):\n")
 	fmt.Fprintf(b, "    %5s  %12s  %18s  %12s  %12s\n", "chunk", "allocated", "fill time", "free memory", "free swap")
 	for _, f := range rows {

@@ -280,8 +280,8 @@ func (m *Manager) save(a *active, withTables bool) {
 	if err := m.cfg.Store.WriteFile(rec.ID, store.ProcessesFile, a.processes.CSV()); err != nil {
 		m.writeFailed("saving the per-process table", rec.ID, err)
 	}
-	if fill := a.run.FillCSV(); fill != nil {
-		if err := m.cfg.Store.WriteFile(rec.ID, store.FillFile, fill); err != nil {
+	if fill := a.run.FillRows(); fill != nil {
+		if err := m.cfg.Store.WriteFile(rec.ID, store.FillFile, store.FillCSV(fill)); err != nil {
 			m.writeFailed("saving the fill table", rec.ID, err)
 		}
 	}
@@ -328,14 +328,23 @@ func (m *Manager) Observe(_, tick *pipeline.Tick) {
 	rec := a.run.Record()
 	p := a.run.Progress()
 	row := store.Row{
-		ElapsedSeconds:       cur.Time.Sub(rec.StartedAt).Seconds(),
-		Rates:                cur.Rates,
-		MemoryAvailableBytes: cur.Memory.AvailableBytes,
-		SwapFreeBytes:        cur.Memory.SwapFreeBytes,
-		ConsumersActive:      p.Active,
-		ConsumersPlanned:     p.Planned,
-		DemandBytes:          p.DemandBytes,
-		ConsumerStallPercent: -1,
+		ElapsedSeconds:        cur.Time.Sub(rec.StartedAt).Seconds(),
+		CPUUserPercent:        cur.Rates.CPUUserPercent,
+		CPUSystemPercent:      cur.Rates.CPUSystemPercent,
+		CPUIOWaitPercent:      cur.Rates.CPUIOWaitPercent,
+		SwapInPagesPerSecond:  cur.Rates.SwapInPagesPerSecond,
+		SwapOutPagesPerSecond: cur.Rates.SwapOutPagesPerSecond,
+		PagedInKiBPerSecond:   cur.Rates.PagedInKiBPerSecond,
+		PagedOutKiBPerSecond:  cur.Rates.PagedOutKiBPerSecond,
+		MajorFaultsPerSecond:  cur.Rates.MajorFaultsPerSecond,
+		PressureSomePercent:   cur.Rates.PressureSomePercent,
+		PressureFullPercent:   cur.Rates.PressureFullPercent,
+		MemoryAvailableBytes:  cur.Memory.AvailableBytes,
+		SwapFreeBytes:         cur.Memory.SwapFreeBytes,
+		ConsumersActive:       p.Active,
+		ConsumersPlanned:      p.Planned,
+		DemandBytes:           p.DemandBytes,
+		ConsumerStallPercent:  -1,
 	}
 	if u, err := a.run.Cgroup().MemoryUsage(); err == nil {
 		row.CgroupUsageBytes = u

@@ -4,18 +4,22 @@ import (
 	"fmt"
 	"strconv"
 	"sync"
-
-	"github.com/thrashscope/thrashscope/internal/sampler"
 )
 
-// Row is one sample interval of a run: the paper's indicators first (the
-// contract fixes the first five columns), then what thrashscope adds.
+// Row is one sample interval of a run, a line of samples.csv: the paper's
+// indicators first (the contract fixes the first five columns), then what
+// thrashscope adds. Rates are per second over the interval, CPU shares of
+// all CPUs 0-100, PSI shares of the interval 0-100.
 type Row struct {
-	ElapsedSeconds float64
-	sampler.Rates
-	MemoryAvailableBytes, SwapFreeBytes uint64
-	ConsumersActive, ConsumersPlanned   int
-	DemandBytes, CgroupUsageBytes       int64
+	ElapsedSeconds                                     float64
+	CPUUserPercent, CPUSystemPercent, CPUIOWaitPercent float64
+	SwapInPagesPerSecond, SwapOutPagesPerSecond        float64
+	PagedInKiBPerSecond, PagedOutKiBPerSecond          float64 // KiB of all block I/O
+	MajorFaultsPerSecond                               float64
+	PressureSomePercent, PressureFullPercent           float64
+	MemoryAvailableBytes, SwapFreeBytes                uint64
+	ConsumersActive, ConsumersPlanned                  int
+	DemandBytes, CgroupUsageBytes                      int64
 	// ConsumerStallPercent is the consumers' summed memory-stall time over
 	// the interval, as a share of one CPU; -1 without the stall probe.
 	ConsumerStallPercent float64

@@ -13,7 +13,6 @@ import (
 	"time"
 
 	"github.com/thrashscope/thrashscope/internal/run"
-	"github.com/thrashscope/thrashscope/internal/sampler"
 )
 
 func TestRecordsRoundTripNewestFirst(t *testing.T) {
@@ -169,7 +168,7 @@ func TestReadFileRefusesLinksAndGiants(t *testing.T) {
 
 func TestTableCSV(t *testing.T) {
 	var tb Table
-	tb.Append(Row{ElapsedSeconds: 1, Rates: sampler.Rates{CPUUserPercent: 12.5, SwapInPagesPerSecond: 300}, ConsumersActive: 3, DemandBytes: 30 << 20})
+	tb.Append(Row{ElapsedSeconds: 1, CPUUserPercent: 12.5, SwapInPagesPerSecond: 300, ConsumersActive: 3, DemandBytes: 30 << 20})
 	recs, err := csv.NewReader(strings.NewReader(string(tb.CSV()))).ReadAll()
 	if err != nil {
 		t.Fatal(err)
