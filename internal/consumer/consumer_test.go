@@ -986,3 +986,20 @@ func procState(stat []byte) byte {
 	}
 	return 0
 }
+
+// The consumer process is the loadgen binary: it must not link the BPF
+// loader (cilium/ebpf, package probe), which it never uses.
+func TestConsumerBinaryDoesNotLinkTheProbe(t *testing.T) {
+	if _, err := exec.LookPath("go"); err != nil {
+		t.Skip("no go tool on PATH to list cmd/loadgen's dependencies")
+	}
+	out, err := exec.Command("go", "list", "-deps", "../../cmd/loadgen").Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, dep := range strings.Fields(string(out)) {
+		if strings.HasPrefix(dep, "github.com/cilium/ebpf") || dep == "github.com/thrashscope/thrashscope/internal/probe" {
+			t.Errorf("cmd/loadgen links %s", dep)
+		}
+	}
+}

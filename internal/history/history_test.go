@@ -10,7 +10,7 @@ import (
 
 	"github.com/thrashscope/thrashscope/internal/indicators"
 	"github.com/thrashscope/thrashscope/internal/pipeline"
-	"github.com/thrashscope/thrashscope/internal/probe"
+	"github.com/thrashscope/thrashscope/internal/probe/readout"
 	"github.com/thrashscope/thrashscope/internal/procfs"
 	"github.com/thrashscope/thrashscope/internal/sampler"
 )
@@ -137,8 +137,8 @@ func TestObserveKeepsSamplesWithRates(t *testing.T) {
 
 func proc(pid int, start uint64, anon, file, unknown uint64, stall float64) sampler.Process {
 	p := sampler.Process{
-		MajorFaults: probe.FaultCounts{probe.Anon: anon, probe.Shmem: anon / 10, probe.File: file, probe.Unknown: unknown},
-		Stall:       probe.StallTime{Reclaim: time.Duration(stall * float64(time.Second))}, HasStall: true,
+		MajorFaults: readout.FaultCounts{readout.Anon: anon, readout.Shmem: anon / 10, readout.File: file, readout.Unknown: unknown},
+		Stall:       readout.StallTime{Reclaim: time.Duration(stall * float64(time.Second))}, HasStall: true,
 	}
 	p.PID, p.Comm, p.StartTicks = pid, "consumer-00", start
 	p.ResidentBytes, p.SwapBytes = 7<<20, 3<<20

@@ -5,7 +5,7 @@ import (
 
 	"github.com/thrashscope/thrashscope/internal/indicators"
 	"github.com/thrashscope/thrashscope/internal/pipeline"
-	"github.com/thrashscope/thrashscope/internal/probe"
+	"github.com/thrashscope/thrashscope/internal/probe/readout"
 )
 
 // Top is the latest sample's tracked processes, busiest first, with their
@@ -55,7 +55,7 @@ func TopOf(tick *pipeline.Tick) Top {
 		if p.HasRates {
 			f := p.Rates.Faults
 			row.HasRates = true
-			row.AnonFaults, row.ShmemFaults, row.FileFaults, row.UnknownFaults = f[probe.Anon], f[probe.Shmem], f[probe.File], f[probe.Unknown]
+			row.AnonFaults, row.ShmemFaults, row.FileFaults, row.UnknownFaults = f[readout.Anon], f[readout.Shmem], f[readout.File], f[readout.Unknown]
 			row.HasStall, row.StallPercent = p.Rates.HasStall, p.Rates.StallPercent
 		}
 		t.Rows = append(t.Rows, row)

@@ -7,7 +7,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/thrashscope/thrashscope/internal/probe"
+	"github.com/thrashscope/thrashscope/internal/probe/readout"
 	"github.com/thrashscope/thrashscope/internal/sampler"
 )
 
@@ -94,7 +94,7 @@ func (ind *Indicators) counted(p *sampler.Process, withProbe bool) float64 {
 			ind.warnedKind = true
 			ind.cfg.Logger.Warn("the detector counts every major fault: on procfs alone anon and file faults cannot be told apart")
 		}
-		return p.Rates.Faults[probe.Unknown]
+		return p.Rates.Faults[readout.Unknown]
 	}
 	if ind.cfg.FaultKind == CountAll {
 		return p.Rates.Faults.Total()

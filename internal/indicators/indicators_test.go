@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/thrashscope/thrashscope/internal/probe"
+	"github.com/thrashscope/thrashscope/internal/probe/readout"
 	"github.com/thrashscope/thrashscope/internal/procfs"
 	"github.com/thrashscope/thrashscope/internal/sampler"
 )
@@ -18,10 +18,10 @@ func sample(t float64, busy float64, faults map[int]uint64) *sampler.Reading {
 		Time:   time.Unix(1000, 0).Add(time.Duration(t * float64(time.Second))),
 		CPU:    procfs.CPUSeconds{User: t * busy, Idle: t * (100 - busy)},
 		Memory: procfs.Memory{AvailableBytes: 100 << 20},
-		Probes: []probe.Status{{Name: probe.MajorFaults, Attached: true}},
+		Probes: []readout.Status{{Name: readout.MajorFaults, Attached: true}},
 	}
 	for pid, n := range faults {
-		s.Processes = append(s.Processes, sampler.Process{Process: procfs.Process{PID: pid, Comm: "consumer", ResidentBytes: 50 << 20}, MajorFaults: probe.FaultCounts{probe.Anon: n, probe.File: 1000}})
+		s.Processes = append(s.Processes, sampler.Process{Process: procfs.Process{PID: pid, Comm: "consumer", ResidentBytes: 50 << 20}, MajorFaults: readout.FaultCounts{readout.Anon: n, readout.File: 1000}})
 	}
 	return s
 }
@@ -90,8 +90,8 @@ func TestIndicatorsHostRatioAndFaultKind(t *testing.T) {
 	cur := sample(1, 20, map[int]uint64{1: 0, 2: 0, 3: 0})
 	// fault-kind=all: the 1000 file faults in sample() appear only as a
 	// level, so rates stay 0 here; bump file faults on two processes.
-	cur.Processes[0].MajorFaults[probe.File] += 50
-	cur.Processes[1].MajorFaults[probe.File] += 50
+	cur.Processes[0].MajorFaults[readout.File] += 50
+	cur.Processes[1].MajorFaults[readout.File] += 50
 	v := judge(ind, prev, cur, Scope{})
 	if v.HighFaultCount != 2 {
 		t.Errorf("fault-kind=all: %d high, want 2 (file faults count)", v.HighFaultCount)

@@ -15,7 +15,7 @@ import (
 	"github.com/thrashscope/thrashscope/internal/history"
 	"github.com/thrashscope/thrashscope/internal/indicators"
 	"github.com/thrashscope/thrashscope/internal/pipeline"
-	"github.com/thrashscope/thrashscope/internal/probe"
+	"github.com/thrashscope/thrashscope/internal/probe/readout"
 	"github.com/thrashscope/thrashscope/internal/procfs"
 	"github.com/thrashscope/thrashscope/internal/sampler"
 )
@@ -43,7 +43,7 @@ func thrash(t testing.TB, s *history.Store, n int) {
 			v.State, v.HighFaultCount = 1, 12
 		}
 		for c := range 3 {
-			p := sampler.Process{MajorFaults: probe.FaultCounts{probe.Anon: uint64(i * 1000 * (c + 1)), probe.File: uint64(i)}, Stall: probe.StallTime{OffCPU: time.Duration(i) * 300 * time.Millisecond}, HasStall: true}
+			p := sampler.Process{MajorFaults: readout.FaultCounts{readout.Anon: uint64(i * 1000 * (c + 1)), readout.File: uint64(i)}, Stall: readout.StallTime{OffCPU: time.Duration(i) * 300 * time.Millisecond}, HasStall: true}
 			p.PID, p.StartTicks, p.Comm = 1000+c, 1, "consumer-0"+string(rune('0'+c))
 			v.Processes[p.PID] = indicators.ProcessVerdict{HighFault: c == 0, WorkingSetBytes: 9 << 20, HasWorkingSet: true}
 			p.ResidentBytes, p.SwapBytes = 7<<20, 3<<20

@@ -11,20 +11,20 @@ import (
 
 	"github.com/thrashscope/thrashscope/internal/indicators"
 	"github.com/thrashscope/thrashscope/internal/pipeline"
-	"github.com/thrashscope/thrashscope/internal/probe"
+	"github.com/thrashscope/thrashscope/internal/probe/readout"
 	"github.com/thrashscope/thrashscope/internal/procfs"
 	"github.com/thrashscope/thrashscope/internal/sampler"
 )
 
 // fakeProbe stands in for the BPF probe: the collectors are tested on fixed
 // counters here; the real probe is tested against the kernel in internal/probe.
-type fakeProbe struct{ snap probe.Snapshot }
+type fakeProbe struct{ snap readout.Snapshot }
 
-func (f fakeProbe) Read() (probe.Snapshot, error) { return f.snap, nil }
-func (f fakeProbe) Status() []probe.Status {
-	out := make([]probe.Status, 0, len(probe.Names))
-	for _, n := range probe.Names {
-		out = append(out, probe.Status{Name: n, Attached: n != probe.ProcessExit, Required: true})
+func (f fakeProbe) Read() (readout.Snapshot, error) { return f.snap, nil }
+func (f fakeProbe) Status() []readout.Status {
+	out := make([]readout.Status, 0, len(readout.Names))
+	for _, n := range readout.Names {
+		out = append(out, readout.Status{Name: n, Attached: n != readout.ProcessExit, Required: true})
 	}
 	return out
 }
@@ -112,18 +112,18 @@ func TestNoPSIKernelOmitsPressure(t *testing.T) {
 }
 
 func TestProcessAndProbeMetrics(t *testing.T) {
-	var lat probe.Histogram
+	var lat readout.Histogram
 	lat.Slots[12] = 3 // [4.1, 8.2) µs
 	lat.Slots[20] = 1 // [1.05, 2.1) ms
 	lat.SumSeconds = 0.0015
-	fp := fakeProbe{snap: probe.Snapshot{
-		Processes: map[uint32]probe.ProcessCounters{
-			4242: {MajorFaults: probe.FaultCounts{probe.Anon: 700, probe.Shmem: 30, probe.File: 25}, Stall: probe.StallTime{OffCPU: 500 * time.Millisecond, Reclaim: 1800 * time.Millisecond, Sampled: 200 * time.Millisecond}},
-			9999: {MajorFaults: probe.FaultCounts{probe.Anon: 5}}, // exited before its procfs read
+	fp := fakeProbe{snap: readout.Snapshot{
+		Processes: map[uint32]readout.ProcessCounters{
+			4242: {MajorFaults: readout.FaultCounts{readout.Anon: 700, readout.Shmem: 30, readout.File: 25}, Stall: readout.StallTime{OffCPU: 500 * time.Millisecond, Reclaim: 1800 * time.Millisecond, Sampled: 200 * time.Millisecond}},
+			9999: {MajorFaults: readout.FaultCounts{readout.Anon: 5}}, // exited before its procfs read
 		},
-		Latency: map[string]probe.Histogram{probe.KindAnon: lat},
-		Lost:    map[string]uint64{probe.MajorFaults: 7},
-		Programs: []probe.ProgramStats{
+		Latency: map[string]readout.Histogram{readout.KindAnon: lat},
+		Lost:    map[string]uint64{readout.MajorFaults: 7},
+		Programs: []readout.ProgramStats{
 			{Name: "major_fault", Runs: 730, RunTime: 146 * time.Microsecond},
 			{Name: "memory_stall"},
 		},
@@ -197,7 +197,7 @@ thrashscope_probe_program_run_seconds_total{program="memory_stall"} 0
 			continue
 		}
 		for _, m := range mf.GetMetric() {
-			if m.GetLabel()[0].GetValue() != probe.KindAnon {
+			if m.GetLabel()[0].GetValue() != readout.KindAnon {
 				continue
 			}
 			h := m.GetHistogram()
@@ -222,7 +222,7 @@ func (f fixedSource) Latest() (*pipeline.Tick, bool) { return f.t, true }
 func TestProcfsAloneExportsOnlyUnknownKind(t *testing.T) {
 	smp := &sampler.Reading{Processes: []sampler.Process{{
 		Process:     procfs.Process{PID: 77, Comm: "thrasher"},
-		MajorFaults: probe.FaultCounts{probe.Unknown: 42},
+		MajorFaults: readout.FaultCounts{readout.Unknown: 42},
 	}}}
 	const want = `
 # HELP thrashscope_process_major_faults_total Major page faults by kind, from the BPF probe since it first saw the process: anon (private anonymous memory read back from swap), shmem (shared anonymous memory or tmpfs read back from swap), file (a page-cache miss on a real file); unknown when the kind could not be told (or on procfs alone).
@@ -241,9 +241,9 @@ thrashscope_process_major_faults_total{comm="thrasher",kind="unknown",pid="77"} 
 // With BPF statistics never on, the kernel's counts are zero: the series
 // are left out rather than read as a probe that costs nothing.
 func TestProgramStatsAbsentWhileNeverOn(t *testing.T) {
-	fp := fakeProbe{snap: probe.Snapshot{
-		Processes: map[uint32]probe.ProcessCounters{},
-		Programs:  []probe.ProgramStats{{Name: "major_fault"}, {Name: "memory_stall"}},
+	fp := fakeProbe{snap: readout.Snapshot{
+		Processes: map[uint32]readout.ProcessCounters{},
+		Programs:  []readout.ProgramStats{{Name: "major_fault"}, {Name: "memory_stall"}},
 	}}
 	c := collector(t, "../procfs/testdata/proc", fp)
 	if n := testutil.CollectAndCount(c, "thrashscope_probe_program_runs_total", "thrashscope_probe_program_run_seconds_total"); n != 0 {
@@ -261,7 +261,7 @@ func TestInvalidUTF8CommKeepsEverySeries(t *testing.T) {
 	for i, comm := range []string{"dataproc-\xc3", "postgres", "caf\xc3\xa9\xff"} {
 		p := sampler.Process{}
 		p.PID, p.Comm = 100+i, comm
-		p.MajorFaults[probe.Anon] = 7
+		p.MajorFaults[readout.Anon] = 7
 		s.Processes = append(s.Processes, p)
 		v.Processes[p.PID] = indicators.ProcessVerdict{HighFault: true}
 	}

@@ -6,7 +6,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/thrashscope/thrashscope/internal/pipeline"
-	"github.com/thrashscope/thrashscope/internal/probe"
+	"github.com/thrashscope/thrashscope/internal/probe/readout"
 )
 
 // Latency buckets: log2 slots 11..33, so upper bounds from 4.1 µs to 17 s.
@@ -45,7 +45,7 @@ func (m *probes) update(t *pipeline.Tick, ch chan<- prometheus.Metric) {
 	for _, st := range s.Probes {
 		up[st.Name] = st.Attached
 	}
-	for _, name := range probe.Names {
+	for _, name := range readout.Names {
 		v := 0.0
 		if up[name] {
 			v = 1
@@ -55,15 +55,15 @@ func (m *probes) update(t *pipeline.Tick, ch chan<- prometheus.Metric) {
 	if len(s.Probes) == 0 {
 		return
 	}
-	for _, name := range probe.Names {
+	for _, name := range readout.Names {
 		send(ch, m.lost, prometheus.CounterValue, float64(s.Lost[name]), name)
 	}
-	for _, kind := range []string{probe.KindAnon, probe.KindShmem, probe.KindFile} {
+	for _, kind := range []string{readout.KindAnon, readout.KindShmem, readout.KindFile} {
 		h := s.Latency[kind]
 		ch <- prometheus.MustNewConstHistogram(m.latency, h.Count(), h.SumSeconds,
 			h.CumulativeBuckets(firstLatencySlot, lastLatencySlot), kind)
 	}
-	if !slices.ContainsFunc(s.Programs, func(p probe.ProgramStats) bool { return p.Runs > 0 }) {
+	if !slices.ContainsFunc(s.Programs, func(p readout.ProgramStats) bool { return p.Runs > 0 }) {
 		return // statistics never on: zeros would read as free
 	}
 	for _, p := range s.Programs {

@@ -6,7 +6,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/thrashscope/thrashscope/internal/pipeline"
-	"github.com/thrashscope/thrashscope/internal/probe"
+	"github.com/thrashscope/thrashscope/internal/probe/readout"
 )
 
 // processes exports the tracked processes only (top-K plus the active run's
@@ -42,7 +42,7 @@ func (m *processes) update(t *pipeline.Tick, ch chan<- prometheus.Metric) {
 	s := t.Reading
 	for _, p := range s.Processes {
 		pid, comm := strconv.Itoa(p.PID), p.Comm
-		for i, kind := range probe.Kinds {
+		for i, kind := range readout.Kinds {
 			if skipKind(kind, p.MajorFaults[i], len(s.Probes) > 0) {
 				continue
 			}
@@ -79,7 +79,7 @@ func (m *processes) update(t *pipeline.Tick, ch chan<- prometheus.Metric) {
 // since maj_flt does not tell them apart.
 func skipKind(kind string, count uint64, withProbe bool) bool {
 	if withProbe {
-		return kind == probe.KindUnknown && count == 0
+		return kind == readout.KindUnknown && count == 0
 	}
-	return kind != probe.KindUnknown
+	return kind != readout.KindUnknown
 }

@@ -33,6 +33,7 @@ import (
 	"github.com/thrashscope/thrashscope/internal/metrics"
 	"github.com/thrashscope/thrashscope/internal/pipeline"
 	"github.com/thrashscope/thrashscope/internal/probe"
+	"github.com/thrashscope/thrashscope/internal/probe/readout"
 	"github.com/thrashscope/thrashscope/internal/procfs"
 	"github.com/thrashscope/thrashscope/internal/run"
 	"github.com/thrashscope/thrashscope/internal/runs"
@@ -217,7 +218,7 @@ func findLoadgen() string {
 func (o *Observer) Handler() http.Handler { return o.handler }
 
 // Probes reports the probes' attach status; empty on procfs alone.
-func (o *Observer) Probes() []probe.Status {
+func (o *Observer) Probes() []readout.Status {
 	if o.probe == nil {
 		return nil
 	}

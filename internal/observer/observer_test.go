@@ -17,7 +17,7 @@ import (
 	"github.com/cilium/ebpf"
 	"golang.org/x/sys/unix"
 
-	"github.com/thrashscope/thrashscope/internal/probe"
+	"github.com/thrashscope/thrashscope/internal/probe/readout"
 	"github.com/thrashscope/thrashscope/internal/testenv"
 )
 
@@ -263,7 +263,7 @@ func TestCheckPrintsProbeTable(t *testing.T) {
 	if status["PROBE"] != "STATUS" {
 		t.Errorf("check table has no header:\n%s", out.String())
 	}
-	for _, name := range probe.Names {
+	for _, name := range readout.Names {
 		if status[name] != "up" {
 			t.Errorf("check table says %s is %q, want up:\n%s", name, status[name], out.String())
 		}

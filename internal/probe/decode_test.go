@@ -4,6 +4,8 @@ import (
 	"reflect"
 	"testing"
 	"time"
+
+	"github.com/thrashscope/thrashscope/internal/probe/readout"
 )
 
 func TestParseCPUList(t *testing.T) {
@@ -69,27 +71,43 @@ func TestUnseenEvents(t *testing.T) {
 
 // The Go names index BPF arrays: they must follow the C enums.
 func TestNamesFollowTheBPFEnums(t *testing.T) {
-	if len(Names) != int(thrashscopeProbeIdPROBES) {
-		t.Fatalf("%d probe names, BPF has %d probe ids", len(Names), thrashscopeProbeIdPROBES)
+	if len(readout.Names) != int(thrashscopeProbeIdPROBES) {
+		t.Fatalf("%d probe names, BPF has %d probe ids", len(readout.Names), thrashscopeProbeIdPROBES)
 	}
 	for id, name := range map[thrashscopeProbeId]string{
-		thrashscopeProbeIdPROBE_MAJOR_FAULTS:        MajorFaults,
-		thrashscopeProbeIdPROBE_MEMORY_STALL:        MemoryStall,
-		thrashscopeProbeIdPROBE_MEMORY_STALL_SAMPLE: MemoryStallSample,
-		thrashscopeProbeIdPROBE_FAULT_LATENCY:       FaultLatency,
-		thrashscopeProbeIdPROBE_PROCESS_EXIT:        ProcessExit,
+		thrashscopeProbeIdPROBE_MAJOR_FAULTS:        readout.MajorFaults,
+		thrashscopeProbeIdPROBE_MEMORY_STALL:        readout.MemoryStall,
+		thrashscopeProbeIdPROBE_MEMORY_STALL_SAMPLE: readout.MemoryStallSample,
+		thrashscopeProbeIdPROBE_FAULT_LATENCY:       readout.FaultLatency,
+		thrashscopeProbeIdPROBE_PROCESS_EXIT:        readout.ProcessExit,
 	} {
-		if Names[id] != name {
-			t.Errorf("Names[%d] = %q, want %q", id, Names[id], name)
+		if readout.Names[id] != name {
+			t.Errorf("Names[%d] = %q, want %q", id, readout.Names[id], name)
 		}
 	}
-	if got := len(thrashscopeMajorFaults{}.Count); got != NumKinds {
-		t.Errorf("BPF counts %d kinds, Go names %d", got, NumKinds)
+	if got := len(thrashscopeMajorFaults{}.Count); got != readout.NumKinds {
+		t.Errorf("BPF counts %d kinds, Go names %d", got, readout.NumKinds)
+	}
+	if int(thrashscopeFaultKindFAULT_KINDS) != readout.NumKinds {
+		t.Errorf("the BPF fault_kind enum has %d kinds, Go %d", thrashscopeFaultKindFAULT_KINDS, readout.NumKinds)
+	}
+	for id, kind := range map[thrashscopeFaultKind]readout.Kind{
+		thrashscopeFaultKindFAULT_ANON:    readout.Anon,
+		thrashscopeFaultKindFAULT_SHMEM:   readout.Shmem,
+		thrashscopeFaultKindFAULT_FILE:    readout.File,
+		thrashscopeFaultKindFAULT_UNKNOWN: readout.Unknown,
+	} {
+		if readout.Kind(id) != kind {
+			t.Errorf("fault kind %s is %d in Go, %d in the BPF enum", kind, kind, id)
+		}
+	}
+	if got := len(thrashscopeLatencyHist{}.Slots); got != readout.LatencySlots {
+		t.Errorf("BPF latency histograms have %d slots, Go %d", got, readout.LatencySlots)
 	}
 }
 
 func TestFaultCountsAndStall(t *testing.T) {
-	c := FaultCounts{Anon: 5, Shmem: 3, File: 7, Unknown: 1}
+	c := readout.FaultCounts{readout.Anon: 5, readout.Shmem: 3, readout.File: 7, readout.Unknown: 1}
 	if c.Total() != 16 || c.SwapIns() != 8 {
 		t.Errorf("Total %d, SwapIns %d; want 16 and 8", c.Total(), c.SwapIns())
 	}
@@ -97,8 +115,8 @@ func TestFaultCountsAndStall(t *testing.T) {
 	if s.Total() != 6*time.Millisecond || s.OnCPU() != 5*time.Millisecond || s.OffCPU != time.Millisecond {
 		t.Errorf("stall %+v: total %v, on CPU %v", s, s.Total(), s.OnCPU())
 	}
-	if Shmem.String() != "shmem" || Kind(0).String() != KindAnon {
-		t.Errorf("kind names %q %q", Shmem, Kind(0))
+	if readout.Shmem.String() != "shmem" || readout.Kind(0).String() != readout.KindAnon {
+		t.Errorf("kind names %q %q", readout.Shmem, readout.Kind(0))
 	}
 }
 

@@ -7,6 +7,7 @@ import (
 
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/link"
+	"github.com/thrashscope/thrashscope/internal/probe/readout"
 )
 
 // latencyHooks are the fault-entry tracepoints behind fault_latency. They
@@ -34,10 +35,10 @@ func (h *latencyHooks) detach() error {
 }
 
 // armLatency attaches the fault-entry hooks and tells major_fault to time.
-func (p *Probe) armLatency(now time.Time) Status {
+func (p *Probe) armLatency(now time.Time) readout.Status {
 	// Optional: the exceptions tracepoints are x86 only, and the other
 	// probes stand without a latency histogram.
-	st := Status{Name: FaultLatency, Required: false, Detail: "raw_tp/page_fault_user, raw_tp/page_fault_kernel while major faults occur"}
+	st := readout.Status{Name: readout.FaultLatency, Required: false, Detail: "raw_tp/page_fault_user, raw_tp/page_fault_kernel while major faults occur"}
 	for _, tp := range []struct {
 		name string
 		prog *ebpf.Program

@@ -4,7 +4,8 @@
 // on to the sampler, the indicators and the metrics.
 //
 // The layers are kept apart: probe.go loads and attaches, read.go reads the
-// maps, decode.go turns raw map values into counters with pure functions.
+// maps, decode.go turns raw map values into counters with pure functions;
+// the counters' types are package readout's.
 package probe
 
 import (
@@ -20,42 +21,12 @@ import (
 	"github.com/cilium/ebpf/btf"
 	"github.com/cilium/ebpf/link"
 	"github.com/cilium/ebpf/rlimit"
+	"github.com/thrashscope/thrashscope/internal/probe/readout"
 	"golang.org/x/sys/unix"
 )
 
-// Probe names, as in thrashscope_probe_up{probe}, in the order of the BPF
-// probe_id enum (the index of probe_events_lost).
-const (
-	// perf event PAGE_FAULTS_MAJ, per tgid; the kind from raw_tp
-	// mm_filemap_fault and the faulting mapping's class.
-	MajorFaults = "major_faults"
-	// raw_tp sched_switch and the vmscan reclaim begin/end tracepoints: the
-	// exact parts of the memory stall (off CPU, and reclaim on CPU).
-	MemoryStall = "memory_stall"
-	// perf event CPU_CLOCK on each CPU while stalls occur: the sampled part
-	// (on CPU in a stall outside reclaim).
-	MemoryStallSample = "memory_stall_sample"
-	// raw_tp page_fault_user/kernel, the start of each fault, while major
-	// faults occur.
-	FaultLatency = "fault_latency"
-	// raw_tp sched_process_exit, map cleanup.
-	ProcessExit = "process_exit"
-)
-
-// Names lists every probe in the order of the BPF probe_id enum.
-var Names = []string{MajorFaults, MemoryStall, MemoryStallSample, FaultLatency, ProcessExit}
-
 // ErrUnavailable wraps every reason the BPF objects could not be loaded at all.
 var ErrUnavailable = errors.New("BPF probes unavailable")
-
-// Status is one probe's attach result.
-type Status struct {
-	Name     string
-	Attached bool
-	Required bool
-	Detail   string // what it is attached to
-	Err      error
-}
 
 // Options configure Load.
 type Options struct {
@@ -86,7 +57,7 @@ type Probe struct {
 	objs     thrashscopeObjects
 	links    []link.Link
 	perf     *perfEvents // PAGE_FAULTS_MAJ
-	status   []Status
+	status   []readout.Status
 	reading  readState
 	latency  latencyHooks
 	sampling stallSampling
@@ -132,7 +103,7 @@ func Load(opts Options) (*Probe, error) {
 		p.attachMemoryStall(),
 		p.attachStallSampling(cpus, cpuErr, opts.StallSamplePeriod),
 		p.armLatency(time.Now()),
-		p.attachRawTracepoint(ProcessExit, "sched_process_exit", p.objs.ProcessExit),
+		p.attachRawTracepoint(readout.ProcessExit, "sched_process_exit", p.objs.ProcessExit),
 	)
 	// The fault-entry hooks attached once to prove they can; they wait
 	// detached until the first read that sees a major fault. The stall
@@ -155,8 +126,8 @@ func Load(opts Options) (*Probe, error) {
 	return p, nil
 }
 
-func (p *Probe) attachRawTracepoint(name, tracepoint string, prog *ebpf.Program) Status {
-	st := Status{Name: name, Required: true, Detail: "raw_tp/" + tracepoint}
+func (p *Probe) attachRawTracepoint(name, tracepoint string, prog *ebpf.Program) readout.Status {
+	st := readout.Status{Name: name, Required: true, Detail: "raw_tp/" + tracepoint}
 	l, err := link.AttachRawTracepoint(link.RawTracepointOptions{Name: tracepoint, Program: prog})
 	if err != nil {
 		st.Err = fmt.Errorf("attaching raw tracepoint %s: %w", tracepoint, err)
@@ -167,7 +138,7 @@ func (p *Probe) attachRawTracepoint(name, tracepoint string, prog *ebpf.Program)
 	return st
 }
 
-func (p *Probe) setStatus(st Status) {
+func (p *Probe) setStatus(st readout.Status) {
 	for i := range p.status {
 		if p.status[i].Name == st.Name {
 			p.status[i] = st
@@ -181,8 +152,8 @@ func (p *Probe) setStatus(st Status) {
 // and filemap_fault, which tells page-cache reads from the anonymous pages
 // of private file mappings. Without the latter (kernels before 6.10) the
 // probe still counts every fault.
-func (p *Probe) attachMajorFaults(cpus []int, cpuErr error) Status {
-	st := Status{Name: MajorFaults, Required: true, Detail: "perf_event/PAGE_FAULTS_MAJ"}
+func (p *Probe) attachMajorFaults(cpus []int, cpuErr error) readout.Status {
+	st := readout.Status{Name: readout.MajorFaults, Required: true, Detail: "perf_event/PAGE_FAULTS_MAJ"}
 	if cpuErr != nil {
 		st.Err = cpuErr
 		return st
@@ -222,8 +193,8 @@ var reclaimTracepoints = []string{
 // attachMemoryStall attaches the exact parts of the stall: sched_switch
 // (required) and the reclaim windows. Without the windows, reclaim on CPU
 // is still counted, by the samples.
-func (p *Probe) attachMemoryStall() Status {
-	st := p.attachRawTracepoint(MemoryStall, "sched_switch", p.objs.MemoryStall)
+func (p *Probe) attachMemoryStall() readout.Status {
+	st := p.attachRawTracepoint(readout.MemoryStall, "sched_switch", p.objs.MemoryStall)
 	if !st.Attached {
 		return st
 	}
@@ -247,8 +218,8 @@ func (p *Probe) attachMemoryStall() Status {
 
 // attachStallSampling opens a CPU-clock event on every CPU for
 // memory_stall_sample, stopped until stalls occur.
-func (p *Probe) attachStallSampling(cpus []int, cpuErr error, period time.Duration) Status {
-	st := Status{Name: MemoryStallSample, Detail: fmt.Sprintf("perf_event/CPU_CLOCK every %v while memory stalls occur", period)}
+func (p *Probe) attachStallSampling(cpus []int, cpuErr error, period time.Duration) readout.Status {
+	st := readout.Status{Name: readout.MemoryStallSample, Detail: fmt.Sprintf("perf_event/CPU_CLOCK every %v while memory stalls occur", period)}
 	if cpuErr != nil {
 		st.Err = cpuErr
 		return st
@@ -266,9 +237,9 @@ func (p *Probe) attachStallSampling(cpus []int, cpuErr error, period time.Durati
 }
 
 // Status reports every probe's attach result, in Names order.
-func (p *Probe) Status() []Status {
-	out := make([]Status, 0, len(Names))
-	for _, name := range Names {
+func (p *Probe) Status() []readout.Status {
+	out := make([]readout.Status, 0, len(readout.Names))
+	for _, name := range readout.Names {
 		for _, st := range p.status {
 			if st.Name == name {
 				out = append(out, st)
@@ -300,7 +271,7 @@ func (p *Probe) Close() error {
 }
 
 // WriteStatusTable prints the probes as a table, for --check.
-func WriteStatusTable(w io.Writer, statuses []Status) {
+func WriteStatusTable(w io.Writer, statuses []readout.Status) {
 	fmt.Fprintf(w, "%-19s %-8s %-9s %s\n", "PROBE", "STATUS", "REQUIRED", "DETAIL")
 	for _, st := range statuses {
 		state, detail := "up", st.Detail

@@ -17,6 +17,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/thrashscope/thrashscope/internal/cgroup"
+	"github.com/thrashscope/thrashscope/internal/probe/readout"
 	"github.com/thrashscope/thrashscope/internal/procfs"
 	"github.com/thrashscope/thrashscope/internal/testenv"
 )
@@ -366,7 +367,7 @@ func within(got, want uint64, frac float64) bool {
 // faultRound reads the probe, lets the child take its faults, and reads
 // again: both snapshots, what the child's counters grew by, and what its
 // maj_flt grew by.
-func faultRound(t *testing.T, p *Probe, c *child) (before, after Snapshot, got FaultCounts, majflt uint64, ok bool) {
+func faultRound(t *testing.T, p *Probe, c *child) (before, after readout.Snapshot, got readout.FaultCounts, majflt uint64, ok bool) {
 	t.Helper()
 	var err error
 	m0 := majFlt(t, c.pid())
@@ -380,7 +381,7 @@ func faultRound(t *testing.T, p *Probe, c *child) (before, after Snapshot, got F
 		t.Fatal(err)
 	}
 	pid := uint32(c.pid())
-	for k := range NumKinds {
+	for k := range readout.NumKinds {
 		got[k] = after.Processes[pid].MajorFaults[k] - before.Processes[pid].MajorFaults[k]
 	}
 	return before, after, got, majFlt(t, c.pid()) - m0, true
@@ -395,16 +396,16 @@ func TestMajorFaultKindsAgreeWithMajFlt(t *testing.T) {
 	for _, tc := range []struct {
 		name string
 		mode string
-		kind Kind
+		kind readout.Kind
 		// swapped shapes fill a cgroup half their size and swap
 		swapped bool
 		arg     func(t *testing.T) string
 	}{
-		{name: "file", mode: "file", kind: File, arg: func(t *testing.T) string { return testenv.UncachedFile(t, size) }},
-		{name: "anon", mode: "anon", kind: Anon, swapped: true, arg: func(*testing.T) string { return strconv.Itoa(size) }},
-		{name: "shared-anon", mode: "shmem", kind: Shmem, swapped: true, arg: func(*testing.T) string { return strconv.Itoa(size) }},
-		{name: "tmpfs", mode: "tmpfs", kind: Shmem, swapped: true, arg: func(t *testing.T) string { return tmpfsFile(t, size) }},
-		{name: "private-file-written", mode: "cow", kind: Anon, swapped: true, arg: func(t *testing.T) string { return cachedFile(t, size) }},
+		{name: "file", mode: "file", kind: readout.File, arg: func(t *testing.T) string { return testenv.UncachedFile(t, size) }},
+		{name: "anon", mode: "anon", kind: readout.Anon, swapped: true, arg: func(*testing.T) string { return strconv.Itoa(size) }},
+		{name: "shared-anon", mode: "shmem", kind: readout.Shmem, swapped: true, arg: func(*testing.T) string { return strconv.Itoa(size) }},
+		{name: "tmpfs", mode: "tmpfs", kind: readout.Shmem, swapped: true, arg: func(t *testing.T) string { return tmpfsFile(t, size) }},
+		{name: "private-file-written", mode: "cow", kind: readout.Anon, swapped: true, arg: func(t *testing.T) string { return cachedFile(t, size) }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if tc.swapped {
@@ -415,8 +416,8 @@ func TestMajorFaultKindsAgreeWithMajFlt(t *testing.T) {
 			if tc.swapped {
 				cg = testenv.MemoryCgroup(t, size/2)
 			}
-			var before, after Snapshot
-			var got FaultCounts
+			var before, after readout.Snapshot
+			var got readout.FaultCounts
 			var want uint64
 			for try := 1; ; try++ {
 				c := startChild(t, tc.mode, tc.arg(t))
@@ -436,7 +437,7 @@ func TestMajorFaultKindsAgreeWithMajFlt(t *testing.T) {
 			}
 			lookups := after.MappingLookups - before.MappingLookups
 			t.Logf("%s: bpf anon=%d shmem=%d file=%d unknown=%d, maj_flt=%d, pages=%d, mapping lookups=%d",
-				tc.name, got[Anon], got[Shmem], got[File], got[Unknown], want, pages, lookups)
+				tc.name, got[readout.Anon], got[readout.Shmem], got[readout.File], got[readout.Unknown], want, pages, lookups)
 			// Swap readahead brings neighbours in with each read, so
 			// fewer faults than pages are major; a readahead window is at
 			// most 2^page-cluster.
@@ -503,11 +504,11 @@ func TestMajorFaultLatencyIsTimed(t *testing.T) {
 	if !ok {
 		t.Fatal("the file-fault child was killed")
 	}
-	lat := after.Latency[KindFile].Count() - before.Latency[KindFile].Count()
-	if lat < got[File]*98/100 || lat == 0 {
-		t.Fatalf("file latency histogram grew by %d for %d file faults", lat, got[File])
+	lat := after.Latency[readout.KindFile].Count() - before.Latency[readout.KindFile].Count()
+	if lat < got[readout.File]*98/100 || lat == 0 {
+		t.Fatalf("file latency histogram grew by %d for %d file faults", lat, got[readout.File])
 	}
-	mean := (after.Latency[KindFile].SumSeconds - before.Latency[KindFile].SumSeconds) / float64(lat)
+	mean := (after.Latency[readout.KindFile].SumSeconds - before.Latency[readout.KindFile].SumSeconds) / float64(lat)
 	if mean <= 0 || mean > 1 {
 		t.Errorf("mean file major-fault service time %v s, want in (0, 1]", mean)
 	}
@@ -537,7 +538,7 @@ func TestMemoryStallAgreesWithPSI(t *testing.T) {
 			var c *child
 			var pg *testenv.PressureGroup
 			var psi0 time.Duration
-			var before Snapshot
+			var before readout.Snapshot
 			for try := 1; ; try++ {
 				cg := testenv.MemoryCgroup(t, tc.limit)
 				pg = testenv.NewPressureGroup(t, cg)
@@ -660,7 +661,7 @@ func TestLatencyHooksFollowMajorFaults(t *testing.T) {
 		t.Fatal("fault-entry hooks attached at load, before any major fault")
 	}
 	for _, st := range p.Status() {
-		if st.Name == FaultLatency && !st.Attached {
+		if st.Name == readout.FaultLatency && !st.Attached {
 			t.Fatalf("fault_latency down at load: %v", st.Err)
 		}
 	}
@@ -676,7 +677,7 @@ func TestLatencyHooksFollowMajorFaults(t *testing.T) {
 		t.Fatal("fault-entry hooks not attached after major faults")
 	}
 	// Faults taken while disarmed are not timed, and not counted lost.
-	if lost := snap.Lost[FaultLatency]; lost > 10 {
+	if lost := snap.Lost[readout.FaultLatency]; lost > 10 {
 		t.Errorf("%d fault starts counted lost while disarmed, want none beyond a few in flight", lost)
 	}
 	// Other processes may take a major fault at any moment, so look for a

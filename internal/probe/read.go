@@ -6,28 +6,8 @@ import (
 	"time"
 
 	"github.com/cilium/ebpf"
+	"github.com/thrashscope/thrashscope/internal/probe/readout"
 )
-
-// Snapshot is everything the probes have counted so far.
-type Snapshot struct {
-	Processes map[uint32]ProcessCounters // by tgid; only processes the probes have seen
-	Latency   map[string]Histogram       // by fault kind
-	Lost      map[string]uint64          // by probe name
-	// MappingLookups counts the swap-backed major faults whose mapping was
-	// not in the probe's cache and had to be looked up (bpf_find_vma).
-	MappingLookups uint64
-	// Programs are the kernel's run statistics of each program; zero unless
-	// kernel.bpf_stats_enabled is (or was) on.
-	Programs []ProgramStats
-}
-
-// ProgramStats are one BPF program's cumulative run count and time, which
-// the kernel keeps while BPF statistics are enabled.
-type ProgramStats struct {
-	Name    string // the C function's name in bpf/thrashscope.bpf.c
-	Runs    uint64
-	RunTime time.Duration
-}
 
 type readState struct {
 	unseen uint64
@@ -36,11 +16,11 @@ type readState struct {
 const batchSize = 512
 
 // Read reads every map once. Counters are cumulative; rates are the caller's.
-func (p *Probe) Read() (Snapshot, error) {
-	snap := Snapshot{
-		Processes: make(map[uint32]ProcessCounters),
-		Latency:   make(map[string]Histogram, NumKinds),
-		Lost:      make(map[string]uint64, len(Names)),
+func (p *Probe) Read() (readout.Snapshot, error) {
+	snap := readout.Snapshot{
+		Processes: make(map[uint32]readout.ProcessCounters),
+		Latency:   make(map[string]readout.Histogram, readout.NumKinds),
+		Lost:      make(map[string]uint64, len(readout.Names)),
 	}
 	now := time.Now()
 
@@ -70,7 +50,7 @@ func (p *Probe) Read() (Snapshot, error) {
 
 	err = readHash(p.objs.ProcessMajorFaults, func(tgid uint32, v thrashscopeMajorFaults) {
 		c := snap.Processes[tgid]
-		c.MajorFaults = FaultCounts(v.Count)
+		c.MajorFaults = readout.FaultCounts(v.Count)
 		snap.Processes[tgid] = c
 	})
 	if err != nil {
@@ -85,7 +65,7 @@ func (p *Probe) Read() (Snapshot, error) {
 		return snap, fmt.Errorf("reading process_memory_stall: %w", err)
 	}
 
-	for i, kind := range Kinds {
+	for i, kind := range readout.Kinds {
 		var perCPU []thrashscopeLatencyHist
 		if err := p.objs.MajorFaultLatency.Lookup(uint32(i), &perCPU); err != nil {
 			return snap, fmt.Errorf("reading major_fault_latency: %w", err)
@@ -93,14 +73,14 @@ func (p *Probe) Read() (Snapshot, error) {
 		snap.Latency[kind] = mergeLatency(perCPU)
 	}
 
-	for i, name := range Names {
+	for i, name := range readout.Names {
 		var perCPU []uint64
 		if err := p.objs.ProbeEventsLost.Lookup(uint32(i), &perCPU); err != nil {
 			return snap, fmt.Errorf("reading probe_events_lost: %w", err)
 		}
 		snap.Lost[name] = sum(perCPU)
 	}
-	snap.Lost[MajorFaults] += p.reading.unseen
+	snap.Lost[readout.MajorFaults] += p.reading.unseen
 
 	if snap.Programs, err = p.programStats(); err != nil {
 		return snap, err
@@ -109,15 +89,15 @@ func (p *Probe) Read() (Snapshot, error) {
 }
 
 // programStats reads each program's run statistics from the kernel.
-func (p *Probe) programStats() ([]ProgramStats, error) {
+func (p *Probe) programStats() ([]readout.ProgramStats, error) {
 	progs := p.programs()
-	out := make([]ProgramStats, 0, len(progs))
+	out := make([]readout.ProgramStats, 0, len(progs))
 	for _, np := range progs {
 		st, err := np.prog.Stats()
 		if err != nil {
 			return nil, fmt.Errorf("reading run statistics of %s: %w", np.name, err)
 		}
-		out = append(out, ProgramStats{Name: np.name, Runs: st.RunCount, RunTime: st.Runtime})
+		out = append(out, readout.ProgramStats{Name: np.name, Runs: st.RunCount, RunTime: st.Runtime})
 	}
 	return out, nil
 }
@@ -188,10 +168,10 @@ func iterateHash[V any](m *ebpf.Map, fn func(uint32, V)) error {
 // StallOf reads one process's memory stall so far, and false when the
 // probe has not seen it stall (or it exited). It is one map lookup, cheap
 // enough to bracket a measurement window of a few processes.
-func (p *Probe) StallOf(tgid uint32) (StallTime, bool) {
+func (p *Probe) StallOf(tgid uint32) (readout.StallTime, bool) {
 	var v thrashscopeStallTime
 	if err := p.objs.ProcessMemoryStall.Lookup(tgid, &v); err != nil {
-		return StallTime{}, false
+		return readout.StallTime{}, false
 	}
 	return decodeStall(v), true
 }

@@ -1,6 +1,6 @@
 package sampler
 
-import "github.com/thrashscope/thrashscope/internal/probe"
+import "github.com/thrashscope/thrashscope/internal/probe/readout"
 
 // Rates are the host's per-second figures between two samples: the paper's
 // indicators (CPU user and system %, pages swapped in and out per second)
@@ -86,8 +86,8 @@ type ProcessRates struct {
 }
 
 // FaultRates are major faults per second by kind, indexed as
-// probe.FaultCounts.
-type FaultRates [probe.NumKinds]float64
+// readout.FaultCounts.
+type FaultRates [readout.NumKinds]float64
 
 // Total is every major fault, whatever its kind.
 func (f FaultRates) Total() float64 {
@@ -99,7 +99,7 @@ func (f FaultRates) Total() float64 {
 }
 
 // SwapIns are the faults that read swap-backed memory back: anon and shmem.
-func (f FaultRates) SwapIns() float64 { return f[probe.Anon] + f[probe.Shmem] }
+func (f FaultRates) SwapIns() float64 { return f[readout.Anon] + f[readout.Shmem] }
 
 // Complete fills in cur's rates against prev, the host's and its
 // processes', as Read does; tests of later stages build readings with it.

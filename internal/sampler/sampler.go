@@ -12,14 +12,14 @@ import (
 	"slices"
 	"time"
 
-	"github.com/thrashscope/thrashscope/internal/probe"
+	"github.com/thrashscope/thrashscope/internal/probe/readout"
 	"github.com/thrashscope/thrashscope/internal/procfs"
 )
 
 // ProbeReader is the part of *probe.Probe the sampler uses.
 type ProbeReader interface {
-	Read() (probe.Snapshot, error)
-	Status() []probe.Status
+	Read() (readout.Snapshot, error)
+	Status() []readout.Status
 }
 
 // Config configures a Sampler.
@@ -52,10 +52,10 @@ type Reading struct {
 	Processes []Process
 
 	// From the probes; empty on procfs alone.
-	Probes   []probe.Status
-	Latency  map[string]probe.Histogram
+	Probes   []readout.Status
+	Latency  map[string]readout.Histogram
 	Lost     map[string]uint64
-	Programs []probe.ProgramStats // the probes' own cost, while BPF statistics are on
+	Programs []readout.ProgramStats // the probes' own cost, while BPF statistics are on
 }
 
 // Process is one tracked process.
@@ -64,10 +64,10 @@ type Process struct {
 	// MajorFaults by kind from the probes, counted since they first saw
 	// the process. On procfs alone the kind is unknown and the count is
 	// maj_flt.
-	MajorFaults probe.FaultCounts
+	MajorFaults readout.FaultCounts
 	// Stall is the time in a memory stall, as PSI counts it; valid when
 	// HasStall.
-	Stall    probe.StallTime
+	Stall    readout.StallTime
 	HasStall bool
 	// Activity is the decayed major-fault rate the process was ranked by.
 	Activity float64
@@ -147,7 +147,7 @@ func (s *Sampler) Read(pinned []int) (*Reading, error) {
 		errs = append(errs, err)
 	}
 
-	var snap probe.Snapshot
+	var snap readout.Snapshot
 	if s.cfg.Probe != nil {
 		smp.Probes = s.cfg.Probe.Status()
 		if snap, err = s.cfg.Probe.Read(); err != nil {
@@ -175,8 +175,8 @@ type candidate struct {
 	major    uint64
 	stallNS  uint64
 	hasStall bool
-	kinds    probe.FaultCounts
-	stall    probe.StallTime
+	kinds    readout.FaultCounts
+	stall    readout.StallTime
 	proc     *procfs.Process // already read, on procfs alone
 }
 
@@ -195,7 +195,7 @@ type candidate struct {
 // so one that starts faulting, new or old, is ranked the round it does, as
 // if all were read. Faults of a process that exited since its last read
 // look unexplained too, and cost one full round.
-func (s *Sampler) candidates(snap probe.Snapshot, hostMajor uint64, pinned []int) ([]candidate, map[int]bool, error) {
+func (s *Sampler) candidates(snap readout.Snapshot, hostMajor uint64, pinned []int) ([]candidate, map[int]bool, error) {
 	if s.cfg.Probe != nil {
 		out := make([]candidate, 0, len(snap.Processes))
 		for tgid, c := range snap.Processes {
@@ -246,8 +246,8 @@ func (s *Sampler) candidates(snap probe.Snapshot, hostMajor uint64, pinned []int
 		if a, ok := s.activity[pid]; ok && a.startTicks == p.StartTicks {
 			explained += sub(p.MajorFaults, a.lastMajor)
 		}
-		var kinds probe.FaultCounts
-		kinds[probe.Unknown] = p.MajorFaults
+		var kinds readout.FaultCounts
+		kinds[readout.Unknown] = p.MajorFaults
 		out = append(out, candidate{pid: pid, major: p.MajorFaults, kinds: kinds, proc: &p})
 	}
 	for _, pid := range pinned {
@@ -343,7 +343,7 @@ func (s *Sampler) track(cands []candidate, alive map[int]bool, pinned []int) []P
 			tp.MajorFaults = c.kinds
 			tp.Stall, tp.HasStall = c.stall, c.hasStall
 		} else if s.cfg.Probe == nil {
-			tp.MajorFaults[probe.Unknown] = p.MajorFaults
+			tp.MajorFaults[readout.Unknown] = p.MajorFaults
 		} else {
 			tp.HasStall = true // pinned, but no fault or stall seen yet
 		}

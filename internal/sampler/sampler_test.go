@@ -9,14 +9,14 @@ import (
 	"testing"
 	"time"
 
-	"github.com/thrashscope/thrashscope/internal/probe"
+	"github.com/thrashscope/thrashscope/internal/probe/readout"
 	"github.com/thrashscope/thrashscope/internal/procfs"
 )
 
-type fakeProbe struct{ snap probe.Snapshot }
+type fakeProbe struct{ snap readout.Snapshot }
 
-func (f *fakeProbe) Read() (probe.Snapshot, error) { return f.snap, nil }
-func (f *fakeProbe) Status() []probe.Status        { return nil }
+func (f *fakeProbe) Read() (readout.Snapshot, error) { return f.snap, nil }
+func (f *fakeProbe) Status() []readout.Status        { return nil }
 
 // procTree builds a procfs tree: the fixture system files plus one process
 // per pid with the given major-fault count.
@@ -187,12 +187,12 @@ func TestTopKBoundedBusiestFirstPlusPinned(t *testing.T) {
 		procs[pid] = 0
 	}
 	root := procTree(t, procs)
-	fp := &fakeProbe{snap: probe.Snapshot{Processes: map[uint32]probe.ProcessCounters{}}}
+	fp := &fakeProbe{snap: readout.Snapshot{Processes: map[uint32]readout.ProcessCounters{}}}
 	s := newSampler(t, root, fp, 3, []int{109})
 	for step := uint64(1); step <= 3; step++ {
 		for pid := 100; pid < 109; pid++ {
 			// pid 100+i takes i*10 faults a second; 109 takes none.
-			fp.snap.Processes[uint32(pid)] = probe.ProcessCounters{MajorFaults: probe.FaultCounts{probe.Anon: step * uint64(pid-100) * 10}}
+			fp.snap.Processes[uint32(pid)] = readout.ProcessCounters{MajorFaults: readout.FaultCounts{readout.Anon: step * uint64(pid-100) * 10}}
 		}
 		if err := s.SampleOnce(); err != nil {
 			t.Fatal(err)
@@ -209,8 +209,8 @@ func TestTopKBoundedBusiestFirstPlusPinned(t *testing.T) {
 
 func TestExitedProcessDropsOut(t *testing.T) {
 	root := procTree(t, map[int]uint64{200: 0, 201: 0})
-	fp := &fakeProbe{snap: probe.Snapshot{Processes: map[uint32]probe.ProcessCounters{
-		200: {MajorFaults: probe.FaultCounts{probe.Anon: 50}}, 201: {MajorFaults: probe.FaultCounts{probe.File: 40}},
+	fp := &fakeProbe{snap: readout.Snapshot{Processes: map[uint32]readout.ProcessCounters{
+		200: {MajorFaults: readout.FaultCounts{readout.Anon: 50}}, 201: {MajorFaults: readout.FaultCounts{readout.File: 40}},
 	}}}
 	s := newSampler(t, root, fp, 10, nil)
 	if err := s.SampleOnce(); err != nil {
@@ -234,7 +234,7 @@ func TestExitedProcessDropsOut(t *testing.T) {
 
 func TestQuietProcessDecaysOut(t *testing.T) {
 	root := procTree(t, map[int]uint64{300: 0})
-	fp := &fakeProbe{snap: probe.Snapshot{Processes: map[uint32]probe.ProcessCounters{300: {MajorFaults: probe.FaultCounts{probe.Anon: 10}}}}}
+	fp := &fakeProbe{snap: readout.Snapshot{Processes: map[uint32]readout.ProcessCounters{300: {MajorFaults: readout.FaultCounts{readout.Anon: 10}}}}}
 	s := newSampler(t, root, fp, 10, nil)
 	quietFor := 0
 	for i := range 100 {
@@ -272,7 +272,7 @@ func TestProcfsAloneRanksByMajFlt(t *testing.T) {
 	if len(smp.Processes) != 1 || smp.Processes[0].PID != 401 {
 		t.Fatalf("tracked %v, want [401]", pids(s))
 	}
-	if p := smp.Processes[0]; p.MajorFaults != (probe.FaultCounts{probe.Unknown: 1500}) || p.HasStall {
+	if p := smp.Processes[0]; p.MajorFaults != (readout.FaultCounts{readout.Unknown: 1500}) || p.HasStall {
 		t.Errorf("procfs-alone process: faults %v (want all unknown), HasStall %v (want false)", p.MajorFaults, p.HasStall)
 	}
 }
@@ -317,7 +317,7 @@ func TestRatesBetween(t *testing.T) {
 func TestProcessRatesOneRule(t *testing.T) {
 	t0 := time.Unix(1000, 0)
 	proc := func(pid int, start, anon, file, majflt uint64, stall time.Duration, hasStall bool) Process {
-		p := Process{MajorFaults: probe.FaultCounts{probe.Anon: anon, probe.Shmem: anon / 10, probe.File: file}, Stall: probe.StallTime{OffCPU: stall}, HasStall: hasStall}
+		p := Process{MajorFaults: readout.FaultCounts{readout.Anon: anon, readout.Shmem: anon / 10, readout.File: file}, Stall: readout.StallTime{OffCPU: stall}, HasStall: hasStall}
 		p.PID, p.StartTicks, p.Process.MajorFaults = pid, start, majflt
 		return p
 	}
@@ -339,7 +339,7 @@ func TestProcessRatesOneRule(t *testing.T) {
 		t.Fatalf("host rates: %+v", cur.Rates)
 	}
 	p := cur.Processes[0]
-	want := ProcessRates{Faults: FaultRates{probe.Anon: 1000, probe.Shmem: 100, probe.File: 10}, MajFlt: 1100, StallPercent: 75, HasStall: true}
+	want := ProcessRates{Faults: FaultRates{readout.Anon: 1000, readout.Shmem: 100, readout.File: 10}, MajFlt: 1100, StallPercent: 75, HasStall: true}
 	if !p.HasRates || p.Rates != want {
 		t.Errorf("pid 1: %v %+v, want %+v", p.HasRates, p.Rates, want)
 	}
