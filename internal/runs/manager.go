@@ -321,77 +321,14 @@ func (m *Manager) Observe(_, tick *pipeline.Tick) {
 	if tr := verdict.Transition; tr != nil {
 		a.run.AddTransition(run.Transition{At: tr.At, To: indicators.StateNames[tr.To], Processes: tr.Names})
 	}
-	cur := tick.Reading
-	if !cur.HasRates {
+	if !tick.Reading.HasRates {
 		return
 	}
-	rec := a.run.Record()
-	p := a.run.Progress()
-	row := store.Row{
-		ElapsedSeconds:        cur.Time.Sub(rec.StartedAt).Seconds(),
-		CPUUserPercent:        cur.Rates.CPUUserPercent,
-		CPUSystemPercent:      cur.Rates.CPUSystemPercent,
-		CPUIOWaitPercent:      cur.Rates.CPUIOWaitPercent,
-		SwapInPagesPerSecond:  cur.Rates.SwapInPagesPerSecond,
-		SwapOutPagesPerSecond: cur.Rates.SwapOutPagesPerSecond,
-		PagedInKiBPerSecond:   cur.Rates.PagedInKiBPerSecond,
-		PagedOutKiBPerSecond:  cur.Rates.PagedOutKiBPerSecond,
-		MajorFaultsPerSecond:  cur.Rates.MajorFaultsPerSecond,
-		PressureSomePercent:   cur.Rates.PressureSomePercent,
-		PressureFullPercent:   cur.Rates.PressureFullPercent,
-		MemoryAvailableBytes:  cur.Memory.AvailableBytes,
-		SwapFreeBytes:         cur.Memory.SwapFreeBytes,
-		ConsumersActive:       p.Active,
-		ConsumersPlanned:      p.Planned,
-		DemandBytes:           p.DemandBytes,
-		ConsumerStallPercent:  -1,
-	}
+	st := runState{Record: a.run.Record(), Progress: a.run.Progress(), LivePIDs: a.run.PIDs(), CgroupUsageBytes: -1}
 	if u, err := a.run.Cgroup().MemoryUsage(); err == nil {
-		row.CgroupUsageBytes = u
+		st.CgroupUsageBytes = u
 	}
-	live := map[int]bool{}
-	for _, pid := range a.run.PIDs() {
-		live[pid] = true
-	}
-	consumers := map[int]run.ConsumerRecord{}
-	for _, c := range rec.Consumers {
-		if live[c.PID] {
-			consumers[c.PID] = c
-		}
-	}
-	var stall float64
-	hasStall := false
-	var procRows []store.ProcessRow
-	for _, pr := range cur.Processes {
-		c, ok := consumers[pr.PID]
-		if !ok {
-			continue
-		}
-		prow := store.ProcessRow{
-			ElapsedSeconds: row.ElapsedSeconds, Consumer: c.Index, PID: pr.PID, Comm: pr.Comm,
-			DemandBytes:   consumerDemand(rec, c, cur.Time, p),
-			ResidentBytes: int64(pr.ResidentBytes), SwapBytes: int64(pr.SwapBytes),
-			WorkingSetBytes: -1, MajorFaultsPerSecond: -1, StallPercent: -1,
-		}
-		if pv := verdict.Processes[pr.PID]; pv.HasWorkingSet {
-			prow.WorkingSetBytes = int64(pv.WorkingSetBytes)
-		}
-		// maj_flt, read for every tracked process with or without BPF.
-		if pr.HasRates {
-			prow.MajorFaultsPerSecond = pr.Rates.MajFlt
-		}
-		if pr.HasStall {
-			hasStall = true
-			if pr.HasRates && pr.Rates.HasStall {
-				prow.StallPercent = pr.Rates.StallPercent
-				stall += pr.Rates.StallPercent
-			}
-		}
-		procRows = append(procRows, prow)
-	}
-	if hasStall {
-		row.ConsumerStallPercent = stall // the consumers' stall shares add up
-	}
+	row, procRows := rowsOf(tick, st)
 	a.processes.AppendSample(procRows)
 	a.table.Append(row)
 	a.unsaved++
@@ -405,19 +342,6 @@ func (m *Manager) Observe(_, tick *pipeline.Tick) {
 		a.sinceRec = 0
 		go m.save(a, false)
 	}
-}
-
-// consumerDemand is TPF's memory allocation demand of consumer c at t: its
-// S from the moment it began allocating until it finished, 0 before and
-// after. The fill preset's one consumer demands what it has filled so far.
-func consumerDemand(rec run.Record, c run.ConsumerRecord, t time.Time, p run.Progress) int64 {
-	if c.ActualStart == nil || t.Before(*c.ActualStart) || (c.ActualEnd != nil && !t.Before(*c.ActualEnd)) {
-		return 0
-	}
-	if rec.Spec.Preset == run.PresetFill {
-		return p.DemandBytes
-	}
-	return rec.Spec.SizeBytes
 }
 
 // ended reports whether a run is over; its watcher may not have freed the
