@@ -18,6 +18,7 @@ import (
 
 	"github.com/thrashscope/thrashscope/internal/report"
 	"github.com/thrashscope/thrashscope/internal/run"
+	"github.com/thrashscope/thrashscope/internal/stats"
 	"github.com/thrashscope/thrashscope/internal/store"
 )
 
@@ -426,7 +427,7 @@ func stability(runs []report.Recorded) (spread float64, n int) {
 		for _, s := range series {
 			xs = append(xs, s[k])
 		}
-		m, sd := report.MeanSD(xs)
+		m, sd := stats.MeanSD(xs)
 		sdSum += sd
 		meanSum += m
 	}

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/thrashscope/thrashscope/internal/history"
+	"github.com/thrashscope/thrashscope/internal/indicators"
 )
 
 var nan = math.NaN()
@@ -59,8 +60,8 @@ func (h *Handler) view() view {
 		return v
 	}
 	v.Latest, v.At = newest, newest.Time()
-	if s := v.Latest.State; s >= 0 && int(s) < len(stateNames) {
-		v.State = stateNames[s]
+	if s := v.Latest.State; s >= 0 && int(s) < len(indicators.StateNames) {
+		v.State = indicators.StateNames[s]
 	}
 	top := h.opts.History.Top()
 	rows := slices.Clone(top.Rows)
@@ -76,8 +77,6 @@ func (h *Handler) view() view {
 	v.Rows = rows
 	return v
 }
-
-var stateNames = []string{"normal", "monitoring", "thrashing"}
 
 func faults(r history.ProcessRow) float64 {
 	return r.AnonFaults + r.ShmemFaults + r.FileFaults + r.UnknownFaults

@@ -19,11 +19,10 @@ import (
 	"syscall"
 	"time"
 
-	"gonum.org/v1/gonum/stat"
-
 	"github.com/thrashscope/thrashscope/internal/cgroup"
 	"github.com/thrashscope/thrashscope/internal/consumer"
 	"github.com/thrashscope/thrashscope/internal/run"
+	"github.com/thrashscope/thrashscope/internal/stats"
 	"github.com/thrashscope/thrashscope/internal/store"
 )
 
@@ -719,7 +718,7 @@ func (r *Master) FillRows() []store.FillRow {
 			free += float64(c.memFree)
 			swap += float64(c.swapFree)
 		}
-		mean, sd := meanSD(secs)
+		mean, sd := stats.MeanSD(secs) // never empty here
 		n := float64(len(reps))
 		rows = append(rows, store.FillRow{
 			Chunk: i, AllocatedBytes: int64(i+1) * r.cfg.Spec.SizeBytes, Repeats: len(reps),
@@ -727,16 +726,4 @@ func (r *Master) FillRows() []store.FillRow {
 		})
 	}
 	return rows
-}
-
-// meanSD is the mean and the sample standard deviation (n-1), as seed 002
-// reports over its 5 runs.
-func meanSD(xs []float64) (mean, sd float64) {
-	switch len(xs) {
-	case 0:
-		return 0, 0
-	case 1:
-		return xs[0], 0
-	}
-	return stat.MeanStdDev(xs, nil) // the unbiased (n-1) SD
 }

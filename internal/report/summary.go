@@ -1,11 +1,8 @@
 package report
 
 import (
-	"math"
 	"slices"
 	"time"
-
-	"gonum.org/v1/gonum/stat"
 
 	"github.com/thrashscope/thrashscope/internal/indicators"
 	"github.com/thrashscope/thrashscope/internal/run"
@@ -209,16 +206,4 @@ func ConsumerLateness(rec run.Record) Lateness {
 		l.Mean = sum / float64(l.Finished)
 	}
 	return l
-}
-
-// MeanSD is the mean and the sample standard deviation (n-1) of xs; the SD
-// is 0 for fewer than two values, as there is no spread to estimate.
-func MeanSD(xs []float64) (mean, sd float64) {
-	switch len(xs) {
-	case 0:
-		return math.NaN(), math.NaN()
-	case 1:
-		return xs[0], 0
-	}
-	return stat.MeanStdDev(xs, nil) // the unbiased (n-1) SD
 }

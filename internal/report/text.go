@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/thrashscope/thrashscope/internal/run"
+	"github.com/thrashscope/thrashscope/internal/stats"
 	"github.com/thrashscope/thrashscope/internal/store"
 )
 
@@ -134,7 +135,7 @@ func acrossText(b *strings.Builder, sums []Summary) {
 			line(b, label, "none")
 			return
 		}
-		m, sd := MeanSD(xs)
+		m, sd := stats.MeanSD(xs)
 		line(b, label, "%.*f ± %.*f%s (n=%d)", prec, m, prec, sd, unit, len(xs))
 	}
 	stat("thrashing onset", " s", 1, func(s Summary) (float64, bool) {

@@ -1,7 +1,10 @@
 package build
 
 import (
+	"strconv"
+
 	"github.com/thrashscope/thrashscope/dashboards"
+	"github.com/thrashscope/thrashscope/internal/indicators"
 )
 
 // onAll restricts a selector to the instances picked (All by default).
@@ -11,10 +14,9 @@ const onAll = `instance=~"$instance"`
 // are stalled on memory the most.
 func Fleet() dashboards.Dashboard {
 	l := newLayout()
-	states := map[string]dashboards.MappingResult{
-		"0": {Text: "normal", Color: "green", Index: 0},
-		"1": {Text: "monitoring", Color: "yellow", Index: 1},
-		"2": {Text: "thrashing", Color: "red", Index: 2},
+	states := map[string]dashboards.MappingResult{}
+	for i, name := range indicators.StateNames {
+		states[strconv.Itoa(i)] = dashboards.MappingResult{Text: name, Color: stateColors[i], Index: i}
 	}
 
 	count := stat("Instances thrashing",
@@ -34,7 +36,7 @@ func Fleet() dashboards.Dashboard {
 		"Each observer's thrash detector, one band per instance: normal; monitoring while two or more processes "+
 			"are in the high-fault set; thrashing when CPU is starved or PSI memory full is high as well. "+
 			"TPF's three states (Jiang and Zhang 2001). Unit: state (0 normal, 1 monitoring, 2 thrashing).",
-		[]string{"normal", "monitoring", "thrashing"}, []string{"green", "yellow", "red"},
+		indicators.StateNames[:], stateColors[:],
 		series("A", `max by (instance) (thrashscope_thrashing_state{`+onAll+`})`, "{{instance}}"),
 	))
 	l.add(12, 8, minMax(timeseries("Top hosts by memory stall",

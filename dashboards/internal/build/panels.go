@@ -8,6 +8,7 @@ import (
 	"strconv"
 
 	"github.com/thrashscope/thrashscope/dashboards"
+	"github.com/thrashscope/thrashscope/internal/indicators"
 )
 
 // datasource is the dashboards' data source variable: every panel,
@@ -102,6 +103,10 @@ func timeseries(title, desc, unit string, targets ...dashboards.Target) dashboar
 		},
 	}
 }
+
+// stateColors are the detector's states' colours, indexed as
+// indicators.StateNames.
+var stateColors = [...]string{indicators.Normal: "green", indicators.Monitoring: "yellow", indicators.Thrashing: "red"}
 
 // stateTimeline shows the detector's states as coloured bands.
 func stateTimeline(title, desc string, states []string, colors []string, targets ...dashboards.Target) dashboards.Panel {

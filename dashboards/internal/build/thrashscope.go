@@ -4,6 +4,7 @@ import (
 	"strconv"
 
 	"github.com/thrashscope/thrashscope/dashboards"
+	"github.com/thrashscope/thrashscope/internal/indicators"
 )
 
 // on restricts a selector to the dashboard's instance.
@@ -131,7 +132,7 @@ func Thrashscope() dashboards.Dashboard {
 			"thrashing when, on top of that, CPU utilisation is below --detector.cpu-low or PSI memory full is "+
 			"above --detector.psi-full. The three states of TPF (Jiang and Zhang 2001), with thrashing in place "+
 			"of TPF's protection. Unit: state (0 normal, 1 monitoring, 2 thrashing).",
-		[]string{"normal", "monitoring", "thrashing"}, []string{"green", "yellow", "red"},
+		indicators.StateNames[:], stateColors[:],
 		series("A", `thrashscope_thrashing_state{`+on+`}`, "detector"),
 	))
 	l.add(8, 8, thresholdLine(timeseries("High-fault processes",
