@@ -1,15 +1,11 @@
 package indicators
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"os"
-	"path/filepath"
-	"strconv"
 	"sync"
 	"syscall"
 	"time"
@@ -388,7 +384,7 @@ func (w *WorkingSet) ScanOnce(pids []int) error {
 		if clear {
 			st.stall, st.stallKnown, st.majFlt = stall, w.cfg.Stall != nil, proc.MajorFaults
 			t0 := time.Now()
-			err = w.clearRefs(pid)
+			err = w.fs.ClearRefs(pid)
 			st.cleared = midpoint(t0, time.Now())
 			if err != nil {
 				delete(w.state, pid)
@@ -436,7 +432,7 @@ func (w *WorkingSet) failure(pid int, err error) error {
 	case !errors.Is(err, os.ErrNotExist):
 		return err
 	}
-	if _, serr := os.Stat(w.pidPath(pid)); serr != nil {
+	if !w.fs.Exists(pid) {
 		return nil // the whole process is gone
 	}
 	w.noData = fmt.Errorf("this kernel has no per-process accessed-bit interface (%w): working sets are not measured: %w", err, procfs.ErrNoData)
@@ -447,15 +443,16 @@ func (w *WorkingSet) failure(pid int, err error) error {
 // pages the walk visited.
 func (w *WorkingSet) read(pid int, st *wssState) (WorkingSetEstimate, int64, error) {
 	t0 := time.Now()
-	r, err := w.readSmaps(pid)
+	r, buf, err := w.fs.Smaps(pid, w.buf)
+	w.buf = buf
 	if err != nil {
 		return WorkingSetEstimate{}, 0, err
 	}
-	e := WorkingSetEstimate{Bytes: r.referenced, DemandBytes: r.ownReferenced, From: st.cleared, To: midpoint(t0, time.Now())}
+	e := WorkingSetEstimate{Bytes: r.Referenced, DemandBytes: r.OwnReferenced, From: st.cleared, To: midpoint(t0, time.Now())}
 	e.Irregular = absDuration(e.Window()-w.cfg.Interval) > w.cfg.Interval/2
-	e.own, e.footprint, e.swap = r.ownReferenced, r.pss+r.swapPss, r.swap
-	st.swapBytes = r.swap
-	return e, int64((r.rss + r.swap) / w.pageSize), nil
+	e.own, e.footprint, e.swap = r.OwnReferenced, r.PSS+r.SwapPSS, r.Swap
+	st.swapBytes = r.Swap
+	return e, int64((r.RSS + r.Swap) / w.pageSize), nil
 }
 
 // demand fills DemandBytes from the faults and the stall over the window:
@@ -472,150 +469,6 @@ func (e *WorkingSetEstimate) demand(st *wssState, stall time.Duration, hasStall 
 		touched /= 1 - e.StalledShare
 	}
 	e.DemandBytes = max(e.own, uint64(min(touched, float64(e.footprint))))
-}
-
-func (w *WorkingSet) pidPath(pid int) string {
-	return filepath.Join(w.cfg.ProcfsPath, strconv.Itoa(pid))
-}
-
-// readSmaps reads /proc/<pid>/smaps; the read walks every mapping. smaps
-// rather than smaps_rollup because the demand needs Referenced and Pss per
-// mapping: 2.5 times the text for a Go process's 70 mappings, the same walk.
-func (w *WorkingSet) readSmaps(pid int) (smapsTotals, error) {
-	f, err := os.Open(filepath.Join(w.pidPath(pid), "smaps"))
-	if err != nil {
-		return smapsTotals{}, err
-	}
-	defer f.Close()
-	b := w.buf[:0]
-	for {
-		if len(b) == cap(b) {
-			b = append(b, 0)[:len(b)]
-		}
-		n, err := f.Read(b[len(b):cap(b)])
-		b = b[:len(b)+n]
-		if err == io.EOF || (err == nil && n == 0) {
-			break
-		}
-		if err != nil {
-			w.buf = b
-			return smapsTotals{}, err
-		}
-	}
-	w.buf = b
-	if len(b) == 0 {
-		// The mm went away between open and read.
-		return smapsTotals{}, fmt.Errorf("pid %d: %w", pid, procfs.ErrProcessGone)
-	}
-	r, err := parseSmaps(b)
-	if err != nil {
-		return smapsTotals{}, fmt.Errorf("pid %d: %w", pid, err)
-	}
-	return r, nil
-}
-
-// clearRefs writes "1" to /proc/<pid>/clear_refs: the accessed bits and
-// PG_referenced of all its pages, anonymous and file, are cleared.
-func (w *WorkingSet) clearRefs(pid int) error {
-	// No O_TRUNC: it means nothing to the kernel, and would empty a fixture.
-	f, err := os.OpenFile(filepath.Join(w.pidPath(pid), "clear_refs"), os.O_WRONLY, 0)
-	if err != nil {
-		return err
-	}
-	_, err = f.Write([]byte("1"))
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		return fmt.Errorf("pid %d: clearing accessed bits: %w", pid, err)
-	}
-	return nil
-}
-
-// smapsTotals is the part of /proc/<pid>/smaps we use, summed over the
-// mappings, in bytes.
-type smapsTotals struct {
-	rss, swap, referenced uint64
-	// pss and swapPss are the process's proportional share: a page mapped
-	// by n processes counts 1/n in each.
-	pss, swapPss uint64
-	// ownReferenced is Referenced split the same way: each mapping's
-	// Referenced × its Pss/Rss. A binary's text, mapped by 25 consumers,
-	// counts once among them instead of 25 times.
-	ownReferenced uint64
-}
-
-// maxKB is 2^44 kB, 16 EiB: a larger "N kB" is not a size, and shifting it
-// to bytes would wrap.
-const maxKB = 1 << 44
-
-// parseSmaps sums the "Field:  N kB" lines of each mapping of an smaps file
-// (a header line "lo-hi perms offset dev inode path", then its fields).
-// smaps_rollup has the same shape with one header. Rss and Referenced are
-// required; Swap and SwapPss are 0 when absent, and Pss is Rss (nothing
-// shared) when absent.
-func parseSmaps(b []byte) (smapsTotals, error) {
-	var out smapsTotals
-	var haveRss, haveRef bool
-	var rss, pss, ref uint64
-	havePss := false
-	flush := func() {
-		if !havePss {
-			pss = rss
-		}
-		out.rss += rss
-		out.pss += pss
-		out.referenced += ref
-		if rss > 0 {
-			out.ownReferenced += uint64(float64(ref) * float64(min(pss, rss)) / float64(rss))
-		}
-		rss, pss, ref, havePss = 0, 0, 0, false
-	}
-	for len(b) > 0 {
-		line := b
-		if i := bytes.IndexByte(b, '\n'); i >= 0 {
-			line, b = b[:i], b[i+1:]
-		} else {
-			b = nil
-		}
-		if len(line) == 0 {
-			continue
-		}
-		if c := line[0]; c >= '0' && c <= '9' || c >= 'a' && c <= 'f' {
-			flush() // a mapping's header: the one before it is complete
-			continue
-		}
-		name, value, ok := bytes.Cut(line, []byte(":"))
-		if !ok {
-			continue
-		}
-		var dst *uint64
-		switch string(name) {
-		case "Rss":
-			dst, haveRss = &rss, true
-		case "Pss":
-			dst, havePss = &pss, true
-		case "Referenced":
-			dst, haveRef = &ref, true
-		case "Swap":
-			dst = &out.swap
-		case "SwapPss":
-			dst = &out.swapPss
-		default:
-			continue
-		}
-		num, ok := bytes.CutSuffix(bytes.TrimSpace(value), []byte(" kB"))
-		n, err := strconv.ParseUint(string(bytes.TrimSpace(num)), 10, 64)
-		if !ok || err != nil || n > maxKB {
-			return smapsTotals{}, fmt.Errorf("smaps: bad %s line %q", name, line)
-		}
-		*dst += n << 10
-	}
-	flush()
-	if !haveRss || !haveRef {
-		return smapsTotals{}, errors.New("smaps: no Rss or Referenced line")
-	}
-	return out, nil
 }
 
 func midpoint(a, b time.Time) time.Time { return a.Add(b.Sub(a) / 2) }

@@ -66,15 +66,15 @@ func BenchmarkWorkingSetScan(b *testing.B) {
 	b.Run("hot", scan(true))
 	b.Run("cold", scan(false))
 
-	r, err := w.readSmaps(pid)
+	r, _, err := w.fs.Smaps(pid, nil)
 	if err != nil {
 		b.Fatal(err)
 	}
-	pages := float64((r.rss + r.swap) / uint64(page))
+	pages := float64((r.RSS + r.Swap) / uint64(page))
 	b.Run("read", func(b *testing.B) {
 		touch() // reading leaves the bits set
 		for b.Loop() {
-			if _, err := w.readSmaps(pid); err != nil {
+			if _, _, err := w.fs.Smaps(pid, nil); err != nil {
 				b.Fatal(err)
 			}
 		}
@@ -85,7 +85,7 @@ func BenchmarkWorkingSetScan(b *testing.B) {
 			b.StopTimer()
 			touch()
 			b.StartTimer()
-			if err := w.clearRefs(pid); err != nil {
+			if err := w.fs.ClearRefs(pid); err != nil {
 				b.Fatal(err)
 			}
 		}
@@ -99,12 +99,12 @@ func BenchmarkWorkingSetScan(b *testing.B) {
 		if err := unix.Madvise(region, unix.MADV_PAGEOUT); err != nil {
 			b.Skipf("madvise(MADV_PAGEOUT): %v (Linux 5.4 and later)", err)
 		}
-		r, err := w.readSmaps(pid)
+		r, _, err := w.fs.Smaps(pid, nil)
 		if err != nil {
 			b.Fatal(err)
 		}
-		if r.swap < size/2 {
-			b.Skipf("MADV_PAGEOUT left %d MiB in swap, want most of the %d MiB", r.swap>>20, size>>20)
+		if r.Swap < size/2 {
+			b.Skipf("MADV_PAGEOUT left %d MiB in swap, want most of the %d MiB", r.Swap>>20, size>>20)
 		}
 		scan(false)(b)
 	})

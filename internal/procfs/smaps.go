@@ -1,0 +1,157 @@
+package procfs
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strconv"
+)
+
+// Exists reports whether /proc/<pid> is there: the process lives (or is a
+// zombie not yet reaped).
+func (fs FS) Exists(pid int) bool {
+	_, err := os.Stat(filepath.Join(fs.path, strconv.Itoa(pid)))
+	return err == nil
+}
+
+// Smaps reads /proc/<pid>/smaps into buf, reused across calls, and returns
+// the buffer with its totals; the read walks every mapping. smaps rather
+// than smaps_rollup because the demand needs Referenced and Pss per
+// mapping: 2.5 times the text for a Go process's 70 mappings, the same walk.
+func (fs FS) Smaps(pid int, buf []byte) (Smaps, []byte, error) {
+	f, err := os.Open(filepath.Join(fs.path, strconv.Itoa(pid), "smaps"))
+	if err != nil {
+		return Smaps{}, buf, err
+	}
+	defer f.Close()
+	b := buf[:0]
+	for {
+		if len(b) == cap(b) {
+			b = append(b, 0)[:len(b)]
+		}
+		n, err := f.Read(b[len(b):cap(b)])
+		b = b[:len(b)+n]
+		if err == io.EOF || (err == nil && n == 0) {
+			break
+		}
+		if err != nil {
+			return Smaps{}, b, err
+		}
+	}
+	if len(b) == 0 {
+		// The mm went away between open and read.
+		return Smaps{}, b, fmt.Errorf("pid %d: %w", pid, ErrProcessGone)
+	}
+	r, err := ParseSmaps(b)
+	if err != nil {
+		return Smaps{}, b, fmt.Errorf("pid %d: %w", pid, err)
+	}
+	return r, b, nil
+}
+
+// ClearRefs writes "1" to /proc/<pid>/clear_refs: the accessed bits and
+// PG_referenced of all its pages, anonymous and file, are cleared.
+func (fs FS) ClearRefs(pid int) error {
+	// No O_TRUNC: it means nothing to the kernel, and would empty a fixture.
+	f, err := os.OpenFile(filepath.Join(fs.path, strconv.Itoa(pid), "clear_refs"), os.O_WRONLY, 0)
+	if err != nil {
+		return err
+	}
+	_, err = f.Write([]byte("1"))
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return fmt.Errorf("pid %d: clearing accessed bits: %w", pid, err)
+	}
+	return nil
+}
+
+// Smaps is the part of /proc/<pid>/smaps the working-set estimator uses,
+// summed over the mappings, in bytes.
+type Smaps struct {
+	RSS, Swap, Referenced uint64
+	// PSS and SwapPSS are the process's proportional share: a page mapped
+	// by n processes counts 1/n in each.
+	PSS, SwapPSS uint64
+	// OwnReferenced is Referenced split the same way: each mapping's
+	// Referenced × its Pss/Rss. A binary's text, mapped by 25 consumers,
+	// counts once among them instead of 25 times.
+	OwnReferenced uint64
+}
+
+// maxKB is 2^44 kB, 16 EiB: a larger "N kB" is not a size, and shifting it
+// to bytes would wrap.
+const maxKB = 1 << 44
+
+// ParseSmaps sums the "Field:  N kB" lines of each mapping of an smaps file
+// (a header line "lo-hi perms offset dev inode path", then its fields).
+// smaps_rollup has the same shape with one header. Rss and Referenced are
+// required; Swap and SwapPss are 0 when absent, and Pss is Rss (nothing
+// shared) when absent.
+func ParseSmaps(b []byte) (Smaps, error) {
+	var out Smaps
+	var haveRss, haveRef bool
+	var rss, pss, ref uint64
+	havePss := false
+	flush := func() {
+		if !havePss {
+			pss = rss
+		}
+		out.RSS += rss
+		out.PSS += pss
+		out.Referenced += ref
+		if rss > 0 {
+			out.OwnReferenced += uint64(float64(ref) * float64(min(pss, rss)) / float64(rss))
+		}
+		rss, pss, ref, havePss = 0, 0, 0, false
+	}
+	for len(b) > 0 {
+		line := b
+		if i := bytes.IndexByte(b, '\n'); i >= 0 {
+			line, b = b[:i], b[i+1:]
+		} else {
+			b = nil
+		}
+		if len(line) == 0 {
+			continue
+		}
+		if c := line[0]; c >= '0' && c <= '9' || c >= 'a' && c <= 'f' {
+			flush() // a mapping's header: the one before it is complete
+			continue
+		}
+		name, value, ok := bytes.Cut(line, []byte(":"))
+		if !ok {
+			continue
+		}
+		var dst *uint64
+		switch string(name) {
+		case "Rss":
+			dst, haveRss = &rss, true
+		case "Pss":
+			dst, havePss = &pss, true
+		case "Referenced":
+			dst, haveRef = &ref, true
+		case "Swap":
+			dst = &out.Swap
+		case "SwapPss":
+			dst = &out.SwapPSS
+		default:
+			continue
+		}
+		num, ok := bytes.CutSuffix(bytes.TrimSpace(value), []byte(" kB"))
+		n, err := strconv.ParseUint(string(bytes.TrimSpace(num)), 10, 64)
+		if !ok || err != nil || n > maxKB {
+			return Smaps{}, fmt.Errorf("smaps: bad %s line %q", name, line)
+		}
+		*dst += n << 10
+	}
+	flush()
+	if !haveRss || !haveRef {
+		return Smaps{}, errors.New("smaps: no Rss or Referenced line")
+	}
+	return out, nil
+}
