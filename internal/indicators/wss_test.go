@@ -373,4 +373,3 @@ func TestWorkingSetDemand(t *testing.T) {
 		})
 	}
 }
-
