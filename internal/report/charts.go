@@ -143,7 +143,9 @@ func chooseConsumers(r Recorded, rows map[int][]store.ProcessRow) []pick {
 	faults := func(i int) float64 {
 		var sum float64
 		for _, p := range rows[i] {
-			sum += max(p.MajorFaultsPerSecond, 0)
+			if v, ok := p.MajorFaultRate(); ok {
+				sum += v
+			}
 		}
 		return sum
 	}
@@ -216,8 +218,8 @@ func consumerChart(r Recorded, p pick, rows []store.ProcessRow, end float64) fig
 		x = append(x, row.ElapsedSeconds)
 		rss = append(rss, float64(row.ResidentBytes)/mib)
 		swap = append(swap, float64(row.SwapBytes)/mib)
-		if row.WorkingSetBytes >= 0 {
-			wsx, ws = append(wsx, row.ElapsedSeconds), append(ws, float64(row.WorkingSetBytes)/mib)
+		if v, ok := row.WorkingSet(); ok {
+			wsx, ws = append(wsx, row.ElapsedSeconds), append(ws, float64(v)/mib)
 		}
 	}
 	zero := 0.0

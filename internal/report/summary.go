@@ -100,7 +100,9 @@ func Summarise(rec run.Record, rows []store.Row) Summary {
 		s.PeakSwapOut = max(s.PeakSwapOut, r.SwapOutPagesPerSecond)
 		s.PeakPSISome = max(s.PeakPSISome, r.PressureSomePercent)
 		s.PeakPSIFull = max(s.PeakPSIFull, r.PressureFullPercent)
-		s.PeakConsumerStall = max(s.PeakConsumerStall, r.ConsumerStallPercent)
+		if v, ok := r.ConsumerStall(); ok {
+			s.PeakConsumerStall = max(s.PeakConsumerStall, v)
+		}
 	}
 	s.Detector = DetectorEpisode(rec)
 	s.SwapIn = SwapInEpisode(elapsed, swapIn)

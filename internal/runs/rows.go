@@ -50,7 +50,7 @@ func rowsOf(tick *pipeline.Tick, st runState) (store.Row, []store.ProcessRow) {
 		ConsumersPlanned:      p.Planned,
 		DemandBytes:           p.DemandBytes,
 		CgroupUsageBytes:      max(st.CgroupUsageBytes, 0),
-		ConsumerStallPercent:  -1,
+		ConsumerStallPercent:  store.Unknown,
 	}
 	live := make(map[int]bool, len(st.LivePIDs))
 	for _, pid := range st.LivePIDs {
@@ -74,7 +74,7 @@ func rowsOf(tick *pipeline.Tick, st runState) (store.Row, []store.ProcessRow) {
 			ElapsedSeconds: row.ElapsedSeconds, Consumer: c.Index, PID: pr.PID, Comm: pr.Comm,
 			DemandBytes:   consumerDemand(rec, c, cur.Time, p),
 			ResidentBytes: int64(pr.ResidentBytes), SwapBytes: int64(pr.SwapBytes),
-			WorkingSetBytes: -1, MajorFaultsPerSecond: -1, StallPercent: -1,
+			WorkingSetBytes: store.Unknown, MajorFaultsPerSecond: store.Unknown, StallPercent: store.Unknown,
 		}
 		if pv := verdict.Processes[pr.PID]; pv.HasWorkingSet {
 			prow.WorkingSetBytes = int64(pv.WorkingSetBytes)

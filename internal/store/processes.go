@@ -24,10 +24,29 @@ type ProcessRow struct {
 	// 0 before and after (TPF's memory allocation demand).
 	DemandBytes              int64
 	ResidentBytes, SwapBytes int64
-	WorkingSetBytes          int64   // -1 when unknown
-	MajorFaultsPerSecond     float64 // -1 on the first sample of a process
-	StallPercent             float64 // share of one CPU stalled on memory; -1 when unknown
+	WorkingSetBytes          int64   // Unknown when not measured
+	MajorFaultsPerSecond     float64 // Unknown on the first sample of a process
+	StallPercent             float64 // share of one CPU stalled on memory; Unknown without the stall probe
 }
+
+// Unknown is how a table cell says a figure was not known, in memory as in
+// the CSV: the readers ask the rows' accessors, which say it with ok, as
+// the rest of thrashscope does.
+const Unknown = -1
+
+// WorkingSet is the consumer's working set, and false when not measured.
+func (r ProcessRow) WorkingSet() (int64, bool) {
+	return r.WorkingSetBytes, r.WorkingSetBytes != Unknown
+}
+
+// MajorFaultRate is maj_flt per second, and false on a first sample.
+func (r ProcessRow) MajorFaultRate() (float64, bool) {
+	return r.MajorFaultsPerSecond, r.MajorFaultsPerSecond != Unknown
+}
+
+// Stall is the share of one CPU stalled on memory, and false without the
+// stall probe.
+func (r ProcessRow) Stall() (float64, bool) { return r.StallPercent, r.StallPercent != Unknown }
 
 // ProcessColumns is the processes.csv header.
 var ProcessColumns = []string{

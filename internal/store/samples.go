@@ -21,8 +21,13 @@ type Row struct {
 	ConsumersActive, ConsumersPlanned                  int
 	DemandBytes, CgroupUsageBytes                      int64
 	// ConsumerStallPercent is the consumers' summed memory-stall time over
-	// the interval, as a share of one CPU; -1 without the stall probe.
+	// the interval, as a share of one CPU; Unknown without the stall probe.
 	ConsumerStallPercent float64
+}
+
+// ConsumerStall is ConsumerStallPercent, and false without the stall probe.
+func (r Row) ConsumerStall() (float64, bool) {
+	return r.ConsumerStallPercent, r.ConsumerStallPercent != Unknown
 }
 
 // Columns is the samples.csv header.
