@@ -24,7 +24,6 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/thrashscope/thrashscope/internal/cgroup"
 	"github.com/thrashscope/thrashscope/internal/run"
 	"github.com/thrashscope/thrashscope/internal/testenv"
 )
@@ -916,25 +915,15 @@ func TestMessageRetriesENOMEM(t *testing.T) {
 // SIGSEGV. This is how a consumer was lost in an e2 run.
 func TestConsumerSurvivesSignalsAtTheLimit(t *testing.T) {
 	testenv.RequirePrivileged(t)
-	p, err := cgroup.Own("/proc")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if p.V2 {
+	const limit = 32 * testMiB
+	cg := testenv.MemoryCgroup(t, limit)
+	if cg.V2 {
 		t.Skip("cgroup v2 has no oom_kill_disable: the OOM guard, and this hazard, are v1's")
 	}
-	const limit = 32 * testMiB
-	cg, err := p.Create(fmt.Sprintf("test-signals-%d-%d", os.Getpid(), time.Now().UnixNano()), cgroup.Limits{MemoryBytes: limit, NoSwap: true})
-	if err != nil {
+	// Nothing the kernel may reclaim: the consumer stays at the limit.
+	if err := os.WriteFile(filepath.Join(cg.Path, "memory.swappiness"), []byte("0"), 0); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		if err := cg.Destroy(ctx); err != nil {
-			t.Error(err)
-		}
-	})
 	guard, err := cg.GuardOOM(limit)
 	if err != nil {
 		t.Fatal(err)
