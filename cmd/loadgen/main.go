@@ -61,6 +61,7 @@ func main() {
 	rf.leadIn = rf.flag(runCmd, "lead-in", "Time before the first consumer starts.").Duration()
 	rf.backing = rf.flag(runCmd, "backing", "anon (needs swap) or file (thrashes the page cache; no swap needed).").Enum(run.BackingAnon, run.BackingFile)
 	rf.fill = rf.flag(runCmd, "fill", "random (incompressible, the default) or zero.").Enum(run.FillRandom, run.FillZero)
+	rf.cycles = rf.flag(runCmd, "cycles", "Work, not time: each consumer exits after this many write cycles instead of at its t_f; the record then has each consumer's run time and the run's makespan.").Int64()
 
 	fill := app.Command("fill", "The progressive-fill experiment (seed 002): fill chunks up to a total inside a run cgroup, keeping earlier chunks hot, and write fill time per chunk (mean, SD) to fill.csv.")
 	var ff runFlags
@@ -98,6 +99,7 @@ type runFlags struct {
 	limit, size              *units.Base2Bytes
 	consumers, writes        *int
 	repeats                  *int
+	cycles                   *int64
 	sleep, interval, leadIn  *time.Duration
 	backing, fill            *string
 	out, cgroupParent, procs string
@@ -153,6 +155,9 @@ func (f *runFlags) spec() run.Spec {
 	}
 	if f.repeats != nil {
 		s.Repeats = f.repeats
+	}
+	if f.isSet("cycles") {
+		s.Cycles = f.cycles
 	}
 	return s
 }

@@ -54,7 +54,10 @@ type Config struct {
 	Sleep  time.Duration
 	// Start is the planned start (zero: at once); End is t_f (cycles mode).
 	Start, End time.Time
-	Backing    string
+	// Cycles, when above 0, is the consumer's work: it exits after that
+	// many write cycles, or at End if that comes first.
+	Cycles  int64
+	Backing string
 	// FileDir holds the unlinked backing file; empty is os.TempDir().
 	FileDir     string
 	Fill        string
@@ -85,6 +88,7 @@ func Command(app *kingpin.Application) (*kingpin.CmdClause, *Config) {
 	cmd.Flag("sleep", "Sleep after each cycle (t_s).").Default("0s").DurationVar(&c.Sleep)
 	cmd.Flag("start", "Planned start, unix ns; 0 or past: at once.").Default("0").SetValue(unixNanoValue{&c.Start})
 	cmd.Flag("end", "Finish time t_f, unix ns.").Default("0").SetValue(unixNanoValue{&c.End})
+	cmd.Flag("cycles", "Exit after this many write cycles (or at --end if first); 0: at --end.").Default("0").Int64Var(&c.Cycles)
 	cmd.Flag("backing", "anon (private anonymous memory) or file (an unlinked file in --file-dir).").Default(run.BackingAnon).EnumVar(&c.Backing, run.BackingAnon, run.BackingFile)
 	cmd.Flag("file-dir", "Directory for --backing=file; empty: $TMPDIR.").Default("").StringVar(&c.FileDir)
 	cmd.Flag("fill", "random (incompressible) or zero.").Default(run.FillRandom).EnumVar(&c.Fill, run.FillRandom, run.FillZero)
@@ -142,6 +146,7 @@ func (c Config) Args() []string {
 		"--sleep=" + c.Sleep.String(),
 		"--start=" + strconv.FormatInt(toUnixNano(c.Start), 10),
 		"--end=" + strconv.FormatInt(toUnixNano(c.End), 10),
+		"--cycles=" + strconv.FormatInt(c.Cycles, 10),
 		"--backing=" + c.Backing,
 		"--file-dir=" + c.FileDir,
 		"--fill=" + c.Fill,
@@ -195,6 +200,9 @@ func (c Config) Validate() error {
 		}
 		if c.Sleep < 0 {
 			bad("--sleep=%s: want 0 or more", c.Sleep)
+		}
+		if c.Cycles < 0 || c.Cycles > run.MaxCycles {
+			bad("--cycles=%d: want 0 (until --end) to %d", c.Cycles, run.MaxCycles)
 		}
 		if c.End.IsZero() {
 			bad("--end: required in cycles mode (t_f, unix ns)")
@@ -380,7 +388,7 @@ func (c *consumer) cycles(began time.Time) error {
 		return err
 	}
 	var n int64
-	for !c.stop.Load() && time.Now().Before(c.cfg.End) {
+	for !c.stop.Load() && time.Now().Before(c.cfg.End) && (c.cfg.Cycles == 0 || n < c.cfg.Cycles) {
 		t0 := time.Now()
 		w := writeCycle(b, c.cfg.Writes, &state, &c.stop)
 		d := time.Since(t0)
@@ -389,6 +397,9 @@ func (c *consumer) cycles(began time.Time) error {
 			c.log.Add(int64(w), d)
 		} else if err := c.send(CycleMessage(w, d)); err != nil {
 			return err
+		}
+		if n == c.cfg.Cycles {
+			break // the work is done: no sleep after the last cycle
 		}
 		if !sleepCtx(c.ctx, min(c.cfg.Sleep, time.Until(c.cfg.End))) {
 			break

@@ -42,7 +42,7 @@ func TestConsumerArgsRoundTrip(t *testing.T) {
 		{
 			Index: 7, Mode: ModeCycles, Size: 100_000_000, Writes: 10_000, Sleep: 100 * time.Millisecond,
 			Start: time.Unix(0, 1_700_000_010_000_000_001), End: time.Unix(0, 1_700_000_060_000_000_000),
-			Backing: run.BackingFile, FileDir: "/var/lib/thrashscope dir", Fill: run.FillZero, ParentPID: 4242, Join: true,
+			Backing: run.BackingFile, FileDir: "/var/lib/thrashscope dir", Fill: run.FillZero, ParentPID: 4242, Join: true, Cycles: 500,
 		},
 		{
 			Index: 0, Mode: ModeFill, Size: 128 << 20, Start: time.Unix(0, 1_700_000_000_000_000_000),
@@ -258,6 +258,38 @@ func TestConsumeCycles(t *testing.T) {
 		t.Fatalf("Consume: %v", err)
 	}
 	checkCycles(t, reps, cfg, began, 5)
+}
+
+// With Cycles a consumer does that much work and stops, long before t_f,
+// without sleeping after its last cycle.
+func TestConsumeStopsAfterItsCycles(t *testing.T) {
+	began := time.Now()
+	cfg := cyclesConfig(4*testMiB, 1000, 10*time.Millisecond, began.Add(time.Hour))
+	cfg.Start, cfg.Cycles = began, 7
+	r := startConsume(t, cfg, true)
+	reps, err := r.wait(t, 10*time.Second)
+	if err != nil {
+		t.Fatalf("Consume: %v", err)
+	}
+	if len(reps) != 9 || reps[0].Kind != KindStarted || reps[8].Kind != KindDone {
+		t.Fatalf("reports %s: want started, 7 cycles, done", kinds(reps))
+	}
+	for i, c := range reps[1:8] {
+		if c.Kind != KindCycle || c.A != int64(cfg.Writes) {
+			t.Errorf("report %d: %v, want a cycle of %d writes", i+1, c, cfg.Writes)
+		}
+	}
+	done := reps[8]
+	if done.B != 7 || done.Terminated() {
+		t.Errorf("done %v: want 7 cycles, not terminated", done)
+	}
+	// Six sleeps of 10 ms between seven cycles.
+	if done.TimeA().Before(began.Add(60 * time.Millisecond)) {
+		t.Errorf("done %s after the start, want at least the six sleeps between cycles", done.TimeA().Sub(began))
+	}
+	if bad := (Config{Mode: ModeCycles, Size: testMiB, Writes: 1, Cycles: -1, Backing: run.BackingAnon, Fill: run.FillRandom}).Validate(); bad == nil || !strings.Contains(bad.Error(), "--cycles") {
+		t.Errorf("--cycles=-1: %v, want an error naming --cycles", bad)
+	}
 }
 
 // TestConsumeCyclesOnTheBoard: with a cycle log, the pipe carries only the

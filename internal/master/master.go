@@ -211,9 +211,12 @@ func (r *Master) Progress() run.Progress {
 	defer r.mu.Unlock()
 	p := run.Progress{
 		Elapsed:    now.Sub(r.start),
-		Total:      r.cfg.Spec.Duration(),
+		Total:      r.cfg.Spec.Duration(), // the plan; a run of fixed work has none (below)
 		Planned:    r.cfg.Spec.ActiveAt(now.Sub(r.start)),
 		LimitBytes: r.cfg.Spec.MemoryLimitBytes,
+	}
+	if r.cfg.Spec.Cycles > 0 {
+		p.Total = 0 // its consumers end when their work is done
 	}
 	for _, c := range r.rec.Consumers {
 		if c.ActualStart != nil {
@@ -279,9 +282,10 @@ func (r *Master) drive() {
 	allExited := make(chan struct{})
 	go func() { <-spawned; wg.Wait(); close(allExited) }()
 
-	deadline := r.start.Add(r.cfg.Spec.Duration() + OverrunGrace)
-	if r.cfg.Spec.Preset == run.PresetFill {
-		deadline = r.start.Add(run.MaxRunDuration)
+	timed := r.cfg.Spec.Preset != run.PresetFill && r.cfg.Spec.Cycles == 0
+	deadline := r.start.Add(r.cfg.Spec.Deadline())
+	if timed {
+		deadline = deadline.Add(OverrunGrace) // the last cycles past t_f
 	}
 	overrun := time.NewTimer(time.Until(deadline))
 	defer overrun.Stop()
@@ -297,6 +301,11 @@ wait:
 		case <-r.ctx.Done():
 			break wait
 		case <-overrun.C:
+			if !timed {
+				r.cfg.Logger.Warn("consumers still at their work at the run's time bound; terminating them", "run", r.cfg.ID, "bound", run.MaxRunDuration)
+				r.cancel(errors.New("consumers still running at the run's time bound, " + run.MaxRunDuration.String() + "; ask for fewer cycles"))
+				break wait
+			}
 			r.cfg.Logger.Warn("consumers overran their finish time; terminating them", "run", r.cfg.ID, "grace", OverrunGrace)
 			r.cancel(errors.New("consumers still running " + OverrunGrace.String() + " after the plan ended"))
 			break wait
@@ -359,6 +368,7 @@ func (r *Master) spawn(i int, wg *sync.WaitGroup) error {
 		Sleep:     r.cfg.Spec.Sleep.D(),
 		Start:     c.PlannedStart,
 		End:       c.PlannedEnd,
+		Cycles:    r.cfg.Spec.Cycles,
 		Backing:   r.cfg.Spec.Backing,
 		FileDir:   r.cfg.FileDir,
 		Fill:      r.cfg.Spec.Fill,
@@ -366,6 +376,9 @@ func (r *Master) spawn(i int, wg *sync.WaitGroup) error {
 		Mode:      consumer.ModeCycles,
 		Join:      true,
 		CycleLog:  r.board != nil,
+	}
+	if r.cfg.Spec.Cycles > 0 {
+		cc.End = r.start.Add(run.MaxRunDuration) // work, not t_f, ends it
 	}
 	if r.cfg.Spec.Preset == run.PresetFill {
 		cc.Mode, cc.Chunks, cc.Repeats = consumer.ModeFill, r.cfg.Spec.Consumers, r.cfg.Spec.Repeats
@@ -470,6 +483,9 @@ func (r *Master) apply(i int, rep consumer.Message) {
 		c.Cycles = uint64(rep.B)
 		if late := t.Sub(c.PlannedEnd); late > 0 && r.cfg.Spec.Preset != run.PresetFill {
 			c.LatenessSeconds = late.Seconds()
+		}
+		if r.cfg.Spec.Cycles > 0 && c.ActualStart != nil {
+			c.RunSeconds = t.Sub(*c.ActualStart).Seconds()
 		}
 		changed = true
 	}
@@ -643,6 +659,9 @@ func (r *Master) finish(destroyErr error) {
 	default:
 		r.rec.State = run.StateCompleted
 	}
+	if r.cfg.Spec.Cycles > 0 {
+		r.rec.MakespanSeconds = makespan(r.rec.Consumers)
+	}
 	if destroyErr != nil {
 		r.rec.Reason = joinReason(r.rec.Reason, "removing the run cgroup: "+destroyErr.Error())
 		if r.rec.State == run.StateCompleted {
@@ -654,6 +673,24 @@ func (r *Master) finish(destroyErr error) {
 	r.cancel(nil)
 	r.cfg.Logger.Info("run ended", "run", r.cfg.ID, "state", state, "reason", reason)
 	r.cfg.OnChange()
+}
+
+// makespan is the time from the first consumer's start to the last one's
+// end; 0 unless every consumer started and ended.
+func makespan(cs []run.ConsumerRecord) float64 {
+	var first, last time.Time
+	for _, c := range cs {
+		if c.ActualStart == nil || c.ActualEnd == nil {
+			return 0
+		}
+		if first.IsZero() || c.ActualStart.Before(first) {
+			first = *c.ActualStart
+		}
+		if c.ActualEnd.After(last) {
+			last = *c.ActualEnd
+		}
+	}
+	return last.Sub(first).Seconds()
 }
 
 func joinReason(a, b string) string {

@@ -4,6 +4,9 @@ import (
 	"log/slog"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/thrashscope/thrashscope/internal/run"
 )
 
 // TestLogWriterKeepsTheLastLine: the reason a run fails with names a
@@ -25,5 +28,24 @@ func TestLogWriterKeepsTheLastLine(t *testing.T) {
 	w.Write([]byte(strings.Repeat("é", 400)))
 	if got := w.Last(); len(got) > maxReasonLine+len("…") || !strings.HasSuffix(got, "…") || !strings.HasPrefix(got, "éé") {
 		t.Errorf("a long line is kept as %d bytes: %q", len(got), got)
+	}
+}
+
+func TestMakespan(t *testing.T) {
+	at := func(s int) *time.Time {
+		v := time.Unix(1000+int64(s), 0)
+		return &v
+	}
+	cs := []run.ConsumerRecord{
+		{ActualStart: at(10), ActualEnd: at(50)},
+		{ActualStart: at(5), ActualEnd: at(40)},
+		{ActualStart: at(20), ActualEnd: at(70)},
+	}
+	if got := makespan(cs); got != 65 {
+		t.Errorf("makespan %g, want 65 (first start 5 s to last end 70 s)", got)
+	}
+	cs[1].ActualEnd = nil
+	if got := makespan(cs); got != 0 {
+		t.Errorf("makespan %g with a consumer not ended, want 0", got)
 	}
 }

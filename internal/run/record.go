@@ -35,6 +35,10 @@ type Record struct {
 	OOMRescues uint64 `json:"oom_rescues,omitempty"`
 	// Transitions are the thrash detector's state changes during the run.
 	Transitions []Transition `json:"transitions,omitempty"`
+	// MakespanSeconds is, for a run of fixed work (spec cycles), the time
+	// from the first consumer's start to the last one's end, once every
+	// consumer has ended.
+	MakespanSeconds float64 `json:"makespan_seconds,omitempty"`
 }
 
 // ConsumerRecord is one consumer's plan and outcome.
@@ -48,6 +52,10 @@ type ConsumerRecord struct {
 	Cycles       uint64     `json:"cycles"`
 	// Lateness is how long after t_f the consumer finished; 0 when on time.
 	LatenessSeconds float64 `json:"lateness_seconds"`
+	// RunSeconds is, for a run of fixed work (spec cycles), the time from
+	// the consumer's start to its end: its run time, which a slowdown
+	// divides by its time alone.
+	RunSeconds float64 `json:"run_seconds,omitempty"`
 	// Exit is how it ended: "ok", "terminated", "oom-killed", "exit 3",
 	// "signal killed", or empty while it runs.
 	Exit string `json:"exit,omitempty"`

@@ -39,6 +39,16 @@ func (r Resolved) Duration() time.Duration {
 	return r.Slot(r.Consumers - 1).End
 }
 
+// Deadline is how long the master lets a run last: a timed run its plan
+// (the master adds a grace for the last cycles); a fill run, or a run of
+// fixed work (Cycles), MaxRunDuration, whatever the plan says.
+func (r Resolved) Deadline() time.Duration {
+	if r.Preset == PresetFill || r.Cycles > 0 {
+		return MaxRunDuration
+	}
+	return r.Duration()
+}
+
 // ActiveAt is how many consumers the plan has active at offset t.
 func (r Resolved) ActiveAt(t time.Duration) int {
 	n := 0

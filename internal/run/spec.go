@@ -40,6 +40,9 @@ const (
 	MaxConsumers   = 512
 	MaxRunDuration = 4 * time.Hour
 	MaxRepeats     = 20
+	// MaxCycles bounds the work a consumer can be asked for; the run's
+	// MaxRunDuration bounds its time whatever the work.
+	MaxCycles      = 10_000_000
 	MinSizeBytes   = 1 << 20 // below a MiB a consumer is mostly runtime
 	MaxWrites      = 100_000_000
 	MinMemoryLimit = 16 << 20
@@ -92,6 +95,10 @@ type Spec struct {
 	Fill             *string   `json:"fill,omitempty"`
 	// Repeats is the fill preset's number of repetitions (seed 002's 5).
 	Repeats *int `json:"repeats,omitempty"`
+	// Cycles is work instead of time: each consumer exits after this many
+	// write cycles rather than at its t_f, so the run has a makespan and
+	// each consumer a run time. Nil or 0: the paper's timed run.
+	Cycles *int64 `json:"cycles,omitempty"`
 }
 
 // Resolved is a spec with every field filled: what a run actually does.
@@ -110,6 +117,8 @@ type Resolved struct {
 	Backing          string   `json:"backing"`
 	Fill             string   `json:"fill"`
 	Repeats          int      `json:"repeats,omitempty"`
+	// Cycles is each consumer's work in write cycles; 0 for a timed run.
+	Cycles int64 `json:"cycles,omitempty"`
 }
 
 // Preset is a named default spec with the source it reproduces.
@@ -236,6 +245,10 @@ func Resolve(s Spec) (Resolved, error) {
 	set(&r.Backing, s.Backing)
 	set(&r.Fill, s.Fill)
 	set(&r.Repeats, s.Repeats)
+	set(&r.Cycles, s.Cycles)
+	if s.Cycles != nil && *s.Cycles < 1 {
+		return Resolved{}, &FieldError{Field: "cycles", Msg: fmt.Sprintf("%d: want 1 to %d write cycles a consumer, or leave it out for a timed run", *s.Cycles, MaxCycles)}
+	}
 	if r.Scale <= 0 || r.Scale > 100 || math.IsNaN(r.Scale) {
 		return Resolved{}, &FieldError{Field: "scale", Msg: fmt.Sprintf("%g: want more than 0 and at most 100", r.Scale)}
 	}
@@ -294,12 +307,16 @@ func (r Resolved) Validate() error {
 			return &FieldError{Field: "repeats", Msg: fmt.Sprintf("%d: want 1 to %d", r.Repeats, MaxRepeats)}
 		case r.Backing != BackingAnon:
 			return &FieldError{Field: "backing", Msg: "the fill preset measures swap: want anon"}
+		case r.Cycles != 0:
+			return &FieldError{Field: "cycles", Msg: "the fill preset fills chunks, it writes no cycles; leave it out"}
 		}
 		return nil
 	}
 	switch {
 	case r.Repeats != 0:
 		return &FieldError{Field: "repeats", Msg: "only the fill preset repeats; leave it out"}
+	case r.Cycles < 0 || r.Cycles > MaxCycles:
+		return &FieldError{Field: "cycles", Msg: fmt.Sprintf("%d: want 1 to %d write cycles a consumer, or leave it out for a timed run", r.Cycles, MaxCycles)}
 	case r.WritesPerCycle < 1 || r.WritesPerCycle > MaxWrites:
 		return &FieldError{Field: "writes_per_cycle", Msg: fmt.Sprintf("%d: want 1 to %d", r.WritesPerCycle, MaxWrites)}
 	case r.Sleep < 0 || r.Sleep.D() > time.Minute:

@@ -1,6 +1,7 @@
 package run
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"math"
@@ -114,6 +115,30 @@ func TestOverridesWin(t *testing.T) {
 	}
 }
 
+// cycles turns a timed run into one of fixed work: the master lets it run
+// to MaxRunDuration instead of the plan's end, and the schedule's starts
+// are the paper's.
+func TestCyclesMakeWork(t *testing.T) {
+	s, err := DecodeSpec([]byte(`{"preset":"e4","scale":0.1,"cycles":200}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := Resolve(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Cycles != 200 || r.Deadline() != MaxRunDuration || r.Slot(3).Start != 13*time.Second {
+		t.Errorf("cycles %d, deadline %s, consumer 3 starts at %s; want 200, %s, 13s", r.Cycles, r.Deadline(), r.Slot(3).Start, MaxRunDuration)
+	}
+	timed, _ := Resolve(Spec{Preset: "e4"})
+	if timed.Cycles != 0 || timed.Deadline() != timed.Duration() {
+		t.Errorf("a timed run: cycles %d, deadline %s, want 0 and its plan %s", timed.Cycles, timed.Deadline(), timed.Duration())
+	}
+	if b, _ := json.Marshal(timed); strings.Contains(string(b), "cycles") {
+		t.Errorf("a timed run's resolved spec names cycles: %s", b)
+	}
+}
+
 func TestBadSpecsNameTheField(t *testing.T) {
 	cases := []struct {
 		body, field string
@@ -135,6 +160,11 @@ func TestBadSpecsNameTheField(t *testing.T) {
 		{`{"preset":"e4","memory_limit_bytes":1024}`, "memory_limit_bytes"},
 		{`{"preset":"e4","writes_per_cycle":0}`, "writes_per_cycle"},
 		{`{"preset":"e4","repeats":3}`, "repeats"},
+		{`{"preset":"e4","cycles":0}`, "cycles"},
+		{`{"preset":"e4","cycles":-5}`, "cycles"},
+		{`{"preset":"e4","cycles":10000001}`, "cycles"},
+		{`{"preset":"e4","cycles":"many"}`, "cycles"},
+		{`{"preset":"fill","cycles":10}`, "cycles"},
 		{`{"preset":"fill","repeats":0}`, "repeats"},
 		{`{"preset":"fill","backing":"file"}`, "backing"},
 		{`{"preset":"e4","colour":"red"}`, "colour"},

@@ -97,6 +97,49 @@ func TestLoadgenRunCompletes(t *testing.T) {
 	noneAlive(t, rec)
 }
 
+// TestLoadgenRunOfFixedWork: with --cycles each consumer ends when its work
+// is done, before its t_f, and the record has each one's run time and the
+// run's makespan.
+func TestLoadgenRunOfFixedWork(t *testing.T) {
+	testenv.RequirePrivileged(t)
+	out := t.TempDir()
+	// 3 × 10 MB in 100 MiB: no swap needed. Consumer i starts 1 + i s after
+	// the run and its t_f is 5 + i s; 5 cycles with 100 ms sleeps take
+	// about half a second.
+	cmd := exec.Command(testenv.Binary(t, "loadgen"), "run", "--preset=e4", "--scale=0.1", "--consumers=3",
+		"--interval=1s", "--lead-in=1s", "--cycles=5", "--out="+out)
+	b, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("loadgen run: %v\n%s", err, b)
+	}
+	rec, _ := onlyRecord(t, out)
+	if rec.State != run.StateCompleted || len(rec.Consumers) != 3 || rec.Spec.Cycles != 5 {
+		t.Fatalf("record: %+v", rec)
+	}
+	first, last := *rec.Consumers[0].ActualStart, *rec.Consumers[0].ActualEnd
+	for _, c := range rec.Consumers {
+		if c.ActualStart == nil || c.ActualEnd == nil || c.Exit != "ok" || c.Cycles != 5 {
+			t.Fatalf("consumer %d: %+v, want 5 cycles and exit ok", c.Index, c)
+		}
+		if !c.ActualEnd.Before(c.PlannedEnd) {
+			t.Errorf("consumer %d ended at %s, not before its t_f %s: time, not work, ended it", c.Index, c.ActualEnd, c.PlannedEnd)
+		}
+		if want := c.ActualEnd.Sub(*c.ActualStart).Seconds(); c.RunSeconds != want || c.RunSeconds <= 0 {
+			t.Errorf("consumer %d: run_seconds %g, want its start to its end, %g", c.Index, c.RunSeconds, want)
+		}
+		if c.ActualStart.Before(first) {
+			first = *c.ActualStart
+		}
+		if c.ActualEnd.After(last) {
+			last = *c.ActualEnd
+		}
+	}
+	if want := last.Sub(first).Seconds(); rec.MakespanSeconds != want {
+		t.Errorf("makespan %g, want the first start to the last end, %g", rec.MakespanSeconds, want)
+	}
+	noneAlive(t, rec)
+}
+
 // checkProcesses: processes.csv has rows for the consumers of the record,
 // their demand is S or 0, and a consumer holding its S is resident or in
 // swap for most of it.
