@@ -52,7 +52,7 @@ func main() {
 	runCmd := app.Command("run", "Run an experiment standalone, without the observer: consumers in a memory-limited cgroup, a live progress line, and the run record and samples.csv under --out.")
 	var rf runFlags
 	rf.common(runCmd)
-	runCmd.Flag("preset", "e1, e2, e3, e4, fig12 (Maziero et al., 2013) or syn8 (Reuven and Wiseman, 2006).").Default("e4").StringVar(&rf.preset)
+	runCmd.Flag("preset", "e1, e2, e3, e4, fig12 (Maziero et al., 2013), syn8 (Reuven and Wiseman, 2006) or pair (Jiang and Zhang, 2001).").Default("e4").StringVar(&rf.preset)
 	rf.consumers = rf.flag(runCmd, "consumers", "Number of consumers N (default: the preset's).").Int()
 	rf.size = rf.flag(runCmd, "size", "Bytes per consumer S, before --scale (e.g. 100MB).").Bytes()
 	rf.writes = rf.flag(runCmd, "writes", "Writes per cycle W.").Int()

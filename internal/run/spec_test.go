@@ -137,6 +137,22 @@ func TestCyclesMakeWork(t *testing.T) {
 	if b, _ := json.Marshal(timed); strings.Contains(string(b), "cycles") {
 		t.Errorf("a timed run's resolved spec names cycles: %s", b)
 	}
+	// The work presets, and a timed run of one.
+	for name, want := range map[string]int64{"syn8": 1_000, "pair": 1_500} {
+		r, err := Resolve(Spec{Preset: name})
+		if err != nil || r.Cycles != want {
+			t.Errorf("%s: cycles %d (%v), want %d", name, r.Cycles, err, want)
+		}
+	}
+	if r, err := Resolve(Spec{Preset: "syn8", Cycles: ptr(int64(0))}); err != nil || r.Cycles != 0 || r.Deadline() != r.Duration() {
+		t.Errorf("syn8 with cycles 0: %+v, %v; want a timed run", r, err)
+	}
+	// pair is TPF's LU + LU: two consumers each needing about three
+	// quarters of the limit, a third short of their demand.
+	p, _ := Resolve(Spec{Preset: "pair"})
+	if short := 1 - float64(p.MemoryLimitBytes)/float64(p.Demand()); p.Consumers != 2 || short < 0.30 || short > 0.36 {
+		t.Errorf("pair: %d consumers, %.0f %% short, want 2 and about TPF's 35 %%", p.Consumers, 100*short)
+	}
 }
 
 func TestBadSpecsNameTheField(t *testing.T) {
@@ -160,7 +176,6 @@ func TestBadSpecsNameTheField(t *testing.T) {
 		{`{"preset":"e4","memory_limit_bytes":1024}`, "memory_limit_bytes"},
 		{`{"preset":"e4","writes_per_cycle":0}`, "writes_per_cycle"},
 		{`{"preset":"e4","repeats":3}`, "repeats"},
-		{`{"preset":"e4","cycles":0}`, "cycles"},
 		{`{"preset":"e4","cycles":-5}`, "cycles"},
 		{`{"preset":"e4","cycles":10000001}`, "cycles"},
 		{`{"preset":"e4","cycles":"many"}`, "cycles"},

@@ -180,7 +180,7 @@ func Thrashscope() dashboards.Dashboard {
 	l.addRow("Run", true)
 	l.add(4, 8, stat("Most recent run",
 		"The most recent run, active or ended, and its preset: e1-e4 and fig12 are the experiments of Maziero et al. 2013, "+
-			"syn8 the SYN8 workload of Reuven and Wiseman 2006, fill the progressive fill. "+
+			"syn8 the SYN8 workload of Reuven and Wiseman 2006, pair TPF's LU + LU of Jiang and Zhang 2001, fill the progressive fill. "+
 			"Unit: none (the run id and preset).",
 		unitNone, "name",
 		series("A", `thrashscope_run_info{`+on+`}`, "{{run_id}} ({{preset}})"),
