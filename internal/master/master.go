@@ -170,6 +170,10 @@ func (r *Master) Record() run.Record {
 	rec := r.rec
 	rec.Consumers = append([]run.ConsumerRecord(nil), r.rec.Consumers...)
 	rec.Transitions = append([]run.Transition(nil), r.rec.Transitions...)
+	if r.rec.Alone != nil {
+		a := *r.rec.Alone
+		rec.Alone = &a
+	}
 	return rec
 }
 
@@ -267,12 +271,20 @@ func (r *Master) drive() {
 	defer close(r.done)
 	var wg sync.WaitGroup
 	spawned := make(chan struct{})
+	timed := r.cfg.Spec.Preset != run.PresetFill && r.cfg.Spec.Cycles == 0
+	deadline := r.start.Add(r.cfg.Spec.Deadline())
+	if timed {
+		deadline = deadline.Add(OverrunGrace) // the last cycles past t_f
+	}
 	// One goroutine on one locked OS thread spawns every consumer: their
 	// PDEATHSIG fires when the spawning thread exits, so that thread must
 	// live exactly as long as the run.
 	go func() {
 		runtime.LockOSThread()
 		defer runtime.UnlockOSThread()
+		if r.cfg.Spec.Cycles > 0 {
+			r.alone()
+		}
 		r.spawnAll(&wg)
 		r.procsFile.Close() // every consumer that will join holds its own copy
 		close(spawned)
@@ -282,11 +294,6 @@ func (r *Master) drive() {
 	allExited := make(chan struct{})
 	go func() { <-spawned; wg.Wait(); close(allExited) }()
 
-	timed := r.cfg.Spec.Preset != run.PresetFill && r.cfg.Spec.Cycles == 0
-	deadline := r.start.Add(r.cfg.Spec.Deadline())
-	if timed {
-		deadline = deadline.Add(OverrunGrace) // the last cycles past t_f
-	}
 	overrun := time.NewTimer(time.Until(deadline))
 	defer overrun.Stop()
 	// The cgroup can be removed under an idle run (between consumers) by
@@ -332,10 +339,116 @@ wait:
 	r.finish(destroyErr)
 }
 
+// alone runs one consumer of the run's shape, with the run's cycles, alone
+// in the run cgroup before the others start: its run time is what each
+// consumer's slowdown divides by (TPF's slowdown against running alone).
+// The plan then starts from its end. A run cancelled meanwhile stops it; a
+// consumer that fails alone fails the run, as one of the run would.
+func (r *Master) alone() {
+	cc := consumer.Config{
+		Index:     len(r.procs), // consumer-NN after the run's own
+		Size:      r.cfg.Spec.SizeBytes,
+		Writes:    r.cfg.Spec.WritesPerCycle,
+		Sleep:     r.cfg.Spec.Sleep.D(),
+		Start:     r.cfg.Now(),
+		End:       r.start.Add(run.MaxRunDuration),
+		Cycles:    r.cfg.Spec.Cycles,
+		Backing:   r.cfg.Spec.Backing,
+		FileDir:   r.cfg.FileDir,
+		Fill:      r.cfg.Spec.Fill,
+		ParentPID: os.Getpid(),
+		Mode:      consumer.ModeCycles,
+		Join:      true,
+	}
+	cmd, repR, ctl, stderr, err := r.startConsumer(cc)
+	if err != nil {
+		r.cancel(fmt.Errorf("starting the consumer that runs alone first: %w", err))
+		return
+	}
+	defer ctl.Close()
+	a := &run.AloneRecord{PID: cmd.Process.Pid, ActualStart: cc.Start}
+	r.mu.Lock()
+	r.rec.Alone = a
+	r.mu.Unlock()
+	r.cfg.OnChange()
+
+	msgs := make(chan consumer.Message)
+	go func() {
+		defer close(msgs)
+		defer repR.Close()
+		rd := bufio.NewReader(repR)
+		for {
+			m, err := consumer.ReadMessage(rd)
+			if err != nil {
+				return
+			}
+			msgs <- m
+		}
+	}()
+	cancelled := r.ctx.Done()
+	var killAfter <-chan time.Time
+	for msgs != nil {
+		var m consumer.Message
+		var ok bool
+		select {
+		case m, ok = <-msgs:
+			if !ok {
+				msgs = nil
+				continue
+			}
+		case <-cancelled:
+			_ = cmd.Process.Signal(syscall.SIGTERM) // it sends Done and exits
+			cancelled, killAfter = nil, time.After(stopGrace)
+			continue
+		case <-killAfter:
+			_ = cmd.Process.Kill() // parked, or stuck: the run is over
+			killAfter = nil
+			continue
+		}
+		r.mu.Lock()
+		switch m.Kind {
+		case consumer.KindStarted:
+			a.ActualStart = time.Unix(0, m.A)
+		case consumer.KindDone:
+			end := time.Unix(0, m.A)
+			a.ActualEnd, a.Cycles = &end, uint64(m.B)
+			if !m.Terminated() {
+				a.RunSeconds = end.Sub(a.ActualStart).Seconds()
+			}
+		}
+		r.mu.Unlock()
+	}
+	err = cmd.Wait()
+	r.mu.Lock()
+	a.Exit = r.exitString(cmd.ProcessState, err)
+	exit := a.Exit
+	if r.ctx.Err() == nil && exit == "ok" {
+		// The plan starts now: every consumer's times move with it.
+		now := r.cfg.Now()
+		r.start = now
+		for i := range r.rec.Consumers {
+			s := r.cfg.Spec.Slot(i)
+			r.rec.Consumers[i].PlannedStart, r.rec.Consumers[i].PlannedEnd = now.Add(s.Start), now.Add(s.End)
+		}
+	}
+	r.mu.Unlock()
+	r.cfg.OnChange()
+	if r.ctx.Err() == nil && exit != "ok" {
+		reason := fmt.Sprintf("the consumer that runs alone first (pid %d) ended by %s", a.PID, exit)
+		if last := stderr.Last(); last != "" {
+			reason += ": " + last
+		}
+		r.failNow(reason)
+	}
+}
+
 // spawnAll starts each consumer spawnLead before its plan, until the plan
 // is done or the run is cancelled.
 func (r *Master) spawnAll(wg *sync.WaitGroup) {
 	for i := range r.procs {
+		if r.ctx.Err() != nil {
+			return // a select with both ready picks either: not a consumer more
+		}
 		at := r.rec.Consumers[i].PlannedStart.Add(-spawnLead)
 		t := time.NewTimer(time.Until(at))
 		select {
@@ -383,38 +496,9 @@ func (r *Master) spawn(i int, wg *sync.WaitGroup) error {
 	if r.cfg.Spec.Preset == run.PresetFill {
 		cc.Mode, cc.Chunks, cc.Repeats = consumer.ModeFill, r.cfg.Spec.Consumers, r.cfg.Spec.Repeats
 	}
-	repR, repW, err := os.Pipe()
+	cmd, repR, ctl, stderr, err := r.startConsumer(cc)
 	if err != nil {
 		return err
-	}
-	cmd := exec.Command(r.cfg.Binary, cc.Args()...)
-	cmd.ExtraFiles = []*os.File{repW, r.procsFile} // fds 3 and 4
-	if r.board != nil {
-		cmd.ExtraFiles = append(cmd.ExtraFiles, r.board.File) // fd 5
-	}
-	stderr := &logWriter{l: r.cfg.Logger.With("run", r.cfg.ID, "consumer", i)}
-	cmd.Stdout, cmd.Stderr = nil, stderr
-	cmd.Env = consumer.Env(os.Environ())
-	// Its own process group: a Ctrl-C at the terminal reaches the master,
-	// which stops the run, and not each consumer behind its back.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL, Setpgid: true}
-	ctl, err := cmd.StdinPipe()
-	if err != nil {
-		repR.Close()
-		repW.Close()
-		return err
-	}
-	if err := cmd.Start(); err != nil {
-		repR.Close()
-		repW.Close()
-		return err
-	}
-	repW.Close()
-	if _, err := ctl.Write([]byte{'g'}); err != nil {
-		_ = cmd.Process.Kill()
-		_ = cmd.Wait()
-		repR.Close()
-		return fmt.Errorf("starting consumer %d: %w", i, err)
 	}
 	r.mu.Lock()
 	r.procs[i] = cmd.Process
@@ -431,6 +515,46 @@ func (r *Master) spawn(i int, wg *sync.WaitGroup) error {
 		r.exited(i, cmd.ProcessState, err, stderr.Last())
 	}()
 	return nil
+}
+
+// startConsumer starts a consumer process with cc and lets it go: its
+// message pipe (fd 3), the run cgroup's cgroup.procs to join through (fd
+// 4) and, with a cycle log, the cycle board (fd 5).
+func (r *Master) startConsumer(cc consumer.Config) (*exec.Cmd, *os.File, io.WriteCloser, *logWriter, error) {
+	repR, repW, err := os.Pipe()
+	if err != nil {
+		return nil, nil, nil, nil, err
+	}
+	cmd := exec.Command(r.cfg.Binary, cc.Args()...)
+	cmd.ExtraFiles = []*os.File{repW, r.procsFile} // fds 3 and 4
+	if cc.CycleLog {
+		cmd.ExtraFiles = append(cmd.ExtraFiles, r.board.File) // fd 5
+	}
+	stderr := &logWriter{l: r.cfg.Logger.With("run", r.cfg.ID, "consumer", cc.Index)}
+	cmd.Stdout, cmd.Stderr = nil, stderr
+	cmd.Env = consumer.Env(os.Environ())
+	// Its own process group: a Ctrl-C at the terminal reaches the master,
+	// which stops the run, and not each consumer behind its back.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL, Setpgid: true}
+	ctl, err := cmd.StdinPipe()
+	if err != nil {
+		repR.Close()
+		repW.Close()
+		return nil, nil, nil, nil, err
+	}
+	if err := cmd.Start(); err != nil {
+		repR.Close()
+		repW.Close()
+		return nil, nil, nil, nil, err
+	}
+	repW.Close()
+	if _, err := ctl.Write([]byte{'g'}); err != nil {
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+		repR.Close()
+		return nil, nil, nil, nil, fmt.Errorf("starting consumer %d: %w", cc.Index, err)
+	}
+	return cmd, repR, ctl, stderr, nil
 }
 
 // readMessages applies a consumer's messages until it closes the pipe.
@@ -486,6 +610,9 @@ func (r *Master) apply(i int, rep consumer.Message) {
 		}
 		if r.cfg.Spec.Cycles > 0 && c.ActualStart != nil {
 			c.RunSeconds = t.Sub(*c.ActualStart).Seconds()
+			if a := r.rec.Alone; a != nil && a.RunSeconds > 0 && !rep.Terminated() {
+				c.Slowdown = c.RunSeconds / a.RunSeconds
+			}
 		}
 		changed = true
 	}

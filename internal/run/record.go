@@ -35,6 +35,10 @@ type Record struct {
 	OOMRescues uint64 `json:"oom_rescues,omitempty"`
 	// Transitions are the thrash detector's state changes during the run.
 	Transitions []Transition `json:"transitions,omitempty"`
+	// Alone is, for a run of fixed work (spec cycles), the consumer of the
+	// run's shape that ran alone in the run cgroup before the others: the
+	// time each consumer's slowdown divides by.
+	Alone *AloneRecord `json:"alone,omitempty"`
 	// MakespanSeconds is, for a run of fixed work (spec cycles), the time
 	// from the first consumer's start to the last one's end, once every
 	// consumer has ended.
@@ -56,9 +60,22 @@ type ConsumerRecord struct {
 	// the consumer's start to its end: its run time, which a slowdown
 	// divides by its time alone.
 	RunSeconds float64 `json:"run_seconds,omitempty"`
+	// Slowdown is RunSeconds over the run time of the consumer that ran
+	// alone (TPF's slowdown); absent without one.
+	Slowdown float64 `json:"slowdown,omitempty"`
 	// Exit is how it ended: "ok", "terminated", "oom-killed", "exit 3",
 	// "signal killed", or empty while it runs.
 	Exit string `json:"exit,omitempty"`
+}
+
+// AloneRecord is the consumer that ran alone before a run of fixed work.
+type AloneRecord struct {
+	PID         int        `json:"pid"`
+	ActualStart time.Time  `json:"actual_start"`
+	ActualEnd   *time.Time `json:"actual_end,omitempty"`
+	Cycles      uint64     `json:"cycles"`
+	RunSeconds  float64    `json:"run_seconds,omitempty"`
+	Exit        string     `json:"exit,omitempty"`
 }
 
 // Transition is one detector state change.

@@ -50,6 +50,41 @@ func csvRows(t *testing.T, path string) [][]string {
 	return rows
 }
 
+// A Ctrl-C while the consumer runs alone stops it, and the run is aborted
+// with nothing left behind; no other consumer starts.
+func TestLoadgenRunCtrlCWhileAlone(t *testing.T) {
+	testenv.RequirePrivileged(t)
+	out := t.TempDir()
+	var stderr bytes.Buffer
+	cmd := exec.Command(testenv.Binary(t, "loadgen"), "run", "--preset=pair", "--scale=0.1", "--cycles=1000000", "--out="+out)
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(2 * time.Second)
+	cmd.Process.Signal(syscall.SIGINT)
+	err := cmd.Wait()
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || ee.ExitCode() != 1 {
+		t.Errorf("exit after Ctrl-C: %v, want status 1\n%s", err, stderr.String())
+	}
+	rec, _ := onlyRecord(t, out)
+	if rec.State != run.StateAborted || rec.Alone == nil || rec.Alone.Exit != "terminated" || rec.Alone.RunSeconds != 0 {
+		t.Errorf("record after Ctrl-C while alone: %s %q, alone %+v; want aborted, the one alone terminated without a run time", rec.State, rec.Reason, rec.Alone)
+	}
+	for _, c := range rec.Consumers {
+		if c.PID != 0 {
+			t.Errorf("consumer %d started (pid %d) after the run was aborted", c.Index, c.PID)
+		}
+	}
+	if rec.Alone != nil {
+		if b, err := os.ReadFile("/proc/" + strconv.Itoa(rec.Alone.PID) + "/comm"); err == nil && strings.HasPrefix(string(b), "consumer-") {
+			t.Errorf("the consumer alone (pid %d) outlived the run", rec.Alone.PID)
+		}
+	}
+	noneAlive(t, rec)
+}
+
 func noneAlive(t *testing.T, rec run.Record) {
 	t.Helper()
 	for _, c := range rec.Consumers {
@@ -137,6 +172,21 @@ func TestLoadgenRunOfFixedWork(t *testing.T) {
 	if want := last.Sub(first).Seconds(); rec.MakespanSeconds != want {
 		t.Errorf("makespan %g, want the first start to the last end, %g", rec.MakespanSeconds, want)
 	}
+	// One consumer of the same shape ran alone first; the plan started at
+	// its end, and each slowdown divides by its run time.
+	a := rec.Alone
+	if a == nil || a.Exit != "ok" || a.Cycles != 5 || a.ActualEnd == nil || a.RunSeconds <= 0 {
+		t.Fatalf("alone: %+v, want a consumer that did its 5 cycles", a)
+	}
+	for _, c := range rec.Consumers {
+		if c.PlannedStart.Before(*a.ActualEnd) || c.ActualStart.Before(*a.ActualEnd) {
+			t.Errorf("consumer %d planned at %s, started at %s, before the one alone ended at %s", c.Index, c.PlannedStart, c.ActualStart, a.ActualEnd)
+		}
+		if want := c.RunSeconds / a.RunSeconds; c.Slowdown != want {
+			t.Errorf("consumer %d: slowdown %g, want %g / %g", c.Index, c.Slowdown, c.RunSeconds, a.RunSeconds)
+		}
+	}
+	t.Logf("alone %.2f s; run times %.2f, %.2f, %.2f s; makespan %.2f s", a.RunSeconds, rec.Consumers[0].RunSeconds, rec.Consumers[1].RunSeconds, rec.Consumers[2].RunSeconds, rec.MakespanSeconds)
 	noneAlive(t, rec)
 }
 
