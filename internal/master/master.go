@@ -219,12 +219,18 @@ func (r *Master) Progress() run.Progress {
 		Planned:    r.cfg.Spec.ActiveAt(now.Sub(r.start)),
 		LimitBytes: r.cfg.Spec.MemoryLimitBytes,
 	}
-	if r.cfg.Spec.Cycles > 0 {
-		p.Total = 0 // its consumers end when their work is done
+	work := r.cfg.Spec.Cycles > 0
+	if work {
+		// Its consumers end when their work is done: the plan has its
+		// starts only, and a consumer is planned from its start to its end.
+		p.Total, p.Planned = 0, 0
 	}
 	for _, c := range r.rec.Consumers {
 		if c.ActualStart != nil {
 			p.Started++
+		}
+		if work && r.rec.Alone != nil && r.rec.Alone.Exit != "" && !now.Before(c.PlannedStart) && c.ActualEnd == nil && c.Exit == "" {
+			p.Planned++
 		}
 		if c.Exit != "" || c.ActualEnd != nil {
 			p.Ended++
