@@ -1,0 +1,109 @@
+// Package policy holds the thrash-control policies a run can be put under,
+// each a small state machine stepped once per tick with what the run looks
+// like, answering with the actions to take on the run's consumers:
+//
+//   - none: Linux as it is;
+//   - tpf: Jiang and Zhang (2001)'s protection of one high-fault process;
+//   - binpack: Reuven and Wiseman (2006)'s medium-term scheduler;
+//   - calmdown: the FreeBSD rule Maziero et al. (2013) describe.
+//
+// A policy only decides: it names consumers of the run by index, never a
+// process of the host, and the run carries the actions out (sub-cgroups,
+// freezing, locking, paging out).
+package policy
+
+import (
+	"fmt"
+	"time"
+)
+
+// Policy names, as in a run spec's policy field.
+const (
+	None     = "none"
+	TPF      = "tpf"
+	BinPack  = "binpack"
+	CalmDown = "calmdown"
+)
+
+// Names lists the policies.
+var Names = []string{None, TPF, BinPack, CalmDown}
+
+// Consumer is what a policy knows of one active consumer of the run.
+type Consumer struct {
+	Index int
+	// DemandBytes is its memory allocation demand (TPF): its S while it
+	// runs.
+	DemandBytes int64
+	// ResidentBytes and SwapBytes are what it holds in memory and in swap.
+	ResidentBytes, SwapBytes int64
+	// SwapInRate is its major faults served from swap, per second.
+	SwapInRate float64
+	// HighFault: it is in the detector's high-fault set.
+	HighFault bool
+	// Since is when it became active (calmdown stops the most recent).
+	Since time.Time
+}
+
+// Size is what a consumer needs in memory now: resident plus swapped.
+func (c Consumer) Size() int64 { return c.ResidentBytes + c.SwapBytes }
+
+// Tick is the run at one tick, as a policy sees it.
+type Tick struct {
+	Now time.Time
+	// Thrashing: the detector is in its thrashing state.
+	Thrashing bool
+	// CPUBusyPercent is CPU utilisation as TPF reads it (0-100).
+	CPUBusyPercent float64
+	// LimitBytes is the run cgroup's limit; FreeBytes what is left of it.
+	LimitBytes, FreeBytes int64
+	// Consumers are the run's active consumers; held ones (frozen by a
+	// policy) included.
+	Consumers []Consumer
+}
+
+// Kind is what an action does to one consumer.
+type Kind string
+
+// The actions.
+const (
+	Protect Kind = "protect" // keep its pages from being stolen
+	Release Kind = "release" // end a protection
+	Freeze  Kind = "freeze"  // stop it (and page it out)
+	Thaw    Kind = "thaw"    // let it run again
+)
+
+// Action is one decision about one consumer.
+type Action struct {
+	Kind     Kind
+	Consumer int
+	Why      string
+}
+
+func (a Action) String() string { return fmt.Sprintf("%s consumer %d: %s", a.Kind, a.Consumer, a.Why) }
+
+// Policy is one thrash-control policy's state machine.
+type Policy interface {
+	// Step decides on one tick. The run carries out every action in order
+	// before the next tick.
+	Step(Tick) []Action
+}
+
+// New returns the named policy with the papers' parameters.
+func New(name string) (Policy, error) {
+	switch name {
+	case None, "":
+		return none{}, nil
+	case TPF:
+		return NewTPF(DefaultTPF()), nil
+	case BinPack:
+		return NewBinPack(DefaultBinPack()), nil
+	case CalmDown:
+		return NewCalmDown(DefaultCalmDown()), nil
+	}
+	return nil, fmt.Errorf("policy %q: want one of none, tpf, binpack, calmdown", name)
+}
+
+// none is Linux as it is: no action, ever.
+type none struct{}
+
+func (none) Step(Tick) []Action { return nil }
