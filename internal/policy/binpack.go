@@ -82,7 +82,7 @@ func (p *binPack) Step(t Tick) []Action {
 	}
 	if total <= capacity {
 		p.bins = nil
-		return p.runOnly(nil, "everything fits in one bin")
+		return p.runOnly(nil, active, "everything fits in one bin")
 	}
 	switch {
 	case p.bins == nil:
@@ -104,12 +104,12 @@ func (p *binPack) Step(t Tick) []Action {
 	fill := min(float64(size)/float64(capacity), 1)
 	slice := max(time.Duration(fill*float64(p.cfg.Quantum)), p.cfg.Quantum/2)
 	p.switchAt = t.Now.Add(slice)
-	return p.runOnly(bin, fmt.Sprintf("bin %d of %d (%.0f %% full) for %s", p.current+1, len(p.bins), 100*fill, slice.Round(time.Millisecond)))
+	return p.runOnly(bin, active, fmt.Sprintf("bin %d of %d (%.0f %% full) for %s", p.current+1, len(p.bins), 100*fill, slice.Round(time.Millisecond)))
 }
 
-// runOnly thaws the consumers of bin and freezes every other one packed
-// into a bin; with a nil bin it thaws everything.
-func (p *binPack) runOnly(bin []int, why string) []Action {
+// runOnly thaws the consumers of bin and freezes every other active one
+// packed into a bin; with a nil bin it thaws everything.
+func (p *binPack) runOnly(bin []int, active map[int]bool, why string) []Action {
 	var out []Action
 	run := map[int]bool{}
 	for _, i := range bin {
@@ -131,7 +131,7 @@ func (p *binPack) runOnly(bin []int, why string) []Action {
 	}
 	for _, b := range p.bins {
 		for _, i := range b {
-			if held[i] && !p.frozen[i] {
+			if held[i] && active[i] && !p.frozen[i] {
 				out = append(out, Action{Kind: Freeze, Consumer: i, Why: "out of " + why})
 				p.frozen[i] = true
 			}

@@ -126,6 +126,13 @@ func TestBinPackDecisions(t *testing.T) {
 			t.Errorf("%s: %v, want %v", s.name, got, s.want)
 		}
 	}
+	// A consumer that ends mid-round is not frozen at the next switch.
+	p = NewBinPack(BinPackConfig{Usable: 0.75, Quantum: time.Second})
+	four := sized(60, 60, 30, 30) // bins {0, 2} and {1, 3}
+	p.Step(tick(0, four))         // freeze 1, 3
+	if got := kinds(p.Step(tick(time.Second, []Consumer{four[1], four[2], four[3]}))); !slices.Equal(got, []string{"thaw 1", "thaw 3", "freeze 2"}) {
+		t.Errorf("switch after consumer 0 ended: %v, want thaw 1, thaw 3, freeze 2 (and nothing for 0)", got)
+	}
 	// Everything fits once one ends while another is frozen: it is thawed.
 	p = NewBinPack(BinPackConfig{Usable: 0.75, Quantum: time.Second})
 	p.Step(tick(0, cs))
