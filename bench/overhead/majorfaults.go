@@ -2,8 +2,10 @@ package main
 
 import (
 	"crypto/rand"
+	"encoding/binary"
 	"errors"
 	"fmt"
+	mathrand "math/rand/v2"
 	"os"
 	"path/filepath"
 	"time"
@@ -80,9 +82,7 @@ func runSwapin(warmup, duration time.Duration, started func()) (uint64, time.Dur
 	if err := unix.Madvise(mem, unix.MADV_NOHUGEPAGE); err != nil && !errors.Is(err, unix.EINVAL) {
 		return 0, 0, fmt.Errorf("madvise(MADV_NOHUGEPAGE): %w", err)
 	}
-	if _, err := rand.Read(mem); err != nil {
-		return 0, 0, err
-	}
+	fillAndPageOut(mem)
 	order := shuffledPages(majorFaultRegionBytes / unix.Getpagesize())
 	pass := func(deadline time.Time) (bool, error) { return touchUntil(mem, order, deadline), nil }
 	ops, elapsed, err := timeMajorFaults(warmup, duration, started, pass)
@@ -90,6 +90,25 @@ func runSwapin(warmup, duration time.Duration, started func()) (uint64, time.Dur
 		err = errors.New("no major faults: run swapin in a memory cgroup smaller than its region (the benchmark passes --cgroup), with swap on")
 	}
 	return ops, elapsed, err
+}
+
+// fillAndPageOut writes incompressible bytes over mem from user space, a
+// chunk at a time, and pages each chunk out once written. Filled in one
+// go (getrandom into the whole region), the region's dirty pages came
+// faster than the cgroup could write them to swap, and memcg reclaim,
+// finding nothing it could free in its retries, OOM-killed the workload
+// (seen once in a CI run, after 44 s of it). Paged out as it goes, the fill
+// stays under the limit; the passes then fault the pages back from swap.
+func fillAndPageOut(mem []byte) {
+	const chunk = 1 << 20
+	r := mathrand.New(mathrand.NewPCG(uint64(time.Now().UnixNano()), uint64(os.Getpid())))
+	for off := 0; off < len(mem); off += chunk {
+		part := mem[off:min(off+chunk, len(mem))]
+		for i := 0; i+8 <= len(part); i += 8 {
+			binary.LittleEndian.PutUint64(part[i:], r.Uint64())
+		}
+		_ = unix.Madvise(part, unix.MADV_PAGEOUT) // a kernel without it (before 5.4) leaves the limit to reclaim
+	}
 }
 
 // timeMajorFaults runs passes through warm-up, then through the measured
