@@ -167,6 +167,25 @@ func (p Parent) create(name string, settings []setting) (*Cgroup, error) {
 	return c, nil
 }
 
+// Child makes a sub-cgroup of c, one consumer's: it has no limit of its own
+// (c's applies to its whole tree, hierarchically on v1 as on v2), so each
+// lever a policy pulls can act on one consumer; c's Destroy removes it.
+// On v2 c enables no controller for its children, so c itself holding
+// processes stays allowed.
+func (c *Cgroup) Child(name string) (*Cgroup, error) {
+	if err := c.owned(); err != nil {
+		return nil, err
+	}
+	if name == "" || strings.ContainsRune(name, '/') || strings.ContainsRune(name, 0) {
+		return nil, fmt.Errorf("creating a cgroup under %s: invalid name %q: want a non-empty name without '/'", c.Path, name)
+	}
+	ch := &Cgroup{Path: filepath.Join(c.Path, Prefix+name), V2: c.V2}
+	if err := os.Mkdir(ch.Path, 0o755); err != nil {
+		return nil, fmt.Errorf("creating cgroup %s: %w", ch.Path, hint(errno(err)))
+	}
+	return ch, nil
+}
+
 // Open returns a handle on an existing cgroup made by thrashscope.
 func Open(path string, v2 bool) (*Cgroup, error) {
 	if !strings.HasPrefix(filepath.Base(path), Prefix) {

@@ -542,3 +542,48 @@ func TestOOMGuardDestroyParked(t *testing.T) {
 		t.Errorf("%s left behind", c.Path)
 	}
 }
+
+// A child cgroup holds one process under its parent's limit, and the
+// parent's Destroy removes both, killing what is inside.
+func TestChildUnderTheLimit(t *testing.T) {
+	p := ownParent(t)
+	const limit = 64 << 20
+	c, err := p.Create(uniqueName("test"), cgroup.Limits{MemoryBytes: limit})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ch, err := c.Child("consumer-00")
+	if err != nil {
+		destroy(t, c)
+		t.Fatal(err)
+	}
+	if filepath.Dir(ch.Path) != c.Path || !strings.HasPrefix(filepath.Base(ch.Path), cgroup.Prefix) {
+		t.Errorf("child at %s, want a %s... directory in %s", ch.Path, cgroup.Prefix, c.Path)
+	}
+	if _, err := c.Child("a/b"); err == nil {
+		t.Error("a child name with '/' was accepted")
+	}
+	cmd, done := sleeper(t, nil)
+	if err := ch.Add(cmd.Process.Pid); err != nil {
+		t.Fatal(err)
+	}
+	if pids, _ := ch.PIDs(); len(pids) != 1 || pids[0] != cmd.Process.Pid {
+		t.Errorf("child holds %v, want the sleeper %d", pids, cmd.Process.Pid)
+	}
+	if usage, err := c.MemoryUsage(); err != nil || usage == 0 {
+		t.Errorf("the parent's usage is %d (%v) with a process in its child; want it charged there", usage, err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := c.Destroy(ctx); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-done:
+	case <-time.After(5 * time.Second):
+		t.Error("the sleeper in the child outlived the parent's Destroy")
+	}
+	if exists(ch.Path) || exists(c.Path) {
+		t.Errorf("%s or %s left behind", ch.Path, c.Path)
+	}
+}

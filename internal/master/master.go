@@ -70,7 +70,10 @@ type Config struct {
 type Master struct {
 	cfg       Config
 	cg        *cgroup.Cgroup
-	procsFile *os.File // the run cgroup's cgroup.procs, for consumers to join through
+	// joins are each consumer's sub-cgroup's cgroup.procs, open for it to
+	// join through (the last one is the consumer that runs alone first);
+	// closed once it started, or when the run ends.
+	joins []*os.File
 	start     time.Time
 
 	ctx    context.Context
@@ -124,7 +127,14 @@ func Start(cfg Config) (*Master, error) {
 	if err != nil {
 		return nil, &run.UnsafeError{Msg: "cannot make the run cgroup: " + err.Error()}
 	}
-	procsFile, err := cg.OpenProcs()
+	// Each consumer in a sub-cgroup of its own, so a policy's lever acts
+	// on one consumer; the run's limit covers them all.
+	n := cfg.Spec.Processes()
+	groups := n
+	if cfg.Spec.Cycles > 0 {
+		groups++ // the one that runs alone first
+	}
+	joins, err := consumerGroups(cg, groups)
 	if err != nil {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
@@ -140,10 +150,9 @@ func Start(cfg Config) (*Master, error) {
 		cfg.Logger.Warn("no OOM guard: the kernel may OOM-kill consumers with swap still free", "run", cfg.ID, "err", err)
 	}
 	start := cfg.Now()
-	r := &Master{cfg: cfg, cg: cg, guard: guard, procsFile: procsFile, start: start, done: make(chan struct{}), oomBefore: oom}
+	r := &Master{cfg: cfg, cg: cg, guard: guard, joins: joins, start: start, done: make(chan struct{}), oomBefore: oom}
 	r.ctx, r.cancel = context.WithCancelCause(context.Background())
 	r.rec = run.Record{ID: cfg.ID, Spec: cfg.Spec, State: run.StateRunning, StartedAt: start, Cgroup: cg.Path}
-	n := cfg.Spec.Processes()
 	r.procs = make([]*os.Process, n)
 	for i := range n {
 		s := cfg.Spec.Slot(i)
@@ -292,7 +301,9 @@ func (r *Master) drive() {
 			r.alone()
 		}
 		r.spawnAll(&wg)
-		r.procsFile.Close() // every consumer that will join holds its own copy
+		for _, f := range r.joins {
+			f.Close() // every consumer that will join holds its own copy
+		}
 		close(spawned)
 		wg.Wait() // keep the thread while any consumer lives
 	}()
@@ -343,6 +354,27 @@ wait:
 	r.takeCycles()
 	r.board.Close()
 	r.finish(destroyErr)
+}
+
+// consumerGroups makes n sub-cgroups of cg, consumer-00 and on, and opens
+// each one's cgroup.procs for its consumer to join through.
+func consumerGroups(cg *cgroup.Cgroup, n int) ([]*os.File, error) {
+	joins := make([]*os.File, 0, n)
+	for i := range n {
+		ch, err := cg.Child(run.ConsumerName(i))
+		var f *os.File
+		if err == nil {
+			f, err = ch.OpenProcs()
+		}
+		if err != nil {
+			for _, f := range joins {
+				f.Close()
+			}
+			return nil, err
+		}
+		joins = append(joins, f)
+	}
+	return joins, nil
 }
 
 // alone runs one consumer of the run's shape, with the run's cycles, alone
@@ -524,7 +556,7 @@ func (r *Master) spawn(i int, wg *sync.WaitGroup) error {
 }
 
 // startConsumer starts a consumer process with cc and lets it go: its
-// message pipe (fd 3), the run cgroup's cgroup.procs to join through (fd
+// message pipe (fd 3), its sub-cgroup's cgroup.procs to join through (fd
 // 4) and, with a cycle log, the cycle board (fd 5).
 func (r *Master) startConsumer(cc consumer.Config) (*exec.Cmd, *os.File, io.WriteCloser, *logWriter, error) {
 	repR, repW, err := os.Pipe()
@@ -532,7 +564,7 @@ func (r *Master) startConsumer(cc consumer.Config) (*exec.Cmd, *os.File, io.Writ
 		return nil, nil, nil, nil, err
 	}
 	cmd := exec.Command(r.cfg.Binary, cc.Args()...)
-	cmd.ExtraFiles = []*os.File{repW, r.procsFile} // fds 3 and 4
+	cmd.ExtraFiles = []*os.File{repW, r.joins[cc.Index]} // fds 3 and 4
 	if cc.CycleLog {
 		cmd.ExtraFiles = append(cmd.ExtraFiles, r.board.File) // fd 5
 	}

@@ -272,16 +272,17 @@ func TestRunE4AtATenth(t *testing.T) {
 	if got, err := cg.MemoryLimit(); err != nil || got != rec.Spec.MemoryLimitBytes {
 		t.Errorf("cgroup limit %d (%v), want %d", got, err, rec.Spec.MemoryLimitBytes)
 	}
-	procs, _ := os.ReadFile(filepath.Join(rec.Cgroup, "cgroup.procs"))
-	inside := map[int]bool{}
-	for f := range strings.FieldsSeq(string(procs)) {
-		pid, _ := strconv.Atoi(f)
-		inside[pid] = true
-	}
 	for _, c := range cur.Consumers {
-		// A consumer waits outside and joins at its start.
+		// A consumer waits outside and joins its own sub-cgroup at its start.
+		group := filepath.Join(rec.Cgroup, cgroup.Prefix+run.ConsumerName(c.Index))
+		procs, _ := os.ReadFile(filepath.Join(group, "cgroup.procs"))
+		inside := map[int]bool{}
+		for f := range strings.FieldsSeq(string(procs)) {
+			pid, _ := strconv.Atoi(f)
+			inside[pid] = true
+		}
 		if c.ActualStart != nil && c.Exit == "" && !inside[c.PID] {
-			t.Errorf("consumer %d (pid %d) is not in %s", c.Index, c.PID, rec.Cgroup)
+			t.Errorf("consumer %d (pid %d) is not in %s", c.Index, c.PID, group)
 		}
 		if c.PID != 0 && c.Exit == "" {
 			if comm, _ := os.ReadFile(fmt.Sprintf("/proc/%d/comm", c.PID)); strings.TrimSpace(string(comm)) != run.ConsumerName(c.Index) {
