@@ -68,13 +68,13 @@ type Config struct {
 
 // Master is one run in progress: its cgroup, its consumers and its record.
 type Master struct {
-	cfg       Config
-	cg        *cgroup.Cgroup
+	cfg Config
+	cg  *cgroup.Cgroup
 	// joins are each consumer's sub-cgroup's cgroup.procs, open for it to
 	// join through (the last one is the consumer that runs alone first);
 	// closed once it started, or when the run ends.
 	joins []*os.File
-	start     time.Time
+	start time.Time
 
 	ctx    context.Context
 	cancel context.CancelCauseFunc
