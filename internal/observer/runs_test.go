@@ -483,8 +483,12 @@ func TestRunFailsWhenDisturbed(t *testing.T) {
 			syscall.Kill(rec.Consumers[1].PID, syscall.SIGTERM)
 		}},
 		{"cgroup removed", `{"preset":"e4","scale":0.1,"lead_in":"30s"}`, "was removed", func(t *testing.T, rec run.Record) {
-			if err := os.Remove(rec.Cgroup); err != nil {
-				t.Fatalf("removing the idle run cgroup as an outsider would: %v", err)
+			// Its consumers' empty sub-cgroups first, as cgdelete -r would.
+			groups, _ := filepath.Glob(filepath.Join(rec.Cgroup, cgroup.Prefix+"consumer-*"))
+			for _, g := range append(groups, rec.Cgroup) {
+				if err := os.Remove(g); err != nil {
+					t.Fatalf("removing the idle run cgroup as an outsider would: %v", err)
+				}
 			}
 		}},
 	} {
