@@ -383,21 +383,9 @@ func consumerGroups(cg *cgroup.Cgroup, n int) ([]*os.File, error) {
 // The plan then starts from its end. A run cancelled meanwhile stops it; a
 // consumer that fails alone fails the run, as one of the run would.
 func (r *Master) alone() {
-	cc := consumer.Config{
-		Index:     len(r.procs), // consumer-NN after the run's own
-		Size:      r.cfg.Spec.SizeBytes,
-		Writes:    r.cfg.Spec.WritesPerCycle,
-		Sleep:     r.cfg.Spec.Sleep.D(),
-		Start:     r.cfg.Now(),
-		End:       r.start.Add(run.MaxRunDuration),
-		Cycles:    r.cfg.Spec.Cycles,
-		Backing:   r.cfg.Spec.Backing,
-		FileDir:   r.cfg.FileDir,
-		Fill:      r.cfg.Spec.Fill,
-		ParentPID: os.Getpid(),
-		Mode:      consumer.ModeCycles,
-		Join:      true,
-	}
+	// consumer-NN after the run's own; its cycles go on its pipe.
+	cc := r.consumerConfig(len(r.procs), r.cfg.Now(), r.start.Add(run.MaxRunDuration))
+	cc.CycleLog = false
 	cmd, repR, ctl, stderr, err := r.startConsumer(cc)
 	if err != nil {
 		r.cancel(fmt.Errorf("starting the consumer that runs alone first: %w", err))
@@ -512,25 +500,11 @@ func (r *Master) spawnAll(wg *sync.WaitGroup) {
 // spawn starts consumer i and lets it go: it joins the cgroup at its start.
 func (r *Master) spawn(i int, wg *sync.WaitGroup) error {
 	c := r.rec.Consumers[i] // fixed fields only; no lock needed
-	cc := consumer.Config{
-		Index:     i,
-		Size:      r.cfg.Spec.SizeBytes,
-		Writes:    r.cfg.Spec.WritesPerCycle,
-		Sleep:     r.cfg.Spec.Sleep.D(),
-		Start:     c.PlannedStart,
-		End:       c.PlannedEnd,
-		Cycles:    r.cfg.Spec.Cycles,
-		Backing:   r.cfg.Spec.Backing,
-		FileDir:   r.cfg.FileDir,
-		Fill:      r.cfg.Spec.Fill,
-		ParentPID: os.Getpid(),
-		Mode:      consumer.ModeCycles,
-		Join:      true,
-		CycleLog:  r.board != nil,
-	}
+	end := c.PlannedEnd
 	if r.cfg.Spec.Cycles > 0 {
-		cc.End = r.start.Add(run.MaxRunDuration) // work, not t_f, ends it
+		end = r.start.Add(run.MaxRunDuration) // work, not t_f, ends it
 	}
+	cc := r.consumerConfig(i, c.PlannedStart, end)
 	if r.cfg.Spec.Preset == run.PresetFill {
 		cc.Mode, cc.Chunks, cc.Repeats = consumer.ModeFill, r.cfg.Spec.Consumers, r.cfg.Spec.Repeats
 	}
@@ -553,6 +527,27 @@ func (r *Master) spawn(i int, wg *sync.WaitGroup) error {
 		r.exited(i, cmd.ProcessState, err, stderr.Last())
 	}()
 	return nil
+}
+
+// consumerConfig is consumer index's command line in this run: the run's
+// shape, joining its sub-cgroup at start, ending at end (or its cycles).
+func (r *Master) consumerConfig(index int, start, end time.Time) consumer.Config {
+	return consumer.Config{
+		Index:     index,
+		Size:      r.cfg.Spec.SizeBytes,
+		Writes:    r.cfg.Spec.WritesPerCycle,
+		Sleep:     r.cfg.Spec.Sleep.D(),
+		Start:     start,
+		End:       end,
+		Cycles:    r.cfg.Spec.Cycles,
+		Backing:   r.cfg.Spec.Backing,
+		FileDir:   r.cfg.FileDir,
+		Fill:      r.cfg.Spec.Fill,
+		ParentPID: os.Getpid(),
+		Mode:      consumer.ModeCycles,
+		Join:      true,
+		CycleLog:  r.board != nil,
+	}
 }
 
 // startConsumer starts a consumer process with cc and lets it go: its

@@ -5,6 +5,7 @@ import (
 	"encoding/csv"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -61,7 +62,20 @@ func TestLoadgenRunCtrlCWhileAlone(t *testing.T) {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(2 * time.Second)
+	// Ctrl-C once the record says a consumer runs alone.
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		recs, _ := filepath.Glob(filepath.Join(out, "runs", "*", "record.json"))
+		if len(recs) == 1 {
+			if b, err := os.ReadFile(recs[0]); err == nil && bytes.Contains(b, []byte(`"alone"`)) {
+				break
+			}
+		}
+		if time.Now().After(deadline) {
+			cmd.Process.Kill()
+			cmd.Wait()
+			t.Fatalf("no record with a consumer running alone after 30 s\n%s", stderr.String())
+		}
+	}
 	cmd.Process.Signal(syscall.SIGINT)
 	err := cmd.Wait()
 	var ee *exec.ExitError
@@ -77,22 +91,23 @@ func TestLoadgenRunCtrlCWhileAlone(t *testing.T) {
 			t.Errorf("consumer %d started (pid %d) after the run was aborted", c.Index, c.PID)
 		}
 	}
-	if rec.Alone != nil {
-		if b, err := os.ReadFile("/proc/" + strconv.Itoa(rec.Alone.PID) + "/comm"); err == nil && strings.HasPrefix(string(b), "consumer-") {
-			t.Errorf("the consumer alone (pid %d) outlived the run", rec.Alone.PID)
-		}
-	}
 	noneAlive(t, rec)
 }
 
 func noneAlive(t *testing.T, rec run.Record) {
 	t.Helper()
+	pids := map[int]string{}
 	for _, c := range rec.Consumers {
-		if c.PID == 0 {
-			continue
+		if c.PID != 0 {
+			pids[c.PID] = fmt.Sprintf("consumer %d", c.Index)
 		}
-		if b, err := os.ReadFile("/proc/" + strconv.Itoa(c.PID) + "/comm"); err == nil && strings.HasPrefix(string(b), "consumer-") {
-			t.Errorf("consumer %d (pid %d) outlived the run", c.Index, c.PID)
+	}
+	if rec.Alone != nil {
+		pids[rec.Alone.PID] = "the consumer that ran alone"
+	}
+	for pid, who := range pids {
+		if b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/comm"); err == nil && strings.HasPrefix(string(b), "consumer-") {
+			t.Errorf("%s (pid %d) outlived the run", who, pid)
 		}
 	}
 	if _, err := os.Stat(rec.Cgroup); !errors.Is(err, os.ErrNotExist) {
