@@ -248,9 +248,12 @@ func ConsumeLogged(ctx context.Context, cfg Config, ctl io.Reader, rep, join io.
 	if ctl == nil {
 		close(goByte)
 	} else {
-		go watchControl(ctl, goByte, cancel)
 	}
 	c := &consumer{cfg: cfg, ctx: runCtx, term: ctx, rep: rep, log: log}
+	c.lock.send = c.sendAside
+	if ctl != nil {
+		go watchControl(ctl, goByte, cancel, c.lock.request)
+	}
 	defer context.AfterFunc(runCtx, func() { c.stop.Store(true) })()
 
 	select {
@@ -276,16 +279,23 @@ func ConsumeLogged(ctx context.Context, cfg Config, ctl io.Reader, rep, join io.
 	return c.cycles(began)
 }
 
-// watchControl closes goByte at the first byte and cancels with
-// ErrParentGone at EOF (or any read error): the master is gone.
-func watchControl(ctl io.Reader, goByte chan<- struct{}, cancel context.CancelCauseFunc) {
+// watchControl closes goByte at the first byte, passes each later lock
+// or unlock request to lock, and cancels with ErrParentGone at EOF (or any
+// read error): the master is gone.
+func watchControl(ctl io.Reader, goByte chan<- struct{}, cancel context.CancelCauseFunc, lock func(bool)) {
 	var b [1]byte
 	started := false
 	for {
 		n, err := ctl.Read(b[:])
-		if n > 0 && !started {
+		switch {
+		case n == 0:
+		case !started:
 			started = true
 			close(goByte)
+		case b[0] == ControlLock:
+			lock(true)
+		case b[0] == ControlUnlock:
+			lock(false)
 		}
 		if err != nil {
 			cancel(ErrParentGone)
@@ -302,6 +312,19 @@ type consumer struct {
 	rep  io.Writer
 	log  *CycleLog // nil: cycles are sent on rep
 	buf  [MessageSize]byte
+	lock regionLock
+}
+
+// sendAside sends a message from outside the consumer's own loop (the
+// control pipe's reader), with a buffer of its own.
+func (c *consumer) sendAside(m Message) error {
+	if c.parentGone() {
+		return ErrParentGone
+	}
+	var buf [MessageSize]byte
+	b, _ := m.AppendBinary(buf[:0])
+	_, err := c.rep.Write(b)
+	return err
 }
 
 func (c *consumer) parentGone() bool { return errors.Is(context.Cause(c.ctx), ErrParentGone) }
@@ -377,6 +400,8 @@ func (c *consumer) cycles(began time.Time) error {
 		return c.fail(err)
 	}
 	defer unix.Munmap(b)
+	c.lock.attach(b)
+	defer c.lock.detach()
 	state := rand.Uint64()
 	if !c.fill(b, state) {
 		if err := c.send(StartedMessage(began, time.Time{})); err != nil {

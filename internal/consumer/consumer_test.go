@@ -222,6 +222,12 @@ func kinds(reps []Message) string {
 // window's ideal count.
 func checkCycles(t *testing.T, reps []Message, cfg Config, began time.Time, minCycles int) {
 	t.Helper()
+	if len(reps) > 0 && reps[0].Kind == KindRegion {
+		if reps[0].A == 0 || reps[0].B != cfg.Size {
+			t.Errorf("region %v: want an address and %d bytes", reps[0], cfg.Size)
+		}
+		reps = reps[1:]
+	}
 	if len(reps) < 2 || reps[0].Kind != KindStarted || reps[len(reps)-1].Kind != KindDone {
 		t.Fatalf("reports %s: want started, cycles, done", kinds(reps))
 	}
@@ -271,9 +277,10 @@ func TestConsumeStopsAfterItsCycles(t *testing.T) {
 	if err != nil {
 		t.Fatalf("Consume: %v", err)
 	}
-	if len(reps) != 9 || reps[0].Kind != KindStarted || reps[8].Kind != KindDone {
-		t.Fatalf("reports %s: want started, 7 cycles, done", kinds(reps))
+	if len(reps) != 10 || reps[0].Kind != KindRegion || reps[1].Kind != KindStarted || reps[9].Kind != KindDone {
+		t.Fatalf("reports %s: want region, started, 7 cycles, done", kinds(reps))
 	}
+	reps = reps[1:]
 	for i, c := range reps[1:8] {
 		if c.Kind != KindCycle || c.A != int64(cfg.Writes) {
 			t.Errorf("report %d: %v, want a cycle of %d writes", i+1, c, cfg.Writes)
@@ -313,8 +320,8 @@ func TestConsumeCyclesOnTheBoard(t *testing.T) {
 	if err != nil {
 		t.Fatalf("Consume: %v", err)
 	}
-	if len(reps) != 2 || reps[0].Kind != KindStarted || reps[1].Kind != KindDone {
-		t.Fatalf("reports %s: want started and done only", kinds(reps))
+	if len(reps) != 3 || reps[0].Kind != KindRegion || reps[1].Kind != KindStarted || reps[2].Kind != KindDone {
+		t.Fatalf("reports %s: want region, started and done only", kinds(reps))
 	}
 	var ds []time.Duration
 	n := board.Take(1, func(w int64, d time.Duration) {
@@ -323,8 +330,8 @@ func TestConsumeCyclesOnTheBoard(t *testing.T) {
 		}
 		ds = append(ds, d)
 	})
-	if n < 5 || int64(n) != reps[1].B || len(ds) != int(n) {
-		t.Errorf("board: %d cycles counted, %d passed; done says %d; want at least 5, all equal", n, len(ds), reps[1].B)
+	if n < 5 || int64(n) != reps[2].B || len(ds) != int(n) {
+		t.Errorf("board: %d cycles counted, %d passed; done says %d; want at least 5, all equal", n, len(ds), reps[2].B)
 	}
 	if other := board.Take(0, func(int64, time.Duration) {}); other != 0 {
 		t.Errorf("%d cycles in another consumer's slot", other)
@@ -831,11 +838,14 @@ func TestConsumerProcess(t *testing.T) {
 	if _, err := p.ctl.Write([]byte{'g'}); err != nil {
 		t.Fatal(err)
 	}
+	if r := p.next(t, 5*time.Second); r.Kind != KindRegion || r.B != size {
+		t.Fatalf("first report %v, want the region of %d bytes", r, size)
+	}
 	if r := p.next(t, 5*time.Second); r.Kind != KindStarted || r.B == 0 {
-		t.Fatalf("first report %v, want started and filled", r)
+		t.Fatalf("second report %v, want started and filled", r)
 	}
 	if r := p.next(t, 5*time.Second); r.Kind != KindCycle || r.A != 1000 {
-		t.Fatalf("second report %v, want a cycle of 1000 writes", r)
+		t.Fatalf("third report %v, want a cycle of 1000 writes", r)
 	}
 	if rss := procStatus(t, pid, "VmRSS"); rss < size {
 		t.Errorf("VmRSS %d MiB after the fill, want at least %d", rss>>20, size>>20)

@@ -27,6 +27,14 @@ const (
 	// KindError: a fatal error, followed by exit status 1; A = the errno
 	// when there is one. The message goes to stderr.
 	KindError
+	// KindRegion: the region is mapped; A = its address, B = its length.
+	// The master pages it out (process_madvise) when a policy stops the
+	// consumer.
+	KindRegion
+	// KindLocked answers a lock or unlock request on the control pipe: A =
+	// 1 when the region is now locked, 0 when unlocked; B = the errno that
+	// refused the request, 0 when done.
+	KindLocked
 )
 
 // FlagTerminated marks a Done message of a consumer stopped by SIGTERM.
@@ -36,7 +44,7 @@ const FlagTerminated uint32 = 1
 // endian. It is below PIPE_BUF, so each write to the pipe is atomic.
 const MessageSize = 24
 
-var kindNames = [...]string{KindStarted: "started", KindCycle: "cycle", KindDone: "done", KindChunk: "chunk", KindError: "error"}
+var kindNames = [...]string{KindStarted: "started", KindCycle: "cycle", KindDone: "done", KindChunk: "chunk", KindError: "error", KindRegion: "region", KindLocked: "locked"}
 
 func (k MessageKind) String() string {
 	if k > 0 && int(k) < len(kindNames) {
@@ -127,7 +135,7 @@ func (r *Message) UnmarshalBinary(b []byte) error {
 		return fmt.Errorf("consumer message: %d bytes, want %d", len(b), MessageSize)
 	}
 	k := MessageKind(binary.LittleEndian.Uint32(b))
-	if k < KindStarted || k > KindError {
+	if k < KindStarted || k > KindLocked {
 		return fmt.Errorf("consumer message: unknown kind %d: the stream is corrupt or from another loadgen version", uint32(k))
 	}
 	*r = Message{

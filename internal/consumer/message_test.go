@@ -81,7 +81,7 @@ func TestReadMessageTruncated(t *testing.T) {
 }
 
 func TestReadMessageUnknownKind(t *testing.T) {
-	for _, kind := range []uint32{0, 6, 0xffffffff} {
+	for _, kind := range []uint32{0, uint32(KindLocked) + 1, 0xffffffff} {
 		b, _ := Message{Kind: MessageKind(kind)}.AppendBinary(nil)
 		if _, err := ReadMessage(bytes.NewReader(b)); err == nil || !strings.Contains(err.Error(), "unknown kind") {
 			t.Errorf("kind %d: got %v, want an unknown kind error", kind, err)

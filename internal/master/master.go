@@ -581,7 +581,7 @@ func (r *Master) startConsumer(cc consumer.Config) (*exec.Cmd, *os.File, io.Writ
 		return nil, nil, nil, nil, err
 	}
 	repW.Close()
-	if _, err := ctl.Write([]byte{'g'}); err != nil {
+	if _, err := ctl.Write([]byte{consumer.ControlGo}); err != nil {
 		_ = cmd.Process.Kill()
 		_ = cmd.Wait()
 		repR.Close()
