@@ -64,6 +64,10 @@ type Config struct {
 	HostMemory func() (memFree, swapFree uint64)
 	// Now is the clock; nil is time.Now.
 	Now func() time.Time
+	// Unified is where a run's freeze group goes when the memory
+	// controller is on cgroup v1; nil finds this process's own group in
+	// the unified hierarchy.
+	Unified *cgroup.Parent
 }
 
 // Master is one run in progress: its cgroup, its consumers and its record.
@@ -90,6 +94,7 @@ type Master struct {
 	oomBefore uint64
 	board     *consumer.CycleBoard // nil: cycles come on the message pipes
 	guard     *cgroup.OOMGuard     // nil on cgroup v2
+	gov       *governor            // the run's policy and its levers
 }
 
 type chunkSample struct {
@@ -134,8 +139,15 @@ func Start(cfg Config) (*Master, error) {
 	if cfg.Spec.Cycles > 0 {
 		groups++ // the one that runs alone first
 	}
-	joins, err := consumerGroups(cg, groups)
+	joins, children, err := consumerGroups(cg, groups)
+	var gov *governor
+	if err == nil {
+		gov, err = newGovernor(cfg, children, n)
+	}
 	if err != nil {
+		for _, f := range joins {
+			f.Close()
+		}
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
 		return nil, &run.UnsafeError{Msg: errors.Join(err, cg.Destroy(ctx)).Error()}
@@ -150,7 +162,7 @@ func Start(cfg Config) (*Master, error) {
 		cfg.Logger.Warn("no OOM guard: the kernel may OOM-kill consumers with swap still free", "run", cfg.ID, "err", err)
 	}
 	start := cfg.Now()
-	r := &Master{cfg: cfg, cg: cg, guard: guard, joins: joins, start: start, done: make(chan struct{}), oomBefore: oom}
+	r := &Master{cfg: cfg, cg: cg, guard: guard, joins: joins, start: start, done: make(chan struct{}), oomBefore: oom, gov: gov}
 	r.ctx, r.cancel = context.WithCancelCause(context.Background())
 	r.rec = run.Record{ID: cfg.ID, Spec: cfg.Spec, State: run.StateRunning, StartedAt: start, Cgroup: cg.Path}
 	r.procs = make([]*os.Process, n)
@@ -179,6 +191,7 @@ func (r *Master) Record() run.Record {
 	rec := r.rec
 	rec.Consumers = append([]run.ConsumerRecord(nil), r.rec.Consumers...)
 	rec.Transitions = append([]run.Transition(nil), r.rec.Transitions...)
+	rec.Decisions = append([]run.Decision(nil), r.rec.Decisions...)
 	if r.rec.Alone != nil {
 		a := *r.rec.Alone
 		rec.Alone = &a
@@ -300,6 +313,9 @@ func (r *Master) drive() {
 		if r.cfg.Spec.Cycles > 0 {
 			r.alone()
 		}
+		r.mu.Lock()
+		r.gov.on = true // the plan starts: the policy may act
+		r.mu.Unlock()
 		r.spawnAll(&wg)
 		for _, f := range r.joins {
 			f.Close() // every consumer that will join holds its own copy
@@ -341,11 +357,14 @@ wait:
 		}
 	}
 	<-spawned // at once when cancelled: no consumer starts after this
+	// Nothing frozen or locked from here on: a frozen consumer would not
+	// see its SIGTERM.
+	r.releaseAll()
 	r.terminate(allExited)
 
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	destroyErr := r.cg.Destroy(ctx)
+	destroyErr := errors.Join(r.cg.Destroy(ctx), r.gov.destroy())
 	// Destroy killed what was inside; a consumer still waiting to join is
 	// outside, and must not outlive the run either.
 	r.kill()
@@ -358,8 +377,9 @@ wait:
 
 // consumerGroups makes n sub-cgroups of cg, consumer-00 and on, and opens
 // each one's cgroup.procs for its consumer to join through.
-func consumerGroups(cg *cgroup.Cgroup, n int) ([]*os.File, error) {
+func consumerGroups(cg *cgroup.Cgroup, n int) ([]*os.File, []*cgroup.Cgroup, error) {
 	joins := make([]*os.File, 0, n)
+	var children []*cgroup.Cgroup
 	for i := range n {
 		ch, err := cg.Child(run.ConsumerName(i))
 		var f *os.File
@@ -370,11 +390,12 @@ func consumerGroups(cg *cgroup.Cgroup, n int) ([]*os.File, error) {
 			for _, f := range joins {
 				f.Close()
 			}
-			return nil, err
+			return nil, nil, err
 		}
 		joins = append(joins, f)
+		children = append(children, ch)
 	}
-	return joins, nil
+	return joins, children, nil
 }
 
 // alone runs one consumer of the run's shape, with the run's cycles, alone
@@ -517,16 +538,20 @@ func (r *Master) spawn(i int, wg *sync.WaitGroup) error {
 	r.rec.Consumers[i].PID = cmd.Process.Pid
 	r.mu.Unlock()
 
+	// Its levers before anything can reap it: the pid is its own until
+	// the Wait below.
+	leverErr := r.attach(i, cmd.Process.Pid, ctl)
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
 		r.readMessages(i, repR)
 		repR.Close()
 		err := cmd.Wait()
+		r.detach(i)
 		ctl.Close()
 		r.exited(i, cmd.ProcessState, err, stderr.Last())
 	}()
-	return nil
+	return leverErr
 }
 
 // consumerConfig is consumer index's command line in this run: the run's
@@ -632,6 +657,13 @@ func (r *Master) apply(i int, rep consumer.Message) {
 				free, swap = r.cfg.HostMemory()
 			}
 			r.chunks[chunk] = append(r.chunks[chunk], chunkSample{seconds: time.Duration(rep.B).Seconds(), memFree: free, swapFree: swap})
+		}
+	case consumer.KindRegion:
+		r.gov.levers[i].region = [2]uintptr{uintptr(rep.A), uintptr(rep.B)}
+	case consumer.KindLocked:
+		r.gov.levers[i].locked = rep.A == 1
+		if rep.B != 0 {
+			r.cfg.Logger.Warn("a consumer could not lock or unlock its region", "run", r.cfg.ID, "consumer", i, "err", syscall.Errno(rep.B).Error())
 		}
 	case consumer.KindDone:
 		cycles = r.takeLocked(i, cycles)

@@ -107,6 +107,20 @@ func (p *binPack) Step(t Tick) []Action {
 	return p.runOnly(bin, active, fmt.Sprintf("bin %d of %d (%.0f %% full) for %s", p.current+1, len(p.bins), 100*fill, slice.Round(time.Millisecond)))
 }
 
+// Binned is a policy that runs consumers in bins.
+type Binned interface {
+	// Bin is the running bin, 1-based, of bins; 0 and 0 while nothing is
+	// held.
+	Bin() (bin, bins int)
+}
+
+func (p *binPack) Bin() (int, int) {
+	if p.bins == nil {
+		return 0, 0
+	}
+	return p.current + 1, len(p.bins)
+}
+
 // runOnly thaws the consumers of bin and freezes every other active one
 // packed into a bin; with a nil bin it thaws everything.
 func (p *binPack) runOnly(bin []int, active map[int]bool, why string) []Action {

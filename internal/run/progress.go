@@ -14,3 +14,17 @@ type Progress struct {
 	LatenessSeconds []float64     // by consumer; grows live past t_f
 	ChunksDone      int           // fill: chunks filled over all repeats
 }
+
+// PolicyState is what a run's policy is doing, for metrics and the live
+// page.
+type PolicyState struct {
+	Policy string
+	// Decisions counts the actions taken, by kind.
+	Decisions map[string]uint64
+	// Frozen and Protected count the consumers held so now.
+	Frozen, Protected int
+	// Bin is the running bin (1-based) of Bins, for binpack; 0 otherwise.
+	Bin, Bins int
+	// Last is the most recent decision; nil before the first.
+	Last *Decision
+}

@@ -43,6 +43,25 @@ type Record struct {
 	// from the first consumer's start to the last one's end, once every
 	// consumer has ended.
 	MakespanSeconds float64 `json:"makespan_seconds,omitempty"`
+	// Decisions are what the run's policy did to its consumers, in order
+	// (at most MaxDecisions; DecisionsDropped counts the rest).
+	Decisions        []Decision `json:"decisions,omitempty"`
+	DecisionsDropped uint64     `json:"decisions_dropped,omitempty"`
+}
+
+// MaxDecisions bounds the decisions a record keeps: binpack decides at
+// every switch, and a run lasts up to MaxRunDuration.
+const MaxDecisions = 20_000
+
+// Decision is one action of the run's policy on one consumer.
+type Decision struct {
+	At time.Time `json:"at"`
+	// Kind is protect, release, freeze or thaw.
+	Kind     string `json:"kind"`
+	Consumer int    `json:"consumer"`
+	Why      string `json:"why"`
+	// Error says why the lever failed; the policy's state stands.
+	Error string `json:"error,omitempty"`
 }
 
 // ConsumerRecord is one consumer's plan and outcome.

@@ -18,6 +18,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/thrashscope/thrashscope/internal/policy"
 	"github.com/thrashscope/thrashscope/internal/strictjson"
 )
 
@@ -100,6 +101,9 @@ type Spec struct {
 	// write cycles rather than at its t_f, so the run has a makespan and
 	// each consumer a run time. 0: a timed run (the e-presets' default).
 	Cycles *int64 `json:"cycles,omitempty"`
+	// Policy is the thrash-control policy the run is put under: none
+	// (Linux as it is; the default), tpf, binpack or calmdown.
+	Policy *string `json:"policy,omitempty"`
 }
 
 // Resolved is a spec with every field filled: what a run actually does.
@@ -120,6 +124,8 @@ type Resolved struct {
 	Repeats          int      `json:"repeats,omitempty"`
 	// Cycles is each consumer's work in write cycles; 0 for a timed run.
 	Cycles int64 `json:"cycles,omitempty"`
+	// Policy is the thrash-control policy; "none" by default.
+	Policy string `json:"policy,omitempty"`
 }
 
 // Preset is a named default spec with the source it reproduces.
@@ -141,7 +147,7 @@ func Presets() []Preset {
 		return Preset{Name: name, Description: desc, Spec: Resolved{
 			Preset: name, Consumers: 25, SizeBytes: 100 * mb, WritesPerCycle: w,
 			Sleep: Duration(sleep), Interval: Duration(interval), LeadIn: Duration(10 * time.Second),
-			MemoryLimitBytes: 1 * gib, Scale: 1, Backing: BackingAnon, Fill: FillRandom,
+			MemoryLimitBytes: 1 * gib, Scale: 1, Backing: BackingAnon, Fill: FillRandom, Policy: policy.None,
 		}}
 	}
 	syn8 := paper(PresetSyn8, 10_000, 10*time.Millisecond, time.Second,
@@ -253,6 +259,7 @@ func Resolve(s Spec) (Resolved, error) {
 	set(&r.Fill, s.Fill)
 	set(&r.Repeats, s.Repeats)
 	set(&r.Cycles, s.Cycles)
+	set(&r.Policy, s.Policy)
 	if r.Scale <= 0 || r.Scale > 100 || math.IsNaN(r.Scale) {
 		return Resolved{}, &FieldError{Field: "scale", Msg: fmt.Sprintf("%g: want more than 0 and at most 100", r.Scale)}
 	}
@@ -302,6 +309,8 @@ func (r Resolved) Validate() error {
 		return &FieldError{Field: "backing", Msg: fmt.Sprintf("%q: want anon or file", strictjson.Clip(r.Backing))}
 	case r.Fill != FillRandom && r.Fill != FillZero:
 		return &FieldError{Field: "fill", Msg: fmt.Sprintf("%q: want random or zero", strictjson.Clip(r.Fill))}
+	case !slices.Contains(policy.Names, r.Policy):
+		return &FieldError{Field: "policy", Msg: fmt.Sprintf("%q: want one of %s", strictjson.Clip(r.Policy), strings.Join(policy.Names, ", "))}
 	case r.LeadIn < 0 || r.LeadIn.D() > time.Hour:
 		return &FieldError{Field: "lead_in", Msg: fmt.Sprintf("%s: want 0 to 1h", r.LeadIn)}
 	}
@@ -313,6 +322,8 @@ func (r Resolved) Validate() error {
 			return &FieldError{Field: "backing", Msg: "the fill preset measures swap: want anon"}
 		case r.Cycles != 0:
 			return &FieldError{Field: "cycles", Msg: "the fill preset fills chunks, it writes no cycles; leave it out"}
+		case r.Policy != policy.None:
+			return &FieldError{Field: "policy", Msg: "the fill preset measures one process's fill: want none"}
 		}
 		return nil
 	}

@@ -1,0 +1,346 @@
+package master
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"sync"
+	"time"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/thrashscope/thrashscope/internal/cgroup"
+	"github.com/thrashscope/thrashscope/internal/consumer"
+	"github.com/thrashscope/thrashscope/internal/policy"
+	"github.com/thrashscope/thrashscope/internal/run"
+)
+
+// A run's policy acts on its own consumers only, each through what the
+// run made for it: its cgroup v2 group (freeze, thaw), its control pipe
+// (lock, unlock: the consumer locks its own region) and a pidfd taken
+// before the master could reap it (page-out with process_madvise), so no
+// lever can reach a pid the kernel gave to another process since.
+
+// lever is what a policy acts through on one consumer.
+type lever struct {
+	group  *cgroup.Cgroup // its cgroup v2 group; nil without a freezer
+	ctl    io.Writer      // its control pipe; nil before it started and after it exited
+	pidfd  int            // -1 when none
+	region [2]uintptr     // address and length, once mapped
+	frozen bool
+	// protected: a lock was asked for; locked: the consumer said done.
+	protected, locked bool
+}
+
+// governor is the run's policy and its levers.
+type governor struct {
+	name string
+	pol  policy.Policy
+	// freezeRoot is the run's group in the unified hierarchy, made where
+	// the memory controller is on cgroup v1; nil otherwise.
+	freezeRoot *cgroup.Cgroup
+
+	stepMu sync.Mutex // one Govern at a time, and none after closing
+	closed bool
+
+	// Guarded by the master's mu:
+	levers  []lever
+	on      bool // the plan runs: not before the consumer alone ends
+	counts  map[policy.Kind]uint64
+	pageout sync.WaitGroup
+}
+
+// needsFreezer: the policies that stop consumers.
+func needsFreezer(name string) bool { return name == policy.BinPack || name == policy.CalmDown }
+
+// newGovernor makes the policy and, for those that freeze, each
+// consumer's cgroup v2 group: the memory sub-cgroups themselves on cgroup
+// v2, else children of a group made in the unified hierarchy.
+func newGovernor(cfg Config, memGroups []*cgroup.Cgroup, n int) (*governor, error) {
+	pol, err := policy.New(cfg.Spec.Policy)
+	if err != nil {
+		return nil, err
+	}
+	g := &governor{name: cfg.Spec.Policy, pol: pol, levers: make([]lever, n), counts: map[policy.Kind]uint64{}}
+	if g.name == "" {
+		g.name = policy.None
+	}
+	for i := range g.levers {
+		g.levers[i].pidfd = -1
+	}
+	if !needsFreezer(g.name) {
+		return g, nil
+	}
+	if cfg.Parent.V2 {
+		for i := range n {
+			g.levers[i].group = memGroups[i]
+		}
+		return g, nil
+	}
+	unified := cfg.Unified
+	if unified == nil {
+		p, err := cgroup.OwnUnified("/proc")
+		if err != nil {
+			return nil, fmt.Errorf("policy %s freezes consumers through the cgroup v2 freezer: %w", g.name, err)
+		}
+		unified = &p
+	}
+	root, err := unified.CreateFreezeGroup("run-" + cfg.ID)
+	if err != nil {
+		return nil, fmt.Errorf("policy %s freezes consumers through the cgroup v2 freezer: %w", g.name, err)
+	}
+	g.freezeRoot = root
+	for i := range n {
+		ch, err := root.Child(run.ConsumerName(i))
+		if err != nil {
+			return nil, errors.Join(err, g.destroy())
+		}
+		g.levers[i].group = ch
+	}
+	return g, nil
+}
+
+// destroy removes the freeze groups (and kills anything left in them).
+func (g *governor) destroy() error {
+	if g.freezeRoot == nil {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	return g.freezeRoot.Destroy(ctx)
+}
+
+// attach gives consumer i's levers once it is started, before anything
+// can reap it: its pidfd, its control pipe, and (where the memory
+// cgroup is on v1) its place in its freeze group.
+func (r *Master) attach(i, pid int, ctl io.Writer) error {
+	g := r.gov
+	fd, err := unix.PidfdOpen(pid, 0)
+	if err != nil {
+		fd = -1 // no page-out; freezing and locking still work
+		r.cfg.Logger.Warn("no pidfd for a consumer: it will not be paged out when frozen", "run", r.cfg.ID, "consumer", i, "err", err)
+	}
+	r.mu.Lock()
+	l := &g.levers[i]
+	l.pidfd, l.ctl = fd, ctl
+	r.mu.Unlock()
+	if g.freezeRoot != nil {
+		if err := l.group.Add(pid); err != nil {
+			return fmt.Errorf("putting consumer %d in its freeze group: %w", i, err)
+		}
+	}
+	return nil
+}
+
+// detach drops consumer i's levers once it has exited.
+func (r *Master) detach(i int) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	l := &r.gov.levers[i]
+	l.ctl, l.frozen, l.protected, l.locked = nil, false, false, false
+	if l.pidfd >= 0 {
+		unix.Close(l.pidfd)
+		l.pidfd = -1
+	}
+}
+
+// Govern steps the run's policy with what the run looks like now and
+// carries out its actions, recording each. It does nothing before the
+// plan starts (the consumer alone runs under Linux as it is) or once the
+// run is ending.
+func (r *Master) Govern(t policy.Tick) {
+	g := r.gov
+	g.stepMu.Lock()
+	defer g.stepMu.Unlock()
+	r.mu.Lock()
+	on := g.on
+	r.mu.Unlock()
+	if g.closed || !on || r.ctx.Err() != nil {
+		return
+	}
+	for _, a := range g.pol.Step(t) {
+		err := r.act(a)
+		d := run.Decision{At: r.cfg.Now(), Kind: string(a.Kind), Consumer: a.Consumer, Why: a.Why}
+		if err != nil {
+			d.Error = err.Error()
+			r.cfg.Logger.Warn("a policy's action failed", "run", r.cfg.ID, "policy", g.name, "action", a.String(), "err", err)
+		}
+		r.mu.Lock()
+		g.counts[a.Kind]++
+		if len(r.rec.Decisions) < run.MaxDecisions {
+			r.rec.Decisions = append(r.rec.Decisions, d)
+		} else {
+			r.rec.DecisionsDropped++
+		}
+		r.mu.Unlock()
+		r.cfg.OnChange()
+	}
+}
+
+// protectHeadroom is the share of the limit a protected consumer must
+// leave to the others: locked pages cannot be reclaimed, and a consumer
+// locking the whole limit would stall the rest for good.
+const protectHeadroom = 8
+
+// act carries out one action on a consumer of the run. Only Govern calls
+// it, one at a time; r.mu is held for the lever's state, not across the
+// kernel's work.
+func (r *Master) act(a policy.Action) error {
+	r.mu.Lock()
+	if a.Consumer < 0 || a.Consumer >= len(r.gov.levers) {
+		r.mu.Unlock()
+		return fmt.Errorf("no consumer %d in this run", a.Consumer)
+	}
+	l := &r.gov.levers[a.Consumer]
+	group, region := l.group, l.region
+	pidfd := -1
+	if l.pidfd >= 0 {
+		pidfd, _ = unix.FcntlInt(uintptr(l.pidfd), unix.F_DUPFD_CLOEXEC, 0)
+	}
+	r.mu.Unlock()
+	switch a.Kind {
+	case policy.Freeze:
+		if group == nil {
+			return errors.New("the run has no freezer")
+		}
+		if err := group.Freeze(r.ctx); err != nil {
+			_ = group.Thaw() // half-frozen is worse than running
+			return err
+		}
+		r.mu.Lock()
+		l.frozen = true
+		r.mu.Unlock()
+		if pidfd >= 0 && region[1] > 0 {
+			g := r.gov
+			g.pageout.Add(1)
+			go func(fd int) {
+				defer g.pageout.Done()
+				defer unix.Close(fd)
+				if err := pageOut(fd, region[0], region[1]); err != nil {
+					r.cfg.Logger.Warn("paging out a frozen consumer", "run", r.cfg.ID, "consumer", a.Consumer, "err", err)
+				}
+			}(pidfd)
+			pidfd = -1
+		}
+	case policy.Thaw:
+		if group == nil {
+			return errors.New("the run has no freezer")
+		}
+		if err := group.Thaw(); err != nil {
+			return err
+		}
+		r.mu.Lock()
+		l.frozen = false
+		r.mu.Unlock()
+	case policy.Protect, policy.Release:
+		return r.lock(l, a.Kind == policy.Protect)
+	default:
+		return fmt.Errorf("unknown action %q", a.Kind)
+	}
+	if pidfd >= 0 {
+		unix.Close(pidfd)
+	}
+	return nil
+}
+
+// lock asks a consumer to lock its region (a protection) or unlock it.
+func (r *Master) lock(l *lever, on bool) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if on {
+		if lim := r.cfg.Spec.MemoryLimitBytes; r.cfg.Spec.SizeBytes > lim-lim/protectHeadroom {
+			return fmt.Errorf("refused: its %d MiB would leave under 1/%d of the %d MiB limit to the others", r.cfg.Spec.SizeBytes>>20, protectHeadroom, lim>>20)
+		}
+		if l.ctl == nil {
+			return errors.New("it is not running")
+		}
+		if _, err := l.ctl.Write([]byte{consumer.ControlLock}); err != nil {
+			return fmt.Errorf("asking it to lock its region: %w", err)
+		}
+		l.protected = true
+		return nil
+	}
+	l.protected = false
+	if l.ctl == nil {
+		return nil // it exited: nothing is locked
+	}
+	if _, err := l.ctl.Write([]byte{consumer.ControlUnlock}); err != nil {
+		return fmt.Errorf("asking it to unlock its region: %w", err)
+	}
+	return nil
+}
+
+// releaseAll ends every protection and thaws every consumer, for good:
+// the run is ending, and no consumer may be left frozen or locked.
+func (r *Master) releaseAll() {
+	g := r.gov
+	g.stepMu.Lock()
+	g.closed = true
+	g.stepMu.Unlock()
+	r.mu.Lock()
+	for i := range g.levers {
+		l := &g.levers[i]
+		if l.protected && l.ctl != nil {
+			_, _ = l.ctl.Write([]byte{consumer.ControlUnlock})
+		}
+		l.protected = false
+		if l.group != nil {
+			// Thaw whatever the flag says: a freeze cut short by the
+			// run's end may have reached the kernel.
+			if err := l.group.Thaw(); err != nil {
+				r.cfg.Logger.Warn("thawing a consumer at the run's end", "run", r.cfg.ID, "consumer", i, "err", err)
+			}
+		}
+		l.frozen = false
+	}
+	r.mu.Unlock()
+	g.pageout.Wait()
+}
+
+// pageOut reclaims a region of the process behind pidfd to swap
+// (process_madvise MADV_PAGEOUT, Linux 5.10), as much as one call takes at
+// a time.
+func pageOut(pidfd int, addr, length uintptr) error {
+	for length > 0 {
+		iov := struct{ base, len uintptr }{addr, length}
+		n, _, e := unix.Syscall6(unix.SYS_PROCESS_MADVISE, uintptr(pidfd), uintptr(unsafe.Pointer(&iov)), 1, unix.MADV_PAGEOUT, 0, 0)
+		if e != 0 {
+			return fmt.Errorf("process_madvise(MADV_PAGEOUT): %w", e)
+		}
+		if n == 0 {
+			return nil
+		}
+		addr, length = addr+n, length-min(n, length)
+	}
+	return nil
+}
+
+// PolicyState is what the run's policy is doing, for metrics and the live
+// page.
+func (r *Master) PolicyState() run.PolicyState {
+	g := r.gov
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	s := run.PolicyState{Policy: g.name, Decisions: map[string]uint64{}}
+	for k, n := range g.counts {
+		s.Decisions[string(k)] = n
+	}
+	for _, l := range g.levers {
+		if l.frozen {
+			s.Frozen++
+		}
+		if l.protected {
+			s.Protected++
+		}
+	}
+	if b, ok := g.pol.(policy.Binned); ok {
+		s.Bin, s.Bins = b.Bin()
+	}
+	if n := len(r.rec.Decisions); n > 0 {
+		d := r.rec.Decisions[n-1]
+		s.Last = &d
+	}
+	return s
+}
