@@ -12,8 +12,9 @@ import (
 
 // declarePipeline is the observer's data flow, top to bottom: the active
 // run's scope, the sampler's reading, the indicators' verdict, then the
-// sinks. The metrics read the latest tick at each scrape; the working-set
-// estimator, on its own clock, serves the indicators its estimates.
+// sinks, the run's policy among them. The metrics read the latest tick at
+// each scrape; the working-set estimator, on its own clock, serves the
+// indicators its estimates.
 func (o *Observer) declarePipeline(cfg Config, fs procfs.FS, logger *slog.Logger) (*pipeline.Pipeline, error) {
 	pc := pipeline.Config{Interval: cfg.SampleInterval, Logger: logger.With("component", "sampler")}
 
@@ -53,9 +54,11 @@ func (o *Observer) declarePipeline(cfg Config, fs procfs.FS, logger *slog.Logger
 	}
 	pc.Indicators = ind
 
-	// 4. Sinks: the run recorder, then the live page's history.
+	// 4. Sinks: the run recorder; the active run's policy, which decides
+	// on the verdict and acts on the run's consumers; then the live
+	// page's history.
 	if o.runs != nil {
-		pc.Sinks = append(pc.Sinks, o.runs)
+		pc.Sinks = append(pc.Sinks, o.runs, pipeline.SinkFunc(o.runs.Govern))
 	}
 	pc.Sinks = append(pc.Sinks, o.history)
 	return pipeline.New(pc), nil

@@ -1,0 +1,74 @@
+package runs
+
+import (
+	"github.com/thrashscope/thrashscope/internal/indicators"
+	"github.com/thrashscope/thrashscope/internal/pipeline"
+	"github.com/thrashscope/thrashscope/internal/policy"
+	"github.com/thrashscope/thrashscope/internal/run"
+)
+
+// Govern is the policy stage of the pipeline: it shows the active run's
+// policy the tick, as the policy sees a run, and the run carries out what
+// it decides. A run under none is left alone.
+func (m *Manager) Govern(_, tick *pipeline.Tick) {
+	m.mu.Lock()
+	a := m.active
+	m.mu.Unlock()
+	if a == nil || ended(a.run) || tick.Reading == nil || !tick.Reading.HasRates {
+		return
+	}
+	rec := a.run.Record()
+	if rec.Spec.Policy == "" || rec.Spec.Policy == policy.None {
+		return
+	}
+	usage, err := a.run.Cgroup().MemoryUsage()
+	if err != nil {
+		usage = rec.Spec.MemoryLimitBytes // unknown: as full as it can be
+	}
+	swap := func(pid int) int64 {
+		p, err := m.cfg.ProcFS.Process(pid)
+		if err != nil {
+			return 0 // it ended meanwhile
+		}
+		return int64(p.SwapBytes)
+	}
+	a.run.Govern(policyTick(tick, rec, usage, swap))
+}
+
+// policyTick is the run at one tick as its policy sees it: the run's
+// active consumers (started, not ended) with what the tick read of each,
+// and the run cgroup's room. It reads nothing but swap, through swapOf.
+func policyTick(tick *pipeline.Tick, rec run.Record, usage int64, swapOf func(pid int) int64) policy.Tick {
+	cur := tick.Reading
+	var verdict indicators.Verdict
+	if tick.Verdict != nil {
+		verdict = *tick.Verdict
+	}
+	t := policy.Tick{
+		Now:            cur.Time,
+		Thrashing:      verdict.State == indicators.Thrashing,
+		CPUBusyPercent: cur.Rates.CPUBusyPercent,
+		LimitBytes:     rec.Spec.MemoryLimitBytes,
+		FreeBytes:      max(0, rec.Spec.MemoryLimitBytes-usage),
+	}
+	for _, c := range rec.Consumers {
+		if c.ActualStart == nil || c.ActualEnd != nil || c.Exit != "" || c.PID == 0 {
+			continue
+		}
+		pc := policy.Consumer{Index: c.Index, DemandBytes: rec.Spec.SizeBytes, Since: *c.ActualStart}
+		for _, p := range cur.Processes {
+			if p.PID != c.PID {
+				continue
+			}
+			pc.ResidentBytes = int64(p.ResidentBytes)
+			if p.HasRates {
+				pc.SwapInRate = p.Rates.MajFlt
+			}
+			break
+		}
+		pc.HighFault = verdict.Processes[c.PID].HighFault
+		pc.SwapBytes = swapOf(c.PID)
+		t.Consumers = append(t.Consumers, pc)
+	}
+	return t
+}
