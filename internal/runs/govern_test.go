@@ -17,10 +17,10 @@ func TestPolicyTick(t *testing.T) {
 	rec := run.Record{
 		Spec: run.Resolved{SizeBytes: 200 << 20, MemoryLimitBytes: 256 << 20, Policy: "tpf"},
 		Consumers: []run.ConsumerRecord{
-			{Index: 0, PID: 100, ActualStart: at(0)},                                // active
+			{Index: 0, PID: 100, ActualStart: at(0)},                               // active
 			{Index: 1, PID: 101, ActualStart: at(1), ActualEnd: at(9), Exit: "ok"}, // ended
-			{Index: 2, PID: 102, ActualStart: at(2)},                                // active, not read this tick
-			{Index: 3},                                                              // not started
+			{Index: 2, PID: 102, ActualStart: at(2)},                               // active, not read this tick
+			{Index: 3},                                                             // not started
 		},
 	}
 	tick := &pipeline.Tick{
