@@ -28,6 +28,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/thrashscope/thrashscope/internal/consumer"
+	"github.com/thrashscope/thrashscope/internal/policy"
 	"github.com/thrashscope/thrashscope/internal/run"
 	"github.com/thrashscope/thrashscope/internal/runs"
 )
@@ -61,6 +62,7 @@ func main() {
 	rf.leadIn = rf.flag(runCmd, "lead-in", "Time before the first consumer starts.").Duration()
 	rf.backing = rf.flag(runCmd, "backing", "anon (needs swap) or file (thrashes the page cache; no swap needed).").Enum(run.BackingAnon, run.BackingFile)
 	rf.fill = rf.flag(runCmd, "fill", "random (incompressible, the default) or zero.").Enum(run.FillRandom, run.FillZero)
+	rf.policy = rf.flag(runCmd, "policy", "The thrash-control policy: none (Linux as it is), tpf (protect the high-fault consumer closest to its demand), binpack (round-robin bins that fit, the rest frozen and paged out) or calmdown (stop the newest consumer for 20 s while memory is low and paging high).").Default(policy.None).Enum(policy.Names...)
 	rf.cycles = rf.flag(runCmd, "cycles", "Work, not time: each consumer exits after this many write cycles instead of at its t_f; the record then has each consumer's run time and the run's makespan.").Int64()
 
 	fill := app.Command("fill", "The progressive-fill experiment (seed 002): fill chunks up to a total inside a run cgroup, keeping earlier chunks hot, and write fill time per chunk (mean, SD) to fill.csv.")
@@ -100,6 +102,7 @@ type runFlags struct {
 	consumers, writes        *int
 	repeats                  *int
 	cycles                   *int64
+	policy                   *string
 	sleep, interval, leadIn  *time.Duration
 	backing, fill            *string
 	out, cgroupParent, procs string
@@ -158,6 +161,9 @@ func (f *runFlags) spec() run.Spec {
 	}
 	if f.isSet("cycles") {
 		s.Cycles = f.cycles
+	}
+	if f.isSet("policy") {
+		s.Policy = f.policy
 	}
 	return s
 }

@@ -150,10 +150,10 @@ func Presets() []Preset {
 			MemoryLimitBytes: 1 * gib, Scale: 1, Backing: BackingAnon, Fill: FillRandom, Policy: policy.None,
 		}}
 	}
-	syn8 := paper(PresetSyn8, 10_000, 10*time.Millisecond, time.Second,
-		"Reuven and Wiseman (2006) SYN8: 17 processes of 8 MB in random access (136 MB, the top of its range) in 128 MiB, 1,000 write cycles each (about 10 s alone).")
+	syn8 := paper(PresetSyn8, 10_000, 10*time.Millisecond, 100*time.Millisecond,
+		"Reuven and Wiseman (2006) SYN8: 17 processes of 8 MB in random access (136 MB, the top of its range) in 128 MiB, started 100 ms apart, 1,000 write cycles each (about 10 s alone).")
 	syn8.Spec.Consumers, syn8.Spec.SizeBytes, syn8.Spec.MemoryLimitBytes = 17, 8*mb, 128*mib
-	syn8.Spec.Cycles = 1_000
+	syn8.Spec.LeadIn, syn8.Spec.Cycles = Duration(time.Second), 1_000
 	pair := paper(PresetPair, 10_000, 10*time.Millisecond, time.Second,
 		"Jiang and Zhang (2001) LU + LU: two processes of 200 MB in random access in 256 MiB (33 % short of their demand; TPF's was 35 %), 1,500 write cycles each (about 16 s alone).")
 	pair.Spec.Consumers, pair.Spec.SizeBytes, pair.Spec.MemoryLimitBytes = 2, 200*mb, 256*mib

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/thrashscope/thrashscope/internal/cgroup"
+	"github.com/thrashscope/thrashscope/internal/indicators"
 	"github.com/thrashscope/thrashscope/internal/pipeline"
 	"github.com/thrashscope/thrashscope/internal/procfs"
 	"github.com/thrashscope/thrashscope/internal/run"
@@ -61,14 +62,21 @@ func RunStandalone(ctx context.Context, cfg StandaloneConfig) (run.Record, error
 		cfg.Logger.Warn("cleaning up after an earlier run", "err", err)
 	}
 
-	// The observer's pipeline without the probes or the indicators: the
-	// run's consumers read from procfs, into the recorder.
+	// The observer's pipeline without the probes or the working sets: the
+	// run's consumers read from procfs, the detector on every major fault
+	// (procfs cannot tell swap-ins apart), into the recorder and the run's
+	// policy.
+	ind, err := indicators.New(indicators.Config{Detector: indicators.DefaultDetectorConfig(), FaultKind: indicators.CountAll, Logger: cfg.Logger})
+	if err != nil {
+		return run.Record{}, err
+	}
 	line := pipeline.New(pipeline.Config{
-		Sampler:  sampler.New(sampler.Config{ProcFS: fs, Interval: time.Second, TopK: 1, Logger: cfg.Logger}),
-		Scope:    m.Scope,
-		Sinks:    []pipeline.Sink{m},
-		Interval: time.Second,
-		Logger:   cfg.Logger,
+		Sampler:    sampler.New(sampler.Config{ProcFS: fs, Interval: time.Second, TopK: 1, Logger: cfg.Logger}),
+		Indicators: ind,
+		Scope:      m.Scope,
+		Sinks:      []pipeline.Sink{m, pipeline.SinkFunc(m.Govern)},
+		Interval:   time.Second,
+		Logger:     cfg.Logger,
 	})
 	rec, err := m.Start(cfg.Spec)
 	if err != nil {

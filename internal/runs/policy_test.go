@@ -1,0 +1,220 @@
+package runs_test
+
+import (
+	"bufio"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/thrashscope/thrashscope/internal/cgroup"
+	"github.com/thrashscope/thrashscope/internal/run"
+	"github.com/thrashscope/thrashscope/internal/testenv"
+)
+
+// The policies' tests run real loadgen runs under a policy and watch the
+// kernel while they run: cgroup.events says who is frozen,
+// /proc/<pid>/stat whether a process ran, /proc/<pid>/smaps what of its
+// region is resident and locked.
+
+// startPolicyRun starts loadgen run with args and --out; the returned
+// function waits for it and returns its record.
+func startPolicyRun(t *testing.T, args ...string) (*exec.Cmd, func() run.Record) {
+	t.Helper()
+	testenv.RequirePrivileged(t)
+	testenv.RequireSwap(t)
+	out := t.TempDir()
+	cmd := exec.Command(testenv.Binary(t, "loadgen"), append([]string{"run", "--out=" + out}, args...)...)
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	return cmd, func() run.Record {
+		t.Helper()
+		if err := cmd.Wait(); err != nil {
+			t.Fatalf("loadgen run: %v\n%s", err, stderr.String())
+		}
+		rec, _ := onlyRecord(t, out)
+		return rec
+	}
+}
+
+// freezeGroups are the consumers' cgroup v2 groups of the run loadgen pid
+// is making, in the unified hierarchy: the freeze groups where memory is
+// on v1, the run's own sub-cgroups on v2.
+func freezeGroups(t *testing.T) []string {
+	t.Helper()
+	p, err := cgroup.OwnUnified("/proc")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dirs, _ := filepath.Glob(filepath.Join(p.Path, cgroup.Prefix+"run-*", cgroup.Prefix+"consumer-*"))
+	return dirs
+}
+
+func frozen(dir string) bool {
+	b, err := os.ReadFile(filepath.Join(dir, "cgroup.events"))
+	return err == nil && strings.Contains(string(b), "frozen 1")
+}
+
+func groupPID(dir string) int {
+	b, _ := os.ReadFile(filepath.Join(dir, "cgroup.procs"))
+	pid, _ := strconv.Atoi(strings.TrimSpace(string(b)))
+	return pid
+}
+
+// ticks is a process's user + system time in clock ticks; -1 once gone.
+func ticks(pid int) int64 {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return -1
+	}
+	s := string(b)
+	f := strings.Fields(s[strings.LastIndexByte(s, ')')+2:])
+	u, _ := strconv.ParseInt(f[11], 10, 64)
+	st, _ := strconv.ParseInt(f[12], 10, 64)
+	return u + st
+}
+
+// regionOf reads the mapping of exactly size bytes (the consumer's region)
+// from /proc/<pid>/smaps: its Rss and Locked in bytes, and its VmFlags.
+func regionOf(pid int, size int64) (rss, locked int64, flags string, ok bool) {
+	f, err := os.Open(fmt.Sprintf("/proc/%d/smaps", pid))
+	if err != nil {
+		return 0, 0, "", false
+	}
+	defer f.Close()
+	in := false
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		line := sc.Text()
+		if lo, hi, isRange := testenv.VMARange(line); isRange {
+			if in {
+				return rss, locked, flags, true
+			}
+			in = int64(hi-lo) == size
+			continue
+		}
+		if !in {
+			continue
+		}
+		k, v, _ := strings.Cut(line, ":")
+		v = strings.TrimSpace(v)
+		kb := func() int64 { n, _ := strconv.ParseInt(strings.TrimSuffix(v, " kB"), 10, 64); return n << 10 }
+		switch k {
+		case "Rss":
+			rss = kb()
+		case "Locked":
+			locked = kb()
+		case "VmFlags":
+			flags = " " + v + " "
+		}
+	}
+	return rss, locked, flags, in
+}
+
+// pswpin is the host's pages swapped in since boot (/proc/vmstat).
+func pswpin(t *testing.T) int64 {
+	t.Helper()
+	b, err := os.ReadFile("/proc/vmstat")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for line := range strings.Lines(string(b)) {
+		if v, ok := strings.CutPrefix(line, "pswpin "); ok {
+			n, _ := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
+			return n
+		}
+	}
+	t.Fatal("no pswpin in /proc/vmstat")
+	return 0
+}
+
+// leftBehind fails the test for any consumer alive or frozen group left.
+func leftBehind(t *testing.T, rec run.Record) {
+	t.Helper()
+	noneAlive(t, rec)
+	if g := freezeGroups(t); len(g) > 0 {
+		t.Errorf("freeze groups left behind: %v", g)
+	}
+}
+
+// watchFrozen polls the run's freeze groups until one has been frozen for
+// a while, and checks that its consumer ran no tick meanwhile and that its
+// region was paged out.
+func watchFrozen(t *testing.T, size int64) {
+	t.Helper()
+	deadline := time.After(3 * time.Minute)
+	for {
+		select {
+		case <-deadline:
+			t.Fatal("no consumer seen frozen in 3 minutes")
+		case <-time.After(20 * time.Millisecond):
+		}
+		for _, g := range freezeGroups(t) {
+			if !frozen(g) {
+				continue
+			}
+			pid := groupPID(g)
+			before := ticks(pid)
+			time.Sleep(300 * time.Millisecond)
+			after := ticks(pid)
+			rss, _, _, ok := regionOf(pid, size)
+			if !frozen(g) || before < 0 || after < 0 || !ok {
+				continue // thawed meanwhile, or ended: not a clean look
+			}
+			if after != before {
+				t.Errorf("%s: frozen, its consumer (pid %d) still ran %d ticks in 300 ms", g, pid, after-before)
+			}
+			if rss > size/4 {
+				t.Errorf("%s: frozen 300 ms, its consumer's region has %d KiB resident of %d KiB, want it paged out (under a quarter)", g, rss>>10, size>>10)
+			}
+			return
+		}
+	}
+}
+
+// syn8Args is SYN8 at 1.5 × the limit's demand: 25 × 8 MB in 128 MiB.
+var syn8Args = []string{"--preset=syn8", "--consumers=25", "--cycles=500"}
+
+// binpack freezes the bins that are not running and pages them out, and
+// takes fewer swap-ins than Linux alone (none) on SYN8 at 1.5 × demand.
+func TestBinPackFreezesPagesOutAndSavesSwapIns(t *testing.T) {
+	swapped := map[string]int64{}
+	for _, pol := range []string{"binpack", "none"} {
+		before := pswpin(t)
+		_, wait := startPolicyRun(t, append(syn8Args, "--policy="+pol)...)
+		if pol == "binpack" {
+			watchFrozen(t, 8_000_000/4096*4096)
+		}
+		rec := wait()
+		swapped[pol] = pswpin(t) - before
+		if rec.State != run.StateCompleted {
+			t.Fatalf("%s: run %s (%s), want completed", pol, rec.State, rec.Reason)
+		}
+		kinds := map[string]int{}
+		for _, d := range rec.Decisions {
+			kinds[d.Kind]++
+			if d.Error != "" {
+				t.Errorf("%s: decision %+v failed", pol, d)
+			}
+		}
+		if pol == "binpack" && (kinds["freeze"] == 0 || kinds["thaw"] == 0) {
+			t.Errorf("binpack: decisions %v, want freezes and thaws", kinds)
+		}
+		if pol == "none" && len(rec.Decisions) != 0 {
+			t.Errorf("none: %d decisions, want none", len(rec.Decisions))
+		}
+		leftBehind(t, rec)
+		t.Logf("%s: %d pages swapped in, makespan %.1f s", pol, swapped[pol], rec.MakespanSeconds)
+	}
+	if swapped["binpack"] >= swapped["none"] {
+		t.Errorf("SYN8 at 1.5 × demand: binpack swapped in %d pages, none %d: want fewer under binpack", swapped["binpack"], swapped["none"])
+	}
+}
