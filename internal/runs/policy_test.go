@@ -218,3 +218,106 @@ func TestBinPackFreezesPagesOutAndSavesSwapIns(t *testing.T) {
 		t.Errorf("SYN8 at 1.5 × demand: binpack swapped in %d pages, none %d: want fewer under binpack", swapped["binpack"], swapped["none"])
 	}
 }
+
+// childrenOf lists the pids whose parent is ppid, by comm.
+func childrenOf(ppid int) map[string]int {
+	out := map[string]int{}
+	dirs, _ := filepath.Glob("/proc/[0-9]*/stat")
+	for _, d := range dirs {
+		b, err := os.ReadFile(d)
+		if err != nil {
+			continue
+		}
+		s := string(b)
+		open, closing := strings.IndexByte(s, '('), strings.LastIndexByte(s, ')')
+		if open < 0 || closing < open {
+			continue
+		}
+		f := strings.Fields(s[closing+2:])
+		if len(f) < 2 || f[1] != strconv.Itoa(ppid) {
+			continue
+		}
+		pid, _ := strconv.Atoi(strings.Fields(s)[0])
+		out[s[open+1:closing]] = pid
+	}
+	return out
+}
+
+// tpf locks the protected consumer's region, whose resident pages then
+// stay (smaps: VmFlags lo, Rss never falls while locked), and releases it.
+func TestTPFProtectsOneConsumer(t *testing.T) {
+	// pair at a quarter: 2 × 50 MB in 64 MiB.
+	const size = 12207 * 4096
+	cmd, wait := startPolicyRun(t, "--preset=pair", "--scale=0.25", "--cycles=400", "--policy=tpf")
+	deadline := time.Now().Add(3 * time.Minute)
+	seen := false
+	for !seen && time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond)
+		for name, pid := range childrenOf(cmd.Process.Pid) {
+			rss0, _, flags, ok := regionOf(pid, size)
+			if !ok || !strings.Contains(flags, " lo ") {
+				continue
+			}
+			seen = true
+			looks := 0
+			for end := time.Now().Add(time.Second); time.Now().Before(end); time.Sleep(50 * time.Millisecond) {
+				rss, locked, flags, ok := regionOf(pid, size)
+				if !ok || !strings.Contains(flags, " lo ") {
+					break // released, or ended
+				}
+				looks++
+				if rss < rss0 {
+					t.Errorf("%s (pid %d), protected: its region's Rss fell from %d to %d KiB", name, pid, rss0>>10, rss>>10)
+				}
+				if locked < rss*95/100 {
+					t.Errorf("%s (pid %d), protected: %d KiB of its region locked of %d KiB resident, want all", name, pid, locked>>10, rss>>10)
+				}
+				rss0 = max(rss0, rss)
+			}
+			t.Logf("%s protected: %d looks, %d KiB resident", name, looks, rss0>>10)
+			break
+		}
+	}
+	if !seen {
+		t.Error("no consumer seen protected (VmFlags lo on its region)")
+	}
+	rec := wait()
+	if rec.State != run.StateCompleted {
+		t.Fatalf("run %s (%s), want completed", rec.State, rec.Reason)
+	}
+	kinds := map[string]int{}
+	for _, d := range rec.Decisions {
+		kinds[d.Kind]++
+		if d.Error != "" {
+			t.Errorf("decision %+v failed", d)
+		}
+	}
+	if kinds["protect"] == 0 || kinds["release"] != kinds["protect"] {
+		t.Errorf("decisions %v: want protections, each released", kinds)
+	}
+	leftBehind(t, rec)
+}
+
+// calmdown freezes and pages out the newest consumer while memory is low
+// and paging high, and leaves nothing frozen.
+func TestCalmDownStopsTheNewest(t *testing.T) {
+	_, wait := startPolicyRun(t, append(syn8Args[:2:2], "--cycles=300", "--policy=calmdown")...)
+	watchFrozen(t, 8_000_000/4096*4096)
+	rec := wait()
+	if rec.State != run.StateCompleted {
+		t.Fatalf("run %s (%s), want completed", rec.State, rec.Reason)
+	}
+	var freezes int
+	for _, d := range rec.Decisions {
+		if d.Kind == "freeze" {
+			freezes++
+		}
+		if d.Error != "" {
+			t.Errorf("decision %+v failed", d)
+		}
+	}
+	if freezes == 0 {
+		t.Error("no freeze decision recorded")
+	}
+	leftBehind(t, rec)
+}
