@@ -463,6 +463,53 @@ func TestObserverKilledMidRun(t *testing.T) {
 	}
 }
 
+// TestObserverKilledWithConsumersFrozen: kill -9 of the observer while
+// binpack holds consumers frozen leaves none of them behind (a frozen task
+// dies of its PDEATHSIG), and a restarted observer removes the run's
+// freeze group.
+func TestObserverKilledWithConsumersFrozen(t *testing.T) {
+	testenv.RequirePrivileged(t)
+	testenv.RequireSwap(t)
+	data := t.TempDir()
+	d := startDaemon(t, data)
+	rec := d.startRun(t, `{"preset":"syn8","consumers":25,"cycles":300,"policy":"binpack"}`)
+	unified, err := cgroup.OwnUnified("/proc")
+	if err != nil {
+		t.Fatal(err)
+	}
+	groups := filepath.Join(unified.Path, cgroup.Prefix+"run-"+rec.ID)
+	if filepath.Dir(rec.Cgroup) == unified.Path {
+		groups = rec.Cgroup // memory on v2: the run's own sub-cgroups freeze
+	}
+	var frozenPID int
+	waitFor(t, 2*time.Minute, "a consumer frozen by binpack", func() bool {
+		dirs, _ := filepath.Glob(filepath.Join(groups, cgroup.Prefix+"consumer-*"))
+		for _, g := range dirs {
+			if b, _ := os.ReadFile(filepath.Join(g, "cgroup.events")); strings.Contains(string(b), "frozen 1") {
+				p, _ := os.ReadFile(filepath.Join(g, "cgroup.procs"))
+				frozenPID, _ = strconv.Atoi(strings.TrimSpace(string(p)))
+				return frozenPID > 0
+			}
+		}
+		return false
+	})
+	pids := pidsOf(d.record(t, rec.ID))
+	if err := d.cmd.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	d.cmd.Wait()
+	waitFor(t, 5*time.Second, "every consumer, the frozen ones too, to die with the observer", func() bool {
+		return len(alive(append(pids, frozenPID))) == 0
+	})
+	d2 := startDaemon(t, data)
+	if final := d2.record(t, rec.ID); final.State != run.StateAborted {
+		t.Errorf("after restart: %s %q, want aborted", final.State, final.Reason)
+	}
+	if !gone(rec.Cgroup) || !gone(groups) {
+		t.Errorf("restarted observer left %s or %s", rec.Cgroup, groups)
+	}
+}
+
 // TestRunFailsWhenDisturbed: a run whose consumer is killed or stopped by
 // someone else, or whose cgroup another process removes, ends at once as
 // failed, with a reason that says what happened, and leaves nothing behind.

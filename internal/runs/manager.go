@@ -153,6 +153,21 @@ func (m *Manager) recover() error {
 		if err != nil {
 			errs = append(errs, err)
 		}
+		// Where memory is on cgroup v1, a run under a policy that freezes
+		// had a group in the unified hierarchy too. Its consumers died
+		// with their master (a frozen task dies of SIGKILL); the group is
+		// left, empty.
+		if !m.cfg.Parent.V2 {
+			if unified, err := cgroup.OwnUnified("/proc"); err == nil {
+				swept, err := unified.Sweep(ctx, "run-")
+				for _, p := range swept {
+					m.cfg.Logger.Warn("removed a stale run freeze group", "cgroup", p)
+				}
+				if err != nil {
+					errs = append(errs, err)
+				}
+			}
+		}
 	}
 	return errors.Join(errs...)
 }
