@@ -21,6 +21,8 @@ type RunCollector struct {
 	durations *CycleDurations
 
 	info, active, planned, demand, limit, cycles, lateness, outcomes, writeErrors *prometheus.Desc
+
+	policy, decisions, frozen, protected, bin, bins *prometheus.Desc
 }
 
 // CycleDurations is the histogram of the consumers' write cycles. It is
@@ -56,6 +58,12 @@ func NewRunCollector(src RunSource, cycles *CycleDurations) *RunCollector {
 		cycles:    d("run_write_cycles_total", "Write cycles each consumer of the most recent run has finished.", "consumer"),
 		lateness:  d("run_consumer_lateness_seconds", "How long past its planned finish t_f each consumer ended (or, still running, is now).", "consumer"),
 		outcomes:  d("runs_total", "Runs that ended, by outcome.", "outcome"),
+		policy:    d("run_policy_info", "The thrash-control policy of the most recent run; 1.", "policy"),
+		decisions: d("run_policy_decisions_total", "Actions the most recent run's policy took on its consumers, by kind (protect, release, freeze, thaw).", "kind"),
+		frozen:    d("run_consumers_frozen", "Consumers the run's policy holds frozen now."),
+		protected: d("run_consumers_protected", "Consumers the run's policy protects now (their region locked)."),
+		bin:       d("run_policy_bin", "binpack: the bin running now, from 1; 0 while every consumer fits and none is held."),
+		bins:      d("run_policy_bins", "binpack: the number of bins; 0 while every consumer fits."),
 		writeErrors: d("run_record_write_errors_total", "Writes of run records and tables to --data.dir that failed (a full disk, a read-only file system); "+
 			"a run that cannot write its first record is refused with 507. The observer's log has each cause."),
 	}
@@ -64,7 +72,8 @@ func NewRunCollector(src RunSource, cycles *CycleDurations) *RunCollector {
 // Describe implements prometheus.Collector.
 func (c *RunCollector) Describe(ch chan<- *prometheus.Desc) {
 	c.durations.h.Describe(ch)
-	for _, d := range []*prometheus.Desc{c.info, c.active, c.planned, c.demand, c.limit, c.cycles, c.lateness, c.outcomes, c.writeErrors} {
+	for _, d := range []*prometheus.Desc{c.info, c.active, c.planned, c.demand, c.limit, c.cycles, c.lateness, c.outcomes, c.writeErrors,
+		c.policy, c.decisions, c.frozen, c.protected, c.bin, c.bins} {
 		ch <- d
 	}
 }
@@ -92,6 +101,20 @@ func (c *RunCollector) Collect(ch chan<- prometheus.Metric) {
 	gauge(c.planned, float64(p.Planned))
 	gauge(c.demand, float64(p.DemandBytes))
 	gauge(c.limit, float64(p.LimitBytes))
+	pol := st.Policy
+	if pol.Policy != "" {
+		gauge(c.policy, 1, pol.Policy)
+	}
+	for _, k := range []string{"protect", "release", "freeze", "thaw"} {
+		send(ch, c.decisions, prometheus.CounterValue, float64(pol.Decisions[k]), k)
+	}
+	if !st.Active {
+		pol.Frozen, pol.Protected, pol.Bin, pol.Bins = 0, 0, 0, 0
+	}
+	gauge(c.frozen, float64(pol.Frozen))
+	gauge(c.protected, float64(pol.Protected))
+	gauge(c.bin, float64(pol.Bin))
+	gauge(c.bins, float64(pol.Bins))
 	for i, n := range p.Cycles {
 		name := run.ConsumerName(i)
 		send(ch, c.cycles, prometheus.CounterValue, float64(n), name)

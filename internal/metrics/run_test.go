@@ -1,6 +1,7 @@
 package metrics
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -74,8 +75,33 @@ thrashscope_run_consumer_lateness_seconds{consumer="consumer-01"} 1.5
 	if n := testutil.CollectAndCount(c, "thrashscope_run_write_cycle_duration_seconds"); n != 1 {
 		t.Errorf("duration histogram: %d series", n)
 	}
+	src.st.Policy = run.PolicyState{Policy: "binpack", Decisions: map[string]uint64{"freeze": 12, "thaw": 9}, Frozen: 3, Bin: 2, Bins: 3}
+	policyWant := `
+# HELP thrashscope_run_policy_info The thrash-control policy of the most recent run; 1.
+# TYPE thrashscope_run_policy_info gauge
+thrashscope_run_policy_info{policy="binpack"} 1
+# HELP thrashscope_run_policy_decisions_total Actions the most recent run's policy took on its consumers, by kind (protect, release, freeze, thaw).
+# TYPE thrashscope_run_policy_decisions_total counter
+thrashscope_run_policy_decisions_total{kind="freeze"} 12
+thrashscope_run_policy_decisions_total{kind="protect"} 0
+thrashscope_run_policy_decisions_total{kind="release"} 0
+thrashscope_run_policy_decisions_total{kind="thaw"} 9
+# HELP thrashscope_run_consumers_frozen Consumers the run's policy holds frozen now.
+# TYPE thrashscope_run_consumers_frozen gauge
+thrashscope_run_consumers_frozen %d
+# HELP thrashscope_run_policy_bin binpack: the bin running now, from 1; 0 while every consumer fits and none is held.
+# TYPE thrashscope_run_policy_bin gauge
+thrashscope_run_policy_bin %d
+`
+	policyNames := []string{"thrashscope_run_policy_info", "thrashscope_run_policy_decisions_total", "thrashscope_run_consumers_frozen", "thrashscope_run_policy_bin"}
+	if err := testutil.CollectAndCompare(c, strings.NewReader(fmt.Sprintf(policyWant, 3, 2)), policyNames...); err != nil {
+		t.Error(err)
+	}
 	// An ended run keeps its info and per-consumer series, with nothing active.
 	src.st.Active = false
+	if err := testutil.CollectAndCompare(c, strings.NewReader(fmt.Sprintf(policyWant, 0, 0)), policyNames...); err != nil {
+		t.Errorf("an ended run: %v", err)
+	}
 	if err := testutil.CollectAndCompare(c, strings.NewReader(`
 # HELP thrashscope_run_consumers_active Consumers of the most recent run that hold their memory now.
 # TYPE thrashscope_run_consumers_active gauge

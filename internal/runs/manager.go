@@ -438,6 +438,7 @@ type Status struct {
 	ID, Preset string
 	Active     bool
 	Progress   run.Progress
+	Policy     run.PolicyState
 	Outcomes   map[string]uint64
 	// WriteErrors counts failed writes of run records and tables.
 	WriteErrors uint64
@@ -454,7 +455,7 @@ func (m *Manager) Status() (Status, bool) {
 		return Status{Outcomes: outcomes, WriteErrors: werr}, false
 	}
 	rec := last.run.Record()
-	return Status{ID: rec.ID, Preset: rec.Spec.Preset, Active: isActive, Progress: last.run.Progress(), Outcomes: outcomes, WriteErrors: werr}, true
+	return Status{ID: rec.ID, Preset: rec.Spec.Preset, Active: isActive, Progress: last.run.Progress(), Policy: last.run.PolicyState(), Outcomes: outcomes, WriteErrors: werr}, true
 }
 
 // Scope is the active run's live consumers, tracked whatever their
