@@ -28,6 +28,9 @@ type RunStatus struct {
 	ConsumersActive, ConsumersPlanned, Consumers int
 	Elapsed, Duration                            time.Duration
 	DemandBytes, LimitBytes                      int64
+	// Policy says what the run's thrash-control policy is doing; empty
+	// under none.
+	Policy string
 }
 
 // Options configure the page.

@@ -82,7 +82,7 @@ func get(t testing.TB, h http.Handler, method, target string, header ...string) 
 func activeRun() (RunStatus, bool) {
 	return RunStatus{ID: "20260102-030405-abcdef", Preset: "e4", State: "running", Active: true,
 		ConsumersActive: 12, ConsumersPlanned: 12, Consumers: 25, Elapsed: 22 * time.Second, Duration: time.Minute,
-		DemandBytes: 120 << 20, LimitBytes: 100 << 20}, true
+		DemandBytes: 120 << 20, LimitBytes: 100 << 20, Policy: "policy binpack: 8 frozen, 0 protected, bin 2 of 3 running"}, true
 }
 
 func TestPageRenders(t *testing.T) {
@@ -103,6 +103,7 @@ func TestPageRenders(t *testing.T) {
 		`id="run-id">20260102-030405-abcdef</span>`, `<button type="button" id="abort" data-run="20260102-030405-abcdef">`,
 		`22s of 1m0s; consumers 12 holding memory, 12 planned now, 25 in all; demand 120.0 MiB in a 100.0 MiB limit`,
 		`<progress max="60000" value="22000">`,
+		`<p id="run-policy">policy binpack: 8 frozen, 0 protected, bin 2 of 3 running</p>`,
 		`id="token" type="password"`, `id="run-form"`,
 	} {
 		if !strings.Contains(body, want) {

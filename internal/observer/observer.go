@@ -144,6 +144,7 @@ func (o *Observer) runStatus() (live.RunStatus, bool) {
 		ConsumersActive: p.Active, ConsumersPlanned: p.Planned, Consumers: len(p.Cycles),
 		Elapsed: p.Elapsed, Duration: p.Total,
 		DemandBytes: p.DemandBytes, LimitBytes: p.LimitBytes,
+		Policy: runs.PolicyLine(st.Policy),
 	}
 	if rec, err := o.runs.Get(st.ID); err == nil {
 		rs.State = rec.State

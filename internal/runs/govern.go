@@ -1,6 +1,8 @@
 package runs
 
 import (
+	"fmt"
+
 	"github.com/thrashscope/thrashscope/internal/indicators"
 	"github.com/thrashscope/thrashscope/internal/pipeline"
 	"github.com/thrashscope/thrashscope/internal/policy"
@@ -71,4 +73,20 @@ func policyTick(tick *pipeline.Tick, rec run.Record, usage int64, swapOf func(pi
 		t.Consumers = append(t.Consumers, pc)
 	}
 	return t
+}
+
+// PolicyLine says in one line what a run's policy is doing, for the live
+// page and loadgen's progress line; empty under none.
+func PolicyLine(s run.PolicyState) string {
+	if s.Policy == "" || s.Policy == policy.None {
+		return ""
+	}
+	line := fmt.Sprintf("policy %s: %d frozen, %d protected", s.Policy, s.Frozen, s.Protected)
+	if s.Bins > 0 {
+		line += fmt.Sprintf(", bin %d of %d running", s.Bin, s.Bins)
+	}
+	if s.Last == nil {
+		return line + "; no action yet"
+	}
+	return line + fmt.Sprintf("; last: %s consumer %d (%s)", s.Last.Kind, s.Last.Consumer, s.Last.Why)
 }

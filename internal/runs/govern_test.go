@@ -51,3 +51,19 @@ func TestPolicyTick(t *testing.T) {
 		t.Errorf("usage past the limit: free %d, want 0", full.FreeBytes)
 	}
 }
+
+func TestPolicyLine(t *testing.T) {
+	for _, c := range []struct {
+		s    run.PolicyState
+		want string
+	}{
+		{run.PolicyState{Policy: "none"}, ""},
+		{run.PolicyState{Policy: "tpf"}, "policy tpf: 0 frozen, 0 protected; no action yet"},
+		{run.PolicyState{Policy: "binpack", Frozen: 8, Bin: 2, Bins: 3, Last: &run.Decision{Kind: "thaw", Consumer: 4, Why: "bin 2 of 3"}},
+			"policy binpack: 8 frozen, 0 protected, bin 2 of 3 running; last: thaw consumer 4 (bin 2 of 3)"},
+	} {
+		if got := PolicyLine(c.s); got != c.want {
+			t.Errorf("PolicyLine(%+v) = %q, want %q", c.s, got, c.want)
+		}
+	}
+}

@@ -110,6 +110,9 @@ func RunStandalone(ctx context.Context, cfg StandaloneConfig) (run.Record, error
 				r = t.Reading.Rates
 			}
 			text := ProgressLine(run.Progress(), r)
+			if pl := PolicyLine(run.PolicyState()); pl != "" {
+				text += "  " + pl
+			}
 			if cfg.Interactive {
 				fmt.Fprint(cfg.Progress, "\r\033[K"+text)
 			} else {
