@@ -16,10 +16,12 @@ import (
 	"github.com/alecthomas/kingpin/v2"
 	"github.com/prometheus/common/version"
 
+	"github.com/thrashscope/thrashscope/internal/compare"
 	"github.com/thrashscope/thrashscope/internal/findings"
 	"github.com/thrashscope/thrashscope/internal/indicators"
 	"github.com/thrashscope/thrashscope/internal/observer"
 	"github.com/thrashscope/thrashscope/internal/report"
+	"github.com/thrashscope/thrashscope/internal/run"
 )
 
 const defaultDataDir = "/var/lib/thrashscope"
@@ -61,6 +63,14 @@ func main() {
 	fnd := app.Command("findings", "Check the findings of Maziero et al. (2013) against a reproduction (a data directory per preset: e1, e2, e3, e4 and fig12, as docs/reproduction) and print them as the README's table.")
 	findingsDir := fnd.Flag("dir", "The reproduction: <dir>/<preset>/runs/<id>/.").Default("docs/reproduction").String()
 
+	cmpCmd := app.Command("compare", "Run one spec under several thrash-control policies, each repeated, interleaved, standalone (no daemon; run no other thrash meanwhile), and write the comparison (compare.txt: makespan, swap-ins, major faults, slowdowns, peak PSI full, lateness, mean ± SD) and its figure under --out.")
+	var cc compare.Config
+	cmpSpec := cmpCmd.Flag("spec", `The run spec, as POST /api/v1/runs takes it, without a policy; e.g. {"preset":"syn8","consumers":25}.`).Required().String()
+	cmpCmd.Flag("policy", "A policy to compare; repeat it (none, tpf, binpack, calmdown).").Required().StringsVar(&cc.Policies)
+	cmpCmd.Flag("repeats", "Runs of each policy.").Default("3").IntVar(&cc.Repeats)
+	cmpCmd.Flag("out", "Directory for the runs and the comparison; made if missing.").Required().StringVar(&cc.OutDir)
+	cmpCmd.Flag("loadgen", "The consumer binary; default: beside observer, else on PATH.").Default("").StringVar(&cc.Binary)
+
 	app.Version(version.Print("observer"))
 	app.HelpFlag.Short('h')
 	cfg.Detector.MinHigh = indicators.DefaultDetectorConfig().MinHigh
@@ -76,6 +86,9 @@ func main() {
 			fmt.Println(f)
 		}
 		return
+	}
+	if cmd == cmpCmd.FullCommand() {
+		os.Exit(runCompare(cc, *cmpSpec))
 	}
 	if cmd == fnd.FullCommand() {
 		runs, err := findings.Load(*findingsDir)
@@ -123,4 +136,27 @@ func main() {
 		logger.Error("observer stopped", "err", err)
 		os.Exit(1)
 	}
+}
+
+// runCompare is observer compare.
+func runCompare(cc compare.Config, specJSON string) int {
+	spec, err := run.DecodeSpec([]byte(specJSON))
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "observer compare: --spec:", err)
+		return 2
+	}
+	cc.Spec, cc.ProcfsPath, cc.Progress = spec, "/proc", os.Stderr
+	if cc.Binary == "" {
+		cc.Binary = observer.FindLoadgen()
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
+	defer stop()
+	results, err := compare.Run(ctx, cc)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "observer compare:", err)
+		return 1
+	}
+	fmt.Print(compare.Table(results))
+	fmt.Fprintf(os.Stderr, "wrote %s/compare.txt, compare.png and compare.svg\n", cc.OutDir)
+	return 0
 }

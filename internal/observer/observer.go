@@ -164,7 +164,7 @@ func newRuns(cfg Config, fs procfs.FS, logger *slog.Logger, onCycle func(int, ti
 	}
 	rc := runs.Config{Store: st, ProcFS: fs, Logger: log, OnCycle: onCycle, Binary: cfg.LoadgenBinary}
 	if rc.Binary == "" {
-		rc.Binary = findLoadgen()
+		rc.Binary = FindLoadgen()
 	}
 	if cfg.CgroupParent != "" {
 		rc.Parent, rc.ParentErr = cgroup.ParentAt(cfg.CgroupParent)
@@ -202,7 +202,8 @@ func listenHosts(addrs []string) []string {
 }
 
 // findLoadgen finds the consumer binary beside this executable, then on PATH.
-func findLoadgen() string {
+// FindLoadgen finds the consumer binary: beside observer, else on PATH.
+func FindLoadgen() string {
 	if exe, err := os.Executable(); err == nil {
 		p := filepath.Join(filepath.Dir(exe), "loadgen")
 		if _, err := os.Stat(p); err == nil {

@@ -1,0 +1,306 @@
+// Package compare runs one run spec under several thrash-control policies,
+// each repeated, interleaved (none, tpf, binpack, none, tpf, binpack, ...)
+// so that a drift of the host over time does not favour one policy, and
+// sums each run up: makespan, swap-ins, major faults, slowdowns, peak PSI
+// full, lateness. It writes one table (mean ± SD over the repeats) and one
+// figure.
+package compare
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+
+	"gonum.org/v1/plot/vg"
+
+	"github.com/thrashscope/thrashscope/internal/figures"
+	"github.com/thrashscope/thrashscope/internal/policy"
+	"github.com/thrashscope/thrashscope/internal/report"
+	"github.com/thrashscope/thrashscope/internal/run"
+	"github.com/thrashscope/thrashscope/internal/runs"
+	"github.com/thrashscope/thrashscope/internal/stats"
+)
+
+// MaxRepeats bounds the repeats a comparison asks for.
+const MaxRepeats = 20
+
+// Config is one comparison.
+type Config struct {
+	Spec     run.Spec
+	Policies []string
+	Repeats  int
+	// OutDir holds the runs (runs/<id>/) and the comparison's files.
+	OutDir string
+	// Binary is the loadgen executable the consumers run as.
+	Binary     string
+	ProcfsPath string
+	// Progress receives a line per run started and ended.
+	Progress io.Writer
+}
+
+// Order is the interleaved order of the runs: each policy once, repeated.
+func Order(policies []string, repeats int) []string {
+	var out []string
+	for range repeats {
+		out = append(out, policies...)
+	}
+	return out
+}
+
+// Validate checks the policies and repeats.
+func (c Config) Validate() error {
+	if len(c.Policies) < 1 {
+		return errors.New("--policy: name at least one (none, tpf, binpack, calmdown)")
+	}
+	seen := map[string]bool{}
+	for _, p := range c.Policies {
+		if !slices.Contains(policy.Names, p) {
+			return fmt.Errorf("--policy=%q: want one of %s", p, strings.Join(policy.Names, ", "))
+		}
+		if seen[p] {
+			return fmt.Errorf("--policy=%s is given twice: give each policy once", p)
+		}
+		seen[p] = true
+	}
+	if c.Repeats < 1 || c.Repeats > MaxRepeats {
+		return fmt.Errorf("--repeats=%d: want 1 to %d", c.Repeats, MaxRepeats)
+	}
+	if c.Spec.Policy != nil {
+		return errors.New("the spec names a policy: leave it out, --policy gives them")
+	}
+	return nil
+}
+
+// Run carries the comparison out, one run at a time, and writes the table
+// (compare.txt) and the figure (compare.png, compare.svg) under OutDir. A
+// cancelled ctx aborts the run in progress and stops.
+func Run(ctx context.Context, cfg Config) ([]Result, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	var ids []string
+	for i, pol := range Order(cfg.Policies, cfg.Repeats) {
+		spec := cfg.Spec
+		spec.Policy = &pol
+		fmt.Fprintf(cfg.Progress, "run %d of %d: policy %s\n", i+1, len(cfg.Policies)*cfg.Repeats, pol)
+		rec, err := runs.RunStandalone(ctx, runs.StandaloneConfig{
+			Spec: spec, OutDir: cfg.OutDir, Binary: cfg.Binary, ProcfsPath: cfg.ProcfsPath,
+			Progress: io.Discard,
+		})
+		if err != nil {
+			return nil, fmt.Errorf("run %d (policy %s): %w", i+1, pol, err)
+		}
+		fmt.Fprintf(cfg.Progress, "run %d of %d: %s %s, makespan %.1f s\n", i+1, len(cfg.Policies)*cfg.Repeats, rec.ID, rec.State, rec.MakespanSeconds)
+		if ctx.Err() != nil {
+			return nil, fmt.Errorf("stopped after run %s: %w", rec.ID, ctx.Err())
+		}
+		ids = append(ids, rec.ID)
+	}
+	recorded, err := report.Load(cfg.OutDir, ids)
+	if err != nil {
+		return nil, err
+	}
+	var results []Result
+	for _, r := range recorded {
+		results = append(results, Measure(r))
+	}
+	return results, Write(cfg.OutDir, results)
+}
+
+// Result sums up one run.
+type Result struct {
+	ID, Policy, State string
+	MakespanSeconds   float64
+	// SwapIns and MajorFaults are the host's over the run (pages; faults),
+	// from the samples' rates.
+	SwapIns, MajorFaults float64
+	// MeanSlowdown and WorstSlowdown are over the consumers that finished
+	// their work; NaN without a baseline.
+	MeanSlowdown, WorstSlowdown float64
+	PeakPSIFull                 float64 // % of an interval
+	MeanLatenessSeconds         float64
+	// Cycles is the write cycles every consumer did; CyclesPerSwapIn the
+	// progress each swap-in bought (Maziero et al. 2013 compare policies
+	// by it).
+	Cycles          uint64
+	CyclesPerSwapIn float64
+}
+
+// Measure sums up one ended run from its record and samples.
+func Measure(r report.Recorded) Result {
+	rec := r.Record
+	res := Result{ID: rec.ID, Policy: rec.Spec.Policy, State: rec.State, MakespanSeconds: rec.MakespanSeconds,
+		MeanSlowdown: math.NaN(), WorstSlowdown: math.NaN()}
+	if res.Policy == "" {
+		res.Policy = policy.None
+	}
+	prev := 0.0
+	for _, row := range r.Samples {
+		dt := row.ElapsedSeconds - prev
+		prev = row.ElapsedSeconds
+		res.SwapIns += row.SwapInPagesPerSecond * dt
+		res.MajorFaults += row.MajorFaultsPerSecond * dt
+		res.PeakPSIFull = max(res.PeakPSIFull, row.PressureFullPercent)
+	}
+	var slow, late []float64
+	for _, c := range rec.Consumers {
+		res.Cycles += c.Cycles
+		late = append(late, c.LatenessSeconds)
+		if c.Slowdown > 0 {
+			slow = append(slow, c.Slowdown)
+		}
+	}
+	if len(slow) > 0 {
+		res.MeanSlowdown, _ = stats.MeanSD(slow)
+		res.WorstSlowdown = slices.Max(slow)
+	}
+	if len(late) > 0 {
+		res.MeanLatenessSeconds, _ = stats.MeanSD(late)
+	}
+	if res.SwapIns > 0 {
+		res.CyclesPerSwapIn = float64(res.Cycles) / res.SwapIns
+	}
+	return res
+}
+
+// metric is one column of the table and one panel of the figure.
+type metric struct {
+	name, unit string
+	of         func(Result) float64
+}
+
+var metrics = []metric{
+	{"makespan", "s", func(r Result) float64 { return r.MakespanSeconds }},
+	{"swap-ins", "pages", func(r Result) float64 { return r.SwapIns }},
+	{"major faults", "", func(r Result) float64 { return r.MajorFaults }},
+	{"mean slowdown", "×", func(r Result) float64 { return r.MeanSlowdown }},
+	{"worst slowdown", "×", func(r Result) float64 { return r.WorstSlowdown }},
+	{"peak PSI full", "%", func(r Result) float64 { return r.PeakPSIFull }},
+	{"mean lateness", "s", func(r Result) float64 { return r.MeanLatenessSeconds }},
+	{"cycles per swap-in", "", func(r Result) float64 { return r.CyclesPerSwapIn }},
+}
+
+// byPolicy groups results by policy, in the order policies first appear.
+func byPolicy(rs []Result) (order []string, groups map[string][]Result) {
+	groups = map[string][]Result{}
+	for _, r := range rs {
+		if _, ok := groups[r.Policy]; !ok {
+			order = append(order, r.Policy)
+		}
+		groups[r.Policy] = append(groups[r.Policy], r)
+	}
+	return order, groups
+}
+
+// Table is the comparison as a Markdown table: one row per policy, each
+// cell the mean ± SD over its repeats (n in the last column).
+func Table(rs []Result) string {
+	var b strings.Builder
+	b.WriteString("| policy |")
+	for _, m := range metrics {
+		if m.unit != "" {
+			fmt.Fprintf(&b, " %s (%s) |", m.name, m.unit)
+		} else {
+			fmt.Fprintf(&b, " %s |", m.name)
+		}
+	}
+	b.WriteString(" runs |\n|---|")
+	b.WriteString(strings.Repeat("---:|", len(metrics)+1) + "\n")
+	order, groups := byPolicy(rs)
+	for _, p := range order {
+		fmt.Fprintf(&b, "| %s |", p)
+		for _, m := range metrics {
+			var vs []float64
+			for _, r := range groups[p] {
+				if v := m.of(r); !math.IsNaN(v) {
+					vs = append(vs, v)
+				}
+			}
+			b.WriteString(" " + cell(vs) + " |")
+		}
+		var ids []string
+		for _, r := range groups[p] {
+			ids = append(ids, r.ID)
+		}
+		fmt.Fprintf(&b, " %d (%s) |\n", len(groups[p]), strings.Join(ids, ", "))
+	}
+	return b.String()
+}
+
+func cell(vs []float64) string {
+	if len(vs) == 0 {
+		return "–"
+	}
+	mean, sd := stats.MeanSD(vs)
+	f := func(v float64) string {
+		switch a := math.Abs(v); {
+		case a >= 1000:
+			return fmt.Sprintf("%.0f", v)
+		case a >= 10:
+			return fmt.Sprintf("%.1f", v)
+		default:
+			return fmt.Sprintf("%.2f", v)
+		}
+	}
+	if len(vs) == 1 {
+		return f(mean)
+	}
+	return f(mean) + " ± " + f(sd)
+}
+
+// Charts are the figure's panels: each measure per repeat, one curve a
+// policy.
+func Charts(rs []Result) []figures.Chart {
+	order, groups := byPolicy(rs)
+	var charts []figures.Chart
+	for _, m := range metrics[:6] {
+		c := figures.Chart{Title: m.name, XLabel: "repeat", YLabel: strings.TrimSpace(m.name + " " + paren(m.unit))}
+		for _, p := range order {
+			s := figures.Series{Name: p}
+			for i, r := range groups[p] {
+				if v := m.of(r); !math.IsNaN(v) {
+					s.X, s.Y = append(s.X, float64(i+1)), append(s.Y, v)
+				}
+			}
+			c.Series = append(c.Series, s)
+		}
+		charts = append(charts, c)
+	}
+	return charts
+}
+
+func paren(s string) string {
+	if s == "" {
+		return ""
+	}
+	return "(" + s + ")"
+}
+
+// Write writes compare.txt and the figure under dir.
+func Write(dir string, rs []Result) error {
+	if len(rs) == 0 {
+		return errors.New("no run to compare")
+	}
+	if err := os.WriteFile(filepath.Join(dir, "compare.txt"), []byte(Table(rs)), 0o644); err != nil {
+		return err
+	}
+	c := Charts(rs)
+	rows := [][]figures.Chart{c[:3], c[3:]}
+	for _, f := range []figures.Format{figures.PNG, figures.SVG} {
+		var b bytes.Buffer
+		if err := figures.RenderFigure(&b, f, 15*vg.Inch, 7*vg.Inch, "policies compared", rows...); err != nil {
+			return err
+		}
+		if err := os.WriteFile(filepath.Join(dir, "compare."+string(f)), b.Bytes(), 0o644); err != nil {
+			return err
+		}
+	}
+	return nil
+}

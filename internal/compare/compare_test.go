@@ -1,0 +1,98 @@
+package compare
+
+import (
+	"math"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/thrashscope/thrashscope/internal/report"
+	"github.com/thrashscope/thrashscope/internal/run"
+	"github.com/thrashscope/thrashscope/internal/store"
+)
+
+func TestOrderInterleaves(t *testing.T) {
+	got := Order([]string{"none", "tpf", "binpack"}, 2)
+	if want := []string{"none", "tpf", "binpack", "none", "tpf", "binpack"}; !slices.Equal(got, want) {
+		t.Errorf("Order = %v, want %v", got, want)
+	}
+}
+
+func TestValidate(t *testing.T) {
+	pol := "tpf"
+	for _, c := range []struct {
+		cfg  Config
+		want string
+	}{
+		{Config{Repeats: 1}, "at least one"},
+		{Config{Policies: []string{"none", "lru"}, Repeats: 1}, `"lru"`},
+		{Config{Policies: []string{"none", "none"}, Repeats: 1}, "twice"},
+		{Config{Policies: []string{"none"}, Repeats: 0}, "--repeats=0"},
+		{Config{Policies: []string{"none"}, Repeats: MaxRepeats + 1}, "--repeats"},
+		{Config{Policies: []string{"none"}, Repeats: 1, Spec: run.Spec{Policy: &pol}}, "leave it out"},
+	} {
+		if err := c.cfg.Validate(); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%+v: %v, want an error with %q", c.cfg, err, c.want)
+		}
+	}
+}
+
+func recorded(id, pol string, slowdowns []float64, swapRates []float64) report.Recorded {
+	rec := run.Record{ID: id, State: run.StateCompleted, Spec: run.Resolved{Policy: pol}, MakespanSeconds: 30}
+	for i, s := range slowdowns {
+		rec.Consumers = append(rec.Consumers, run.ConsumerRecord{Index: i, Cycles: 100, Slowdown: s, LatenessSeconds: float64(i)})
+	}
+	var rows []store.Row
+	for i, r := range swapRates {
+		rows = append(rows, store.Row{ElapsedSeconds: float64(i + 1), SwapInPagesPerSecond: r, MajorFaultsPerSecond: 2 * r, PressureFullPercent: r / 10})
+	}
+	return report.Recorded{Record: rec, Samples: rows}
+}
+
+func TestMeasure(t *testing.T) {
+	r := Measure(recorded("a", "binpack", []float64{2, 4, 0}, []float64{100, 300, 50}))
+	if r.Policy != "binpack" || r.SwapIns != 450 || r.MajorFaults != 900 || r.PeakPSIFull != 30 {
+		t.Errorf("%+v: want binpack, 450 swap-ins, 900 major faults, peak PSI full 30", r)
+	}
+	// The consumer without a slowdown (stopped before its work was done)
+	// is left out of the slowdowns, not counted as 0.
+	if r.MeanSlowdown != 3 || r.WorstSlowdown != 4 || r.MeanLatenessSeconds != 1 || r.Cycles != 300 || r.CyclesPerSwapIn != 300.0/450 {
+		t.Errorf("%+v: want slowdowns 3 mean and 4 worst, lateness 1, 300 cycles, 300/450 per swap-in", r)
+	}
+	if old := Measure(recorded("b", "", nil, nil)); old.Policy != "none" || !math.IsNaN(old.MeanSlowdown) {
+		t.Errorf("a record without a policy or slowdowns: %+v, want none and NaN slowdowns", old)
+	}
+}
+
+func TestTableAndFigure(t *testing.T) {
+	rs := []Result{
+		Measure(recorded("n1", "none", []float64{2}, []float64{100})),
+		Measure(recorded("b1", "binpack", []float64{3}, []float64{10})),
+		Measure(recorded("n2", "none", []float64{4}, []float64{300})),
+		Measure(recorded("b2", "binpack", []float64{3}, []float64{30})),
+	}
+	tab := Table(rs)
+	for _, want := range []string{
+		"| none | 30.0 ± 0.00 | 200.0 ± 141.4 |", // mean ± SD of 100 and 300
+		"| binpack | 30.0 ± 0.00 | 20.0 ± 14.1 |",
+		"2 (n1, n2) |", "2 (b1, b2) |",
+	} {
+		if !strings.Contains(tab, want) {
+			t.Errorf("table lacks %q:\n%s", want, tab)
+		}
+	}
+	if strings.Index(tab, "| none |") > strings.Index(tab, "| binpack |") {
+		t.Errorf("rows out of the order the policies ran in:\n%s", tab)
+	}
+	dir := t.TempDir()
+	if err := Write(dir, rs); err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range []string{"compare.txt", "compare.png", "compare.svg"} {
+		if fi, err := os.Stat(filepath.Join(dir, f)); err != nil || fi.Size() == 0 {
+			t.Errorf("%s: %v", f, err)
+		}
+	}
+}
