@@ -161,6 +161,12 @@ func chooseConsumers(r Recorded, rows map[int][]store.ProcessRow) []pick {
 			break
 		}
 	}
+	for _, d := range r.Record.Decisions {
+		if d.Kind == "protect" || d.Kind == "freeze" {
+			add(d.Consumer, "first held by "+r.Record.Spec.Policy)
+			break
+		}
+	}
 	if n > 0 {
 		most, late := -1, -1
 		for i := range n {
@@ -223,17 +229,49 @@ func consumerChart(r Recorded, p pick, rows []store.ProcessRow, end float64) fig
 		}
 	}
 	zero := 0.0
+	series := []figures.Series{
+		{Name: "demand", X: dx, Y: dy},
+		{Name: "RSS", X: x, Y: rss},
+		{Name: "swap", X: x, Y: swap},
+		{Name: "working set", X: wsx, Y: ws},
+	}
+	if hx, hy, name := heldSteps(rec, p.index, end); hx != nil {
+		series = append(series, figures.Series{Name: name, X: hx, Y: hy})
+	}
 	return figures.Chart{
 		Title:  fmt.Sprintf("%s (%s)", run.ConsumerName(p.index), p.why),
 		XLabel: timeAxis, YLabel: "MiB",
-		Series: []figures.Series{
-			{Name: "demand", X: dx, Y: dy},
-			{Name: "RSS", X: x, Y: rss},
-			{Name: "swap", X: x, Y: swap},
-			{Name: "working set", X: wsx, Y: ws},
-		},
-		YMin: &zero,
+		Series: series,
+		YMin:   &zero,
 	}
+}
+
+// heldSteps marks where the run's policy held consumer i (protected, or
+// frozen): a step up to 1.1 × S while held, 0 otherwise, from the
+// record's decisions; nil when the policy never acted on it.
+func heldSteps(rec run.Record, i int, end float64) (x, y []float64, name string) {
+	high := float64(rec.Spec.SizeBytes) / mib * 11 / 10
+	level := 0.0
+	x, y = []float64{0}, []float64{0}
+	for _, d := range rec.Decisions {
+		if d.Consumer != i || d.Error != "" {
+			continue
+		}
+		at := d.At.Sub(rec.StartedAt).Seconds()
+		next := 0.0
+		switch d.Kind {
+		case "protect":
+			next, name = high, "protected ("+rec.Spec.Policy+")"
+		case "freeze":
+			next, name = high, "frozen ("+rec.Spec.Policy+")"
+		}
+		x, y = append(x, at, at), append(y, level, next)
+		level = next
+	}
+	if name == "" {
+		return nil, nil, ""
+	}
+	return append(x, end), append(y, level), name
 }
 
 // stabilityFigure overlays the runs' smoothed swap-in and CPU curves on one

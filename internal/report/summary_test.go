@@ -3,6 +3,7 @@ package report
 import (
 	"fmt"
 	"math"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -156,5 +157,23 @@ func TestSummaryGroupsScales(t *testing.T) {
 	}
 	if fig := stabilityFigure(runs); !strings.HasPrefix(fig.title, "Scales compared") || fig.rows[0][0].YLabel != "pages/s per MiB" {
 		t.Errorf("figure of three scales: %q, %q", fig.title, fig.rows[0][0].YLabel)
+	}
+}
+
+func TestHeldSteps(t *testing.T) {
+	t0 := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	at := func(s int) time.Time { return t0.Add(time.Duration(s) * time.Second) }
+	rec := run.Record{StartedAt: t0, Spec: run.Resolved{Policy: "tpf", SizeBytes: 100 * mib},
+		Decisions: []run.Decision{
+			{At: at(10), Kind: "protect", Consumer: 1},
+			{At: at(12), Kind: "protect", Consumer: 0, Error: "refused"},
+			{At: at(20), Kind: "release", Consumer: 1},
+		}}
+	x, y, name := heldSteps(rec, 1, 30)
+	if name != "protected (tpf)" || !slices.Equal(x, []float64{0, 10, 10, 20, 20, 30}) || !slices.Equal(y, []float64{0, 0, 110, 110, 0, 0}) {
+		t.Errorf("consumer 1: %v %v %q, want a step up to 110 MiB from 10 s to 20 s", x, y, name)
+	}
+	if x, _, _ := heldSteps(rec, 0, 30); x != nil {
+		t.Errorf("consumer 0, whose only decision failed: %v, want no steps", x)
 	}
 }
