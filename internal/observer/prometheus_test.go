@@ -228,7 +228,9 @@ func TestAlertsFireOnARealThrash(t *testing.T) {
 	// The dashboards' metrics are looked for in scrapes during the run,
 	// when the run_* and per-process series exist.
 	metrics := newDashboardMetrics(t)
-	rec := d.startRun(t, `{"preset":"e4","scale":0.1}`)
+	// Under tpf, so the policy's series and its annotation have actions
+	// to show: it protects one consumer at a time and the thrash goes on.
+	rec := d.startRun(t, `{"preset":"e4","scale":0.1,"policy":"tpf"}`)
 	start := rec.StartedAt
 	var end time.Time
 	for {

@@ -235,6 +235,11 @@ func Thrashscope() dashboards.Dashboard {
 			annotation("Run ended", "blue",
 				`(changes(thrashscope_runs_total{`+on+`}[5s]) > 0) * on (instance) group_left (run_id, preset) thrashscope_run_info{`+on+`}`,
 				"run {{run_id}} {{outcome}}", "preset {{preset}}", "outcome,preset"),
+			// The run's policy acting on its consumers (freeze, thaw, protect,
+			// release), labelled with the policy.
+			annotation("Policy actions", "green",
+				`(changes(thrashscope_run_policy_decisions_total{`+on+`}[5s]) > 0) * on (instance) group_left (policy) thrashscope_run_policy_info{`+on+`}`,
+				"{{policy}}: {{kind}}", "the run's policy {{policy}} took a {{kind}} action", "policy,kind"),
 			annotation("Detector transitions", "orange",
 				`changes(thrashscope_detector_transitions_total{`+on+`}[5s]) > 0`,
 				"detector: {{to}}", "thrash detector entered {{to}}", "to"),
