@@ -261,7 +261,8 @@ func Charts(rs []Result) []figures.Chart {
 	order, groups := byPolicy(rs)
 	var charts []figures.Chart
 	for _, m := range metrics[:6] {
-		c := figures.Chart{Title: m.name, XLabel: "repeat", YLabel: strings.TrimSpace(m.name + " " + paren(m.unit))}
+		zero := 0.0
+		c := figures.Chart{Title: m.name, XLabel: "repeat (the policies interleaved)", YLabel: strings.TrimSpace(m.name + " " + paren(m.unit)), YMin: &zero}
 		for _, p := range order {
 			s := figures.Series{Name: p}
 			for i, r := range groups[p] {
