@@ -323,8 +323,7 @@ func (c *consumer) sendAside(m Message) error {
 	}
 	var buf [MessageSize]byte
 	b, _ := m.AppendBinary(buf[:0])
-	_, err := c.rep.Write(b)
-	return err
+	return c.write(b)
 }
 
 func (c *consumer) parentGone() bool { return errors.Is(context.Cause(c.ctx), ErrParentGone) }
@@ -334,21 +333,25 @@ func (c *consumer) send(r Message) error {
 		return ErrParentGone
 	}
 	b, _ := r.AppendBinary(c.buf[:0])
-	// A message is smaller than PIPE_BUF, so a write is whole or nothing. In
-	// a cgroup v1 run under the OOM guard the pipe's buffer page is charged
-	// to the run and fails with ENOMEM while the cgroup is at its limit:
-	// wait for the guard's reclaim rather than fail the run.
-	var err error
-	for wait := time.Duration(0); ; wait += sendRetry {
-		if _, err = c.rep.Write(b); !errors.Is(err, unix.ENOMEM) || wait >= maxSendWait {
-			break
-		}
-		time.Sleep(sendRetry)
-	}
-	if err != nil {
+	if err := c.write(b); err != nil {
 		return fmt.Errorf("writing the %s message: %w", r.Kind, err)
 	}
 	return nil
+}
+
+// write writes one encoded message. A message is smaller than PIPE_BUF, so
+// a write is whole or nothing. In a cgroup v1 run under the OOM guard the
+// pipe's buffer page is charged to the run and fails with ENOMEM while the
+// cgroup is at its limit: wait for the guard's reclaim rather than fail
+// the run.
+func (c *consumer) write(b []byte) error {
+	var err error
+	for wait := time.Duration(0); ; wait += sendRetry {
+		if _, err = c.rep.Write(b); !errors.Is(err, unix.ENOMEM) || wait >= maxSendWait {
+			return err
+		}
+		time.Sleep(sendRetry)
+	}
 }
 
 // How a message write that the cgroup's limit refused is retried.
