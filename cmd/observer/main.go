@@ -65,8 +65,9 @@ func main() {
 
 	cmpCmd := app.Command("compare", "Run one spec under several thrash-control policies, each repeated, interleaved, standalone (no daemon; run no other thrash meanwhile), and write the comparison (compare.txt: makespan, swap-ins, major faults, slowdowns, peak PSI full, lateness, mean ± SD) and its figure under --out.")
 	var cc compare.Config
-	cmpSpec := cmpCmd.Flag("spec", `The run spec, as POST /api/v1/runs takes it, without a policy; e.g. {"preset":"syn8","consumers":25}.`).Required().String()
-	cmpCmd.Flag("policy", "A policy to compare; repeat it (none, tpf, binpack, calmdown).").Required().StringsVar(&cc.Policies)
+	cmpSpec := cmpCmd.Flag("spec", `The run spec, as POST /api/v1/runs takes it, without a policy; e.g. {"preset":"syn8","consumers":25}.`).String()
+	cmpCmd.Flag("policy", "A policy to compare; repeat it (none, tpf, binpack, calmdown).").StringsVar(&cc.Policies)
+	cmpRedraw := cmpCmd.Flag("redraw", "Run nothing: compare the ended runs already under --out (an interrupted comparison, or to draw one anew).").Bool()
 	cmpCmd.Flag("repeats", "Runs of each policy.").Default("3").IntVar(&cc.Repeats)
 	cmpCmd.Flag("out", "Directory for the runs and the comparison; made if missing.").Required().StringVar(&cc.OutDir)
 	cmpCmd.Flag("loadgen", "The consumer binary; default: beside observer, else on PATH.").Default("").StringVar(&cc.Binary)
@@ -88,7 +89,7 @@ func main() {
 		return
 	}
 	if cmd == cmpCmd.FullCommand() {
-		os.Exit(runCompare(cc, *cmpSpec))
+		os.Exit(runCompare(cc, *cmpSpec, *cmpRedraw))
 	}
 	if cmd == fnd.FullCommand() {
 		runs, err := findings.Load(*findingsDir)
@@ -139,7 +140,20 @@ func main() {
 }
 
 // runCompare is observer compare.
-func runCompare(cc compare.Config, specJSON string) int {
+func runCompare(cc compare.Config, specJSON string, redraw bool) int {
+	if redraw {
+		results, err := compare.Redraw(cc.OutDir)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "observer compare --redraw:", err)
+			return 1
+		}
+		fmt.Print(compare.Table(results))
+		return 0
+	}
+	if specJSON == "" {
+		fmt.Fprintln(os.Stderr, "observer compare: --spec is required (or --redraw)")
+		return 2
+	}
 	spec, err := run.DecodeSpec([]byte(specJSON))
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "observer compare: --spec:", err)

@@ -26,6 +26,7 @@ import (
 	"github.com/thrashscope/thrashscope/internal/run"
 	"github.com/thrashscope/thrashscope/internal/runs"
 	"github.com/thrashscope/thrashscope/internal/stats"
+	"github.com/thrashscope/thrashscope/internal/store"
 )
 
 // MaxRepeats bounds the repeats a comparison asks for.
@@ -114,6 +115,38 @@ func Run(ctx context.Context, cfg Config) ([]Result, error) {
 	return results, Write(cfg.OutDir, results)
 }
 
+// Redraw writes the comparison of the ended runs already under dir (a
+// comparison's --out), oldest first: after one was interrupted, or to
+// draw it anew.
+func Redraw(dir string) ([]Result, error) {
+	d, err := store.OpenExisting(dir)
+	if err != nil {
+		return nil, err
+	}
+	recs, err := d.Records()
+	if err != nil {
+		return nil, err
+	}
+	var ids []string
+	for _, rec := range slices.Backward(recs) { // Records lists the newest first
+		if !run.Active(rec.State) && rec.State != run.StateCorrupt {
+			ids = append(ids, rec.ID)
+		}
+	}
+	if len(ids) == 0 {
+		return nil, fmt.Errorf("no ended run under %s to compare", dir)
+	}
+	recorded, err := report.Load(dir, ids)
+	if err != nil {
+		return nil, err
+	}
+	var results []Result
+	for _, r := range recorded {
+		results = append(results, Measure(r))
+	}
+	return results, Write(dir, results)
+}
+
 // Result sums up one run.
 type Result struct {
 	ID, Policy, State string
@@ -138,6 +171,9 @@ func Measure(r report.Recorded) Result {
 	rec := r.Record
 	res := Result{ID: rec.ID, Policy: rec.Spec.Policy, State: rec.State, MakespanSeconds: rec.MakespanSeconds,
 		MeanSlowdown: math.NaN(), WorstSlowdown: math.NaN()}
+	if res.MakespanSeconds == 0 {
+		res.MakespanSeconds = math.NaN() // a timed run, or one that did not finish its work
+	}
 	if res.Policy == "" {
 		res.Policy = policy.None
 	}
@@ -245,8 +281,10 @@ func cell(vs []float64) string {
 			return fmt.Sprintf("%.0f", v)
 		case a >= 10:
 			return fmt.Sprintf("%.1f", v)
-		default:
+		case a >= 0.1 || a == 0:
 			return fmt.Sprintf("%.2f", v)
+		default:
+			return fmt.Sprintf("%.3g", v)
 		}
 	}
 	if len(vs) == 1 {

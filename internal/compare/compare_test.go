@@ -1,12 +1,14 @@
 package compare
 
 import (
+	"fmt"
 	"math"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/thrashscope/thrashscope/internal/report"
 	"github.com/thrashscope/thrashscope/internal/run"
@@ -94,5 +96,44 @@ func TestTableAndFigure(t *testing.T) {
 		if fi, err := os.Stat(filepath.Join(dir, f)); err != nil || fi.Size() == 0 {
 			t.Errorf("%s: %v", f, err)
 		}
+	}
+}
+
+func TestRedrawComparesTheRunsUnderOut(t *testing.T) {
+	dir := t.TempDir()
+	d, err := store.Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, pol := range []string{"none", "binpack", "none"} {
+		r := recorded(fmt.Sprintf("20260102-03040%d-abcdef", i), pol, []float64{2}, []float64{100 * float64(i+1)})
+		r.Record.StartedAt = time.Date(2026, 1, 2, 3, 4, i, 0, time.UTC)
+		if err := d.SaveRecord(r.Record); err != nil {
+			t.Fatal(err)
+		}
+		var tab store.Table
+		for _, row := range r.Samples {
+			tab.Append(row)
+		}
+		if err := d.WriteFile(r.Record.ID, store.SamplesFile, tab.CSV()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	rs, err := Redraw(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, r := range rs {
+		got = append(got, r.Policy)
+	}
+	if want := []string{"none", "binpack", "none"}; !slices.Equal(got, want) || rs[2].SwapIns != 300 {
+		t.Errorf("redrawn %v (last swap-ins %g), want %v oldest first, the last with 300", got, rs[2].SwapIns, want)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "compare.png")); err != nil {
+		t.Error(err)
+	}
+	if _, err := Redraw(t.TempDir()); err == nil {
+		t.Error("Redraw of an empty directory: no error")
 	}
 }
