@@ -158,7 +158,9 @@ type Result struct {
 	// their work; NaN without a baseline.
 	MeanSlowdown, WorstSlowdown float64
 	PeakPSIFull                 float64 // % of an interval
-	MeanLatenessSeconds         float64
+	// MeanLatenessSeconds is past t_f, for a timed run; NaN for a run of
+	// fixed work.
+	MeanLatenessSeconds float64
 	// Cycles is the write cycles every consumer did; CyclesPerSwapIn the
 	// progress each swap-in bought (Maziero et al. 2013 compare policies
 	// by it).
@@ -197,7 +199,10 @@ func Measure(r report.Recorded) Result {
 		res.MeanSlowdown, _ = stats.MeanSD(slow)
 		res.WorstSlowdown = slices.Max(slow)
 	}
-	if len(late) > 0 {
+	res.MeanLatenessSeconds = math.NaN()
+	if len(late) > 0 && rec.Spec.Cycles == 0 {
+		// Lateness is against t_f, the timed plan's: a run of fixed work
+		// has a makespan and slowdowns instead.
 		res.MeanLatenessSeconds, _ = stats.MeanSD(late)
 	}
 	if res.SwapIns > 0 {

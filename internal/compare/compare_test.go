@@ -63,6 +63,11 @@ func TestMeasure(t *testing.T) {
 	if r.MeanSlowdown != 3 || r.WorstSlowdown != 4 || r.MeanLatenessSeconds != 1 || r.Cycles != 300 || r.CyclesPerSwapIn != 300.0/450 {
 		t.Errorf("%+v: want slowdowns 3 mean and 4 worst, lateness 1, 300 cycles, 300/450 per swap-in", r)
 	}
+	work := recorded("w", "none", []float64{2}, []float64{1})
+	work.Record.Spec.Cycles = 100
+	if m := Measure(work); !math.IsNaN(m.MeanLatenessSeconds) {
+		t.Errorf("a run of fixed work: lateness %g, want NaN (it has no t_f)", m.MeanLatenessSeconds)
+	}
 	if old := Measure(recorded("b", "", nil, nil)); old.Policy != "none" || !math.IsNaN(old.MeanSlowdown) {
 		t.Errorf("a record without a policy or slowdowns: %+v, want none and NaN slowdowns", old)
 	}
