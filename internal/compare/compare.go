@@ -166,6 +166,18 @@ type Result struct {
 	// by it).
 	Cycles          uint64
 	CyclesPerSwapIn float64
+	// Consumers are each consumer's own figures.
+	Consumers []ConsumerResult
+}
+
+// ConsumerResult is one consumer's share of a run.
+type ConsumerResult struct {
+	Index int
+	// MajorFaults are its own, from the per-process table (maj_flt).
+	MajorFaults float64
+	// HeldSeconds is how long the policy held it (protected or frozen).
+	HeldSeconds float64
+	Slowdown    float64 // NaN without one
 }
 
 // Measure sums up one ended run from its record and samples.
@@ -208,7 +220,60 @@ func Measure(r report.Recorded) Result {
 	if res.SwapIns > 0 {
 		res.CyclesPerSwapIn = float64(res.Cycles) / res.SwapIns
 	}
+	res.Consumers = consumersOf(r)
 	return res
+}
+
+// consumersOf sums up each consumer: its major faults over the run (rate ×
+// interval, per row of the per-process table) and how long the policy
+// held it.
+func consumersOf(r report.Recorded) []ConsumerResult {
+	rec := r.Record
+	out := make([]ConsumerResult, len(rec.Consumers))
+	last := map[int]float64{}
+	for i, c := range rec.Consumers {
+		out[i] = ConsumerResult{Index: i, Slowdown: math.NaN()}
+		if c.Slowdown > 0 {
+			out[i].Slowdown = c.Slowdown
+		}
+		if c.ActualStart != nil {
+			last[i] = c.ActualStart.Sub(rec.StartedAt).Seconds()
+		}
+	}
+	for _, p := range r.Processes {
+		if p.Consumer < 0 || p.Consumer >= len(out) {
+			continue
+		}
+		from, ok := last[p.Consumer]
+		last[p.Consumer] = p.ElapsedSeconds
+		if v, has := p.MajorFaultRate(); has && ok {
+			out[p.Consumer].MajorFaults += v * max(0, p.ElapsedSeconds-from)
+		}
+	}
+	since := map[int]float64{}
+	end := 0.0
+	if rec.EndedAt != nil {
+		end = rec.EndedAt.Sub(rec.StartedAt).Seconds()
+	}
+	for _, d := range rec.Decisions {
+		if d.Error != "" || d.Consumer < 0 || d.Consumer >= len(out) {
+			continue
+		}
+		at := d.At.Sub(rec.StartedAt).Seconds()
+		switch d.Kind {
+		case string(policy.Protect), string(policy.Freeze):
+			since[d.Consumer] = at
+		case string(policy.Release), string(policy.Thaw):
+			if s, ok := since[d.Consumer]; ok {
+				out[d.Consumer].HeldSeconds += at - s
+				delete(since, d.Consumer)
+			}
+		}
+	}
+	for i, s := range since {
+		out[i].HeldSeconds += max(0, end-s)
+	}
+	return out
 }
 
 // metric is one column of the table and one panel of the figure.
@@ -272,7 +337,53 @@ func Table(rs []Result) string {
 		}
 		fmt.Fprintf(&b, " %d (%s) |\n", len(groups[p]), strings.Join(ids, ", "))
 	}
+	consumerTable(&b, order, groups)
 	return b.String()
+}
+
+// maxConsumerColumns bounds the per-consumer table: runs of a few
+// consumers (pair) are compared consumer by consumer.
+const maxConsumerColumns = 4
+
+// consumerTable adds, for runs of up to four consumers, each consumer's
+// major faults, time held by the policy and slowdown, by policy.
+func consumerTable(b *strings.Builder, order []string, groups map[string][]Result) {
+	n := 0
+	for _, rs := range groups {
+		for _, r := range rs {
+			n = max(n, len(r.Consumers))
+		}
+	}
+	if n == 0 || n > maxConsumerColumns {
+		return
+	}
+	b.WriteString("\n| policy |")
+	for i := range n {
+		name := run.ConsumerName(i)
+		fmt.Fprintf(b, " %s major faults | %s held (s) | %s slowdown (×) |", name, name, name)
+	}
+	b.WriteString("\n|---|" + strings.Repeat("---:|", 3*n) + "\n")
+	for _, p := range order {
+		fmt.Fprintf(b, "| %s |", p)
+		for i := range n {
+			for _, of := range []func(ConsumerResult) float64{
+				func(c ConsumerResult) float64 { return c.MajorFaults },
+				func(c ConsumerResult) float64 { return c.HeldSeconds },
+				func(c ConsumerResult) float64 { return c.Slowdown },
+			} {
+				var vs []float64
+				for _, r := range groups[p] {
+					if i < len(r.Consumers) {
+						if v := of(r.Consumers[i]); !math.IsNaN(v) {
+							vs = append(vs, v)
+						}
+					}
+				}
+				b.WriteString(" " + cell(vs) + " |")
+			}
+		}
+		b.WriteString("\n")
+	}
 }
 
 func cell(vs []float64) string {
