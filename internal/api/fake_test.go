@@ -42,6 +42,10 @@ func newFakeRuns(active bool) *fakeRuns {
 			{At: t0.Add(25 * time.Second), To: "thrashing", Processes: []string{"consumer-00", "consumer-01"}},
 			{At: t0.Add(50 * time.Second), To: "normal"},
 		},
+		Decisions: []run.Decision{
+			{At: t0.Add(26 * time.Second), Kind: "protect", Consumer: 1, Why: "thrashing: the high-fault consumer with the least demand − RSS (2 MiB)"},
+			{At: t0.Add(30 * time.Second), Kind: "release", Consumer: 1, Why: "its swap-ins fell to 0.0/s, below PF_Low 1", Error: "asking it to unlock its region: broken pipe"},
+		},
 	}
 	for i := range done.Consumers {
 		c := &done.Consumers[i]
