@@ -5,28 +5,29 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
-	"strconv"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/thrashscope/thrashscope/internal/cgroup"
+	"github.com/thrashscope/thrashscope/internal/procfs"
 	"github.com/thrashscope/thrashscope/internal/testenv"
 )
 
-// cpuTicks is a process's user + system time in clock ticks, from
-// /proc/<pid>/stat: the kernel's own count of its running.
-func cpuTicks(t *testing.T, pid int) uint64 {
+// cpuSeconds is a process's user + system time, as /proc/<pid>/stat
+// counts it: the kernel's own count of its running.
+func cpuSeconds(t *testing.T, pid int) float64 {
 	t.Helper()
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	fs, err := procfs.NewFS("/proc")
 	if err != nil {
 		t.Fatal(err)
 	}
-	f := strings.Fields(string(b[strings.LastIndexByte(string(b), ')')+2:]))
-	u, _ := strconv.ParseUint(f[11], 10, 64)
-	s, _ := strconv.ParseUint(f[12], 10, 64)
-	return u + s
+	p, err := fs.ProcessStat(pid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p.UserSeconds + p.SystemSeconds
 }
 
 // freezeGroup makes a freeze group under the test's own cgroup2 group and
@@ -68,12 +69,13 @@ func spinner(t *testing.T, ch *cgroup.Cgroup) *exec.Cmd {
 	return cmd
 }
 
-// ticksOver is how many ticks pid runs for in d.
-func ticksOver(t *testing.T, pid int, d time.Duration) uint64 {
+// ticksOver is how long pid runs for in d, in seconds of CPU (whole
+// clock ticks).
+func ticksOver(t *testing.T, pid int, d time.Duration) float64 {
 	t.Helper()
-	before := cpuTicks(t, pid)
+	before := cpuSeconds(t, pid)
 	time.Sleep(d)
-	return cpuTicks(t, pid) - before
+	return cpuSeconds(t, pid) - before
 }
 
 func TestFreezeStopsAndThawResumes(t *testing.T) {
@@ -90,7 +92,7 @@ func TestFreezeStopsAndThawResumes(t *testing.T) {
 		t.Fatalf("Frozen() = %v, %v after Freeze", frozen, err)
 	}
 	if n := ticksOver(t, pid, 500*time.Millisecond); n != 0 {
-		t.Errorf("the frozen spinner ran %d ticks in 500 ms", n)
+		t.Errorf("the frozen spinner ran %g s of CPU in 500 ms", n)
 	}
 	if err := ch.Thaw(); err != nil {
 		t.Fatal(err)

@@ -250,28 +250,15 @@ func consumersOf(r report.Recorded) []ConsumerResult {
 			out[p.Consumer].MajorFaults += v * max(0, p.ElapsedSeconds-from)
 		}
 	}
-	since := map[int]float64{}
 	end := 0.0
 	if rec.EndedAt != nil {
 		end = rec.EndedAt.Sub(rec.StartedAt).Seconds()
 	}
-	for _, d := range rec.Decisions {
-		if d.Error != "" || d.Consumer < 0 || d.Consumer >= len(out) {
-			continue
+	for i := range out {
+		spans, _ := report.HeldSpans(rec, i, end)
+		for _, sp := range spans {
+			out[i].HeldSeconds += sp[1] - sp[0]
 		}
-		at := d.At.Sub(rec.StartedAt).Seconds()
-		switch d.Kind {
-		case string(policy.Protect), string(policy.Freeze):
-			since[d.Consumer] = at
-		case string(policy.Release), string(policy.Thaw):
-			if s, ok := since[d.Consumer]; ok {
-				out[d.Consumer].HeldSeconds += at - s
-				delete(since, d.Consumer)
-			}
-		}
-	}
-	for i, s := range since {
-		out[i].HeldSeconds += max(0, end-s)
 	}
 	return out
 }

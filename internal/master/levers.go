@@ -30,8 +30,9 @@ type lever struct {
 	pidfd  int            // -1 when none
 	region [2]uintptr     // address and length, once mapped
 	frozen bool
-	// protected: a lock was asked for; locked: the consumer said done.
-	protected, locked bool
+	// protected: a lock was asked for (the consumer answers, and logs a
+	// refusal).
+	protected bool
 }
 
 // governor is the run's policy and its levers.
@@ -139,7 +140,7 @@ func (r *Master) detach(i int) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	l := &r.gov.levers[i]
-	l.ctl, l.frozen, l.protected, l.locked = nil, false, false, false
+	l.ctl, l.frozen, l.protected = nil, false, false
 	if l.pidfd >= 0 {
 		unix.Close(l.pidfd)
 		l.pidfd = -1
@@ -194,11 +195,7 @@ func (r *Master) act(a policy.Action) error {
 		return fmt.Errorf("no consumer %d in this run", a.Consumer)
 	}
 	l := &r.gov.levers[a.Consumer]
-	group, region := l.group, l.region
-	pidfd := -1
-	if l.pidfd >= 0 {
-		pidfd, _ = unix.FcntlInt(uintptr(l.pidfd), unix.F_DUPFD_CLOEXEC, 0)
-	}
+	group := l.group
 	r.mu.Unlock()
 	switch a.Kind {
 	case policy.Freeze:
@@ -211,19 +208,25 @@ func (r *Master) act(a policy.Action) error {
 		}
 		r.mu.Lock()
 		l.frozen = true
+		// The page-out has its own copy of the pidfd: the consumer's
+		// exit closes the lever's.
+		region, pidfd := l.region, -1
+		if l.pidfd >= 0 && region[1] > 0 {
+			pidfd, _ = unix.FcntlInt(uintptr(l.pidfd), unix.F_DUPFD_CLOEXEC, 0)
+		}
 		r.mu.Unlock()
-		if pidfd >= 0 && region[1] > 0 {
+		if pidfd >= 0 {
 			g := r.gov
 			g.pageout.Add(1)
-			go func(fd int) {
+			go func() {
 				defer g.pageout.Done()
-				defer unix.Close(fd)
-				if err := pageOut(fd, region[0], region[1]); err != nil {
+				defer unix.Close(pidfd)
+				if err := pageOut(pidfd, region[0], region[1]); err != nil {
 					r.cfg.Logger.Warn("paging out a frozen consumer", "run", r.cfg.ID, "consumer", a.Consumer, "err", err)
 				}
-			}(pidfd)
-			pidfd = -1
+			}()
 		}
+		return nil
 	case policy.Thaw:
 		if group == nil {
 			return errors.New("the run has no freezer")
@@ -234,15 +237,11 @@ func (r *Master) act(a policy.Action) error {
 		r.mu.Lock()
 		l.frozen = false
 		r.mu.Unlock()
+		return nil
 	case policy.Protect, policy.Release:
 		return r.lock(l, a.Kind == policy.Protect)
-	default:
-		return fmt.Errorf("unknown action %q", a.Kind)
 	}
-	if pidfd >= 0 {
-		unix.Close(pidfd)
-	}
-	return nil
+	return fmt.Errorf("unknown action %q", a.Kind)
 }
 
 // lock asks a consumer to lock its region (a protection) or unlock it.

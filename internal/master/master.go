@@ -191,7 +191,10 @@ func (r *Master) Record() run.Record {
 	rec := r.rec
 	rec.Consumers = append([]run.ConsumerRecord(nil), r.rec.Consumers...)
 	rec.Transitions = append([]run.Transition(nil), r.rec.Transitions...)
-	rec.Decisions = append([]run.Decision(nil), r.rec.Decisions...)
+	// Decisions are only ever appended, and an entry never changes: the
+	// copy shares them (capped, so an append to it reallocates), and a
+	// binpack run's thousands are not copied at every tick and scrape.
+	rec.Decisions = r.rec.Decisions[:len(r.rec.Decisions):len(r.rec.Decisions)]
 	if r.rec.Alone != nil {
 		a := *r.rec.Alone
 		rec.Alone = &a
@@ -661,7 +664,6 @@ func (r *Master) apply(i int, rep consumer.Message) {
 	case consumer.KindRegion:
 		r.gov.levers[i].region = [2]uintptr{uintptr(rep.A), uintptr(rep.B)}
 	case consumer.KindLocked:
-		r.gov.levers[i].locked = rep.A == 1
 		if rep.B != 0 {
 			r.cfg.Logger.Warn("a consumer could not lock or unlock its region", "run", r.cfg.ID, "consumer", i, "err", syscall.Errno(rep.B).Error())
 		}

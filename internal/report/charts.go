@@ -246,32 +246,48 @@ func consumerChart(r Recorded, p pick, rows []store.ProcessRow, end float64) fig
 	}
 }
 
-// heldSteps marks where the run's policy held consumer i (protected, or
-// frozen): a step up to 1.1 × S while held, 0 otherwise, from the
-// record's decisions; nil when the policy never acted on it.
-func heldSteps(rec run.Record, i int, end float64) (x, y []float64, name string) {
-	high := float64(rec.Spec.SizeBytes) / mib * 11 / 10
-	level := 0.0
-	x, y = []float64{0}, []float64{0}
+// HeldSpans are the times, in seconds since the run started, that the
+// run's policy held consumer i (protected, or frozen), from the record's
+// decisions that acted; a hold still on at the end lasts to end. How is
+// "protected" or "frozen", empty when it was never held.
+func HeldSpans(rec run.Record, i int, end float64) (spans [][2]float64, how string) {
+	from, held := 0.0, false
 	for _, d := range rec.Decisions {
 		if d.Consumer != i || d.Error != "" {
 			continue
 		}
 		at := d.At.Sub(rec.StartedAt).Seconds()
-		next := 0.0
 		switch d.Kind {
-		case "protect":
-			next, name = high, "protected ("+rec.Spec.Policy+")"
-		case "freeze":
-			next, name = high, "frozen ("+rec.Spec.Policy+")"
+		case "protect", "freeze":
+			if !held {
+				from, held = at, true
+			}
+			how = map[string]string{"protect": "protected", "freeze": "frozen"}[d.Kind]
+		case "release", "thaw":
+			if held {
+				spans, held = append(spans, [2]float64{from, at}), false
+			}
 		}
-		x, y = append(x, at, at), append(y, level, next)
-		level = next
 	}
-	if name == "" {
+	if held {
+		spans = append(spans, [2]float64{from, max(from, end)})
+	}
+	return spans, how
+}
+
+// heldSteps marks where the run's policy held consumer i: a step up to
+// 1.1 × S while held, 0 otherwise; nil when it was never held.
+func heldSteps(rec run.Record, i int, end float64) (x, y []float64, name string) {
+	spans, how := HeldSpans(rec, i, end)
+	if how == "" {
 		return nil, nil, ""
 	}
-	return append(x, end), append(y, level), name
+	high := float64(rec.Spec.SizeBytes) / mib * 11 / 10
+	x, y = []float64{0}, []float64{0}
+	for _, sp := range spans {
+		x, y = append(x, sp[0], sp[0], sp[1], sp[1]), append(y, 0, high, high, 0)
+	}
+	return append(x, end), append(y, 0), how + " (" + rec.Spec.Policy + ")"
 }
 
 // stabilityFigure overlays the runs' smoothed swap-in and CPU curves on one

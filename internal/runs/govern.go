@@ -7,6 +7,7 @@ import (
 	"github.com/thrashscope/thrashscope/internal/pipeline"
 	"github.com/thrashscope/thrashscope/internal/policy"
 	"github.com/thrashscope/thrashscope/internal/run"
+	"github.com/thrashscope/thrashscope/internal/sampler"
 )
 
 // Govern is the policy stage of the pipeline: it shows the active run's
@@ -27,12 +28,17 @@ func (m *Manager) Govern(_, tick *pipeline.Tick) {
 	if err != nil {
 		usage = rec.Spec.MemoryLimitBytes // unknown: as full as it can be
 	}
-	swap := func(pid int) int64 {
-		p, err := m.cfg.ProcFS.Process(pid)
-		if err != nil {
-			return 0 // it ended meanwhile
+	// Only binpack sizes consumers by RSS + swap; the others spare the
+	// sample loop a read of each consumer's status.
+	swap := func(int) int64 { return 0 }
+	if rec.Spec.Policy == policy.BinPack {
+		swap = func(pid int) int64 {
+			p, err := m.cfg.ProcFS.Process(pid)
+			if err != nil {
+				return 0 // it ended meanwhile
+			}
+			return int64(p.SwapBytes)
 		}
-		return int64(p.SwapBytes)
 	}
 	a.run.Govern(policyTick(tick, rec, usage, swap))
 }
@@ -53,20 +59,20 @@ func policyTick(tick *pipeline.Tick, rec run.Record, usage int64, swapOf func(pi
 		LimitBytes:     rec.Spec.MemoryLimitBytes,
 		FreeBytes:      max(0, rec.Spec.MemoryLimitBytes-usage),
 	}
+	read := make(map[int]*sampler.Process, len(cur.Processes))
+	for i := range cur.Processes {
+		read[cur.Processes[i].PID] = &cur.Processes[i]
+	}
 	for _, c := range rec.Consumers {
 		if c.ActualStart == nil || c.ActualEnd != nil || c.Exit != "" || c.PID == 0 {
 			continue
 		}
 		pc := policy.Consumer{Index: c.Index, DemandBytes: rec.Spec.SizeBytes, Since: *c.ActualStart}
-		for _, p := range cur.Processes {
-			if p.PID != c.PID {
-				continue
-			}
+		if p, ok := read[c.PID]; ok {
 			pc.ResidentBytes = int64(p.ResidentBytes)
 			if p.HasRates {
 				pc.SwapInRate = p.Rates.MajFlt
 			}
-			break
 		}
 		pc.HighFault = verdict.Processes[c.PID].HighFault
 		pc.SwapBytes = swapOf(c.PID)

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/thrashscope/thrashscope/internal/cgroup"
+	"github.com/thrashscope/thrashscope/internal/procfs"
 	"github.com/thrashscope/thrashscope/internal/run"
 	"github.com/thrashscope/thrashscope/internal/testenv"
 )
@@ -69,18 +70,17 @@ func groupPID(dir string) int {
 	return pid
 }
 
-// ticks is a process's user + system time in clock ticks; -1 once gone.
-func ticks(pid int) int64 {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+// cpuSeconds is a process's user + system time (/proc/<pid>/stat); -1
+// once it is gone.
+func cpuSeconds(pid int) float64 {
+	p, err := procFS.ProcessStat(pid)
 	if err != nil {
 		return -1
 	}
-	s := string(b)
-	f := strings.Fields(s[strings.LastIndexByte(s, ')')+2:])
-	u, _ := strconv.ParseInt(f[11], 10, 64)
-	st, _ := strconv.ParseInt(f[12], 10, 64)
-	return u + st
+	return p.UserSeconds + p.SystemSeconds
 }
+
+var procFS, _ = procfs.NewFS("/proc")
 
 // regionOf reads the mapping of exactly size bytes (the consumer's region)
 // from /proc/<pid>/smaps: its Rss and Locked in bytes, and its VmFlags.
@@ -122,18 +122,11 @@ func regionOf(pid int, size int64) (rss, locked int64, flags string, ok bool) {
 // pswpin is the host's pages swapped in since boot (/proc/vmstat).
 func pswpin(t *testing.T) int64 {
 	t.Helper()
-	b, err := os.ReadFile("/proc/vmstat")
+	v, err := procFS.VMStat()
 	if err != nil {
 		t.Fatal(err)
 	}
-	for line := range strings.Lines(string(b)) {
-		if v, ok := strings.CutPrefix(line, "pswpin "); ok {
-			n, _ := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
-			return n
-		}
-	}
-	t.Fatal("no pswpin in /proc/vmstat")
-	return 0
+	return int64(v.PswpIn)
 }
 
 // leftBehind fails the test for any consumer alive or frozen group left.
@@ -162,15 +155,15 @@ func watchFrozen(t *testing.T, size int64) {
 				continue
 			}
 			pid := groupPID(g)
-			before := ticks(pid)
+			before := cpuSeconds(pid)
 			time.Sleep(300 * time.Millisecond)
-			after := ticks(pid)
+			after := cpuSeconds(pid)
 			rss, _, _, ok := regionOf(pid, size)
 			if !frozen(g) || before < 0 || after < 0 || !ok {
 				continue // thawed meanwhile, or ended: not a clean look
 			}
 			if after != before {
-				t.Errorf("%s: frozen, its consumer (pid %d) still ran %d ticks in 300 ms", g, pid, after-before)
+				t.Errorf("%s: frozen, its consumer (pid %d) still ran %g s of CPU in 300 ms", g, pid, after-before)
 			}
 			if rss > size/4 {
 				t.Errorf("%s: frozen 300 ms, its consumer's region has %d KiB resident of %d KiB, want it paged out (under a quarter)", g, rss>>10, size>>10)
