@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/thrashscope/thrashscope/internal/run"
 	"github.com/thrashscope/thrashscope/internal/store"
@@ -248,6 +249,41 @@ func checkFiles(t *testing.T, out string, res Result, want []string) {
 		case ".txt":
 		default:
 			t.Errorf("unexpected file %s", f)
+		}
+	}
+}
+
+// A samples.csv with a value no run writes (NaN, ±Inf, -1e308) is refused
+// when read, naming the run, the file, the line and the column, and the
+// report returns at once instead of spinning in the swap-in rule.
+func TestReportRefusesNonFiniteSamples(t *testing.T) {
+	for _, v := range []string{"NaN", "+Inf", "-1e308"} {
+		data := dataDir(t)
+		d, _ := store.Open(data)
+		b, err := d.ReadFile(e4Run, store.SamplesFile)
+		if err != nil {
+			t.Fatal(err)
+		}
+		lines := strings.Split(string(b), "\n")
+		cells := strings.Split(lines[5], ",")
+		cells[3] = v // swap_in_pages_per_second
+		lines[5] = strings.Join(cells, ",")
+		if err := d.WriteFile(e4Run, store.SamplesFile, []byte(strings.Join(lines, "\n"))); err != nil {
+			t.Fatal(err)
+		}
+		done := make(chan error, 1)
+		go func() {
+			_, err := Build(Config{DataDir: data, RunIDs: []string{e4Run}, OutDir: t.TempDir()})
+			done <- err
+		}()
+		select {
+		case err := <-done:
+			want := "run " + e4Run + ": samples.csv line 6: swap_in_pages_per_second: "
+			if err == nil || !strings.Contains(err.Error(), want) {
+				t.Errorf("swap-in rate %s: %v, want an error saying %q", v, err, want)
+			}
+		case <-time.After(20 * time.Second):
+			t.Fatalf("swap-in rate %s: the report did not return in 20 s", v)
 		}
 	}
 }

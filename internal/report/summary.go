@@ -166,7 +166,7 @@ func SwapInEpisode(elapsed, swapIn []float64) *Episode {
 			}
 			lastEnd = j
 		}
-		i = j
+		i = max(j, i+1) // a value neither below nor at the threshold (NaN) is passed over
 	}
 	if first < 0 {
 		return nil

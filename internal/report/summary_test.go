@@ -44,6 +44,9 @@ func TestSwapInEpisode(t *testing.T) {
 		{name: "floor", swapIn: []float64{0, 90, 90, 90, 90, 0}, wantNil: true},
 		// Quiet samples at the very end, fewer than sustainSamples: not recovered.
 		{name: "short tail", swapIn: []float64{0, 300, 300, 300, 0, 0}, onset: 2, threshold: 100},
+		// A NaN (the parsers refuse one; this is the loop's own guard)
+		// makes the threshold NaN: no episode, and the loop ends.
+		{name: "NaN", swapIn: []float64{0, 300, math.NaN(), 300, 300, 0}, wantNil: true},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

@@ -58,8 +58,10 @@ func RatesBetween(prev, cur *Reading) Rates {
 			psecs = cur.PressureTime.Sub(prev.PressureTime).Seconds()
 		}
 		if psecs > 0 {
-			r.PressureSomePercent = 100 * pos((cur.Pressure.SomeTotal - prev.Pressure.SomeTotal).Seconds()) / psecs
-			r.PressureFullPercent = 100 * pos((cur.Pressure.FullTotal - prev.Pressure.FullTotal).Seconds()) / psecs
+			// A share of the interval: the kernel's clock and the reads'
+			// can disagree by a tick, never the stall exceed the time.
+			r.PressureSomePercent = min(100, 100*pos((cur.Pressure.SomeTotal-prev.Pressure.SomeTotal).Seconds())/psecs)
+			r.PressureFullPercent = min(100, 100*pos((cur.Pressure.FullTotal-prev.Pressure.FullTotal).Seconds())/psecs)
 		}
 	}
 	return r

@@ -1,8 +1,6 @@
 package store
 
 import (
-	"bytes"
-	"encoding/csv"
 	"fmt"
 	"strconv"
 )
@@ -24,39 +22,20 @@ var FillColumns = []string{"chunk_index", "allocated_bytes", "repeats", "fill_se
 
 // ParseFill reads a fill.csv.
 func ParseFill(b []byte) ([]FillRow, error) {
-	recs, err := csv.NewReader(bytes.NewReader(b)).ReadAll()
+	recs, col, err := readCSV(b, FillColumns)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", FillFile, err)
 	}
-	if len(recs) == 0 {
-		return nil, fmt.Errorf("%s is empty: no header", FillFile)
-	}
-	col := map[string]int{}
-	for i, name := range recs[0] {
-		col[name] = i
-	}
-	for _, name := range FillColumns {
-		if _, ok := col[name]; !ok {
-			return nil, fmt.Errorf("%s has no %s column", FillFile, name)
-		}
-	}
-	rows := make([]FillRow, 0, len(recs)-1)
-	for n, rec := range recs[1:] {
-		var bad error
-		num := func(name string) float64 {
-			v, err := strconv.ParseFloat(rec[col[name]], 64)
-			if err != nil && bad == nil {
-				bad = fmt.Errorf("%s line %d: %s: %q is not a number", FillFile, n+2, name, rec[col[name]])
-			}
-			return v
-		}
+	rows := make([]FillRow, 0, len(recs))
+	for n, rec := range recs {
+		p := parser{rec: rec, col: col, bounds: fillBounds}
 		r := FillRow{
-			Chunk: int(num("chunk_index")), AllocatedBytes: int64(num("allocated_bytes")), Repeats: int(num("repeats")),
-			MeanSeconds: num("fill_seconds_mean"), SDSeconds: num("fill_seconds_sd"),
-			MemoryFreeBytes: num("memory_free_bytes"), SwapFreeBytes: num("swap_free_bytes"),
+			Chunk: int(p.int("chunk_index")), AllocatedBytes: p.int("allocated_bytes"), Repeats: int(p.int("repeats")),
+			MeanSeconds: p.float("fill_seconds_mean"), SDSeconds: p.float("fill_seconds_sd"),
+			MemoryFreeBytes: p.float("memory_free_bytes"), SwapFreeBytes: p.float("swap_free_bytes"),
 		}
-		if bad != nil {
-			return nil, bad
+		if p.err != nil {
+			return nil, fmt.Errorf("%s line %d: %w", FillFile, n+2, p.err)
 		}
 		rows = append(rows, r)
 	}

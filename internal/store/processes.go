@@ -3,7 +3,6 @@ package store
 import (
 	"bytes"
 	"encoding/csv"
-	"errors"
 	"fmt"
 	"strconv"
 	"sync"
@@ -189,12 +188,12 @@ func ParseProcesses(b []byte) ([]ProcessRow, error) {
 	}
 	rows := make([]ProcessRow, 0, len(recs))
 	for n, rec := range recs {
-		p := parser{rec: rec, col: col}
+		p := parser{rec: rec, col: col, bounds: processBounds}
 		r := ProcessRow{
 			ElapsedSeconds:       p.float("elapsed_seconds"),
 			Consumer:             int(p.int("consumer")),
 			PID:                  int(p.int("pid")),
-			Comm:                 rec[col["comm"]],
+			Comm:                 p.text("comm", maxCommBytes),
 			DemandBytes:          p.int("demand_bytes"),
 			ResidentBytes:        p.int("resident_bytes"),
 			SwapBytes:            p.int("swap_bytes"),
@@ -202,59 +201,13 @@ func ParseProcesses(b []byte) ([]ProcessRow, error) {
 			MajorFaultsPerSecond: p.float("major_faults_per_second"),
 			StallPercent:         p.float("stall_percent"),
 		}
+		if n > 0 {
+			p.after(rows[n-1].ElapsedSeconds, r.ElapsedSeconds, false)
+		}
 		if p.err != nil {
 			return nil, fmt.Errorf("%s line %d: %w", ProcessesFile, n+2, p.err)
 		}
 		rows = append(rows, r)
 	}
 	return rows, nil
-}
-
-// readCSV reads a table with a header and checks that the wanted columns
-// are there; col maps each column name to its index.
-func readCSV(b []byte, want []string) (recs [][]string, col map[string]int, err error) {
-	r := csv.NewReader(bytes.NewReader(b))
-	r.ReuseRecord = false
-	all, err := r.ReadAll()
-	if err != nil {
-		return nil, nil, err
-	}
-	if len(all) == 0 {
-		return nil, nil, errors.New("empty: no header")
-	}
-	col = map[string]int{}
-	for i, name := range all[0] {
-		col[name] = i
-	}
-	for _, name := range want {
-		if _, ok := col[name]; !ok {
-			return nil, nil, fmt.Errorf("no %s column", name)
-		}
-	}
-	return all[1:], col, nil
-}
-
-// parser reads typed fields of one record; the first error sticks.
-type parser struct {
-	rec []string
-	col map[string]int
-	err error
-}
-
-func (p *parser) field(name string) string { return p.rec[p.col[name]] }
-
-func (p *parser) float(name string) float64 {
-	v, err := strconv.ParseFloat(p.field(name), 64)
-	if err != nil && p.err == nil {
-		p.err = fmt.Errorf("%s: %q is not a number", name, p.field(name))
-	}
-	return v
-}
-
-func (p *parser) int(name string) int64 {
-	v, err := strconv.ParseInt(p.field(name), 10, 64)
-	if err != nil && p.err == nil {
-		p.err = fmt.Errorf("%s: %q is not an integer", name, p.field(name))
-	}
-	return v
 }

@@ -104,7 +104,7 @@ func ParseSamples(b []byte) ([]Row, error) {
 	}
 	rows := make([]Row, 0, len(recs))
 	for n, rec := range recs {
-		p := parser{rec: rec, col: col}
+		p := parser{rec: rec, col: col, bounds: sampleBounds}
 		var r Row
 		r.ElapsedSeconds = p.float("elapsed_seconds")
 		r.CPUUserPercent = p.float("cpu_user_percent")
@@ -124,6 +124,9 @@ func ParseSamples(b []byte) ([]Row, error) {
 		r.DemandBytes = p.int("demand_bytes")
 		r.CgroupUsageBytes = p.int("cgroup_usage_bytes")
 		r.ConsumerStallPercent = p.float("consumer_stall_percent")
+		if n > 0 {
+			p.after(rows[n-1].ElapsedSeconds, r.ElapsedSeconds, true)
+		}
 		if p.err != nil {
 			return nil, fmt.Errorf("%s line %d: %w", SamplesFile, n+2, p.err)
 		}

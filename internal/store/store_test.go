@@ -231,16 +231,29 @@ func FuzzDecodeRecord(f *testing.F) {
 	})
 }
 
-// FuzzParseTables: samples.csv and processes.csv as read back by a report.
+// FuzzParseTables: samples.csv, processes.csv and fill.csv as read back by
+// a report. Whatever a parser accepts holds every number finite and within
+// its column's range, and the rows in time order.
 func FuzzParseTables(f *testing.F) {
 	var tb Table
 	tb.Append(Row{ElapsedSeconds: 1, ConsumersActive: 3, DemandBytes: 30 << 20})
+	tb.Append(Row{ElapsedSeconds: 2, SwapInPagesPerSecond: 4e4, ConsumerStallPercent: -1})
 	f.Add(tb.CSV())
 	f.Add([]byte(strings.Join(ProcessColumns, ",") + "\n1,0,101,c,0,0,0,-1,0,0\n"))
+	f.Add([]byte(strings.Join(Columns, ",") + "\n" + sampleRow(3, "NaN") + "\n"))
+	f.Add([]byte(strings.Join(Columns, ",") + "\n" + sampleRow(0, "-1e308") + "\n"))
+	f.Add(FillCSV([]FillRow{{Chunk: 0, AllocatedBytes: 1 << 20, Repeats: 3, MeanSeconds: 0.5}}))
 	f.Add([]byte("elapsed_seconds\n\"\n"))
 	f.Fuzz(func(t *testing.T, b []byte) {
-		_, _ = ParseSamples(b)
-		_, _ = ParseProcesses(b)
+		samples, _ := ParseSamples(b)
+		procs, _ := ParseProcesses(b)
+		fill, _ := ParseFill(b)
+		checkRows(t, samples, procs, fill)
+		for i := 1; i < len(samples); i++ {
+			if samples[i].ElapsedSeconds <= samples[i-1].ElapsedSeconds {
+				t.Fatalf("samples out of time order were accepted: %v", samples)
+			}
+		}
 	})
 }
 

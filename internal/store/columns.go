@@ -1,0 +1,168 @@
+package store
+
+import (
+	"bytes"
+	"encoding/csv"
+	"errors"
+	"fmt"
+	"math"
+	"strconv"
+	"unicode/utf8"
+
+	"github.com/thrashscope/thrashscope/internal/run"
+	"github.com/thrashscope/thrashscope/internal/strictjson"
+)
+
+// A table read back from the data dir is input: every number is checked
+// against the range thrashscope writes it in, and refused, naming the file,
+// line and column, when it is outside it. NaN and ±Inf are outside every
+// range, so no reader (a report's peak, the swap-in rule's threshold, a
+// comparison's sums) meets a value its arithmetic cannot take.
+
+// bound is the range of one column. orUnknown admits Unknown (-1) too.
+type bound struct {
+	lo, hi    float64
+	orUnknown bool
+}
+
+// The ranges, generous where a figure has no physical ceiling but far from
+// where a float64 sum of a day of rows could overflow.
+var (
+	// elapsedBound: the consumer alone, the run and its grace, each at most
+	// MaxRunDuration.
+	elapsedBound = bound{0, 3 * run.MaxRunDuration.Seconds(), false}
+	percentBound = bound{0, 100, false}
+	rateBound    = bound{0, 1e12, false}
+	bytesBound   = bound{0, math.Ldexp(1, 62), false}
+	// stallBound: a share of one CPU summed over threads and consumers.
+	stallBound    = bound{0, 1e7, true}
+	consumerBound = bound{0, run.MaxConsumers, false}
+	pidBound      = bound{0, 1 << 22, false} // PID_MAX_LIMIT
+)
+
+var sampleBounds = map[string]bound{
+	"elapsed_seconds":  elapsedBound,
+	"cpu_user_percent": percentBound, "cpu_system_percent": percentBound, "cpu_iowait_percent": percentBound,
+	"swap_in_pages_per_second": rateBound, "swap_out_pages_per_second": rateBound,
+	"paged_in_kib_per_second": rateBound, "paged_out_kib_per_second": rateBound,
+	"major_faults_per_second": rateBound,
+	"pressure_some_percent":   percentBound, "pressure_full_percent": percentBound,
+	"memory_available_bytes": bytesBound, "swap_free_bytes": bytesBound,
+	"consumers_active": consumerBound, "consumers_planned": consumerBound,
+	"demand_bytes": bytesBound, "cgroup_usage_bytes": bytesBound,
+	"consumer_stall_percent": stallBound,
+}
+
+var processBounds = map[string]bound{
+	"elapsed_seconds": elapsedBound,
+	// the consumer that runs alone first is numbered after the run's own
+	"consumer": {0, run.MaxConsumers, false}, "pid": pidBound,
+	"demand_bytes": bytesBound, "resident_bytes": bytesBound, "swap_bytes": bytesBound,
+	"working_set_bytes":       {0, bytesBound.hi, true},
+	"major_faults_per_second": {0, rateBound.hi, true},
+	"stall_percent":           stallBound,
+}
+
+var fillBounds = map[string]bound{
+	"chunk_index": consumerBound, "allocated_bytes": bytesBound, "repeats": {1, run.MaxRepeats, false},
+	"fill_seconds_mean": elapsedBound, "fill_seconds_sd": elapsedBound,
+	"memory_free_bytes": bytesBound, "swap_free_bytes": bytesBound,
+}
+
+// maxCommBytes bounds a comm read back: the kernel's is at most 15 bytes.
+const maxCommBytes = 64
+
+// readCSV reads a table with a header and checks that the wanted columns
+// are there; col maps each column name to its index.
+func readCSV(b []byte, want []string) (recs [][]string, col map[string]int, err error) {
+	r := csv.NewReader(bytes.NewReader(b))
+	r.ReuseRecord = false
+	all, err := r.ReadAll()
+	if err != nil {
+		return nil, nil, err
+	}
+	if len(all) == 0 {
+		return nil, nil, errors.New("empty: no header")
+	}
+	col = map[string]int{}
+	for i, name := range all[0] {
+		col[name] = i
+	}
+	for _, name := range want {
+		if _, ok := col[name]; !ok {
+			return nil, nil, fmt.Errorf("no %s column", name)
+		}
+	}
+	return all[1:], col, nil
+}
+
+// parser reads typed fields of one record, each checked against its
+// column's bound; the first error sticks.
+type parser struct {
+	rec    []string
+	col    map[string]int
+	bounds map[string]bound
+	err    error
+}
+
+func (p *parser) field(name string) string { return p.rec[p.col[name]] }
+
+func (p *parser) fail(name, format string, a ...any) {
+	if p.err == nil {
+		p.err = fmt.Errorf("%s: %s", name, fmt.Sprintf(format, a...))
+	}
+}
+
+// check holds v to the column's bound.
+func (p *parser) check(name string, v float64) {
+	b, ok := p.bounds[name]
+	switch {
+	case math.IsNaN(v) || math.IsInf(v, 0):
+		p.fail(name, "%v is not a finite number", v)
+	case !ok:
+	case b.orUnknown && v == Unknown:
+	case v < b.lo || v > b.hi:
+		unknown := ""
+		if b.orUnknown {
+			unknown = fmt.Sprintf(", or %d for unknown", Unknown)
+		}
+		p.fail(name, "%s is outside %g to %g%s", strictjson.Clip(p.field(name)), b.lo, b.hi, unknown)
+	}
+}
+
+func (p *parser) float(name string) float64 {
+	v, err := strconv.ParseFloat(p.field(name), 64)
+	if err != nil {
+		p.fail(name, "%q is not a number", strictjson.Clip(p.field(name)))
+		return 0
+	}
+	p.check(name, v)
+	return v
+}
+
+func (p *parser) int(name string) int64 {
+	v, err := strconv.ParseInt(p.field(name), 10, 64)
+	if err != nil {
+		p.fail(name, "%q is not an integer", strictjson.Clip(p.field(name)))
+		return 0
+	}
+	p.check(name, float64(v))
+	return v
+}
+
+// text reads a string column: valid UTF-8, at most n bytes.
+func (p *parser) text(name string, n int) string {
+	s := p.field(name)
+	if !utf8.ValidString(s) || len(s) > n {
+		p.fail(name, "%q is not text of at most %d bytes", strictjson.Clip(s), n)
+	}
+	return s
+}
+
+// after checks that a row's elapsed_seconds does not go back: a table is
+// in time order, and strictly so when each row is its own sample.
+func (p *parser) after(prev, cur float64, strict bool) {
+	if cur < prev || strict && cur == prev {
+		p.fail("elapsed_seconds", "%g is not after the row before's %g: the rows are out of time order", cur, prev)
+	}
+}
