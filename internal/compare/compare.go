@@ -127,11 +127,23 @@ func Redraw(dir string) ([]Result, error) {
 	if err != nil {
 		return nil, err
 	}
+	// A run left out would drop its policy's row, or a repeat, from a
+	// table that then looks whole: every run under dir is compared, or
+	// none is.
 	var ids []string
+	var unusable []string
 	for _, rec := range slices.Backward(recs) { // Records lists the newest first
-		if !run.Active(rec.State) && rec.State != run.StateCorrupt {
+		switch {
+		case rec.State == run.StateCorrupt:
+			unusable = append(unusable, fmt.Sprintf("run %s is corrupt (%s)", rec.ID, rec.Reason))
+		case run.Active(rec.State):
+			unusable = append(unusable, fmt.Sprintf("run %s is still %s (in progress, or left so by a comparison that was killed; restore or remove runs/%s)", rec.ID, rec.State, rec.ID))
+		default:
 			ids = append(ids, rec.ID)
 		}
+	}
+	if len(unusable) > 0 {
+		return nil, fmt.Errorf("cannot compare the runs under %s: %s; nothing was written", dir, strings.Join(unusable, "; "))
 	}
 	if len(ids) == 0 {
 		return nil, fmt.Errorf("no ended run under %s to compare", dir)

@@ -13,6 +13,7 @@ import (
 	"github.com/thrashscope/thrashscope/internal/report"
 	"github.com/thrashscope/thrashscope/internal/run"
 	"github.com/thrashscope/thrashscope/internal/store"
+	"github.com/thrashscope/thrashscope/internal/testenv"
 )
 
 func TestOrderInterleaves(t *testing.T) {
@@ -42,7 +43,8 @@ func TestValidate(t *testing.T) {
 }
 
 func recorded(id, pol string, slowdowns []float64, swapRates []float64) report.Recorded {
-	rec := run.Record{ID: id, State: run.StateCompleted, Spec: run.Resolved{Policy: pol}, MakespanSeconds: 30}
+	rec := testenv.Record(id, run.StateCompleted, time.Date(2026, 1, 2, 3, 4, 0, 0, time.UTC))
+	rec.Spec.Policy, rec.Spec.Consumers, rec.MakespanSeconds = pol, len(slowdowns), 30
 	for i, s := range slowdowns {
 		rec.Consumers = append(rec.Consumers, run.ConsumerRecord{Index: i, Cycles: 100, Slowdown: s, LatenessSeconds: float64(i)})
 	}
@@ -140,6 +142,26 @@ func TestRedrawComparesTheRunsUnderOut(t *testing.T) {
 	}
 	if _, err := Redraw(t.TempDir()); err == nil {
 		t.Error("Redraw of an empty directory: no error")
+	}
+
+	// A corrupt record, or one left active, is named and nothing is
+	// written: a table without its row would look whole.
+	os.Remove(filepath.Join(dir, "compare.txt"))
+	bad := filepath.Join(dir, "runs", "20260102-030409-bad000")
+	os.MkdirAll(bad, 0o750)
+	os.WriteFile(filepath.Join(bad, store.RecordFile), []byte(`{"id":"20260102-030409-bad000","state":"completed"`), 0o600)
+	left := testenv.Record("20260102-030408-left00", run.StateRunning, time.Date(2026, 1, 2, 3, 4, 8, 0, time.UTC))
+	if err := d.SaveRecord(left); err != nil {
+		t.Fatal(err)
+	}
+	_, err = Redraw(dir)
+	for _, want := range []string{"run 20260102-030409-bad000 is corrupt", "run 20260102-030408-left00 is still running", "nothing was written"} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("Redraw with a corrupt and an active record: %v, want it to say %q", err, want)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(dir, "compare.txt")); !os.IsNotExist(err) {
+		t.Errorf("compare.txt was written: %v", err)
 	}
 }
 

@@ -163,9 +163,9 @@ func (r *Master) Govern(t policy.Tick) {
 	}
 	for _, a := range g.pol.Step(t) {
 		err := r.act(a)
-		d := run.Decision{At: r.cfg.Now(), Kind: string(a.Kind), Consumer: a.Consumer, Why: a.Why}
+		d := run.Decision{At: r.cfg.Now(), Kind: string(a.Kind), Consumer: a.Consumer, Why: run.Printable(a.Why)}
 		if err != nil {
-			d.Error = err.Error()
+			d.Error = run.Printable(err.Error())
 			r.cfg.Logger.Warn("a policy's action failed", "run", r.cfg.ID, "policy", g.name, "action", a.String(), "err", err)
 		}
 		r.mu.Lock()

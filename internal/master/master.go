@@ -907,10 +907,12 @@ const maxReasonLine = 256
 
 func (w *logWriter) Write(b []byte) (int, error) {
 	w.l.Warn("consumer: " + string(b))
-	if line := strings.TrimSpace(strings.ToValidUTF8(string(b), "\uFFFD")); line != "" {
+	if line := strings.TrimSpace(string(b)); line != "" {
 		if j := strings.LastIndexByte(line, '\n'); j >= 0 {
 			line = line[j+1:]
 		}
+		// It goes into the record's reason: one printable line.
+		line = run.Printable(line)
 		if len(line) > maxReasonLine {
 			line = strings.ToValidUTF8(line[:maxReasonLine], "") + "…"
 		}

@@ -146,6 +146,13 @@ func loadRun(d *store.Dir, id string) (Recorded, error) {
 		if r.Processes == nil {
 			r.Processes = []store.ProcessRow{}
 		}
+		// Every reader indexes the record's consumers by the table's.
+		for n, p := range r.Processes {
+			if p.Consumer >= len(rec.Consumers) {
+				return r, fmt.Errorf("run %s: %s line %d is of consumer %d, but the record lists %d consumers: the table is not this record's; restore or remove runs/%s",
+					id, store.ProcessesFile, n+2, p.Consumer, len(rec.Consumers), id)
+			}
+		}
 	} else if !errors.Is(err, store.ErrNotFound) {
 		return r, err
 	}

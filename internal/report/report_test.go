@@ -287,3 +287,27 @@ func TestReportRefusesNonFiniteSamples(t *testing.T) {
 		}
 	}
 }
+
+// A record that lists fewer consumers than its processes.csv uses is
+// refused, naming the record and the line, where the report used to index
+// past the record's consumers and panic.
+func TestReportRefusesATableOfAnotherRecord(t *testing.T) {
+	data := dataDir(t)
+	d, _ := store.Open(data)
+	b, err := d.ReadFile(e4Run, store.ProcessesFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(string(b), "\n")
+	cells := strings.Split(lines[1], ",")
+	cells[1] = "30" // consumer-30 of a 25-consumer run
+	lines[1] = strings.Join(cells, ",")
+	if err := d.WriteFile(e4Run, store.ProcessesFile, []byte(strings.Join(lines, "\n"))); err != nil {
+		t.Fatal(err)
+	}
+	_, err = Build(Config{DataDir: data, RunIDs: []string{e4Run}, OutDir: t.TempDir()})
+	want := "run " + e4Run + ": processes.csv line 2 is of consumer 30, but the record lists 25 consumers"
+	if err == nil || !strings.Contains(err.Error(), want) {
+		t.Errorf("got %v, want an error saying %q", err, want)
+	}
+}

@@ -174,6 +174,16 @@ func Presets() []Preset {
 	}
 }
 
+// presetSpec is the named preset's spec.
+func presetSpec(name string) (Resolved, bool) {
+	ps := Presets()
+	i := slices.IndexFunc(ps, func(p Preset) bool { return p.Name == name })
+	if i < 0 {
+		return Resolved{}, false
+	}
+	return ps[i].Spec, true
+}
+
 // PresetNames lists the preset names, for messages.
 func PresetNames() []string {
 	var names []string
@@ -242,11 +252,14 @@ func Resolve(s Spec) (Resolved, error) {
 	if name == "" {
 		return Resolved{}, &FieldError{Field: "preset", Msg: "required; one of " + strings.Join(PresetNames(), ", ")}
 	}
-	i := slices.IndexFunc(Presets(), func(p Preset) bool { return p.Name == name })
-	if i < 0 {
+	r, ok := presetSpec(name)
+	if !ok {
 		return Resolved{}, &FieldError{Field: "preset", Msg: fmt.Sprintf("%q is not a preset; want one of %s", strictjson.Clip(name), strings.Join(PresetNames(), ", "))}
 	}
-	r := Presets()[i].Spec
+	if s.Cycles != nil && *s.Cycles == 0 {
+		// 0 cycles is no work; a timed run is the one without the field.
+		return Resolved{}, &FieldError{Field: "cycles", Msg: fmt.Sprintf("0: want 1 to %d write cycles a consumer; leave cycles out for a timed run", MaxCycles)}
+	}
 	set(&r.Consumers, s.Consumers)
 	set(&r.SizeBytes, s.SizeBytes)
 	set(&r.WritesPerCycle, s.WritesPerCycle)
@@ -331,7 +344,7 @@ func (r Resolved) Validate() error {
 	case r.Repeats != 0:
 		return &FieldError{Field: "repeats", Msg: "only the fill preset repeats; leave it out"}
 	case r.Cycles < 0 || r.Cycles > MaxCycles:
-		return &FieldError{Field: "cycles", Msg: fmt.Sprintf("%d: want 1 to %d write cycles a consumer, or 0 for a timed run", r.Cycles, MaxCycles)}
+		return &FieldError{Field: "cycles", Msg: fmt.Sprintf("%d: want 1 to %d write cycles a consumer; leave cycles out for a timed run", r.Cycles, MaxCycles)}
 	case r.WritesPerCycle < 1 || r.WritesPerCycle > MaxWrites:
 		return &FieldError{Field: "writes_per_cycle", Msg: fmt.Sprintf("%d: want 1 to %d", r.WritesPerCycle, MaxWrites)}
 	case r.Sleep < 0 || r.Sleep.D() > time.Minute:

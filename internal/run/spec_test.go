@@ -137,15 +137,19 @@ func TestCyclesMakeWork(t *testing.T) {
 	if b, _ := json.Marshal(timed); strings.Contains(string(b), "cycles") {
 		t.Errorf("a timed run's resolved spec names cycles: %s", b)
 	}
-	// The work presets, and a timed run of one.
+	// The work presets. cycles is 1 to 10,000,000 when given, as the
+	// README and the OpenAPI say: 0 is no work, not a timed run.
 	for name, want := range map[string]int64{"syn8": 1_000, "pair": 1_500} {
 		r, err := Resolve(Spec{Preset: name})
 		if err != nil || r.Cycles != want {
 			t.Errorf("%s: cycles %d (%v), want %d", name, r.Cycles, err, want)
 		}
 	}
-	if r, err := Resolve(Spec{Preset: "syn8", Cycles: ptr(int64(0))}); err != nil || r.Cycles != 0 || r.Deadline() != r.Duration() {
-		t.Errorf("syn8 with cycles 0: %+v, %v; want a timed run", r, err)
+	for _, p := range []string{"syn8", "e4"} {
+		var fe *FieldError
+		if _, err := Resolve(Spec{Preset: p, Cycles: ptr(int64(0))}); !errors.As(err, &fe) || fe.Field != "cycles" || !strings.Contains(fe.Msg, "leave cycles out for a timed run") {
+			t.Errorf("%s with cycles 0: %v; want it refused, naming cycles", p, err)
+		}
 	}
 	// pair is TPF's LU + LU: two consumers each needing about three
 	// quarters of the limit, a third short of their demand.
@@ -177,6 +181,7 @@ func TestBadSpecsNameTheField(t *testing.T) {
 		{`{"preset":"e4","writes_per_cycle":0}`, "writes_per_cycle"},
 		{`{"preset":"e4","repeats":3}`, "repeats"},
 		{`{"preset":"e4","cycles":-5}`, "cycles"},
+		{`{"preset":"e4","cycles":0}`, "cycles"},
 		{`{"preset":"e4","cycles":10000001}`, "cycles"},
 		{`{"preset":"e4","cycles":"many"}`, "cycles"},
 		{`{"preset":"fill","cycles":10}`, "cycles"},

@@ -89,7 +89,9 @@ func TestRestartActsOnlyOnItsOwn(t *testing.T) {
 		t.Fatal(err)
 	}
 	for id, cg := range map[string]string{"crafted": foreign.Path, "stale": stale.Path} {
-		if err := st.SaveRecord(run.Record{ID: id, State: run.StateRunning, StartedAt: time.Now(), Cgroup: cg}); err != nil {
+		rec := testenv.Record(id, run.StateRunning, time.Now())
+		rec.Cgroup = cg
+		if err := st.SaveRecord(rec); err != nil {
 			t.Fatal(err)
 		}
 	}

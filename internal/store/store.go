@@ -14,7 +14,6 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
-	"regexp"
 	"slices"
 	"strings"
 	"syscall"
@@ -41,7 +40,7 @@ const (
 )
 
 // validID keeps ids to what cannot escape the runs directory.
-var validID = regexp.MustCompile(`^[a-z0-9-]{1,64}$`)
+var validID = run.IDPattern
 
 // Dir is a data directory.
 type Dir struct {
@@ -119,6 +118,10 @@ func (d *Dir) LoadRecord(id string) (run.Record, error) {
 	}
 	if rec.ID != id {
 		return run.Record{}, fmt.Errorf("run record %s is corrupt: it says its id is %q", id, strictjson.Clip(rec.ID))
+	}
+	rec.Normalize()
+	if err := rec.Validate(); err != nil {
+		return run.Record{}, fmt.Errorf("run record %s is corrupt: %w", id, err)
 	}
 	return rec, nil
 }

@@ -4,15 +4,22 @@ import (
 	"bytes"
 	"compress/gzip"
 	"encoding/csv"
+	"encoding/json"
 	"errors"
+	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
+	"github.com/thrashscope/thrashscope/internal/policy"
 	"github.com/thrashscope/thrashscope/internal/run"
+	"github.com/thrashscope/thrashscope/internal/testenv"
 )
 
 func TestRecordsRoundTripNewestFirst(t *testing.T) {
@@ -22,8 +29,9 @@ func TestRecordsRoundTripNewestFirst(t *testing.T) {
 	}
 	t0 := time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC)
 	for i, id := range []string{"older", "newer"} {
-		rec := run.Record{ID: id, State: run.StateCompleted, StartedAt: t0.Add(time.Duration(i) * time.Hour),
-			Consumers: []run.ConsumerRecord{{Index: 0, PID: 42, Cycles: 7}}}
+		rec := testenv.Record(id, run.StateCompleted, t0.Add(time.Duration(i)*time.Hour))
+		rec.Spec.Consumers = 1
+		rec.Consumers = []run.ConsumerRecord{{Index: 0, PID: 42, Cycles: 7}}
 		if err := d.SaveRecord(rec); err != nil {
 			t.Fatal(err)
 		}
@@ -78,7 +86,7 @@ func TestAtomicWriteLeavesNoTemporaries(t *testing.T) {
 func TestCorruptRecordIsReportedNotHidden(t *testing.T) {
 	root := t.TempDir()
 	d, _ := Open(root)
-	d.SaveRecord(run.Record{ID: "good", State: run.StateCompleted})
+	d.SaveRecord(testenv.Record("good", run.StateCompleted, time.Now()))
 	write := func(id, body string) {
 		os.MkdirAll(filepath.Join(root, "runs", id), 0o750)
 		os.WriteFile(filepath.Join(root, "runs", id, RecordFile), []byte(body), 0o600)
@@ -108,6 +116,44 @@ func TestCorruptRecordIsReportedNotHidden(t *testing.T) {
 	// Prune leaves corrupt runs for an operator.
 	if removed, err := d.Prune(0); err != nil || len(removed) != 1 || removed[0] != "good" {
 		t.Errorf("Prune(0) removed %v (%v), want only good", removed, err)
+	}
+}
+
+// A record read back is held to what thrashscope writes, as strictly as a
+// spec on its way in: a crafted one is listed corrupt, naming the member,
+// and nothing reads its content.
+func TestCraftedRecordIsCorrupt(t *testing.T) {
+	root := t.TempDir()
+	d, _ := Open(root)
+	good := testenv.Record("good", run.StateCompleted, time.Now())
+	good.Spec.Consumers = 2
+	good.Consumers = []run.ConsumerRecord{{Index: 0}, {Index: 1}}
+	b, _ := json.Marshal(good)
+	for id, tc := range map[string]struct{ from, to, want string }{
+		"policy-lines":   {`"policy":"none"`, `"policy":"none\n| tpf | 0 |"`, `spec.policy: "none\n| tpf | 0 |": want one of none, tpf, binpack, calmdown`},
+		"preset":         {`"preset":"e4"`, `"preset":"e9"`, "spec.preset"},
+		"scale":          {`"scale":0.1`, `"scale":1e300`, "spec.scale"},
+		"state":          {`"state":"completed"`, `"state":"done"`, `state "done"`},
+		"reason-escape":  {`"state":"completed"`, `"state":"completed","reason":"\u001b]0;owned\u0007"`, "reason"},
+		"cgroup-newline": {`"cgroup":""`, `"cgroup":"/a\nb"`, "holds a control character"},
+		"index":          {`"index":1`, `"index":7`, "consumers[1].index 7"},
+		"lateness":       {`"lateness_seconds":0}]`, `"lateness_seconds":-1e308}]`, "consumers[1].lateness_seconds"},
+		"fewer":          {`,{"index":1`, `],"x":[{"index":1`, ""},
+	} {
+		body := strings.Replace(strings.Replace(string(b), `"id":"good"`, `"id":"`+id+`"`, 1), tc.from, tc.to, 1)
+		if body == strings.Replace(string(b), `"id":"good"`, `"id":"`+id+`"`, 1) {
+			t.Fatalf("%s: %s is not in the record %s", id, tc.from, b)
+		}
+		if id == "fewer" {
+			body = strings.Replace(body, `,"x":`, `,"transitions":`, 1)
+			tc.want = "consumers: 1 listed, the spec plans 2"
+		}
+		os.MkdirAll(filepath.Join(root, "runs", id), 0o750)
+		os.WriteFile(filepath.Join(root, "runs", id, RecordFile), []byte(body), 0o600)
+		rec, err := d.Record(id)
+		if err != nil || rec.State != run.StateCorrupt || !strings.Contains(rec.Reason, tc.want) {
+			t.Errorf("%s: %v, state %q, reason %q; want corrupt saying %s", id, err, rec.State, rec.Reason, tc.want)
+		}
 	}
 }
 
@@ -190,7 +236,7 @@ func TestPruneKeepsTheNewestAndActive(t *testing.T) {
 		if i == 0 {
 			state = run.StateRunning // the oldest, but still active
 		}
-		d.SaveRecord(run.Record{ID: "r" + string(rune('a'+i)), State: state, StartedAt: t0.Add(time.Duration(i) * time.Minute)})
+		d.SaveRecord(testenv.Record("r"+string(rune('a'+i)), state, t0.Add(time.Duration(i)*time.Minute)))
 	}
 	removed, err := d.Prune(2)
 	if err != nil {
@@ -206,27 +252,67 @@ func TestPruneKeepsTheNewestAndActive(t *testing.T) {
 	}
 }
 
-// FuzzDecodeRecord: a record read back either decodes strictly or is an
-// error; one that decodes saves and reads back the same.
+// FuzzDecodeRecord: a record read back is refused, or holds only what
+// thrashscope writes: each enum one of its values, each string valid UTF-8
+// without a control character (a process's own name excepted), each
+// consumer at its index; and it saves and reads back the same.
 func FuzzDecodeRecord(f *testing.F) {
-	f.Add([]byte(`{"id":"20261122-032121-67c5ed","spec":{"preset":"e4","consumers":25},"state":"completed","started_at":"2026-11-22T03:21:21Z","cgroup":"/sys/fs/cgroup/x","consumers":[{"index":0,"pid":5,"planned_start":"2026-11-22T03:21:31Z","planned_end":"2026-11-22T03:21:33Z","cycles":3,"lateness_seconds":0}]}`))
-	f.Add([]byte(`{"id":"x","state":"completed","state":"running"}`))
+	valid := testenv.Record("fz", run.StateCompleted, time.Date(2026, 11, 22, 3, 21, 21, 0, time.UTC))
+	valid.Reason = "aborted by request"
+	valid.Decisions = []run.Decision{{At: valid.StartedAt, Kind: "freeze", Consumer: 3, Why: "out of bin 1 of 3"}}
+	valid.Transitions = []run.Transition{{At: valid.StartedAt, To: "thrashing", Processes: []string{"consumer-01/41"}}}
+	b, _ := json.Marshal(valid)
+	f.Add(b)
+	f.Add(bytes.Replace(b, []byte(`"policy":"none"`), []byte(`"policy":"none\nrm -rf /"`), 1))
+	f.Add(bytes.Replace(b, []byte(`"aborted by request"`), []byte(`"a\u001b[31mb"`), 1))
+	f.Add(bytes.Replace(b, []byte(`"freeze"`), []byte(`"melt"`), 1))
+	f.Add([]byte(`{"id":"fz","state":"completed","state":"running"}`))
 	f.Add([]byte(`{"id":"../../x"}`))
-	f.Add([]byte(`{"transitions":[{"at":"2026-11-22T03:21:31Z","to":"thrashing","processes":["a","b"]}]}`))
 	f.Fuzz(func(t *testing.T, b []byte) {
-		var rec run.Record
-		if err := decodeRecord(b, &rec); err != nil {
+		root := t.TempDir()
+		d, _ := Open(root)
+		os.MkdirAll(filepath.Join(root, "runs", "fz"), 0o750)
+		os.WriteFile(filepath.Join(root, "runs", "fz", RecordFile), b, 0o600)
+		rec, err := d.LoadRecord("fz")
+		if err != nil {
 			return
 		}
-		d, _ := Open(t.TempDir())
-		if !validID.MatchString(rec.ID) {
-			return // LoadRecord refuses it: the id names its directory
+		plain := func(field, s string) {
+			if !utf8.ValidString(s) || strings.ContainsFunc(s, unicode.IsControl) {
+				t.Fatalf("%s %q was read back", field, s)
+			}
+		}
+		one := func(field, s string, of ...string) {
+			if !slices.Contains(of, s) {
+				t.Fatalf("%s %q was read back; want one of %v", field, s, of)
+			}
+		}
+		one("state", rec.State, run.StatePending, run.StateRunning, run.StateCompleted, run.StateAborted, run.StateFailed)
+		one("spec.policy", rec.Spec.Policy, policy.Names...)
+		one("spec.preset", rec.Spec.Preset, run.PresetNames()...)
+		one("spec.backing", rec.Spec.Backing, run.BackingAnon, run.BackingFile)
+		one("spec.fill", rec.Spec.Fill, run.FillRandom, run.FillZero)
+		plain("reason", rec.Reason)
+		plain("cgroup", rec.Cgroup)
+		for i, c := range rec.Consumers {
+			plain("exit", c.Exit)
+			if c.Index != i || math.IsNaN(c.LatenessSeconds) || c.LatenessSeconds < 0 {
+				t.Fatalf("consumer %d: %+v", i, c)
+			}
+		}
+		for _, dc := range rec.Decisions {
+			one("decision kind", dc.Kind, "protect", "release", "freeze", "thaw")
+			plain("why", dc.Why)
+			plain("error", dc.Error)
+		}
+		for _, tr := range rec.Transitions {
+			one("transition", tr.To, "normal", "monitoring", "thrashing")
 		}
 		if err := d.SaveRecord(rec); err != nil {
 			t.Fatalf("save: %v", err)
 		}
 		if _, err := d.LoadRecord(rec.ID); err != nil {
-			t.Fatalf("a record that decoded does not read back: %v", err)
+			t.Fatalf("a record that was read does not read back once saved: %v", err)
 		}
 	})
 }
