@@ -13,14 +13,13 @@ import (
 	"fmt"
 	"io"
 	"math"
-	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 
 	"gonum.org/v1/plot/vg"
 
 	"github.com/thrashscope/thrashscope/internal/figures"
+	"github.com/thrashscope/thrashscope/internal/outdir"
 	"github.com/thrashscope/thrashscope/internal/policy"
 	"github.com/thrashscope/thrashscope/internal/report"
 	"github.com/thrashscope/thrashscope/internal/run"
@@ -437,12 +436,18 @@ func paren(s string) string {
 	return "(" + s + ")"
 }
 
-// Write writes compare.txt and the figure under dir.
+// Write writes compare.txt and the figure under dir, never through a link
+// (see package outdir).
 func Write(dir string, rs []Result) error {
 	if len(rs) == 0 {
 		return errors.New("no run to compare")
 	}
-	if err := os.WriteFile(filepath.Join(dir, "compare.txt"), []byte(Table(rs)), 0o644); err != nil {
+	out, err := outdir.Open(dir, 0o755)
+	if err != nil {
+		return fmt.Errorf("--out: %w", err)
+	}
+	defer out.Close()
+	if err := out.WriteFile("compare.txt", []byte(Table(rs)), 0o644); err != nil {
 		return err
 	}
 	c := Charts(rs)
@@ -452,7 +457,7 @@ func Write(dir string, rs []Result) error {
 		if err := figures.RenderFigure(&b, f, 15*vg.Inch, 7*vg.Inch, "policies compared", rows...); err != nil {
 			return err
 		}
-		if err := os.WriteFile(filepath.Join(dir, "compare."+string(f)), b.Bytes(), 0o644); err != nil {
+		if err := out.WriteFile("compare."+string(f), b.Bytes(), 0o644); err != nil {
 			return err
 		}
 	}

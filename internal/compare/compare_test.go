@@ -1,6 +1,7 @@
 package compare
 
 import (
+	"encoding/json"
 	"fmt"
 	"math"
 	"os"
@@ -192,5 +193,45 @@ func TestConsumersOf(t *testing.T) {
 	}
 	if got[0].Slowdown != 2.5 || !math.IsNaN(got[1].Slowdown) {
 		t.Errorf("%+v: want slowdowns 2.5 and NaN", got)
+	}
+}
+
+// The defect this guards: `ln -s /some/file X/compare.txt; observer compare
+// --redraw --out X` overwrote the target, with lines a crafted record's
+// policy chose. The link is replaced, and the crafted record refused.
+func TestRedrawWritesThroughNoLinkAndTakesNoCraftedPolicy(t *testing.T) {
+	dir := t.TempDir()
+	d, _ := store.Open(dir)
+	r := recorded("20260102-030400-abcdef", "none", []float64{2}, []float64{100})
+	d.SaveRecord(r.Record)
+	var tab store.Table
+	for _, row := range r.Samples {
+		tab.Append(row)
+	}
+	d.WriteFile(r.Record.ID, store.SamplesFile, tab.CSV())
+	victim := filepath.Join(t.TempDir(), "sudoers")
+	os.WriteFile(victim, []byte("root ALL=(ALL) ALL\n"), 0o440)
+	os.Symlink(victim, filepath.Join(dir, "compare.txt"))
+	if _, err := Redraw(dir); err != nil {
+		t.Fatal(err)
+	}
+	if b, _ := os.ReadFile(victim); string(b) != "root ALL=(ALL) ALL\n" {
+		t.Errorf("compare wrote through the link: %q", b)
+	}
+	if fi, err := os.Lstat(filepath.Join(dir, "compare.txt")); err != nil || !fi.Mode().IsRegular() {
+		t.Errorf("compare.txt: %v, %v", fi, err)
+	}
+
+	crafted := r.Record
+	crafted.ID, crafted.Spec.Policy = "20260102-030401-abcdef", "none\nALL ALL=(ALL) NOPASSWD: ALL"
+	b, _ := json.Marshal(crafted)
+	d.WriteFile(crafted.ID, store.RecordFile, b)
+	d.WriteFile(crafted.ID, store.SamplesFile, tab.CSV())
+	_, err := Redraw(dir)
+	if err == nil || !strings.Contains(err.Error(), "run 20260102-030401-abcdef is corrupt") || !strings.Contains(err.Error(), "spec.policy") {
+		t.Errorf("a record whose policy holds a line of its own: %v", err)
+	}
+	if b, _ := os.ReadFile(filepath.Join(dir, "compare.txt")); strings.Contains(string(b), "NOPASSWD") {
+		t.Errorf("the crafted policy reached compare.txt:\n%s", b)
 	}
 }

@@ -10,10 +10,10 @@ package report
 import (
 	"errors"
 	"fmt"
-	"os"
 	"path/filepath"
 	"strings"
 
+	"github.com/thrashscope/thrashscope/internal/outdir"
 	"github.com/thrashscope/thrashscope/internal/run"
 	"github.com/thrashscope/thrashscope/internal/store"
 )
@@ -53,29 +53,32 @@ func Build(cfg Config) (Result, error) {
 	if cfg.OutDir == "" {
 		return Result{}, errors.New("no output directory: give --out DIR")
 	}
-	if err := os.MkdirAll(cfg.OutDir, 0o755); err != nil {
-		return Result{}, fmt.Errorf("cannot make the output directory --out=%q: %w; choose a directory you can write", cfg.OutDir, err)
+	out, err := outdir.Open(cfg.OutDir, 0o755)
+	if err != nil {
+		return Result{}, fmt.Errorf("the output directory --out=%q: %w", cfg.OutDir, err)
 	}
+	defer out.Close()
 	var res Result
 	w := writer{res: &res}
 	for _, r := range runs {
-		dir := filepath.Join(cfg.OutDir, r.Record.ID)
-		if err := os.MkdirAll(dir, 0o755); err != nil {
-			return res, fmt.Errorf("cannot make %s: %w", dir, err)
+		dir, err := out.Sub(r.Record.ID, 0o755)
+		if err != nil {
+			return res, err
 		}
 		res.Summaries = append(res.Summaries, Summarise(r.Record, r.Samples))
-		w.both(filepath.Join(dir, "paper"), paperFigure(r))
+		w.both(dir, "paper", paperFigure(r))
 		if r.Processes != nil {
-			w.both(filepath.Join(dir, "processes"), processFigure(r))
+			w.both(dir, "processes", processFigure(r))
 		}
 		if r.Fill != nil {
-			w.both(filepath.Join(dir, "fill"), fillFigure(r))
+			w.both(dir, "fill", fillFigure(r))
 		}
+		dir.Close()
 	}
 	if len(runs) > 1 {
-		w.both(filepath.Join(cfg.OutDir, "stability"), stabilityFigure(runs))
+		w.both(out, "stability", stabilityFigure(runs))
 	}
-	w.file(filepath.Join(cfg.OutDir, "summary.txt"), []byte(SummaryText(runs, res.Summaries)))
+	w.file(out, "summary.txt", []byte(SummaryText(runs, res.Summaries)))
 	return res, w.err
 }
 
@@ -192,28 +195,28 @@ type writer struct {
 	err error
 }
 
-// both writes a figure as base.png and base.svg.
-func (w *writer) both(base string, fig figure) {
+// both writes a figure as base.png and base.svg in dir.
+func (w *writer) both(dir *outdir.Dir, base string, fig figure) {
 	for _, f := range fig.formats() {
 		if w.err != nil {
 			return
 		}
 		b, err := fig.render(f)
 		if err != nil {
-			w.err = fmt.Errorf("drawing %s.%s: %w", base, f, err)
+			w.err = fmt.Errorf("drawing %s.%s: %w", filepath.Join(dir.Path(), base), f, err)
 			return
 		}
-		w.file(base+"."+string(f), b)
+		w.file(dir, base+"."+string(f), b)
 	}
 }
 
-func (w *writer) file(path string, b []byte) {
+func (w *writer) file(dir *outdir.Dir, name string, b []byte) {
 	if w.err != nil {
 		return
 	}
-	if err := os.WriteFile(path, b, 0o644); err != nil {
+	if err := dir.WriteFile(name, b, 0o644); err != nil {
 		w.err = fmt.Errorf("writing the report: %w", err)
 		return
 	}
-	w.res.Files = append(w.res.Files, path)
+	w.res.Files = append(w.res.Files, filepath.Join(dir.Path(), name))
 }

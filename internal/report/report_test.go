@@ -172,7 +172,7 @@ func TestReportRefusesWithAClearMessage(t *testing.T) {
 		"not a data dir": {Config{DataDir: t.TempDir(), RunIDs: []string{e4Run}, OutDir: t.TempDir()},
 			[]string{"no runs/ directory", "--data.dir"}},
 		"out not makeable": {Config{DataDir: data, RunIDs: []string{e4Run}, OutDir: filepath.Join(blocker, "report")},
-			[]string{"cannot make the output directory", "choose a directory you can write"}},
+			[]string{"the output directory --out=", "cannot make", "choose a directory you can write"}},
 	}
 	for name, c := range cases {
 		_, err := Build(c.cfg)
@@ -309,5 +309,36 @@ func TestReportRefusesATableOfAnotherRecord(t *testing.T) {
 	want := "run " + e4Run + ": processes.csv line 2 is of consumer 30, but the record lists 25 consumers"
 	if err == nil || !strings.Contains(err.Error(), want) {
 		t.Errorf("got %v, want an error saying %q", err, want)
+	}
+}
+
+// observer report runs as root, and its --out may be a directory another
+// user made first under /var/tmp: a link planted at summary.txt is
+// replaced, not written through, and one planted at a run's directory is
+// refused; the files they point at keep their content.
+func TestReportWritesThroughNoLink(t *testing.T) {
+	out := t.TempDir()
+	victim := filepath.Join(t.TempDir(), "passwd")
+	os.WriteFile(victim, []byte("root:x:0:0\n"), 0o644)
+	os.Symlink(victim, filepath.Join(out, "summary.txt"))
+	if _, err := Build(Config{DataDir: "testdata/data", RunIDs: []string{e4Run}, OutDir: out}); err != nil {
+		t.Fatal(err)
+	}
+	if b, _ := os.ReadFile(victim); string(b) != "root:x:0:0\n" {
+		t.Errorf("the report wrote through summary.txt's link: %q", b)
+	}
+	if fi, err := os.Lstat(filepath.Join(out, "summary.txt")); err != nil || !fi.Mode().IsRegular() {
+		t.Errorf("summary.txt: %v %v, want a regular file", fi, err)
+	}
+
+	out = t.TempDir()
+	elsewhere := t.TempDir()
+	os.Symlink(elsewhere, filepath.Join(out, e4Run))
+	_, err := Build(Config{DataDir: "testdata/data", RunIDs: []string{e4Run}, OutDir: out})
+	if err == nil || !strings.Contains(err.Error(), "is a symbolic link") {
+		t.Errorf("a link at the run's directory: %v", err)
+	}
+	if ents, _ := os.ReadDir(elsewhere); len(ents) != 0 {
+		t.Errorf("the report wrote through the run directory's link: %v", ents)
 	}
 }

@@ -94,9 +94,10 @@ func New(cfg Config) (*Manager, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	m := &Manager{cfg: cfg, outcomes: map[string]uint64{}, fileDir: filepath.Join(cfg.Store.Path(), "scratch")}
-	if err := os.MkdirAll(m.fileDir, 0o700); err != nil {
-		return nil, fmt.Errorf("making %s for backing=file: %w", m.fileDir, err)
+	m := &Manager{cfg: cfg, outcomes: map[string]uint64{}}
+	var err error
+	if m.fileDir, err = cfg.Store.Scratch(); err != nil {
+		return nil, fmt.Errorf("making the data directory's scratch/ for backing=file: %w", err)
 	}
 	// Consumers unlink their files at once; anything here is a leftover.
 	if ents, err := os.ReadDir(m.fileDir); err == nil {

@@ -20,6 +20,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/thrashscope/thrashscope/internal/outdir"
 	"github.com/thrashscope/thrashscope/internal/run"
 	"github.com/thrashscope/thrashscope/internal/strictjson"
 )
@@ -45,26 +46,56 @@ var validID = run.IDPattern
 // Dir is a data directory.
 type Dir struct {
 	path string
+	// runs is runs/, open for writing (see package outdir); nil when the
+	// directory was opened to read only.
+	runs *outdir.Dir
 }
 
-// Open makes the data directory if needed and clears temporary files that
-// an interrupted write left.
+// Open makes the data directory if needed, opens it for writing, and
+// clears temporary files that an interrupted write left. The directory must
+// be the caller's own (see package outdir).
 func Open(path string) (*Dir, error) {
 	if path == "" {
 		return nil, errors.New("--data.dir is empty: give a directory for run records")
 	}
-	runs := filepath.Join(path, "runs")
-	if err := os.MkdirAll(runs, 0o750); err != nil {
+	top, err := outdir.Open(path, 0o750)
+	if err != nil {
 		return nil, fmt.Errorf("--data.dir=%q: %w", path, err)
 	}
-	_ = filepath.WalkDir(runs, func(p string, d fs.DirEntry, err error) error {
-		if err == nil && !d.IsDir() && strings.HasPrefix(d.Name(), ".tmp-") {
+	defer top.Close()
+	runs, err := top.Sub("runs", 0o750)
+	if err != nil {
+		return nil, fmt.Errorf("--data.dir=%q: %w", path, err)
+	}
+	_ = filepath.WalkDir(runs.Path(), func(p string, d fs.DirEntry, err error) error {
+		if err == nil && !d.IsDir() && strings.HasPrefix(d.Name(), outdir.TempPrefix) {
 			_ = os.Remove(p)
 		}
 		return nil
 	})
-	return &Dir{path: path}, nil
+	return &Dir{path: path, runs: runs}, nil
 }
+
+// Scratch makes (if needed) the data directory's scratch/, where backing=file
+// consumers keep their files, and returns its path.
+func (d *Dir) Scratch() (string, error) {
+	if d.runs == nil {
+		return "", errReadOnly
+	}
+	top, err := outdir.Open(d.path, 0o750)
+	if err != nil {
+		return "", err
+	}
+	defer top.Close()
+	s, err := top.Sub("scratch", 0o700)
+	if err != nil {
+		return "", err
+	}
+	defer s.Close()
+	return s.Path(), nil
+}
+
+var errReadOnly = errors.New("the data directory was opened to read only")
 
 // OpenExisting opens a data directory only to read it: nothing is made or
 // cleared, so a reader never races the observer writing beside it.
@@ -81,14 +112,6 @@ func OpenExisting(path string) (*Dir, error) {
 
 // Path is the data directory.
 func (d *Dir) Path() string { return d.path }
-
-// RunDir is where one run's files live.
-func (d *Dir) RunDir(id string) (string, error) {
-	if !validID.MatchString(id) {
-		return "", fmt.Errorf("run id %q: want 1 to 64 of a-z, 0-9 and -", id)
-	}
-	return filepath.Join(d.path, "runs", id), nil
-}
 
 // SaveRecord writes a run record atomically.
 func (d *Dir) SaveRecord(rec run.Record) error {
@@ -174,38 +197,22 @@ func (d *Dir) Records() ([]run.Record, error) {
 }
 
 // WriteFile writes one of a run's files atomically: a temporary file in the
-// same directory, synced, then renamed over the old one.
+// same directory, synced, then renamed over the old one, never through a
+// link (see package outdir).
 func (d *Dir) WriteFile(id, name string, data []byte) error {
-	dir, err := d.RunDir(id)
-	if err != nil {
-		return err
+	if !validID.MatchString(id) {
+		return fmt.Errorf("run id %q: want 1 to 64 of a-z, 0-9 and -", strictjson.Clip(id))
 	}
-	if err := os.MkdirAll(dir, 0o750); err != nil {
-		return err
+	if d.runs == nil {
+		return errReadOnly
 	}
-	f, err := os.CreateTemp(dir, ".tmp-"+name+"-")
+	dir, err := d.runs.Sub(id, 0o750)
 	if err != nil {
 		return fmt.Errorf("writing %s of run %s: %w", name, id, err)
 	}
-	tmp := f.Name()
-	_, err = f.Write(data)
-	if err == nil {
-		err = f.Sync()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(tmp, filepath.Join(dir, name))
-	}
-	if err != nil {
-		_ = os.Remove(tmp)
+	defer dir.Close()
+	if err := dir.WriteFile(name, data, 0o600); err != nil {
 		return fmt.Errorf("writing %s of run %s: %w", name, id, err)
-	}
-	// The rename is durable once the directory is.
-	if df, err := os.Open(dir); err == nil {
-		_ = df.Sync()
-		df.Close()
 	}
 	return nil
 }
@@ -308,11 +315,13 @@ func decodeRecord(b []byte, rec *run.Record) error {
 
 // Remove deletes one run's directory and everything in it.
 func (d *Dir) Remove(id string) error {
-	dir, err := d.RunDir(id)
-	if err != nil {
-		return err
+	if !validID.MatchString(id) {
+		return fmt.Errorf("run id %q: want 1 to 64 of a-z, 0-9 and -", strictjson.Clip(id))
 	}
-	return os.RemoveAll(dir)
+	if d.runs == nil {
+		return errReadOnly
+	}
+	return d.runs.RemoveAll(id)
 }
 
 // Prune removes the oldest ended runs beyond keep, so a stream of requests

@@ -387,3 +387,37 @@ func TestReadFileReadsGzippedTables(t *testing.T) {
 		t.Errorf("record.json.gz was read: %v", err)
 	}
 }
+
+// A run's directory or file planted as a link (the data dir of loadgen run
+// --out may be anywhere) is never written through.
+func TestWriteFileFollowsNoLink(t *testing.T) {
+	root := t.TempDir()
+	d, err := Open(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	elsewhere := t.TempDir()
+	os.Symlink(elsewhere, filepath.Join(root, "runs", "planted"))
+	if err := d.WriteFile("planted", RecordFile, []byte("{}")); err == nil || !strings.Contains(err.Error(), "is a symbolic link") {
+		t.Errorf("a linked run directory: %v", err)
+	}
+	if ents, _ := os.ReadDir(elsewhere); len(ents) != 0 {
+		t.Errorf("written through the link: %v", ents)
+	}
+	victim := filepath.Join(elsewhere, "victim")
+	os.WriteFile(victim, []byte("keep\n"), 0o600)
+	os.MkdirAll(filepath.Join(root, "runs", "real"), 0o750)
+	os.Symlink(victim, filepath.Join(root, "runs", "real", SamplesFile))
+	if err := d.WriteFile("real", SamplesFile, []byte("a\n")); err != nil {
+		t.Fatal(err)
+	}
+	if b, _ := os.ReadFile(victim); string(b) != "keep\n" {
+		t.Errorf("written through the file's link: %q", b)
+	}
+	if err := d.Remove("planted"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(elsewhere); err != nil {
+		t.Errorf("removing a linked run removed its target: %v", err)
+	}
+}

@@ -1,0 +1,185 @@
+// Package outdir is how thrashscope writes into a directory a user names:
+// observer report --out, observer compare --out, loadgen run --out and the
+// observer's --data.dir. These run as root, often under /var/tmp, where any
+// local user can make the directory first or plant a link in it. So the
+// directory is checked once and opened (os.Root): it must be the caller's
+// own and not writable by other users; nothing inside it is reached through
+// a link; and every file is written to a new temporary file and renamed
+// into place, which replaces a link at that name instead of following it.
+package outdir
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"syscall"
+)
+
+// Dir is an output directory, open.
+type Dir struct {
+	root *os.Root
+	path string
+}
+
+// Open makes path (with its parents, mode perm) when it is missing, then
+// opens it. It refuses a path that is a link owned by another user, and a
+// directory another user owns or that users other than its owner and group
+// can write to.
+func Open(path string, perm fs.FileMode) (*Dir, error) {
+	if path == "" {
+		return nil, errors.New("no directory given")
+	}
+	if err := os.MkdirAll(path, perm); err != nil {
+		return nil, fmt.Errorf("cannot make %s: %w; choose a directory you can write", path, err)
+	}
+	if fi, err := os.Lstat(path); err == nil && fi.Mode()&fs.ModeSymlink != 0 {
+		if err := owned(path+" (a symbolic link)", fi); err != nil {
+			return nil, err
+		}
+	}
+	root, err := os.OpenRoot(path)
+	if err != nil {
+		return nil, fmt.Errorf("opening %s: %w", path, err)
+	}
+	d := &Dir{root: root, path: path}
+	if err := d.check("."); err != nil {
+		root.Close()
+		return nil, err
+	}
+	return d, nil
+}
+
+// Path is the directory's path as given.
+func (d *Dir) Path() string { return d.path }
+
+// Close closes the directory.
+func (d *Dir) Close() error { return d.root.Close() }
+
+// check holds the directory name (in d) to the rules of Open.
+func (d *Dir) check(name string) error {
+	fi, err := d.root.Stat(name)
+	if err != nil {
+		return fmt.Errorf("checking %s: %w", d.join(name), err)
+	}
+	if !fi.IsDir() {
+		return fmt.Errorf("%s is not a directory", d.join(name))
+	}
+	return owned(d.join(name), fi)
+}
+
+// owned refuses what another user owns, and a directory other users can
+// write to.
+func owned(what string, fi fs.FileInfo) error {
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	if !ok {
+		return fmt.Errorf("%s: cannot tell its owner", what)
+	}
+	if me := os.Geteuid(); int(st.Uid) != me {
+		return fmt.Errorf("%s is owned by uid %d, not by you (uid %d): its owner could point what thrashscope writes there elsewhere; remove it or give a directory of your own", what, st.Uid, me)
+	}
+	if fi.IsDir() && fi.Mode().Perm()&0o002 != 0 {
+		return fmt.Errorf("%s is writable by every user (mode %s): another user could plant links in it; chmod o-w it or give another directory", what, fi.Mode().Perm())
+	}
+	return nil
+}
+
+func (d *Dir) join(name string) string {
+	if name == "." {
+		return d.path
+	}
+	return filepath.Join(d.path, name)
+}
+
+// Sub makes the subdirectory name (one path element) when it is missing,
+// and opens it. A link at name is refused, not followed.
+func (d *Dir) Sub(name string, perm fs.FileMode) (*Dir, error) {
+	if err := element(name); err != nil {
+		return nil, err
+	}
+	if err := d.root.Mkdir(name, perm); err != nil && !errors.Is(err, fs.ErrExist) {
+		return nil, fmt.Errorf("cannot make %s: %w", d.join(name), err)
+	}
+	if err := d.notLink(name); err != nil {
+		return nil, err
+	}
+	if err := d.check(name); err != nil {
+		return nil, err
+	}
+	root, err := d.root.OpenRoot(name)
+	if err != nil {
+		return nil, fmt.Errorf("opening %s: %w", d.join(name), err)
+	}
+	return &Dir{root: root, path: d.join(name)}, nil
+}
+
+func (d *Dir) notLink(name string) error {
+	fi, err := d.root.Lstat(name)
+	if err != nil {
+		return fmt.Errorf("checking %s: %w", d.join(name), err)
+	}
+	if fi.Mode()&fs.ModeSymlink != 0 {
+		return fmt.Errorf("%s is a symbolic link: thrashscope does not write through links; remove it", d.join(name))
+	}
+	return nil
+}
+
+// WriteFile writes name whole: a new temporary file beside it, synced,
+// then renamed over it, so a reader sees the old file or the new one, and
+// a link or a file planted at name is replaced, never written through.
+func (d *Dir) WriteFile(name string, data []byte, perm fs.FileMode) error {
+	if err := element(name); err != nil {
+		return err
+	}
+	var rnd [6]byte
+	_, _ = rand.Read(rnd[:])
+	tmp := TempPrefix + name + "-" + hex.EncodeToString(rnd[:])
+	f, err := d.root.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL|syscall.O_NOFOLLOW, perm)
+	if err != nil {
+		return fmt.Errorf("writing %s: %w", d.join(name), err)
+	}
+	_, err = f.Write(data)
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = d.root.Rename(tmp, name)
+	}
+	if err != nil {
+		_ = d.root.Remove(tmp)
+		return fmt.Errorf("writing %s: %w", d.join(name), err)
+	}
+	// The rename is durable once the directory is.
+	if df, err := d.root.Open("."); err == nil {
+		_ = df.Sync()
+		df.Close()
+	}
+	return nil
+}
+
+// TempPrefix starts the name of a file WriteFile has not finished; Open's
+// callers may clear such leftovers of a crash.
+const TempPrefix = ".tmp-"
+
+// RemoveAll removes name and everything under it, without following a link
+// out of the directory.
+func (d *Dir) RemoveAll(name string) error {
+	if err := element(name); err != nil {
+		return err
+	}
+	return d.root.RemoveAll(name)
+}
+
+// element refuses a name that is not one element of a path.
+func element(name string) error {
+	if name == "" || name == "." || name == ".." || filepath.Base(name) != name {
+		return fmt.Errorf("%q is not a file name", name)
+	}
+	return nil
+}

@@ -1,0 +1,116 @@
+package outdir
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/thrashscope/thrashscope/internal/testenv"
+)
+
+// A link planted at a file's name is replaced, and the file it pointed at
+// is left as it was: writing follows no link.
+func TestWriteFileReplacesALinkInsteadOfFollowingIt(t *testing.T) {
+	out := t.TempDir()
+	victim := filepath.Join(t.TempDir(), "victim")
+	os.WriteFile(victim, []byte("root's file\n"), 0o600)
+	os.Symlink(victim, filepath.Join(out, "compare.txt"))
+	d, err := Open(out, 0o755)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	if err := d.WriteFile("compare.txt", []byte("table\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if b, _ := os.ReadFile(victim); string(b) != "root's file\n" {
+		t.Errorf("the link's target was written: %q", b)
+	}
+	fi, err := os.Lstat(filepath.Join(out, "compare.txt"))
+	if err != nil || !fi.Mode().IsRegular() {
+		t.Fatalf("compare.txt is %v (%v), want a regular file", fi.Mode(), err)
+	}
+	if b, _ := os.ReadFile(filepath.Join(out, "compare.txt")); string(b) != "table\n" {
+		t.Errorf("compare.txt holds %q", b)
+	}
+	ents, _ := os.ReadDir(out)
+	if len(ents) != 1 {
+		t.Errorf("left behind: %v", ents)
+	}
+}
+
+// A link planted at a subdirectory's name is refused, wherever it points.
+func TestSubRefusesALink(t *testing.T) {
+	out := t.TempDir()
+	elsewhere := t.TempDir()
+	os.Symlink(elsewhere, filepath.Join(out, "20261122-032121-67c5ed"))
+	os.Mkdir(filepath.Join(out, "inside"), 0o755)
+	os.Symlink("inside", filepath.Join(out, "alias"))
+	d, err := Open(out, 0o755)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	for _, name := range []string{"20261122-032121-67c5ed", "alias"} {
+		if _, err := d.Sub(name, 0o755); err == nil || !strings.Contains(err.Error(), "is a symbolic link") {
+			t.Errorf("Sub(%s) over a link: %v", name, err)
+		}
+	}
+	if ents, _ := os.ReadDir(elsewhere); len(ents) != 0 {
+		t.Errorf("written through the link: %v", ents)
+	}
+	sub, err := d.Sub("new", 0o755)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := sub.WriteFile("paper.png", []byte("x"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(out, "new", "paper.png")); err != nil {
+		t.Error(err)
+	}
+	for _, bad := range []string{"..", "a/b", "", "."} {
+		if _, err := d.Sub(bad, 0o755); err == nil {
+			t.Errorf("Sub(%q) was made", bad)
+		}
+		if err := d.WriteFile(bad, nil, 0o644); err == nil {
+			t.Errorf("WriteFile(%q) was written", bad)
+		}
+	}
+}
+
+// A directory every user can write to is refused, and so is one another
+// user owns (made here by root for uid 65534, as a user of /var/tmp could).
+func TestOpenRefusesADirectoryOthersControl(t *testing.T) {
+	open := filepath.Join(t.TempDir(), "shared")
+	os.Mkdir(open, 0o777)
+	os.Chmod(open, 0o777)
+	if _, err := Open(open, 0o755); err == nil || !strings.Contains(err.Error(), "writable by every user") {
+		t.Errorf("a world-writable directory: %v", err)
+	}
+	testenv.RequirePrivileged(t)
+	theirs := filepath.Join(t.TempDir(), "theirs")
+	os.Mkdir(theirs, 0o755)
+	if err := os.Chown(theirs, 65534, 65534); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Open(theirs, 0o755); err == nil || !strings.Contains(err.Error(), "owned by uid 65534") {
+		t.Errorf("a directory of another user: %v", err)
+	}
+	link := filepath.Join(t.TempDir(), "link")
+	os.Symlink(t.TempDir(), link)
+	if err := os.Lchown(link, 65534, 65534); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Open(link, 0o755); err == nil || !strings.Contains(err.Error(), "(a symbolic link) is owned by uid 65534") {
+		t.Errorf("a link of another user: %v", err)
+	}
+	// Missing, it is made, and the caller's.
+	made := filepath.Join(t.TempDir(), "a", "b")
+	d, err := Open(made, 0o755)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d.Close()
+}
