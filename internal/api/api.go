@@ -32,8 +32,9 @@ type Options struct {
 	// promhttp_metric_handler_errors_total counts the scrapes in which a
 	// collector failed (its other series are still served).
 	Registerer prometheus.Registerer
-	// Ready reports whether the observer has taken its first sample.
-	Ready func() bool
+	// Ready says why the observer is not ready (no sample yet, a source of
+	// the latest one failed); nil when it is.
+	Ready func() error
 	// Runs serves the run API; nil leaves the run endpoints answering 503
 	// "runs are not enabled".
 	Runs Runs
@@ -76,8 +77,8 @@ func NewHandler(opts Options) http.Handler {
 		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
 	}))
 	rt.handle("GET /readyz", http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
-		if !opts.Ready() {
-			writeError(w, http.StatusServiceUnavailable, "no sample taken yet")
+		if err := opts.Ready(); err != nil {
+			writeError(w, http.StatusServiceUnavailable, err.Error())
 			return
 		}
 		writeJSON(w, http.StatusOK, map[string]string{"status": "ready"})

@@ -144,7 +144,7 @@ func TestHandlersMatchOpenAPI(t *testing.T) {
 		{name: "metrics", method: "GET", target: "/metrics", wantCode: 200},
 		{name: "healthz", method: "GET", target: "/healthz", wantCode: 200},
 		{name: "readyz", method: "GET", target: "/readyz", wantCode: 200},
-		{name: "readyz before the first sample", method: "GET", target: "/readyz", opts: func(o *Options) { o.Ready = func() bool { return false } }, wantCode: 503, wantErr: "no sample taken yet"},
+		{name: "readyz before the first sample", method: "GET", target: "/readyz", opts: func(o *Options) { o.Ready = func() error { return errors.New("no sample taken yet") } }, wantCode: 503, wantErr: "no sample taken yet"},
 		{name: "presets", method: "GET", target: "/api/v1/presets", wantCode: 200},
 		{name: "presets without runs", method: "GET", target: "/api/v1/presets", opts: noRuns, wantCode: 200},
 
@@ -220,7 +220,7 @@ func TestHandlersMatchOpenAPI(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			opts := Options{Gatherer: prometheus.NewRegistry(), Ready: func() bool { return true }, Runs: newFakeRuns(false), Token: testToken, Page: livePage()}
+			opts := Options{Gatherer: prometheus.NewRegistry(), Ready: func() error { return nil }, Runs: newFakeRuns(false), Token: testToken, Page: livePage()}
 			if tc.opts != nil {
 				tc.opts(&opts)
 			}
@@ -280,7 +280,7 @@ func (s *specChecker) metricsInFlightLimit(t *testing.T) {
 	c := &blockingCollector{entered: make(chan struct{}), release: make(chan struct{})}
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(c)
-	h := NewHandler(Options{Gatherer: reg, Ready: func() bool { return true }})
+	h := NewHandler(Options{Gatherer: reg, Ready: func() error { return nil }})
 	scrape := specCase{method: "GET", target: "/metrics"}
 	var wg sync.WaitGroup
 	for range 4 {

@@ -7,6 +7,7 @@ import (
 
 	"github.com/thrashscope/thrashscope/internal/pipeline"
 	"github.com/thrashscope/thrashscope/internal/probe/readout"
+	"github.com/thrashscope/thrashscope/internal/sampler"
 )
 
 // Latency buckets: log2 slots 11..33, so upper bounds from 4.1 µs to 17 s.
@@ -52,8 +53,8 @@ func (m *probes) update(t *pipeline.Tick, ch chan<- prometheus.Metric) {
 		}
 		send(ch, m.up, prometheus.GaugeValue, v, name)
 	}
-	if len(s.Probes) == 0 {
-		return
+	if len(s.Probes) == 0 || !s.OK(sampler.SourceProbes) {
+		return // procfs alone, or the maps failed to read: no counter is sent as 0
 	}
 	for _, name := range readout.Names {
 		send(ch, m.lost, prometheus.CounterValue, float64(s.Lost[name]), name)

@@ -15,6 +15,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"sync"
 	"time"
 
@@ -37,6 +38,7 @@ import (
 	"github.com/thrashscope/thrashscope/internal/procfs"
 	"github.com/thrashscope/thrashscope/internal/run"
 	"github.com/thrashscope/thrashscope/internal/runs"
+	"github.com/thrashscope/thrashscope/internal/sampler"
 	"github.com/thrashscope/thrashscope/internal/store"
 )
 
@@ -106,7 +108,7 @@ func build(cfg Config, logger *slog.Logger, checkOnly bool) (*Observer, error) {
 	opts := api.Options{
 		Gatherer:    o.registry,
 		Registerer:  o.registry,
-		Ready:       func() bool { _, ok := o.pipeline.Latest(); return ok },
+		Ready:       o.ready,
 		Pprof:       cfg.EnablePprof,
 		Logger:      logger.With("component", "api"),
 		ListenHosts: listenHosts(cfg.ListenAddresses),
@@ -130,6 +132,26 @@ func build(cfg Config, logger *slog.Logger, checkOnly bool) (*Observer, error) {
 	opts.Page = live.New(page)
 	o.handler = api.NewHandler(opts)
 	return o, nil
+}
+
+// ready is nil once a sample is taken and while the latest one read every
+// source it uses; else it says which failed (the observer then serves
+// the series of the sources it read, and those of the others are left out).
+func (o *Observer) ready() error {
+	t, ok := o.pipeline.Latest()
+	if !ok {
+		return errors.New("no sample taken yet")
+	}
+	var failed []string
+	for src, err := range t.Reading.Failed {
+		if err != nil {
+			failed = append(failed, fmt.Sprintf("%s (%v)", sampler.Source(src), err))
+		}
+	}
+	if len(failed) > 0 {
+		return fmt.Errorf("the latest sample could not read %s; check --path.procfs and the log", strings.Join(failed, ", "))
+	}
+	return nil
 }
 
 // runStatus is the most recent run for the live page.

@@ -25,7 +25,9 @@ func (fs FS) MemoryPressure() (Pressure, error) {
 		return Pressure{}, fmt.Errorf("reading pressure/memory: %w", err)
 	}
 	if st.Some == nil {
-		return Pressure{}, fmt.Errorf("memory pressure: no \"some\" line in %s/pressure/memory: %w", fs.path, ErrNoData)
+		// The file is there, so the kernel has PSI: a read without its
+		// first line is a failed read, not a kernel without PSI.
+		return Pressure{}, fmt.Errorf("reading %s/pressure/memory: no \"some\" line: the file is empty or cut short", fs.path)
 	}
 	p := Pressure{
 		SomeTotal: time.Duration(st.Some.Total) * time.Microsecond,

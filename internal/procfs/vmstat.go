@@ -28,7 +28,16 @@ type VMStat struct {
 // are ignored and missing ones stay 0, because the set changes with kernel
 // version and config.
 func ParseVMStat(r io.Reader) (VMStat, error) {
+	v, _, err := parseVMStat(r)
+	return v, err
+}
+
+// parseVMStat is ParseVMStat, and whether the file had a pgfault line:
+// every kernel prints one, so a read without it was of an empty or cut
+// file, not of the kernel's counters.
+func parseVMStat(r io.Reader) (VMStat, bool, error) {
 	var v VMStat
+	sawFault := false
 	sc := bufio.NewScanner(r)
 	for n := 1; sc.Scan(); n++ {
 		line := sc.Text()
@@ -37,7 +46,7 @@ func ParseVMStat(r io.Reader) (VMStat, error) {
 		}
 		fields := strings.Fields(line)
 		if len(fields) != 2 {
-			return VMStat{}, fmt.Errorf("vmstat line %d: want \"name value\", got %q", n, line)
+			return VMStat{}, false, fmt.Errorf("vmstat line %d: want \"name value\", got %q", n, line)
 		}
 		dst := v.field(fields[0])
 		if dst == nil {
@@ -45,14 +54,15 @@ func ParseVMStat(r io.Reader) (VMStat, error) {
 		}
 		val, err := strconv.ParseUint(fields[1], 10, 64)
 		if err != nil {
-			return VMStat{}, fmt.Errorf("vmstat line %d: %s: %w", n, fields[0], err)
+			return VMStat{}, false, fmt.Errorf("vmstat line %d: %s: %w", n, fields[0], err)
 		}
 		*dst = val
+		sawFault = sawFault || fields[0] == "pgfault"
 	}
 	if err := sc.Err(); err != nil {
-		return VMStat{}, fmt.Errorf("vmstat: %w", err)
+		return VMStat{}, false, fmt.Errorf("vmstat: %w", err)
 	}
-	return v, nil
+	return v, sawFault, nil
 }
 
 func (v *VMStat) field(name string) *uint64 {
@@ -94,9 +104,13 @@ func (fs FS) VMStat() (VMStat, error) {
 		return VMStat{}, fmt.Errorf("reading vmstat: %w", err)
 	}
 	defer f.Close()
-	v, err := ParseVMStat(f)
+	v, sawFault, err := parseVMStat(f)
 	if err != nil {
 		return VMStat{}, fmt.Errorf("reading %s: %w", f.Name(), err)
+	}
+	if !sawFault {
+		// Its counters read as 0 would be a counter reset to Prometheus.
+		return VMStat{}, fmt.Errorf("reading %s: no pgfault line, which every kernel prints: the file is empty or cut short", f.Name())
 	}
 	return v, nil
 }

@@ -29,6 +29,17 @@ func TestVMStat(t *testing.T) {
 	}
 }
 
+// A vmstat read empty or cut before pgfault is an error: its counters read
+// as 0 would be a counter reset to Prometheus and a spike in a run's rates.
+func TestVMStatEmptyOrCut(t *testing.T) {
+	for name, content := range map[string]string{"empty": "", "cut": "nr_free_pages 792022\npswpin 7\n"} {
+		root := writeTree(t, map[string]string{"vmstat": content})
+		if _, err := newTestFS(t, root).VMStat(); err == nil || !strings.Contains(err.Error(), "no pgfault line") {
+			t.Errorf("%s vmstat: %v, want an error", name, err)
+		}
+	}
+}
+
 func TestParseVMStat(t *testing.T) {
 	tests := []struct {
 		name    string

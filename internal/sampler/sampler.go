@@ -31,6 +31,26 @@ type Config struct {
 	Logger   *slog.Logger
 }
 
+// Source is one of the kernel's sources a reading takes.
+type Source int
+
+// The sources, in the order a reading takes them.
+const (
+	SourceStat      Source = iota // /proc/stat: CPU time
+	SourceVMStat                  // /proc/vmstat: paging and faults
+	SourceMeminfo                 // /proc/meminfo
+	SourcePressure                // /proc/pressure/memory, where the kernel has PSI
+	SourceProbes                  // the BPF probes' maps
+	SourceProcesses               // the listing of /proc, on procfs alone
+	NumSources
+)
+
+// SourceNames are the sources' names, as the source label of
+// thrashscope_source_success and thrashscope_source_failures_total.
+var SourceNames = [NumSources]string{"stat", "vmstat", "meminfo", "pressure", "probes", "processes"}
+
+func (s Source) String() string { return SourceNames[s] }
+
 // Reading is one reading of the host.
 type Reading struct {
 	Time     time.Time
@@ -56,6 +76,30 @@ type Reading struct {
 	Latency  map[string]readout.Histogram
 	Lost     map[string]uint64
 	Programs []readout.ProgramStats // the probes' own cost, while BPF statistics are on
+
+	// Failed holds, for each source this reading could not read, why;
+	// nil for a source read (or one this host does not have). A failed
+	// source's part of the reading is zero and must not be exported.
+	Failed [NumSources]error
+	// Used says which sources this observer reads: PSI where the kernel
+	// has it, the probes where they loaded, the listing on procfs alone.
+	Used [NumSources]bool
+	// Failures counts each source's failed reads since the start.
+	Failures [NumSources]uint64
+}
+
+// OK reports whether src was read: used, and not failed.
+func (r *Reading) OK(src Source) bool { return r.Used[src] && r.Failed[src] == nil }
+
+// Whole reports whether no source failed: only then are the reading's
+// figures all the kernel's, and rates against it meaningful.
+func (r *Reading) Whole() bool {
+	for _, err := range r.Failed {
+		if err != nil {
+			return false
+		}
+	}
+	return true
 }
 
 // Process is one tracked process.
@@ -82,6 +126,8 @@ type Sampler struct {
 	cfg Config
 
 	prev        *Reading // the last reading, for rates
+	failures    [NumSources]uint64
+	failing     [NumSources]bool // failed at the last read, for the log
 	activity    map[int]*activity
 	round       int
 	hostMajor   uint64 // pgmajfault at the last sample, on procfs alone
@@ -124,49 +170,78 @@ func New(cfg Config) *Sampler {
 }
 
 // Read takes one reading; pinned are processes tracked whatever their
-// activity (the active run's consumers). A source that fails leaves its
-// part of the Reading zero and is reported; the Reading is whole otherwise.
-// One caller at a time: the pipeline's loop.
+// activity (the active run's consumers). A source that fails is named in
+// the Reading's Failed and left zero, counted, and logged when it starts
+// and stops failing; the sources read are whole. The rates of a reading
+// that is not whole, and of the one after it, are not computed: they would
+// span the gap (a counter read as 0, then back, is a spike). One caller at
+// a time: the pipeline's loop.
 func (s *Sampler) Read(pinned []int) (*Reading, error) {
 	now := time.Now()
 	smp := &Reading{Time: now}
-	var errs []error
+	smp.Used[SourceStat], smp.Used[SourceVMStat], smp.Used[SourceMeminfo] = true, true, true
 	var err error
-	if smp.CPU, err = s.cfg.ProcFS.CPU(); err != nil {
-		errs = append(errs, err)
-	}
-	if smp.VMStat, err = s.cfg.ProcFS.VMStat(); err != nil {
-		errs = append(errs, err)
-	}
-	if smp.Memory, err = s.cfg.ProcFS.Memory(); err != nil {
-		errs = append(errs, err)
-	}
+	smp.CPU, smp.Failed[SourceStat] = s.cfg.ProcFS.CPU()
+	smp.VMStat, smp.Failed[SourceVMStat] = s.cfg.ProcFS.VMStat()
+	smp.Memory, smp.Failed[SourceMeminfo] = s.cfg.ProcFS.Memory()
 	if p, err := s.cfg.ProcFS.MemoryPressure(); err == nil {
 		smp.Pressure, smp.PressureTime = &p, time.Now()
+		smp.Used[SourcePressure] = true
 	} else if !errors.Is(err, procfs.ErrNoData) {
-		errs = append(errs, err)
+		smp.Failed[SourcePressure], smp.Used[SourcePressure] = err, true
 	}
 
 	var snap readout.Snapshot
 	if s.cfg.Probe != nil {
+		smp.Used[SourceProbes] = true
 		smp.Probes = s.cfg.Probe.Status()
-		if snap, err = s.cfg.Probe.Read(); err != nil {
-			errs = append(errs, err)
-		}
+		snap, smp.Failed[SourceProbes] = s.cfg.Probe.Read()
 		smp.Latency, smp.Lost, smp.Programs = snap.Latency, snap.Lost, snap.Programs
+	} else {
+		smp.Used[SourceProcesses] = true
 	}
 
 	s.round++
-	candidates, alive, err := s.candidates(snap, smp.VMStat.PgMajFault, pinned)
-	if err != nil {
-		errs = append(errs, err)
+	// Without the processes' counters (the probes' maps, or the listing)
+	// the ranking would take every process for gone: it is left as it
+	// was, and the reading has no processes.
+	if smp.Failed[SourceProbes] == nil {
+		candidates, alive, err := s.candidates(snap, smp.VMStat.PgMajFault, pinned)
+		if err != nil {
+			smp.Failed[SourceProcesses] = err
+		} else {
+			smp.Processes = s.track(candidates, alive, pinned)
+		}
 	}
-	smp.Processes = s.track(candidates, alive, pinned)
-	if s.prev != nil {
+	var errs []error
+	for src, err := range smp.Failed {
+		s.note(Source(src), err)
+		if err != nil {
+			errs = append(errs, err)
+		}
+	}
+	smp.Failures = s.failures
+	if s.prev != nil && s.prev.Whole() && smp.Whole() {
 		Complete(s.prev, smp)
 	}
 	s.prev = smp
-	return smp, errors.Join(errs...)
+	err = errors.Join(errs...)
+	return smp, err
+}
+
+// note counts a source's failed read, and logs when a source starts
+// failing and when it reads again: once, not at every interval.
+func (s *Sampler) note(src Source, err error) {
+	switch {
+	case err != nil && !s.failing[src]:
+		s.cfg.Logger.Error("a source failed; its series are not exported until it reads again", "source", src.String(), "err", err)
+	case err == nil && s.failing[src]:
+		s.cfg.Logger.Info("a source reads again", "source", src.String(), "failed_reads", s.failures[src])
+	}
+	if err != nil {
+		s.failures[src]++
+	}
+	s.failing[src] = err != nil
 }
 
 // candidate is a process the ranking looks at this interval.

@@ -2,6 +2,7 @@ package sampler
 
 import (
 	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"slices"
@@ -356,5 +357,50 @@ func TestProcessRatesOneRule(t *testing.T) {
 	}
 	if q := cur.Processes[4]; !q.HasRates || q.Rates.HasStall {
 		t.Errorf("pid 5 has a stall rate from one reading: %+v", q.Rates)
+	}
+}
+
+// The rates of a reading whose source failed, and of the one after, are not
+// computed: they would span the gap. The defect: vmstat emptied for a
+// reading recorded 0 swap-ins/s, then a row of 15,822,554/s (the counter
+// since boot over one interval), which a report took for the peak.
+func TestNoRatesAcrossAFailedSource(t *testing.T) {
+	root := procTree(t, nil)
+	vmstat, _ := os.ReadFile(filepath.Join(root, "vmstat"))
+	fs, _ := procfs.NewFS(root)
+	var logs strings.Builder
+	s := New(Config{ProcFS: fs, TopK: 5, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+	read := func() *Reading {
+		t.Helper()
+		r, _ := s.Read(nil)
+		return r
+	}
+	read()
+	if r := read(); !r.HasRates || !r.Whole() {
+		t.Fatalf("a whole reading after a whole one: rates %v, whole %v", r.HasRates, r.Whole())
+	}
+	os.WriteFile(filepath.Join(root, "vmstat"), nil, 0o644)
+	for range 3 {
+		r := read()
+		if r.Failed[SourceVMStat] == nil || r.HasRates || r.OK(SourceVMStat) {
+			t.Fatalf("vmstat emptied: failed %v, rates %v", r.Failed[SourceVMStat], r.HasRates)
+		}
+		if r.Failed[SourceStat] != nil || !r.OK(SourceMeminfo) {
+			t.Errorf("the other sources were read: %v", r.Failed)
+		}
+	}
+	os.WriteFile(filepath.Join(root, "vmstat"), vmstat, 0o644)
+	if r := read(); r.HasRates || !r.Whole() {
+		t.Errorf("the first reading after the gap: rates %v (the interval spans the gap), whole %v", r.HasRates, r.Whole())
+	}
+	r := read()
+	if !r.HasRates || r.Rates.SwapInPagesPerSecond != 0 {
+		t.Errorf("the second reading after the gap: rates %v, swap-ins %g/s; want rates, and 0 (the counter did not move)", r.HasRates, r.Rates.SwapInPagesPerSecond)
+	}
+	if r.Failures[SourceVMStat] != 3 {
+		t.Errorf("%d failed vmstat reads counted, want 3", r.Failures[SourceVMStat])
+	}
+	if n := strings.Count(logs.String(), "a source failed"); n != 1 || strings.Count(logs.String(), "a source reads again") != 1 {
+		t.Errorf("the failure was logged %d times, want once, and its end once:\n%s", n, logs.String())
 	}
 }
