@@ -1,6 +1,8 @@
 package api
 
 import (
+	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"slices"
@@ -98,13 +100,25 @@ func (f *fakeRuns) Start(spec run.Spec) (run.Record, error) {
 	return rec, nil
 }
 
-func (f *fakeRuns) List() ([]run.Record, error) {
+func (f *fakeRuns) List(_ context.Context, after string, n int) ([]run.Summary, string, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.err != nil {
-		return nil, f.err
+		return nil, "", f.err
 	}
-	return slices.Clone(f.recs), nil
+	i := 0
+	if after != "" {
+		i = slices.IndexFunc(f.recs, func(r run.Record) bool { return r.ID == after }) + 1
+	}
+	var page []run.Summary
+	for _, r := range f.recs[i:min(i+n, len(f.recs))] {
+		page = append(page, r.Summary())
+	}
+	next := ""
+	if i+n < len(f.recs) {
+		next = f.recs[i+n-1].ID
+	}
+	return page, next, nil
 }
 
 func (f *fakeRuns) find(id string) (int, error) {
@@ -118,14 +132,14 @@ func (f *fakeRuns) find(id string) (int, error) {
 	return i, nil
 }
 
-func (f *fakeRuns) Get(id string) (run.Record, error) {
+func (f *fakeRuns) WriteRecord(_ context.Context, id string, w io.Writer) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	i, err := f.find(id)
 	if err != nil {
-		return run.Record{}, err
+		return err
 	}
-	return f.recs[i], nil
+	return json.NewEncoder(w).Encode(wire(f.recs[i]))
 }
 
 func (f *fakeRuns) Abort(id string) (run.Record, error) {
@@ -144,7 +158,7 @@ func (f *fakeRuns) Abort(id string) (run.Record, error) {
 
 const samplesHeader = "elapsed_seconds,cpu_user_percent,cpu_system_percent,swap_in_pages_per_second,swap_out_pages_per_second,major_faults_per_second\n"
 
-func (f *fakeRuns) WriteSamples(id string, w io.Writer) error {
+func (f *fakeRuns) WriteSamples(_ context.Context, id string, w io.Writer) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if _, err := f.find(id); err != nil {

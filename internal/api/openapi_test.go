@@ -177,6 +177,11 @@ func TestHandlersMatchOpenAPI(t *testing.T) {
 		{name: "cross-origin start", method: "POST", target: "/api/v1/runs", body: good, header: append(slices.Clone(post), "Sec-Fetch-Site", "cross-site"), wantCode: 403, wantErr: "a cross-origin POST is refused"},
 
 		{name: "list", method: "GET", target: "/api/v1/runs", opts: func(o *Options) { o.Runs = newFakeRuns(true) }, wantCode: 200},
+		{name: "list a page", method: "GET", target: "/api/v1/runs?page_size=1", opts: func(o *Options) { o.Runs = newFakeRuns(true) }, wantCode: 200},
+		{name: "list the next page", method: "GET", target: "/api/v1/runs?page_size=1&page_token=run-2", opts: func(o *Options) { o.Runs = newFakeRuns(true) }, wantCode: 200},
+		{name: "list a page too big", method: "GET", target: "/api/v1/runs?page_size=501", wantCode: 400, wantErr: "page_size: \"501\": want 1 to 500", offSpec: true},
+		{name: "list a bad token", method: "GET", target: "/api/v1/runs?page_token=../x", wantCode: 400, wantErr: "page_token: ", offSpec: true},
+		{name: "list an unknown parameter", method: "GET", target: "/api/v1/runs?limit=5", wantCode: 400, wantErr: "limit: unknown query parameter"},
 		{name: "list failing", method: "GET", target: "/api/v1/runs", opts: internal, wantCode: 500, wantErr: "internal error; the observer's log has the cause under ref="},
 		{name: "list without runs", method: "GET", target: "/api/v1/runs", opts: noRuns, wantCode: 503, wantErr: "runs are not enabled"},
 

@@ -2,6 +2,7 @@ package api
 
 import (
 	"bytes"
+	"context"
 	"crypto/sha256"
 	"crypto/subtle"
 	"errors"
@@ -12,19 +13,32 @@ import (
 	"mime"
 	"net/http"
 	"regexp"
+	"strconv"
 	"strings"
 
 	"github.com/thrashscope/thrashscope/internal/run"
+	"github.com/thrashscope/thrashscope/internal/strictjson"
 )
 
-// Runs is what the run API needs from the run manager.
+// Runs is what the run API needs from the run manager. The reads write
+// what they serve to w as they go, their memory bounded whatever the data
+// dir holds, and stop when ctx is done (the client went away).
 type Runs interface {
-	Start(spec run.Spec) (run.Record, error)   // *run.FieldError→400, run.ErrBusy→409, *run.UnsafeError→422, run.ErrNoStorage→507, else 500
-	List() ([]run.Record, error)               // newest first
-	Get(id string) (run.Record, error)         // run.ErrNotFound→404
-	Abort(id string) (run.Record, error)       // idempotent: aborting a finished run returns it unchanged, 200; ErrNotFound→404
-	WriteSamples(id string, w io.Writer) error // CSV; ErrNotFound→404
+	Start(spec run.Spec) (run.Record, error) // *run.FieldError→400, run.ErrBusy→409, *run.UnsafeError→422, run.ErrNoStorage→507, else 500
+	// List is a page of run summaries, newest first: at most n, after the
+	// run id after; next is the id the page after it starts after, "" at
+	// the end.
+	List(ctx context.Context, after string, n int) (page []run.Summary, next string, err error)
+	WriteRecord(ctx context.Context, id string, w io.Writer) error  // JSON; run.ErrNotFound→404
+	Abort(id string) (run.Record, error)                            // idempotent: aborting a finished run returns it unchanged, 200; ErrNotFound→404
+	WriteSamples(ctx context.Context, id string, w io.Writer) error // CSV; ErrNotFound→404
 }
+
+// Pages of GET /api/v1/runs.
+const (
+	defaultPageSize = 50
+	maxPageSize     = 500
+)
 
 // maxBodyBytes bounds a request body; a run spec is a few hundred bytes.
 const maxBodyBytes = 64 << 10
@@ -84,16 +98,57 @@ func (a *runAPI) list(w http.ResponseWriter, r *http.Request) {
 	if !a.enabled(w) {
 		return
 	}
-	recs, err := a.runs.List()
+	n, after, ok := pageOf(w, r)
+	if !ok {
+		return
+	}
+	page, next, err := a.runs.List(r.Context(), after, n)
 	if err != nil {
 		a.fail(w, r, "", err)
 		return
 	}
-	out := make([]run.Record, 0, len(recs))
-	for _, rec := range recs {
-		out = append(out, wire(rec))
+	if page == nil {
+		page = []run.Summary{}
 	}
-	writeJSON(w, http.StatusOK, map[string][]run.Record{"runs": out})
+	writeJSON(w, http.StatusOK, runList{Runs: page, NextPageToken: next})
+}
+
+// runList is a page of GET /api/v1/runs.
+type runList struct {
+	Runs []run.Summary `json:"runs"`
+	// NextPageToken, when set, is the page_token of the next page.
+	NextPageToken string `json:"next_page_token,omitempty"`
+}
+
+// pageOf reads the list's query: page_size (1 to maxPageSize) and
+// page_token (a run id, as next_page_token gave it). Anything else is 400.
+func pageOf(w http.ResponseWriter, r *http.Request) (n int, after string, ok bool) {
+	q := r.URL.Query()
+	for name, vs := range q {
+		switch {
+		case name != "page_size" && name != "page_token":
+			writeError(w, http.StatusBadRequest, fmt.Sprintf("%s: unknown query parameter; the list takes page_size (1 to %d, default %d) and page_token (a next_page_token)", strictjson.Clip(name), maxPageSize, defaultPageSize))
+			return 0, "", false
+		case len(vs) > 1:
+			writeError(w, http.StatusBadRequest, name+": given more than once")
+			return 0, "", false
+		}
+	}
+	n = defaultPageSize
+	if v := q.Get("page_size"); q.Has("page_size") {
+		p, err := strconv.Atoi(v)
+		if err != nil || p < 1 || p > maxPageSize {
+			writeError(w, http.StatusBadRequest, fmt.Sprintf("page_size: %q: want 1 to %d runs a page", strictjson.Clip(v), maxPageSize))
+			return 0, "", false
+		}
+		n = p
+	}
+	after = q.Get("page_token")
+	if q.Has("page_token") && !runIDPattern.MatchString(after) {
+		writeError(w, http.StatusBadRequest, "page_token: not a token this observer gave; use next_page_token from the page before, or leave it out for the first page")
+		return 0, "", false
+	}
+	return n, after, true
 }
 
 func (a *runAPI) get(w http.ResponseWriter, r *http.Request) {
@@ -101,12 +156,8 @@ func (a *runAPI) get(w http.ResponseWriter, r *http.Request) {
 	if !ok || !a.enabled(w) {
 		return
 	}
-	rec, err := a.runs.Get(id)
-	if err != nil {
-		a.fail(w, r, id, err)
-		return
-	}
-	writeJSON(w, http.StatusOK, wire(rec))
+	jw := &lateWriter{w: w, contentType: "application/json"}
+	a.stream(w, r, id, jw, a.runs.WriteRecord(r.Context(), id, jw))
 }
 
 func (a *runAPI) abort(w http.ResponseWriter, r *http.Request) {
@@ -130,37 +181,45 @@ func (a *runAPI) samples(w http.ResponseWriter, r *http.Request) {
 	if !ok || !a.enabled(w) {
 		return
 	}
-	// Headers go out with the first byte, so a run that is not there still
-	// gets a JSON 404 and the CSV streams rather than sitting in memory.
-	cw := &csvWriter{w: w}
-	err := a.runs.WriteSamples(id, cw)
+	cw := &lateWriter{w: w, contentType: "text/csv; charset=utf-8"}
+	a.stream(w, r, id, cw, a.runs.WriteSamples(r.Context(), id, cw))
+}
+
+// stream ends a streamed reply. Headers go out with the first byte, so a
+// run that is not there still gets a JSON 404 and the body streams rather
+// than sitting in memory; a failure after the first byte cuts the
+// connection, so the client sees a truncated body, not a complete-looking
+// one.
+func (a *runAPI) stream(w http.ResponseWriter, r *http.Request, id string, lw *lateWriter, err error) {
 	switch {
 	case err == nil:
-		cw.begin()
-	case !cw.started:
+		lw.begin()
+	case r.Context().Err() != nil:
+		// the client went away; nobody to answer
+	case !lw.started:
 		a.fail(w, r, id, err)
 	default:
-		// Too late for a status: cut the connection so the client sees a
-		// truncated body, not a complete-looking CSV.
-		a.logger.Error("writing samples", "run", id, "err", err)
+		a.logger.Error("streaming a reply", "path", r.URL.Path, "err", err)
 		panic(http.ErrAbortHandler)
 	}
 }
 
-type csvWriter struct {
-	w       http.ResponseWriter
-	started bool
+// lateWriter sends 200 and its content type with the first byte written.
+type lateWriter struct {
+	w           http.ResponseWriter
+	contentType string
+	started     bool
 }
 
-func (c *csvWriter) begin() {
+func (c *lateWriter) begin() {
 	if !c.started {
 		c.started = true
-		c.w.Header().Set("Content-Type", "text/csv; charset=utf-8")
+		c.w.Header().Set("Content-Type", c.contentType)
 		c.w.WriteHeader(http.StatusOK)
 	}
 }
 
-func (c *csvWriter) Write(p []byte) (int, error) {
+func (c *lateWriter) Write(p []byte) (int, error) {
 	c.begin()
 	return c.w.Write(p)
 }

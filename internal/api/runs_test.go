@@ -305,13 +305,33 @@ func TestRecordsAndAbort(t *testing.T) {
 	h := newTestHandler(runs, "")
 
 	rec := serve(h, http.MethodGet, "/api/v1/runs", "")
-	var list struct{ Runs []map[string]any }
-	if err := json.Unmarshal(rec.Body.Bytes(), &list); rec.Code != http.StatusOK || err != nil || len(list.Runs) != 2 || list.Runs[0]["id"] != "run-2" {
-		t.Fatalf("GET /api/v1/runs: %d %s, want run-2 then run-1", rec.Code, rec.Body)
+	var list struct {
+		Runs          []map[string]any
+		NextPageToken string `json:"next_page_token"`
 	}
-	// A pending run has no consumers yet; the list is still a list.
-	if c, ok := list.Runs[0]["consumers"].([]any); !ok || len(c) != 0 {
-		t.Errorf("pending run's consumers %#v, want []", list.Runs[0]["consumers"])
+	if err := json.Unmarshal(rec.Body.Bytes(), &list); rec.Code != http.StatusOK || err != nil || len(list.Runs) != 2 || list.Runs[0]["id"] != "run-2" || list.NextPageToken != "" {
+		t.Fatalf("GET /api/v1/runs: %d %s, want run-2 then run-1, and no next page", rec.Code, rec.Body)
+	}
+	// The list is of summaries: counts, not the consumers and decisions.
+	if list.Runs[1]["consumer_count"] != 25.0 || list.Runs[1]["decision_count"] != 2.0 || list.Runs[1]["consumers"] != nil {
+		t.Errorf("run-1 listed as %v, want its counts and not its consumers", list.Runs[1])
+	}
+	// A page at a time, the token leading on.
+	rec = serve(h, http.MethodGet, "/api/v1/runs?page_size=1", "")
+	if err := json.Unmarshal(rec.Body.Bytes(), &list); err != nil || len(list.Runs) != 1 || list.Runs[0]["id"] != "run-2" || list.NextPageToken != "run-2" {
+		t.Fatalf("page 1: %s", rec.Body)
+	}
+	rec = serve(h, http.MethodGet, "/api/v1/runs?page_size=1&page_token="+list.NextPageToken, "")
+	list.NextPageToken = ""
+	if err := json.Unmarshal(rec.Body.Bytes(), &list); err != nil || len(list.Runs) != 1 || list.Runs[0]["id"] != "run-1" || list.NextPageToken != "" {
+		t.Fatalf("page 2: %s", rec.Body)
+	}
+	// A pending run has no consumers yet; its record's are still a list.
+	rec = serve(h, http.MethodGet, "/api/v1/runs/run-2", "")
+	var pending map[string]any
+	json.Unmarshal(rec.Body.Bytes(), &pending)
+	if c, ok := pending["consumers"].([]any); !ok || len(c) != 0 {
+		t.Errorf("pending run's consumers %#v, want []", pending["consumers"])
 	}
 
 	var first []byte

@@ -126,3 +126,31 @@ var (
 type UnsafeError struct{ Msg string }
 
 func (e *UnsafeError) Error() string { return e.Msg }
+
+// Summary is a run as GET /api/v1/runs lists it: what it was and how it
+// ended, without its consumers, transitions and decisions, which can make
+// a record megabytes (GET /api/v1/runs/{id} has them).
+type Summary struct {
+	ID        string     `json:"id"`
+	Spec      Resolved   `json:"spec"`
+	State     string     `json:"state"`
+	Reason    string     `json:"reason,omitempty"`
+	StartedAt time.Time  `json:"started_at"`
+	EndedAt   *time.Time `json:"ended_at,omitempty"`
+	Cgroup    string     `json:"cgroup"`
+	// ConsumerCount and DecisionCount are how many the record holds
+	// (decisions with those dropped past MaxDecisions).
+	ConsumerCount   int     `json:"consumer_count"`
+	DecisionCount   uint64  `json:"decision_count"`
+	OOMRescues      uint64  `json:"oom_rescues,omitempty"`
+	MakespanSeconds float64 `json:"makespan_seconds,omitempty"`
+}
+
+// Summary sums the record up.
+func (rec *Record) Summary() Summary {
+	return Summary{
+		ID: rec.ID, Spec: rec.Spec, State: rec.State, Reason: rec.Reason, StartedAt: rec.StartedAt, EndedAt: rec.EndedAt,
+		Cgroup: rec.Cgroup, ConsumerCount: len(rec.Consumers), DecisionCount: uint64(len(rec.Decisions)) + rec.DecisionsDropped,
+		OOMRescues: rec.OOMRescues, MakespanSeconds: rec.MakespanSeconds,
+	}
+}

@@ -111,15 +111,30 @@ func New(cfg Config) (*Manager, error) {
 // recover settles records left active by a dead observer and sweeps its
 // run cgroups.
 func (m *Manager) recover() error {
-	recs, err := m.cfg.Store.Records()
-	if err != nil {
-		m.cfg.Logger.Warn("reading run records", "err", err)
-	}
 	var errs []error
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
 	defer cancel()
-	for _, rec := range recs {
-		if !run.Active(rec.State) {
+	// A summary a record, the whole record only of those left active: a
+	// data dir of large records is not all held at once.
+	var active []string
+	for after := ""; ; {
+		page, next, err := m.cfg.Store.Summaries(context.Background(), after, store.MaxPageSize)
+		if err != nil {
+			m.cfg.Logger.Warn("reading run records", "err", err)
+		}
+		for _, sum := range page {
+			if run.Active(sum.State) {
+				active = append(active, sum.ID)
+			}
+		}
+		if after = next; next == "" {
+			break
+		}
+	}
+	for _, id := range active {
+		rec, err := m.cfg.Store.LoadRecord(id)
+		if err != nil {
+			m.cfg.Logger.Warn("reading a run record left active", "run", id, "err", err)
 			continue
 		}
 		// A record is data, not an order: only a cgroup directly under
@@ -371,21 +386,20 @@ func ended(r *master.Master) bool {
 	}
 }
 
-// List returns every run, newest first.
-func (m *Manager) List() ([]run.Record, error) {
-	recs, err := m.cfg.Store.Records()
-	m.mu.Lock()
-	a := m.active
-	m.mu.Unlock()
-	if a != nil {
+// List is a page of the runs, newest first (see store.Summaries): at most
+// n, after the run id after. A run the manager holds in memory (the last
+// one, active or not) is listed as it stands, the others as saved.
+func (m *Manager) List(ctx context.Context, after string, n int) ([]run.Summary, string, error) {
+	page, next, err := m.cfg.Store.Summaries(ctx, after, n)
+	if a := m.lastRun(); a != nil {
 		live := a.run.Record()
-		for i := range recs {
-			if recs[i].ID == live.ID {
-				recs[i] = live
+		for i := range page {
+			if page[i].ID == live.ID {
+				page[i] = live.Summary()
 			}
 		}
 	}
-	return recs, err
+	return page, next, err
 }
 
 // Get returns one run.
@@ -394,6 +408,23 @@ func (m *Manager) Get(id string) (run.Record, error) {
 		return a.run.Record(), nil
 	}
 	return m.cfg.Store.Record(id)
+}
+
+// WriteRecord writes one run's record to w as JSON, as GET
+// /api/v1/runs/{id} sends it: the run in memory as it stands, a saved one
+// as its file holds it (see store.WriteRecord). Either way its memory is
+// bounded, and the work stops when ctx is done.
+func (m *Manager) WriteRecord(ctx context.Context, id string, w io.Writer) error {
+	if a := m.find(id); a != nil {
+		return m.cfg.Store.EncodeJSON(ctx, a.run.Record(), w)
+	}
+	return m.cfg.Store.WriteRecord(ctx, id, w)
+}
+
+func (m *Manager) lastRun() *active {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.last
 }
 
 func (m *Manager) find(id string) *active {
@@ -420,18 +451,14 @@ func (m *Manager) Abort(id string) (run.Record, error) {
 	return a.run.Record(), nil
 }
 
-// WriteSamples writes a run's samples.csv.
-func (m *Manager) WriteSamples(id string, w io.Writer) error {
+// WriteSamples writes a run's samples.csv: the run in memory's table (the
+// encoding it keeps, not a copy), a saved one's file a buffer at a time.
+func (m *Manager) WriteSamples(ctx context.Context, id string, w io.Writer) error {
 	if a := m.find(id); a != nil {
 		_, err := w.Write(a.table.CSV())
 		return err
 	}
-	b, err := m.cfg.Store.ReadFile(id, store.SamplesFile)
-	if err != nil {
-		return err
-	}
-	_, err = w.Write(b)
-	return err
+	return m.cfg.Store.Copy(ctx, id, store.SamplesFile, w)
 }
 
 // Status is what the run metrics show: the most recent run.

@@ -7,6 +7,7 @@ package store
 import (
 	"bytes"
 	"compress/gzip"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -16,6 +17,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"syscall"
 
 	"golang.org/x/sys/unix"
@@ -49,6 +51,22 @@ type Dir struct {
 	// runs is runs/, open for writing (see package outdir); nil when the
 	// directory was opened to read only.
 	runs *outdir.Dir
+	// heavy bounds the work whose memory grows with a record (decoding
+	// one, encoding one): a few at a time, whoever asks.
+	heavy chan struct{}
+
+	mu sync.Mutex
+	// summaries are the records read so far, by id, each with the
+	// version of the file it was read from (see summary.go).
+	summaries map[string]cachedSummary
+}
+
+// heavySlots is how many records may be decoded or encoded at once: each
+// holds up to a few times MaxRecordBytes.
+const heavySlots = 2
+
+func newDir(path string, runs *outdir.Dir) *Dir {
+	return &Dir{path: path, runs: runs, heavy: make(chan struct{}, heavySlots), summaries: map[string]cachedSummary{}}
 }
 
 // Open makes the data directory if needed, opens it for writing, and
@@ -73,7 +91,7 @@ func Open(path string) (*Dir, error) {
 		}
 		return nil
 	})
-	return &Dir{path: path, runs: runs}, nil
+	return newDir(path, runs), nil
 }
 
 // Scratch makes (if needed) the data directory's scratch/, where backing=file
@@ -107,7 +125,7 @@ func OpenExisting(path string) (*Dir, error) {
 	if err != nil || !fi.IsDir() {
 		return nil, fmt.Errorf("%s holds no runs/ directory: give the observer's --data.dir (default /var/lib/thrashscope) or loadgen run's --out", path)
 	}
-	return &Dir{path: path}, nil
+	return newDir(path, nil), nil
 }
 
 // Path is the data directory.
@@ -115,6 +133,9 @@ func (d *Dir) Path() string { return d.path }
 
 // SaveRecord writes a run record atomically.
 func (d *Dir) SaveRecord(rec run.Record) error {
+	if rec.Consumers == nil {
+		rec.Consumers = []run.ConsumerRecord{} // the API's shape, so the file can be sent as it is
+	}
 	b, err := json.MarshalIndent(rec, "", "  ")
 	if err != nil {
 		return fmt.Errorf("encoding run record %s: %w", rec.ID, err)
@@ -131,11 +152,16 @@ var ErrNotFound = fmt.Errorf("%w in the data directory", run.ErrNotFound)
 // the record (a report's output, the run's files) uses the id, and a record
 // saying "../x" must not lead anywhere.
 func (d *Dir) LoadRecord(id string) (run.Record, error) {
-	var rec run.Record
 	b, err := d.ReadFile(id, RecordFile)
 	if err != nil {
-		return rec, err
+		return run.Record{}, err
 	}
+	return parseRecord(id, b)
+}
+
+// parseRecord decodes and validates the record file of run id.
+func parseRecord(id string, b []byte) (run.Record, error) {
+	var rec run.Record
 	if err := decodeRecord(b, &rec); err != nil {
 		return run.Record{}, fmt.Errorf("run record %s is corrupt: %w", id, err)
 	}
@@ -158,10 +184,15 @@ func (d *Dir) Record(id string) (run.Record, error) {
 	case errors.Is(err, ErrNotFound):
 		return rec, err
 	case err != nil:
-		return run.Record{ID: id, State: run.StateCorrupt,
-			Reason: err.Error() + "; thrashscope leaves it alone: restore or remove " + filepath.Join("runs", id)}, nil
+		return corruptRecord(id, err), nil
 	}
 	return rec, nil
+}
+
+// corruptRecord is how a record that cannot be read is listed.
+func corruptRecord(id string, err error) run.Record {
+	return run.Record{ID: id, State: run.StateCorrupt, Consumers: []run.ConsumerRecord{},
+		Reason: err.Error() + "; thrashscope leaves it alone: restore or remove " + filepath.Join("runs", id)}
 }
 
 // Records reads every run record, newest first. A record that cannot be
@@ -225,18 +256,61 @@ func (d *Dir) WriteFile(id, name string, data []byte) error {
 // docs/reproduction) is read when the plain file is not there, and its
 // content is held to the same limit.
 func (d *Dir) ReadFile(id, name string) ([]byte, error) {
+	var b bytes.Buffer
+	if err := d.Copy(context.Background(), id, name, &b); err != nil {
+		return nil, err
+	}
+	return b.Bytes(), nil
+}
+
+// Copy writes one of a run's files to w as ReadFile reads it, a buffer at a
+// time: a table of tens of megabytes is streamed, not held.
+func (d *Dir) Copy(ctx context.Context, id, name string, w io.Writer) error {
+	r, err := d.openTable(id, name)
+	if err != nil {
+		return err
+	}
+	defer r.Close()
+	return copyLimited(ctx, w, r)
+}
+
+// limitedReader is a run's file open for reading, held to its limit.
+type limitedReader struct {
+	io.Reader
+	close func() error
+	limit int64
+	n     int64
+	what  string
+}
+
+func (l *limitedReader) Read(p []byte) (int, error) {
+	n, err := l.Reader.Read(p)
+	l.n += int64(n)
+	if l.n > l.limit {
+		return n, fmt.Errorf("%s holds more than the %d bytes a run writes: not thrashscope's; remove it", l.what, l.limit)
+	}
+	return n, err
+}
+
+func (l *limitedReader) Close() error { return l.close() }
+
+// openTable opens one of a run's files, or its gzipped form (a table only).
+func (d *Dir) openTable(id, name string) (*limitedReader, error) {
 	if !validID.MatchString(id) {
 		return nil, fmt.Errorf("%w: run id %q: want 1 to 64 of a-z, 0-9 and -", ErrNotFound, strictjson.Clip(id))
 	}
 	limit := int64(MaxTableBytes)
 	if name == RecordFile {
-		return d.readFile(id, name, MaxRecordBytes)
+		limit = MaxRecordBytes
 	}
-	b, err := d.readFile(id, name, limit)
-	if !errors.Is(err, ErrNotFound) {
-		return b, err
+	f, _, err := d.openFile(id, name, limit)
+	if err == nil {
+		return &limitedReader{Reader: f, close: f.Close, limit: limit, what: filepath.Join("runs", id, name)}, nil
 	}
-	z, zerr := d.readFile(id, name+".gz", limit)
+	if !errors.Is(err, ErrNotFound) || name == RecordFile {
+		return nil, err
+	}
+	z, _, zerr := d.openFile(id, name+".gz", limit)
 	if errors.Is(zerr, ErrNotFound) {
 		return nil, err
 	}
@@ -244,50 +318,76 @@ func (d *Dir) ReadFile(id, name string) ([]byte, error) {
 		return nil, zerr
 	}
 	rel := filepath.Join("runs", id, name+".gz")
-	zr, zerr := gzip.NewReader(bytes.NewReader(z))
+	zr, zerr := gzip.NewReader(z)
 	if zerr != nil {
+		z.Close()
 		return nil, fmt.Errorf("reading %s: %w; it is not a gzip file: remove it", rel, zerr)
 	}
-	b, zerr = io.ReadAll(io.LimitReader(zr, limit+1))
-	if zerr != nil {
-		return nil, fmt.Errorf("reading %s: %w; remove it", rel, zerr)
-	}
-	if int64(len(b)) > limit {
-		return nil, fmt.Errorf("%s holds more than the %d bytes a run writes: not thrashscope's; remove it", rel, limit)
-	}
-	return b, nil
+	return &limitedReader{Reader: zr, close: z.Close, limit: limit, what: rel}, nil
 }
 
-func (d *Dir) readFile(id, name string, limit int64) ([]byte, error) {
+// copyLimited copies r to w, a buffer at a time, until r ends, w or r
+// fails, or ctx is done (the client went away).
+func copyLimited(ctx context.Context, w io.Writer, r io.Reader) error {
+	buf := make([]byte, 32<<10)
+	for {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		n, rerr := r.Read(buf)
+		if n > 0 {
+			if _, err := w.Write(buf[:n]); err != nil {
+				return err
+			}
+		}
+		switch {
+		case rerr == io.EOF:
+			return nil
+		case rerr != nil:
+			return rerr
+		}
+	}
+}
+
+// fileKey is one version of a file: a file rewritten (renamed over) has
+// another inode, one changed in place another size or time.
+type fileKey struct {
+	dev, ino uint64
+	size     int64
+	mtime    int64
+}
+
+// openFile opens runs/<id>/<name>, a regular file of at most limit bytes
+// reached through no link, and says which version it is.
+func (d *Dir) openFile(id, name string, limit int64) (*os.File, fileKey, error) {
 	rel := filepath.Join("runs", id, name)
 	f, err := openNoFollow(filepath.Join(d.path, "runs"), id, name)
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
-		return nil, fmt.Errorf("%w: %s has no %s", ErrNotFound, id, name)
+		return nil, fileKey{}, fmt.Errorf("%w: %s has no %s", ErrNotFound, id, name)
 	case errors.Is(err, syscall.ELOOP), errors.Is(err, syscall.ENOTDIR):
-		return nil, fmt.Errorf("%s is a symbolic link or not a file: thrashscope reads only regular files in its data dir; remove it", rel)
+		return nil, fileKey{}, fmt.Errorf("%s is a symbolic link or not a file: thrashscope reads only regular files in its data dir; remove it", rel)
 	case err != nil:
-		return nil, fmt.Errorf("reading %s: %w", rel, err)
+		return nil, fileKey{}, fmt.Errorf("reading %s: %w", rel, err)
 	}
-	defer f.Close()
 	fi, err := f.Stat()
 	if err != nil {
-		return nil, fmt.Errorf("reading %s: %w", rel, err)
+		f.Close()
+		return nil, fileKey{}, fmt.Errorf("reading %s: %w", rel, err)
 	}
 	if !fi.Mode().IsRegular() {
-		return nil, fmt.Errorf("%s is not a regular file (%s): thrashscope reads only regular files in its data dir; remove it", rel, fi.Mode().Type())
+		f.Close()
+		return nil, fileKey{}, fmt.Errorf("%s is not a regular file (%s): thrashscope reads only regular files in its data dir; remove it", rel, fi.Mode().Type())
 	}
 	if fi.Size() > limit {
-		return nil, fmt.Errorf("%s holds %d bytes, more than the %d a run writes: not thrashscope's; remove it", rel, fi.Size(), limit)
+		f.Close()
+		return nil, fileKey{}, fmt.Errorf("%s holds %d bytes, more than the %d a run writes: not thrashscope's; remove it", rel, fi.Size(), limit)
 	}
-	b, err := io.ReadAll(io.LimitReader(f, limit+1))
-	if err != nil {
-		return nil, fmt.Errorf("reading %s: %w", rel, err)
+	key := fileKey{size: fi.Size(), mtime: fi.ModTime().UnixNano()}
+	if st, ok := fi.Sys().(*syscall.Stat_t); ok {
+		key.dev, key.ino = st.Dev, st.Ino
 	}
-	if int64(len(b)) > limit {
-		return nil, fmt.Errorf("%s grew past %d bytes while read: not thrashscope's; remove it", rel, limit)
-	}
-	return b, nil
+	return f, key, nil
 }
 
 // openNoFollow opens runs/<id>/<name> for reading with O_NOFOLLOW on each
@@ -328,17 +428,21 @@ func (d *Dir) Remove(id string) error {
 // cannot fill the disk. Active runs are never removed, nor corrupt ones:
 // those are for an operator to look at.
 func (d *Dir) Prune(keep int) ([]string, error) {
-	recs, err := d.Records()
+	ids, err := d.ids() // newest first
 	var removed []string
-	for i, rec := range recs { // newest first
-		if i < keep || run.Active(rec.State) || rec.State == run.StateCorrupt {
+	for i, id := range ids {
+		if i < keep {
 			continue
 		}
-		if derr := d.Remove(rec.ID); derr != nil {
+		sum, serr := d.Summary(context.Background(), id)
+		if serr != nil || run.Active(sum.State) || sum.State == run.StateCorrupt {
+			continue
+		}
+		if derr := d.Remove(id); derr != nil {
 			err = errors.Join(err, derr)
 			continue
 		}
-		removed = append(removed, rec.ID)
+		removed = append(removed, id)
 	}
 	return removed, err
 }
