@@ -5,6 +5,7 @@
 package runs
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -73,6 +74,13 @@ type Manager struct {
 	active   *active
 	last     *active // the most recent run, active or not, for metrics
 	outcomes map[string]uint64
+	// recovered are records a dead predecessor left active, marked
+	// aborted, whose save has not landed yet: readers are given these.
+	recovered map[string]run.Record
+	// closing is closed by Close: a final save being retried makes one
+	// last attempt and gives up.
+	closing   chan struct{}
+	closeOnce sync.Once
 
 	writeErrors atomic.Uint64 // failed writes to the data directory
 }
@@ -85,7 +93,9 @@ type active struct {
 	sinceRec  int           // rows since the record was saved
 	changed   atomic.Bool   // the record changed since it was saved
 	saveMu    sync.Mutex    // orders saves of this run
-	saved     chan struct{} // closed once the final record is saved
+	saved     chan struct{} // closed once the final save landed, or was given up at Close
+	// landed: the run's final record and tables are on disk.
+	landed atomic.Bool
 }
 
 // New opens the manager and cleans up after a predecessor that died
@@ -94,7 +104,7 @@ func New(cfg Config) (*Manager, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	m := &Manager{cfg: cfg, outcomes: map[string]uint64{}}
+	m := &Manager{cfg: cfg, outcomes: map[string]uint64{}, recovered: map[string]run.Record{}, closing: make(chan struct{})}
 	var err error
 	if m.fileDir, err = cfg.Store.Scratch(); err != nil {
 		return nil, fmt.Errorf("making the data directory's scratch/ for backing=file: %w", err)
@@ -158,8 +168,21 @@ func (m *Manager) recover() error {
 		}
 		if err := m.cfg.Store.SaveRecord(rec); err != nil {
 			errs = append(errs, err)
+			m.recovered[rec.ID] = rec
 		}
 		m.cfg.Logger.Warn("marked a run left by a previous observer aborted", "run", rec.ID, "cgroup", rec.Cgroup)
+	}
+	if len(m.recovered) > 0 {
+		go m.retry("saving the records of runs a previous observer left", func() bool {
+			m.mu.Lock()
+			defer m.mu.Unlock()
+			for id, rec := range m.recovered {
+				if m.cfg.Store.SaveRecord(rec) == nil {
+					delete(m.recovered, id)
+				}
+			}
+			return len(m.recovered) == 0
+		})
 	}
 	if m.cfg.ParentErr == nil {
 		swept, err := m.cfg.Parent.Sweep(ctx, "run-")
@@ -219,6 +242,14 @@ func (m *Manager) Start(spec run.Spec) (run.Record, error) {
 	if m.active != nil && !ended(m.active.run) {
 		return run.Record{}, fmt.Errorf("%w: %s", run.ErrBusy, m.active.run.Record().ID)
 	}
+	// The last run's final record must be on disk before another run
+	// takes its place in memory, where readers find it meanwhile.
+	if last := m.last; last != nil && ended(last.run) && !last.landed.Load() {
+		if err := m.save(last, true); err != nil {
+			return run.Record{}, fmt.Errorf("%w: the last run's (%s) final record could not be saved yet (%s); free space there, or make --data.dir writable; nothing was started", run.ErrNoStorage, last.run.Record().ID, errnoText(err))
+		}
+		last.landed.Store(true)
+	}
 	host, err := m.Host()
 	if err != nil {
 		return run.Record{}, err
@@ -263,7 +294,7 @@ func (m *Manager) Start(spec run.Spec) (run.Record, error) {
 		return run.Record{}, err
 	}
 	m.active, m.last = a, a
-	m.save(a, true)
+	_ = m.save(a, true) // the pending record is on disk; a failure here is retried with the rest
 	rec := mr.Record()
 	m.cfg.Logger.Info("run started", "run", rec.ID, "preset", r.Preset, "consumers", r.Consumers,
 		"size_bytes", r.SizeBytes, "memory_limit_bytes", r.MemoryLimitBytes, "cgroup", rec.Cgroup, "duration", r.Duration())
@@ -271,10 +302,12 @@ func (m *Manager) Start(spec run.Spec) (run.Record, error) {
 	return rec, nil
 }
 
-// watch waits for a run to end, saves it and frees the slot.
+// watch waits for a run to end, frees the slot and saves it, retrying the
+// save until it lands: the run stays in memory meanwhile, so every reader
+// (the list, the record, its samples, the live page) sees it as it ended.
 func (m *Manager) watch(a *active) {
 	<-a.run.Done()
-	m.save(a, true)
+	err := m.save(a, true)
 	rec := a.run.Record()
 	m.mu.Lock()
 	m.outcomes[rec.State]++
@@ -282,6 +315,16 @@ func (m *Manager) watch(a *active) {
 		m.active = nil
 	}
 	m.mu.Unlock()
+	if err == nil {
+		a.landed.Store(true)
+	} else {
+		m.retry("saving the final record of run "+rec.ID, func() bool {
+			if a.landed.Load() || m.save(a, true) == nil {
+				a.landed.Store(true)
+			}
+			return a.landed.Load()
+		})
+	}
 	if removed, err := m.cfg.Store.Prune(keepRuns); err != nil {
 		m.cfg.Logger.Warn("pruning old runs", "err", err)
 	} else if len(removed) > 0 {
@@ -291,30 +334,59 @@ func (m *Manager) watch(a *active) {
 }
 
 // save writes the record, and the tables when withTables (or when enough
-// rows have gathered). Saves of one run are serialised.
-func (m *Manager) save(a *active, withTables bool) {
+// rows have gathered); the record last, so one that says a run ended finds
+// its final tables beside it. Saves of one run are serialised. It returns
+// the first failure.
+func (m *Manager) save(a *active, withTables bool) error {
 	a.saveMu.Lock()
 	defer a.saveMu.Unlock()
 	if a.run == nil {
-		return // StartRun failed
+		return nil // StartRun failed
 	}
 	rec := a.run.Record()
-	if err := m.cfg.Store.SaveRecord(rec); err != nil {
-		m.writeFailed("saving the run record", rec.ID, err)
-	}
-	if !withTables {
-		return
-	}
-	if err := m.cfg.Store.WriteFile(rec.ID, store.SamplesFile, a.table.CSV()); err != nil {
-		m.writeFailed("saving the samples", rec.ID, err)
-	}
-	if err := m.cfg.Store.WriteFile(rec.ID, store.ProcessesFile, a.processes.CSV()); err != nil {
-		m.writeFailed("saving the per-process table", rec.ID, err)
-	}
-	if fill := a.run.FillRows(); fill != nil {
-		if err := m.cfg.Store.WriteFile(rec.ID, store.FillFile, store.FillCSV(fill)); err != nil {
-			m.writeFailed("saving the fill table", rec.ID, err)
+	var first error
+	failed := func(what string, err error) {
+		if err != nil {
+			m.writeFailed(what, rec.ID, err)
+			first = cmp.Or(first, err)
 		}
+	}
+	if withTables {
+		failed("saving the samples", m.cfg.Store.WriteFile(rec.ID, store.SamplesFile, a.table.CSV()))
+		failed("saving the per-process table", m.cfg.Store.WriteFile(rec.ID, store.ProcessesFile, a.processes.CSV()))
+		if fill := a.run.FillRows(); fill != nil {
+			failed("saving the fill table", m.cfg.Store.WriteFile(rec.ID, store.FillFile, store.FillCSV(fill)))
+		}
+	}
+	failed("saving the run record", m.cfg.Store.SaveRecord(rec))
+	return first
+}
+
+// Backoff of a save retried: from the first to the last wait, doubling.
+const (
+	retryFirst = time.Second
+	retryLast  = 30 * time.Second
+)
+
+// retry calls try until it reports done, waiting longer between tries, up
+// to retryLast; once the manager is closing, it tries once more and gives
+// up, saying what was lost.
+func (m *Manager) retry(what string, try func() bool) {
+	wait := retryFirst
+	for {
+		select {
+		case <-time.After(wait):
+		case <-m.closing:
+			if !try() {
+				m.cfg.Logger.Error(what+" failed until the observer stopped; a restart marks the run aborted", "data_dir", m.cfg.Store.Path())
+			}
+			return
+		}
+		if try() {
+			m.cfg.Logger.Info(what+": saved, after failing")
+			return
+		}
+		wait = min(2*wait, retryLast)
 	}
 }
 
@@ -368,10 +440,10 @@ func (m *Manager) Observe(_, tick *pipeline.Tick) {
 	case a.unsaved >= saveEvery:
 		a.unsaved, a.sinceRec = 0, 0
 		a.changed.Store(false)
-		go m.save(a, true)
+		go func() { _ = m.save(a, true) }() // failures are logged and counted
 	case a.sinceRec >= recordEvery && a.changed.Swap(false):
 		a.sinceRec = 0
-		go m.save(a, false)
+		go func() { _ = m.save(a, false) }()
 	}
 }
 
@@ -391,21 +463,31 @@ func ended(r *master.Master) bool {
 // one, active or not) is listed as it stands, the others as saved.
 func (m *Manager) List(ctx context.Context, after string, n int) ([]run.Summary, string, error) {
 	page, next, err := m.cfg.Store.Summaries(ctx, after, n)
-	if a := m.lastRun(); a != nil {
-		live := a.run.Record()
-		for i := range page {
-			if page[i].ID == live.ID {
-				page[i] = live.Summary()
-			}
+	for i := range page {
+		if rec, ok := m.inMemory(page[i].ID); ok {
+			page[i] = rec.Summary()
 		}
 	}
 	return page, next, err
 }
 
+// inMemory is a run whose record the manager holds: the last one, active
+// or ended (its final save may still be retried), or one a predecessor left
+// whose marking as aborted has not been saved yet.
+func (m *Manager) inMemory(id string) (run.Record, bool) {
+	if a := m.find(id); a != nil {
+		return a.run.Record(), true
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	rec, ok := m.recovered[id]
+	return rec, ok
+}
+
 // Get returns one run.
 func (m *Manager) Get(id string) (run.Record, error) {
-	if a := m.find(id); a != nil {
-		return a.run.Record(), nil
+	if rec, ok := m.inMemory(id); ok {
+		return rec, nil
 	}
 	return m.cfg.Store.Record(id)
 }
@@ -415,16 +497,10 @@ func (m *Manager) Get(id string) (run.Record, error) {
 // as its file holds it (see store.WriteRecord). Either way its memory is
 // bounded, and the work stops when ctx is done.
 func (m *Manager) WriteRecord(ctx context.Context, id string, w io.Writer) error {
-	if a := m.find(id); a != nil {
-		return m.cfg.Store.EncodeJSON(ctx, a.run.Record(), w)
+	if rec, ok := m.inMemory(id); ok {
+		return m.cfg.Store.EncodeJSON(ctx, rec, w)
 	}
 	return m.cfg.Store.WriteRecord(ctx, id, w)
-}
-
-func (m *Manager) lastRun() *active {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	return m.last
 }
 
 func (m *Manager) find(id string) *active {
@@ -507,10 +583,12 @@ func (m *Manager) Current() *master.Master {
 	return m.active.run
 }
 
-// Close aborts the active run and waits for it to be cleaned up and saved.
+// Close aborts the active run and waits for it to be cleaned up and saved;
+// a final save still failing gets one last try.
 func (m *Manager) Close() {
+	m.closeOnce.Do(func() { close(m.closing) })
 	m.mu.Lock()
-	a := m.active
+	a := m.last
 	m.mu.Unlock()
 	if a == nil {
 		return
