@@ -383,7 +383,7 @@ func (m *Manager) retry(what string, try func() bool) {
 			return
 		}
 		if try() {
-			m.cfg.Logger.Info(what+": saved, after failing")
+			m.cfg.Logger.Info(what + ": saved, after failing")
 			return
 		}
 		wait = min(2*wait, retryLast)
