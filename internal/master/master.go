@@ -21,6 +21,7 @@ import (
 
 	"github.com/thrashscope/thrashscope/internal/cgroup"
 	"github.com/thrashscope/thrashscope/internal/consumer"
+	"github.com/thrashscope/thrashscope/internal/procfs"
 	"github.com/thrashscope/thrashscope/internal/run"
 	"github.com/thrashscope/thrashscope/internal/stats"
 	"github.com/thrashscope/thrashscope/internal/store"
@@ -68,6 +69,9 @@ type Config struct {
 	// controller is on cgroup v1; nil finds this process's own group in
 	// the unified hierarchy.
 	Unified *cgroup.Parent
+	// ProcFS reads the consumers' /proc stat, to see that each makes
+	// progress; the zero FS is /proc.
+	ProcFS procfs.FS
 }
 
 // Master is one run in progress: its cgroup, its consumers and its record.
@@ -95,6 +99,9 @@ type Master struct {
 	board     *consumer.CycleBoard // nil: cycles come on the message pipes
 	guard     *cgroup.OOMGuard     // nil on cgroup v2
 	gov       *governor            // the run's policy and its levers
+	// progress is each live consumer's, by index (-1 the one alone);
+	// drive's goroutine alone uses it.
+	progress map[int]*progress
 }
 
 type chunkSample struct {
@@ -121,6 +128,13 @@ func Start(cfg Config) (*Master, error) {
 	}
 	if cfg.OnChange == nil {
 		cfg.OnChange = func() {}
+	}
+	if cfg.ProcFS == (procfs.FS{}) {
+		fs, err := procfs.NewFS("/proc")
+		if err != nil {
+			return nil, err
+		}
+		cfg.ProcFS = fs
 	}
 	if _, err := os.Stat(cfg.Binary); err != nil {
 		return nil, &run.UnsafeError{Msg: fmt.Sprintf("the consumer binary %q is missing: run make build, or install loadgen beside observer", cfg.Binary)}
@@ -352,11 +366,12 @@ wait:
 			r.cfg.Logger.Warn("consumers overran their finish time; terminating them", "run", r.cfg.ID, "grace", OverrunGrace)
 			r.cancel(errors.New("consumers still running " + OverrunGrace.String() + " after the plan ended"))
 			break wait
-		case <-check.C:
+		case now := <-check.C:
 			r.takeCycles()
 			if _, err := os.Stat(r.cg.Path); errors.Is(err, fs.ErrNotExist) {
 				r.failNow("the run cgroup " + r.cg.Path + " was removed by a process outside the run")
 			}
+			r.watchProgress(now)
 		}
 	}
 	<-spawned // at once when cancelled: no consumer starts after this
@@ -448,6 +463,7 @@ func (r *Master) alone() {
 			}
 		case <-cancelled:
 			_ = cmd.Process.Signal(syscall.SIGTERM) // it sends Done and exits
+			_ = cmd.Process.Signal(syscall.SIGCONT)
 			cancelled, killAfter = nil, time.After(stopGrace)
 			continue
 		case <-killAfter:
@@ -817,6 +833,7 @@ func (r *Master) terminate(allExited <-chan struct{}) {
 	for i, p := range r.procs {
 		if p != nil && r.rec.Consumers[i].Exit == "" {
 			_ = p.Signal(syscall.SIGTERM)
+			_ = p.Signal(syscall.SIGCONT) // one stopped from outside handles it too
 		}
 	}
 	r.mu.Unlock()

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/thrashscope/thrashscope/internal/procfs"
 	"github.com/thrashscope/thrashscope/internal/run"
 )
 
@@ -47,5 +48,49 @@ func TestMakespan(t *testing.T) {
 	cs[1].ActualEnd = nil
 	if got := makespan(cs); got != 0 {
 		t.Errorf("makespan %g with a consumer not ended, want 0", got)
+	}
+}
+
+// A consumer the policy does not hold fails the run when it is seen stopped
+// twice in a row, or when its cycles, CPU time and faults stay put for
+// stuckAfter; held (frozen), it never does.
+func TestProgressCheck(t *testing.T) {
+	t0 := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	running := procfs.Process{State: 'S', UserSeconds: 1, MinorFaults: 10}
+	stopped := running
+	stopped.State = 'T'
+	w := watched{index: 3, pid: 42, cycles: 7}
+	cases := []struct {
+		name  string
+		steps []procfs.Process
+		held  bool
+		at    []time.Duration
+		want  string // in the reason of the last step; "" for none
+	}{
+		{"stopped once", []procfs.Process{running, stopped}, false, []time.Duration{0, time.Second}, ""},
+		{"stopped twice", []procfs.Process{running, stopped, stopped}, false, []time.Duration{0, time.Second, 2 * time.Second}, "consumer 3 (pid 42) was stopped (state T)"},
+		{"stopped, then running again", []procfs.Process{stopped, running, stopped}, false, []time.Duration{0, time.Second, 2 * time.Second}, ""},
+		{"traced", []procfs.Process{func() procfs.Process { p := running; p.State = 't'; return p }(), func() procfs.Process { p := running; p.State = 't'; return p }()}, false, []time.Duration{0, time.Second}, "state t"},
+		{"held and stopped", []procfs.Process{stopped, stopped, stopped}, true, []time.Duration{0, time.Second, 2 * time.Second}, ""},
+		{"quiet under the bound", []procfs.Process{running, running}, false, []time.Duration{0, stuckAfter - time.Second}, ""},
+		{"stuck", []procfs.Process{running, running}, false, []time.Duration{0, stuckAfter}, "made no progress for 5m0s"},
+		{"faulting is progress", []procfs.Process{running, func() procfs.Process { p := running; p.MajorFaults++; return p }()}, false, []time.Duration{0, stuckAfter}, ""},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			st := &progress{pid: 42, since: t0}
+			ww := w
+			ww.held = tc.held
+			var got string
+			for i, p := range tc.steps {
+				got = st.check(ww, p, t0.Add(tc.at[i]))
+				if got != "" && i < len(tc.steps)-1 {
+					t.Fatalf("step %d failed the run early: %s", i, got)
+				}
+			}
+			if (tc.want == "") != (got == "") || !strings.Contains(got, tc.want) {
+				t.Errorf("got %q, want %q", got, tc.want)
+			}
+		})
 	}
 }

@@ -24,6 +24,10 @@ const userHZ = 100
 type Process struct {
 	PID  int
 	Comm string
+	// State is the one-letter state: R running, S sleeping, D in
+	// uninterruptible wait, T stopped by a signal, t stopped by a tracer,
+	// Z zombie, ...
+	State byte
 	// StartTicks is the start time in ticks since boot; with PID it tells a
 	// reused pid apart.
 	StartTicks                 uint64
@@ -169,6 +173,7 @@ func parseStat(b []byte) (Process, error) {
 		return Process{}, fmt.Errorf("stat field %d: %w", fRss+3, err)
 	}
 	return Process{
+		State:         f[0][0],
 		Comm:          comm(b[open+1 : end]),
 		StartTicks:    v[fStarttime],
 		MinorFaults:   v[fMinflt],

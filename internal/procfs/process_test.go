@@ -10,7 +10,7 @@ import (
 
 func TestProcess(t *testing.T) {
 	loadgen := Process{
-		PID: 4242, Comm: "loadgen", StartTicks: 21515,
+		PID: 4242, Comm: "loadgen", State: 'S', StartTicks: 21515,
 		MinorFaults: 5000, MajorFaults: 300,
 		UserSeconds: 2.5, SystemSeconds: 0.75,
 		ResidentBytes: 25600 * pageSize,
@@ -19,9 +19,9 @@ func TestProcess(t *testing.T) {
 	}
 	loadgenStat := loadgen
 	loadgenStat.SwapBytes = 0
-	kthreadd := Process{PID: 2, Comm: "kthreadd", StartTicks: 6}
+	kthreadd := Process{PID: 2, Comm: "kthreadd", State: 'S', StartTicks: 6}
 	sdPAM := Process{
-		PID: 5151, Comm: "(sd-pam)", StartTicks: 3072,
+		PID: 5151, Comm: "(sd-pam)", State: 'S', StartTicks: 3072,
 		MinorFaults: 51, MajorFaults: 7,
 		UserSeconds: 0.03, SystemSeconds: 0.02,
 		ResidentBytes: 1024 * pageSize,
@@ -177,7 +177,7 @@ func TestParseStatComm(t *testing.T) {
 	for _, comm := range []string{"a b", "x) S 1 (y", "))", "(", ""} {
 		line := "7 (" + comm + ") S 1 7 7 0 -1 0 11 0 3 0 250 50 0 0 20 0 1 0 900 8192 2 0 0 0 0 0 0 0 0 0 0 0 0 0 17 0 0 0 0 0 0\n"
 		got, err := parseStat([]byte(line))
-		want := Process{Comm: comm, StartTicks: 900, MinorFaults: 11, MajorFaults: 3, UserSeconds: 2.5, SystemSeconds: 0.5, ResidentBytes: 2 * pageSize, VirtualBytes: 8192}
+		want := Process{Comm: comm, State: 'S', StartTicks: 900, MinorFaults: 11, MajorFaults: 3, UserSeconds: 2.5, SystemSeconds: 0.5, ResidentBytes: 2 * pageSize, VirtualBytes: 8192}
 		if err != nil || got != want {
 			t.Errorf("comm %q: got %+v, %v; want %+v", comm, got, err, want)
 		}

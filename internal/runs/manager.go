@@ -277,6 +277,7 @@ func (m *Manager) Start(spec run.Spec) (run.Record, error) {
 		Parent:  m.cfg.Parent,
 		FileDir: m.fileDir,
 		Logger:  m.cfg.Logger,
+		ProcFS:  m.cfg.ProcFS,
 		OnCycle: m.cfg.OnCycle,
 		// A change (a consumer started or ended) is saved with the next
 		// sample, off the run's goroutines: a save syncs to disk, and 25
