@@ -204,3 +204,33 @@ func TestCommittedReproduction(t *testing.T) {
 		t.Errorf("the README's findings table is not the one docs/reproduction gives; run bin/observer findings and put this in the README:\n%s", table)
 	}
 }
+
+// A reproduction whose table holds a NaN is refused, naming the run, the
+// file, the line and the column. The defect: a NaN elapsed_seconds made
+// findings print "e2 0 s" and exit 0.
+func TestLoadRefusesANonFiniteTable(t *testing.T) {
+	root := t.TempDir()
+	if err := os.CopyFS(root+"/e4", os.DirFS("../../docs/reproduction/e4")); err != nil {
+		t.Fatal(err)
+	}
+	d, err := store.Open(root + "/e4")
+	if err != nil {
+		t.Fatal(err)
+	}
+	recs, _ := d.Records()
+	if len(recs) == 0 {
+		t.Fatal("docs/reproduction/e4 holds no run")
+	}
+	id := recs[0].ID
+	b, err := d.ReadFile(id, store.SamplesFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(string(b), "\n")
+	lines[3] = "NaN" + lines[3][strings.IndexByte(lines[3], ','):]
+	d.WriteFile(id, store.SamplesFile, []byte(strings.Join(lines, "\n")))
+	want := "run " + id + ": samples.csv line 4: elapsed_seconds: NaN is not a finite number"
+	if _, err := Load(root); err == nil || !strings.Contains(err.Error(), want) {
+		t.Errorf("got %v, want an error saying %q", err, want)
+	}
+}
