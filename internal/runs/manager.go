@@ -175,12 +175,17 @@ func (m *Manager) recover() error {
 	if len(m.recovered) > 0 {
 		go m.retry("saving the records of runs a previous observer left", func() bool {
 			m.mu.Lock()
-			defer m.mu.Unlock()
-			for id, rec := range m.recovered {
+			recs := maps.Clone(m.recovered)
+			m.mu.Unlock()
+			for id, rec := range recs {
 				if m.cfg.Store.SaveRecord(rec) == nil {
+					m.mu.Lock()
 					delete(m.recovered, id)
+					m.mu.Unlock()
 				}
 			}
+			m.mu.Lock()
+			defer m.mu.Unlock()
 			return len(m.recovered) == 0
 		})
 	}
@@ -499,6 +504,9 @@ func (m *Manager) Get(id string) (run.Record, error) {
 // bounded, and the work stops when ctx is done.
 func (m *Manager) WriteRecord(ctx context.Context, id string, w io.Writer) error {
 	if rec, ok := m.inMemory(id); ok {
+		if rec.Consumers == nil {
+			rec.Consumers = []run.ConsumerRecord{} // the API's shape: a list, even before any are planned
+		}
 		return m.cfg.Store.EncodeJSON(ctx, rec, w)
 	}
 	return m.cfg.Store.WriteRecord(ctx, id, w)
@@ -518,6 +526,9 @@ func (m *Manager) find(id string) *active {
 func (m *Manager) Abort(id string) (run.Record, error) {
 	a := m.find(id)
 	if a == nil {
+		if rec, ok := m.inMemory(id); ok {
+			return rec, nil // ended, its record not saved yet
+		}
 		return m.cfg.Store.Record(id)
 	}
 	a.run.Abort("aborted by request")

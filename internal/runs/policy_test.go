@@ -26,16 +26,7 @@ import (
 // function waits for it and returns its record.
 func startPolicyRun(t *testing.T, args ...string) (*exec.Cmd, func() run.Record) {
 	t.Helper()
-	testenv.RequirePrivileged(t)
-	testenv.RequireSwap(t)
-	out := t.TempDir()
-	cmd := exec.Command(testenv.Binary(t, "loadgen"), append([]string{"run", "--out=" + out}, args...)...)
-	var stderr strings.Builder
-	cmd.Stderr = &stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	cmd, out, stderr := startLoadgenRun(t, args...)
 	return cmd, func() run.Record {
 		t.Helper()
 		if err := cmd.Wait(); err != nil {
@@ -44,6 +35,23 @@ func startPolicyRun(t *testing.T, args ...string) (*exec.Cmd, func() run.Record)
 		rec, _ := onlyRecord(t, out)
 		return rec
 	}
+}
+
+// startLoadgenRun starts loadgen run with args, its --out a new directory,
+// and kills it (its consumers die with it) when the test ends.
+func startLoadgenRun(t *testing.T, args ...string) (cmd *exec.Cmd, out string, stderr *strings.Builder) {
+	t.Helper()
+	testenv.RequirePrivileged(t)
+	testenv.RequireSwap(t)
+	out = t.TempDir()
+	cmd = exec.Command(testenv.Binary(t, "loadgen"), append([]string{"run", "--out=" + out}, args...)...)
+	stderr = &strings.Builder{}
+	cmd.Stderr = stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	return cmd, out, stderr
 }
 
 // freezeGroups are the consumers' cgroup v2 groups of the run loadgen pid

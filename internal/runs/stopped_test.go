@@ -2,7 +2,6 @@ package runs_test
 
 import (
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -11,7 +10,6 @@ import (
 	"time"
 
 	"github.com/thrashscope/thrashscope/internal/run"
-	"github.com/thrashscope/thrashscope/internal/testenv"
 )
 
 // childNamed finds the process whose parent is ppid and whose comm is name.
@@ -46,16 +44,7 @@ func TestAConsumerStoppedFromOutsideFailsTheRun(t *testing.T) {
 		"binpack": append(append([]string(nil), syn8Args...), "--policy=binpack"),
 	} {
 		t.Run(name, func(t *testing.T) {
-			testenv.RequirePrivileged(t)
-			testenv.RequireSwap(t)
-			out := t.TempDir()
-			cmd := exec.Command(testenv.Binary(t, "loadgen"), append([]string{"run", "--out=" + out}, args...)...)
-			var stderr strings.Builder
-			cmd.Stderr = &stderr
-			if err := cmd.Start(); err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+			cmd, out, stderr := startLoadgenRun(t, args...)
 			// A consumer of the run, once spawned (after the one alone).
 			var pid int
 			waitFor(t, 2*time.Minute, "consumer-01 to be spawned", func() bool {

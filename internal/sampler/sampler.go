@@ -128,6 +128,7 @@ type Sampler struct {
 	prev        *Reading // the last reading, for rates
 	failures    [NumSources]uint64
 	failing     [NumSources]bool // failed at the last read, for the log
+	hasPSI      bool             // the kernel has PSI: a pressure file was read
 	activity    map[int]*activity
 	round       int
 	hostMajor   uint64 // pgmajfault at the last sample, on procfs alone
@@ -180,16 +181,18 @@ func (s *Sampler) Read(pinned []int) (*Reading, error) {
 	now := time.Now()
 	smp := &Reading{Time: now}
 	smp.Used[SourceStat], smp.Used[SourceVMStat], smp.Used[SourceMeminfo] = true, true, true
-	var err error
 	smp.CPU, smp.Failed[SourceStat] = s.cfg.ProcFS.CPU()
 	smp.VMStat, smp.Failed[SourceVMStat] = s.cfg.ProcFS.VMStat()
 	smp.Memory, smp.Failed[SourceMeminfo] = s.cfg.ProcFS.Memory()
+	// PSI is used where the kernel has it; once read, a file gone is a
+	// failed read too, not a kernel that lost PSI.
 	if p, err := s.cfg.ProcFS.MemoryPressure(); err == nil {
 		smp.Pressure, smp.PressureTime = &p, time.Now()
-		smp.Used[SourcePressure] = true
-	} else if !errors.Is(err, procfs.ErrNoData) {
-		smp.Failed[SourcePressure], smp.Used[SourcePressure] = err, true
+		s.hasPSI = true
+	} else if s.hasPSI || !errors.Is(err, procfs.ErrNoData) {
+		smp.Failed[SourcePressure] = err
 	}
+	smp.Used[SourcePressure] = s.hasPSI || smp.Failed[SourcePressure] != nil
 
 	var snap readout.Snapshot
 	if s.cfg.Probe != nil {
@@ -225,8 +228,7 @@ func (s *Sampler) Read(pinned []int) (*Reading, error) {
 		Complete(s.prev, smp)
 	}
 	s.prev = smp
-	err = errors.Join(errs...)
-	return smp, err
+	return smp, errors.Join(errs...)
 }
 
 // note counts a source's failed read, and logs when a source starts

@@ -404,3 +404,24 @@ func TestNoRatesAcrossAFailedSource(t *testing.T) {
 		t.Errorf("the failure was logged %d times, want once, and its end once:\n%s", n, logs.String())
 	}
 }
+
+// A kernel without PSI has no pressure source; once one was read, its file
+// gone is a failed read, not a kernel that lost PSI (its stall shares would
+// read as 0 % in a run's rows).
+func TestPressureGoneAfterItWasRead(t *testing.T) {
+	root := procTree(t, nil)
+	fs, _ := procfs.NewFS(root)
+	s := New(Config{ProcFS: fs, TopK: 5})
+	if r, _ := s.Read(nil); r.Used[SourcePressure] || !r.Whole() {
+		t.Fatalf("no PSI: used %v, whole %v", r.Used[SourcePressure], r.Whole())
+	}
+	os.MkdirAll(filepath.Join(root, "pressure"), 0o755)
+	os.WriteFile(filepath.Join(root, "pressure", "memory"), []byte("some avg10=0.00 avg60=0.00 avg300=0.00 total=10\nfull avg10=0.00 avg60=0.00 avg300=0.00 total=5\n"), 0o644)
+	if r, _ := s.Read(nil); !r.OK(SourcePressure) {
+		t.Fatalf("PSI there: %v", r.Failed[SourcePressure])
+	}
+	os.Remove(filepath.Join(root, "pressure", "memory"))
+	if r, _ := s.Read(nil); r.Failed[SourcePressure] == nil || r.HasRates {
+		t.Errorf("PSI gone after it was read: failed %v, rates %v", r.Failed[SourcePressure], r.HasRates)
+	}
+}

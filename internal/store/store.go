@@ -48,9 +48,9 @@ var validID = run.IDPattern
 // Dir is a data directory.
 type Dir struct {
 	path string
-	// runs is runs/, open for writing (see package outdir); nil when the
-	// directory was opened to read only.
-	runs *outdir.Dir
+	// top and runs are the directory and its runs/, open for writing (see
+	// package outdir); nil when the directory was opened to read only.
+	top, runs *outdir.Dir
 	// heavy bounds the work whose memory grows with a record (decoding
 	// one, encoding one): a few at a time, whoever asks.
 	heavy chan struct{}
@@ -65,8 +65,8 @@ type Dir struct {
 // holds up to a few times MaxRecordBytes.
 const heavySlots = 2
 
-func newDir(path string, runs *outdir.Dir) *Dir {
-	return &Dir{path: path, runs: runs, heavy: make(chan struct{}, heavySlots), summaries: map[string]cachedSummary{}}
+func newDir(path string, top, runs *outdir.Dir) *Dir {
+	return &Dir{path: path, top: top, runs: runs, heavy: make(chan struct{}, heavySlots), summaries: map[string]cachedSummary{}}
 }
 
 // Open makes the data directory if needed, opens it for writing, and
@@ -80,9 +80,9 @@ func Open(path string) (*Dir, error) {
 	if err != nil {
 		return nil, fmt.Errorf("--data.dir=%q: %w", path, err)
 	}
-	defer top.Close()
 	runs, err := top.Sub("runs", 0o750)
 	if err != nil {
+		top.Close()
 		return nil, fmt.Errorf("--data.dir=%q: %w", path, err)
 	}
 	_ = filepath.WalkDir(runs.Path(), func(p string, d fs.DirEntry, err error) error {
@@ -91,21 +91,16 @@ func Open(path string) (*Dir, error) {
 		}
 		return nil
 	})
-	return newDir(path, runs), nil
+	return newDir(path, top, runs), nil
 }
 
 // Scratch makes (if needed) the data directory's scratch/, where backing=file
 // consumers keep their files, and returns its path.
 func (d *Dir) Scratch() (string, error) {
-	if d.runs == nil {
+	if d.top == nil {
 		return "", errReadOnly
 	}
-	top, err := outdir.Open(d.path, 0o750)
-	if err != nil {
-		return "", err
-	}
-	defer top.Close()
-	s, err := top.Sub("scratch", 0o700)
+	s, err := d.top.Sub("scratch", 0o700)
 	if err != nil {
 		return "", err
 	}
@@ -125,7 +120,7 @@ func OpenExisting(path string) (*Dir, error) {
 	if err != nil || !fi.IsDir() {
 		return nil, fmt.Errorf("%s holds no runs/ directory: give the observer's --data.dir (default /var/lib/thrashscope) or loadgen run's --out", path)
 	}
-	return newDir(path, nil), nil
+	return newDir(path, nil, nil), nil
 }
 
 // Path is the data directory.
@@ -271,7 +266,7 @@ func (d *Dir) Copy(ctx context.Context, id, name string, w io.Writer) error {
 		return err
 	}
 	defer r.Close()
-	return copyLimited(ctx, w, r)
+	return copyUntilDone(ctx, w, r)
 }
 
 // limitedReader is a run's file open for reading, held to its limit.
@@ -286,8 +281,11 @@ type limitedReader struct {
 func (l *limitedReader) Read(p []byte) (int, error) {
 	n, err := l.Reader.Read(p)
 	l.n += int64(n)
-	if l.n > l.limit {
+	switch {
+	case l.n > l.limit:
 		return n, fmt.Errorf("%s holds more than the %d bytes a run writes: not thrashscope's; remove it", l.what, l.limit)
+	case err != nil && err != io.EOF:
+		return n, fmt.Errorf("reading %s: %w; remove it", l.what, err)
 	}
 	return n, err
 }
@@ -326,9 +324,9 @@ func (d *Dir) openTable(id, name string) (*limitedReader, error) {
 	return &limitedReader{Reader: zr, close: z.Close, limit: limit, what: rel}, nil
 }
 
-// copyLimited copies r to w, a buffer at a time, until r ends, w or r
+// copyUntilDone copies r to w, a buffer at a time, until r ends, w or r
 // fails, or ctx is done (the client went away).
-func copyLimited(ctx context.Context, w io.Writer, r io.Reader) error {
+func copyUntilDone(ctx context.Context, w io.Writer, r io.Reader) error {
 	buf := make([]byte, 32<<10)
 	for {
 		if err := ctx.Err(); err != nil {

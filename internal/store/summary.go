@@ -132,7 +132,7 @@ func (d *Dir) WriteRecord(ctx context.Context, id string, w io.Writer) error {
 	}
 	if f != nil {
 		defer f.Close()
-		return copyLimited(ctx, w, io.LimitReader(f, MaxRecordBytes))
+		return copyUntilDone(ctx, w, io.LimitReader(f, MaxRecordBytes))
 	}
 	if c.sum.State == run.StateCorrupt {
 		return d.EncodeJSON(ctx, run.Record{ID: id, State: run.StateCorrupt, Reason: c.sum.Reason, Consumers: []run.ConsumerRecord{}}, w)
