@@ -271,7 +271,7 @@ static __always_inline __u32 log2_slot(__u64 v)
 	v >>= shift;
 	r |= shift;
 	r |= (v >> 1);
-	return r < LATENCY_SLOTS ? r : LATENCY_SLOTS - 1;
+	return r; // 0 to 63: the caller bounds it to its array
 }
 
 // Find-or-insert for a per-key map. Returns NULL when the map is full; the
@@ -481,8 +481,16 @@ int major_fault(struct bpf_perf_event_data *ctx)
 	hist = bpf_map_lookup_elem(&major_fault_latency, &kind);
 	if (hist) {
 		__u64 delta = now - ft->start_ns;
-		__u32 slot = log2_slot(delta);
+		__u64 slot = log2_slot(delta);
 
+		// The bound must be tested on the register that indexes: the
+		// verifier of 6.1 does not carry it over from a copy, which the
+		// compiler makes of a clamp it folds ("R2 unbounded memory
+		// access"). The barrier keeps the test as written.
+		barrier_var(slot);
+		if (slot >= LATENCY_SLOTS)
+			slot = LATENCY_SLOTS - 1;
+		barrier_var(slot);
 		if (slot < LATENCY_SLOTS)
 			hist->slots[slot] += 1;
 		hist->sum_ns += delta;

@@ -11,6 +11,9 @@ import (
 
 var builds sync.Map // command name → *built
 
+// BinariesEnv names a directory of the project's commands built already.
+const BinariesEnv = "THRASHSCOPE_BINARIES"
+
 type built struct {
 	once sync.Once
 	path string
@@ -21,8 +24,18 @@ type built struct {
 // Binary builds one of the project's commands (observer, loadgen) once per
 // test process and returns its path. Privileged tests run the real
 // binaries, as a user would.
+//
+// Where BinariesEnv names a directory (a test VM has no Go toolchain), the
+// binaries built there are used as they are.
 func Binary(t testing.TB, name string) string {
 	t.Helper()
+	if dir := os.Getenv(BinariesEnv); dir != "" {
+		p := filepath.Join(dir, name)
+		if _, err := os.Stat(p); err != nil {
+			t.Fatalf("%s=%s holds no %s: %v", BinariesEnv, dir, name, err)
+		}
+		return p
+	}
 	v, _ := builds.LoadOrStore(name, &built{})
 	b := v.(*built)
 	b.once.Do(func() {

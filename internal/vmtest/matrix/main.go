@@ -1,0 +1,229 @@
+// Command matrix is make test-kernels: it builds thrashscope and its tests
+// static, boots each kernel of the matrix in qemu with them (package
+// vmtest), and prints one table of what passed where. It exits non-zero
+// when a kernel cannot be fetched or booted, or a step fails.
+package main
+
+import (
+	"bytes"
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/thrashscope/thrashscope/internal/testenv"
+	"github.com/thrashscope/thrashscope/internal/vmtest"
+)
+
+func main() {
+	cache := flag.String("cache", "bin/kernels", "where the kernels' packages are unpacked, and kept")
+	work := flag.String("work", "bin/vmtest", "where the guest's binaries, initramfs and console logs go")
+	kernels := flag.String("kernels", "", "comma-separated Debian packages to boot instead of the matrix (e.g. linux-image-6.1.0-56-amd64)")
+	only := flag.String("steps", "", "comma-separated step names to run (default every step)")
+	markdown := flag.String("markdown", "", "also write the table as Markdown to this file (docs/kernels.md)")
+	accel := flag.String("accel", "auto", "auto (KVM when a guest boots on it, else TCG), kvm or tcg")
+	flag.Parse()
+
+	ctx, cancel := context.WithTimeout(context.Background(), 80*time.Minute)
+	defer cancel()
+	if err := run(ctx, *cache, *work, *kernels, *only, *markdown, *accel); err != nil {
+		fmt.Fprintln(os.Stderr, "test-kernels:", err)
+		os.Exit(1)
+	}
+}
+
+func run(ctx context.Context, cache, work, kernels, only, markdown, accel string) error {
+	matrix := vmtest.Matrix
+	if kernels != "" {
+		matrix = nil
+		for _, p := range strings.Split(kernels, ",") {
+			matrix = append(matrix, vmtest.Kernel{Name: p, Package: p})
+		}
+	}
+	for _, tool := range []string{"qemu-system-x86_64", "apt-get", "dpkg-deb", "depmod"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			return fmt.Errorf("%s is missing: install qemu-system-x86, busybox-static and kmod (.ci/run does)", tool)
+		}
+	}
+	guest, err := build(ctx, work, only)
+	if err != nil {
+		return err
+	}
+	m := vmtest.Machine{Accel: accel, CPUs: 2, Memory: "3G", SwapBytes: 2 << 30}
+	var results []vmtest.KernelResult
+	failed := false
+	for _, k := range matrix {
+		res := bootOne(ctx, k, guest, m, cache, work)
+		results = append(results, res)
+		failed = failed || !res.Pass()
+		fmt.Println(vmtest.Table(results))
+	}
+	if markdown != "" {
+		if err := os.WriteFile(markdown, []byte(vmtest.Markdown(results)), 0o644); err != nil {
+			return err
+		}
+	}
+	if failed {
+		return fmt.Errorf("a kernel failed; the console logs are in %s", work)
+	}
+	return nil
+}
+
+// bootOne fetches a kernel, makes its initramfs and boots it.
+func bootOne(ctx context.Context, k vmtest.Kernel, g vmtest.Guest, m vmtest.Machine, cache, work string) vmtest.KernelResult {
+	res := vmtest.KernelResult{Kernel: k}
+	start := time.Now()
+	im, err := vmtest.Fetch(ctx, k, cache)
+	if err != nil {
+		res.Err = err.Error()
+		return res
+	}
+	res.Image = im
+	initramfs := filepath.Join(work, im.Release+".cpio")
+	f, err := os.Create(initramfs)
+	if err == nil {
+		err = g.WriteInitramfs(f, im)
+		if cerr := f.Close(); err == nil {
+			err = cerr
+		}
+	}
+	if err != nil {
+		res.Err = "making the initramfs: " + err.Error()
+		return res
+	}
+	defer os.Remove(initramfs)
+	logPath := filepath.Join(work, im.Release+".console.log")
+	log, err := os.Create(logPath)
+	if err != nil {
+		res.Err = err.Error()
+		return res
+	}
+	defer log.Close()
+	m.Accel = pickAccel(ctx, m, im, work)
+	res.Accel = m.Accel
+	fmt.Printf("== %s (%s, %s): booting under %s; the console goes to %s\n", k.Name, im.Image, im.Release, m.Accel, logPath)
+	bctx, cancel := context.WithTimeout(ctx, 40*time.Minute)
+	defer cancel()
+	res.Reports, err = m.Boot(bctx, im, initramfs, work, io.MultiWriter(log, &progress{}))
+	if err != nil {
+		res.Err = err.Error()
+	}
+	res.Seconds = time.Since(start).Seconds()
+	return res
+}
+
+// pickAccel is KVM when asked, or, for auto, when an empty plan boots on
+// it within 20 s; else TCG. On the project's machines a KVM guest fails at
+// once or hangs before the kernel prints anything.
+func pickAccel(ctx context.Context, m vmtest.Machine, im vmtest.Image, work string) string {
+	if m.Accel != "auto" {
+		return m.Accel
+	}
+	if _, err := os.Stat("/dev/kvm"); err != nil {
+		return "tcg"
+	}
+	probe := filepath.Join(work, im.Release+"-kvm-probe.cpio")
+	f, err := os.Create(probe)
+	if err != nil {
+		return "tcg"
+	}
+	defer os.Remove(probe)
+	err = vmtest.Guest{Init: filepath.Join(work, "init"), Busybox: "/bin/busybox"}.WriteInitramfs(f, im)
+	f.Close()
+	if err != nil {
+		return "tcg"
+	}
+	pctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+	defer cancel()
+	kvm := m
+	kvm.Accel, kvm.SwapBytes = "kvm", 64<<20
+	if _, err := kvm.Boot(pctx, im, probe, work, io.Discard); err != nil {
+		return "tcg"
+	}
+	return "kvm"
+}
+
+// progress echoes the guest's reports and failures as they come, a whole
+// line at a time.
+type progress struct{ buf []byte }
+
+func (p *progress) Write(b []byte) (int, error) {
+	p.buf = append(p.buf, b...)
+	for {
+		i := bytes.IndexByte(p.buf, '\n')
+		if i < 0 {
+			return len(b), nil
+		}
+		line := strings.TrimLeft(string(p.buf[:i+1]), "\r")
+		p.buf = p.buf[i+1:]
+		if strings.HasPrefix(line, vmtest.ReportPrefix) || strings.Contains(line, "--- FAIL") || strings.Contains(line, "--- PASS") || strings.Contains(line, "Kernel panic") {
+			fmt.Print(line)
+		}
+	}
+}
+
+// build makes the guest's files: the init, observer, loadgen and the test
+// binaries, all static.
+func build(ctx context.Context, work, only string) (vmtest.Guest, error) {
+	bin := filepath.Join(work, "bin")
+	if err := os.MkdirAll(bin, 0o755); err != nil {
+		return vmtest.Guest{}, err
+	}
+	g := vmtest.Guest{
+		Init: filepath.Join(work, "init"), Busybox: "/bin/busybox",
+		Binaries: map[string]string{}, Src: map[string]string{},
+		Env: []string{"PATH=/bin:" + vmtest.GuestBin, "HOME=/root", "TMPDIR=/tmp",
+			testenv.RequireEnv + "=1", testenv.BinariesEnv + "=" + vmtest.GuestBin},
+	}
+	gobuild := func(out string, args ...string) error {
+		cmd := exec.CommandContext(ctx, "go", append(args[:1:1], append([]string{"-o", out}, args[1:]...)...)...)
+		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+		cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
+		return cmd.Run()
+	}
+	if err := gobuild(g.Init, "build", "./internal/vmtest/guest"); err != nil {
+		return g, fmt.Errorf("building the guest init: %w", err)
+	}
+	for _, cmdName := range []string{"observer", "loadgen"} {
+		out := filepath.Join(bin, cmdName)
+		if err := gobuild(out, "build", "./cmd/"+cmdName); err != nil {
+			return g, fmt.Errorf("building %s: %w", cmdName, err)
+		}
+		g.Binaries[cmdName] = out
+	}
+	if _, err := os.Stat(g.Busybox); err != nil {
+		return g, fmt.Errorf("no static busybox at %s: install busybox-static", g.Busybox)
+	}
+	wanted := map[string]bool{}
+	for _, s := range strings.Split(only, ",") {
+		if s != "" {
+			wanted[s] = true
+		}
+	}
+	for _, st := range Steps {
+		if len(wanted) > 0 && !wanted[st.Name] {
+			continue
+		}
+		if st.Package != "" {
+			name := filepath.Base(st.Package) + ".test"
+			out := filepath.Join(bin, name)
+			if _, ok := g.Binaries[name]; !ok {
+				if err := gobuild(out, "test", "-c", "./"+st.Package); err != nil {
+					return g, fmt.Errorf("building %s's tests: %w", st.Package, err)
+				}
+				g.Binaries[name] = out
+				if _, err := os.Stat(filepath.Join(st.Package, "testdata")); err == nil {
+					g.Src[filepath.Join(st.Package, "testdata")] = filepath.Join(st.Package, "testdata")
+				}
+			}
+			st.Step.Path, st.Step.Dir = filepath.Join(vmtest.GuestBin, name), st.Package
+		}
+		g.Steps = append(g.Steps, st.Step)
+	}
+	return g, nil
+}

@@ -1,0 +1,40 @@
+package main
+
+import (
+	"strings"
+
+	"github.com/thrashscope/thrashscope/internal/vmtest"
+)
+
+// step is one step of the guest's plan; Package, when set, is the package
+// whose test binary it runs (built static, with its testdata).
+type step struct {
+	vmtest.Step
+	Package string
+}
+
+// tests is -test.run for exactly these tests.
+func tests(names ...string) []string {
+	return []string{"-test.run", "^(" + strings.Join(names, "|") + ")$"}
+}
+
+// Steps is the guest's plan: what proves function, not speed, under TCG.
+var Steps = []step{
+	// Every probe loads and attaches, or is named with why not.
+	{Step: vmtest.Step{Name: vmtest.CheckStep, Path: vmtest.GuestBin + "/observer", Args: []string{"--check"}, TimeoutSeconds: 300}},
+	// The probes against the kernel's own figures: maj_flt by kind, the
+	// stall against the group's memory.pressure.
+	{Package: "internal/probe", Step: vmtest.Step{Name: "probes", GoTest: true, TimeoutSeconds: 1200,
+		Args: tests("TestMajorFaultKindsAgreeWithMajFlt", "TestMemoryStallAgreesWithPSI", "TestProcessExitClearsCounters", "TestMajorFaultLatencyIsTimed")}},
+	// Run cgroups under memory.max, the v2 freezer, the OOM guard.
+	{Package: "internal/cgroup", Step: vmtest.Step{Name: "cgroups", GoTest: true, TimeoutSeconds: 900,
+		Args: tests("TestCreateAddDestroy", "TestChildUnderTheLimit", "TestOOMKills", "TestFreezeStopsAndThawResumes", "TestFrozenProcessDiesOfSIGKILL")}},
+	// A run over the API with every consumer alive and nothing left after
+	// it and after an abort; kill -9 of the observer with consumers frozen,
+	// then the restart's clean-up.
+	{Package: "internal/observer", Step: vmtest.Step{Name: "runs", GoTest: true, TimeoutSeconds: 1800,
+		Args: tests("TestRunE4AtATenth", "TestRunAbortLeavesNothing", "TestObserverKilledWithConsumersFrozen")}},
+	// The policies' levers: calmdown freezes the newest, tpf protects one.
+	{Package: "internal/runs", Step: vmtest.Step{Name: "policies", GoTest: true, TimeoutSeconds: 1800,
+		Args: tests("TestCalmDownStopsTheNewest", "TestTPFProtectsOneConsumer")}},
+}

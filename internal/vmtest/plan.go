@@ -1,0 +1,111 @@
+package vmtest
+
+import (
+	"bufio"
+	"encoding/json"
+	"io"
+	"regexp"
+	"strconv"
+	"strings"
+)
+
+// Plan is what the guest's init does once it has mounted the kernel's file
+// systems: load the modules, make the swap, then run each step.
+type Plan struct {
+	// Modules are the module files to load, in order, as paths in the
+	// guest; .ko.xz ones are decompressed by the kernel.
+	Modules []string `json:"modules"`
+	// SwapDevice is the disk made swap; "" runs without.
+	SwapDevice string `json:"swap_device"`
+	Env        []string `json:"env"`
+	Steps      []Step   `json:"steps"`
+}
+
+// Step is one program the guest runs.
+type Step struct {
+	Name string   `json:"name"`
+	Path string   `json:"path"`
+	Args []string `json:"args"`
+	Dir  string   `json:"dir"`
+	// TimeoutSeconds bounds the step; its process is killed after it.
+	TimeoutSeconds int `json:"timeout_seconds"`
+	// GoTest: the program is a Go test binary run with -test.v, and each
+	// test is reported.
+	GoTest bool `json:"go_test"`
+}
+
+// Where the plan and thrashscope's files go in the guest.
+const (
+	GuestPlan = "/thrashscope/plan.json"
+	GuestBin  = "/thrashscope/bin"
+	GuestSrc  = "/thrashscope/src"
+)
+
+// ReportPrefix starts each line of the console that is a Report.
+const ReportPrefix = "THRASHSCOPE-VMTEST "
+
+// Report is what the guest says of its boot, of each step, and when done.
+type Report struct {
+	Kind string `json:"kind"` // boot, step or done
+	// Boot: the kernel as it runs, and what it could not set up.
+	Uname    string   `json:"uname,omitempty"`
+	Problems []string `json:"problems,omitempty"`
+	// Step: its name, whether it passed, its tests, and the tail of its
+	// output.
+	Step    string       `json:"step,omitempty"`
+	Pass    bool         `json:"pass"`
+	Seconds float64      `json:"seconds"`
+	Tests   []TestResult `json:"tests,omitempty"`
+	Output  string       `json:"output,omitempty"`
+}
+
+// TestResult is one Go test of a step.
+type TestResult struct {
+	Name    string  `json:"name"`
+	Result  string  `json:"result"` // PASS, FAIL or SKIP
+	Seconds float64 `json:"seconds"`
+}
+
+// Line encodes a report as a console line.
+func (r Report) Line() string {
+	b, _ := json.Marshal(r)
+	return ReportPrefix + string(b)
+}
+
+// ParseReports reads the reports off a console's output; other lines are
+// the kernel's and the steps' own.
+func ParseReports(r io.Reader) []Report {
+	var out []Report
+	sc := bufio.NewScanner(r)
+	sc.Buffer(nil, 4<<20)
+	for sc.Scan() {
+		// A report starts its line; a step's own output is prefixed, so
+		// none it prints can pass for one.
+		line, ok := strings.CutPrefix(strings.TrimLeft(sc.Text(), "\r"), ReportPrefix)
+		if !ok {
+			continue
+		}
+		var rep Report
+		if json.Unmarshal([]byte(line), &rep) == nil {
+			out = append(out, rep)
+		}
+	}
+	return out
+}
+
+var testLine = regexp.MustCompile(`^--- (PASS|FAIL|SKIP): (\S+) \(([0-9.]+)s\)`)
+
+// GoTests reads the top-level results of go test -test.v output.
+func GoTests(output string) []TestResult {
+	var out []TestResult
+	for line := range strings.Lines(output) {
+		m := testLine.FindStringSubmatch(strings.TrimRight(line, "\r\n"))
+		if m == nil {
+			continue
+		}
+		secs, _ := strconv.ParseFloat(m[3], 64)
+		out = append(out, TestResult{Name: m[2], Result: m[1], Seconds: secs})
+	}
+	return out
+}
+

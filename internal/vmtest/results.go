@@ -1,0 +1,255 @@
+package vmtest
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+	"text/tabwriter"
+)
+
+// KernelResult is one kernel's boot and what its guest reported.
+type KernelResult struct {
+	Kernel
+	Image   Image
+	Accel   string
+	Seconds float64
+	Reports []Report
+	// Err says why the kernel could not be fetched, booted, or ended
+	// before its plan did.
+	Err string
+}
+
+// Pass reports whether the kernel booted, ran its whole plan, and every
+// step passed.
+func (r KernelResult) Pass() bool {
+	if r.Err != "" {
+		return false
+	}
+	for _, rep := range r.Reports {
+		if rep.Kind == "step" && !rep.Pass {
+			return false
+		}
+	}
+	return true
+}
+
+// Boot is the guest's boot report.
+func (r KernelResult) Boot() (Report, bool) {
+	i := slices.IndexFunc(r.Reports, func(rep Report) bool { return rep.Kind == "boot" })
+	if i < 0 {
+		return Report{}, false
+	}
+	return r.Reports[i], true
+}
+
+// Step is the report of the named step.
+func (r KernelResult) Step(name string) (Report, bool) {
+	i := slices.IndexFunc(r.Reports, func(rep Report) bool { return rep.Kind == "step" && rep.Step == name })
+	if i < 0 {
+		return Report{}, false
+	}
+	return r.Reports[i], true
+}
+
+// CheckStep is the name of the step that runs observer --check.
+const CheckStep = "check"
+
+// Probe is one line of observer --check's table.
+type Probe struct {
+	Name, Status, Detail string
+	Required             bool
+}
+
+// Probes reads observer --check's table from the check step's output.
+func (r KernelResult) Probes() []Probe {
+	rep, ok := r.Step(CheckStep)
+	if !ok {
+		return nil
+	}
+	var out []Probe
+	header := false
+	for line := range strings.Lines(rep.Output) {
+		f := strings.Fields(line)
+		switch {
+		case len(f) >= 3 && f[0] == "PROBE" && f[1] == "STATUS":
+			header = true
+		case header && len(f) >= 3:
+			p := Probe{Name: f[0], Status: f[1], Required: f[2] == "true"}
+			if len(f) > 3 {
+				p.Detail = strings.Join(f[3:], " ")
+			}
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// ProbesUp is "n/m": the probes attached of those there are.
+func (r KernelResult) ProbesUp() string {
+	ps := r.Probes()
+	if len(ps) == 0 {
+		return "–"
+	}
+	up := 0
+	for _, p := range ps {
+		if p.Status == "up" {
+			up++
+		}
+	}
+	return fmt.Sprintf("%d/%d", up, len(ps))
+}
+
+// row is one test of the matrix, by step and test name.
+type row struct{ step, test string }
+
+func (r row) String() string {
+	if r.test == "" {
+		return r.step
+	}
+	return r.step + ": " + r.test
+}
+
+// rows lists every step and test any kernel reported, in plan order.
+func rows(results []KernelResult) []row {
+	var out []row
+	seen := map[row]bool{}
+	for _, res := range results {
+		for _, rep := range res.Reports {
+			if rep.Kind != "step" {
+				continue
+			}
+			add := func(r row) {
+				if !seen[r] {
+					seen[r] = true
+					out = append(out, r)
+				}
+			}
+			if len(rep.Tests) == 0 {
+				add(row{step: rep.Step})
+			}
+			for _, t := range rep.Tests {
+				add(row{step: rep.Step, test: t.Name})
+			}
+		}
+	}
+	return out
+}
+
+// cell is one kernel's result of one row.
+func cell(res KernelResult, r row) string {
+	rep, ok := res.Step(r.step)
+	if !ok {
+		return "not run"
+	}
+	if r.test == "" {
+		if rep.Pass {
+			return fmt.Sprintf("pass %.0fs", rep.Seconds)
+		}
+		return fmt.Sprintf("FAIL %.0fs", rep.Seconds)
+	}
+	i := slices.IndexFunc(rep.Tests, func(t TestResult) bool { return t.Name == r.test })
+	if i < 0 {
+		return "not run"
+	}
+	t := rep.Tests[i]
+	return fmt.Sprintf("%s %.0fs", strings.ToLower(t.Result), t.Seconds)
+}
+
+func summary(res KernelResult) []string {
+	release, accel := "–", "–"
+	if res.Image.Release != "" {
+		release = res.Image.Release
+	}
+	if res.Accel != "" {
+		accel = res.Accel
+	}
+	outcome := "pass"
+	if !res.Pass() {
+		outcome = "FAIL"
+		if res.Err != "" {
+			outcome += ": " + res.Err
+		}
+	}
+	return []string{res.Name, release, accel, fmt.Sprintf("%.0fs", res.Seconds), res.ProbesUp(), outcome}
+}
+
+// Table is the matrix as text: a line a kernel, then a line a test.
+func Table(results []KernelResult) string {
+	var b strings.Builder
+	w := tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(w, "KERNEL\tRELEASE\tACCEL\tTIME\tPROBES UP\tRESULT")
+	for _, res := range results {
+		fmt.Fprintln(w, strings.Join(summary(res), "\t"))
+	}
+	w.Flush()
+	b.WriteString("\n")
+	w = tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
+	head := []string{"TEST"}
+	for _, res := range results {
+		head = append(head, res.Name)
+	}
+	fmt.Fprintln(w, strings.Join(head, "\t"))
+	for _, r := range rows(results) {
+		line := []string{r.String()}
+		for _, res := range results {
+			line = append(line, cell(res, r))
+		}
+		fmt.Fprintln(w, strings.Join(line, "\t"))
+	}
+	w.Flush()
+	for _, res := range results {
+		if boot, ok := res.Boot(); ok && len(boot.Problems) > 0 {
+			fmt.Fprintf(&b, "\n%s boot: %s\n", res.Name, strings.Join(boot.Problems, "; "))
+		}
+	}
+	return b.String()
+}
+
+// Markdown is the matrix as the README's tables: the kernels, each probe's
+// status and attach points, and each test's result.
+func Markdown(results []KernelResult) string {
+	var b strings.Builder
+	b.WriteString("| kernel | release | accel | time | probes up | result |\n|---|---|---|---:|---|---|\n")
+	for _, res := range results {
+		b.WriteString("| " + strings.Join(summary(res), " | ") + " |\n")
+	}
+	b.WriteString("\n| probe |")
+	for _, res := range results {
+		b.WriteString(" " + res.Name + " |")
+	}
+	b.WriteString("\n|---|" + strings.Repeat("---|", len(results)) + "\n")
+	var names []string
+	for _, res := range results {
+		for _, p := range res.Probes() {
+			if !slices.Contains(names, p.Name) {
+				names = append(names, p.Name)
+			}
+		}
+	}
+	for _, n := range names {
+		b.WriteString("| `" + n + "` |")
+		for _, res := range results {
+			i := slices.IndexFunc(res.Probes(), func(p Probe) bool { return p.Name == n })
+			if i < 0 {
+				b.WriteString(" – |")
+				continue
+			}
+			p := res.Probes()[i]
+			fmt.Fprintf(&b, " %s: %s |", p.Status, p.Detail)
+		}
+		b.WriteString("\n")
+	}
+	b.WriteString("\n| test |")
+	for _, res := range results {
+		b.WriteString(" " + res.Name + " |")
+	}
+	b.WriteString("\n|---|" + strings.Repeat("---|", len(results)) + "\n")
+	for _, r := range rows(results) {
+		b.WriteString("| " + r.String() + " |")
+		for _, res := range results {
+			b.WriteString(" " + cell(res, r) + " |")
+		}
+		b.WriteString("\n")
+	}
+	return b.String()
+}

@@ -1,0 +1,164 @@
+package vmtest
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"os/exec"
+	"path"
+	"path/filepath"
+	"strings"
+	"time"
+)
+
+// Guest is what a kernel's initramfs holds besides the kernel's modules.
+type Guest struct {
+	// Init is the guest's init (package vmtest/guest), built static.
+	Init string
+	// Busybox is a static busybox: a shell and the commands tests run.
+	Busybox string
+	// Binaries go into GuestBin, by name: observer, loadgen, the test
+	// binaries.
+	Binaries map[string]string
+	// Src are directories of the repository a test reads (its package's
+	// testdata), by their path in it; they go under GuestSrc.
+	Src map[string]string
+	Env []string
+	// Steps run in order; a step's Dir is relative to GuestSrc.
+	Steps []Step
+}
+
+// swapModules make the virtio disk the guest swaps to: its PCI transport
+// and the block driver (built in on some kernels).
+var swapModules = []string{"virtio_pci", "virtio_blk"}
+
+// SwapDevice is the virtio disk as the guest sees it.
+const SwapDevice = "/dev/vda"
+
+// WriteInitramfs writes the guest's initramfs for the kernel image.
+func (g Guest) WriteInitramfs(w io.Writer, im Image) error {
+	dep, err := os.ReadFile(filepath.Join(im.Modules(), "modules.dep"))
+	if err != nil {
+		return err
+	}
+	builtin, _ := os.ReadFile(filepath.Join(im.Modules(), "modules.builtin"))
+	order, err := ModuleOrder(string(dep), string(builtin), swapModules)
+	if err != nil {
+		return fmt.Errorf("%s: %w", im.Image, err)
+	}
+	plan := Plan{SwapDevice: SwapDevice, Env: g.Env}
+	var entries []Entry
+	for _, dir := range []string{"proc", "sys", "dev", "tmp", "run", "root", "etc"} {
+		entries = append(entries, Entry{Name: dir, Mode: fs.ModeDir | 0o755})
+	}
+	entries = append(entries, Entry{Name: "etc/passwd", Mode: 0o644, Data: []byte("root:x:0:0:root:/root:/bin/sh\n")})
+	add := func(name, host string) error {
+		fi, err := os.Stat(host)
+		if err != nil {
+			return err
+		}
+		entries = append(entries, Entry{Name: name, Mode: fi.Mode().Perm(), Size: fi.Size(),
+			Open: func() (io.ReadCloser, error) { return os.Open(host) }})
+		return nil
+	}
+	if err := add("init", g.Init); err != nil {
+		return err
+	}
+	if err := add("bin/busybox", g.Busybox); err != nil {
+		return err
+	}
+	for _, m := range order {
+		guestPath := path.Join("lib/modules", im.Release, m)
+		if err := add(guestPath, filepath.Join(im.Modules(), m)); err != nil {
+			return err
+		}
+		plan.Modules = append(plan.Modules, "/"+guestPath)
+	}
+	for name, host := range g.Binaries {
+		if err := add(path.Join(strings.TrimPrefix(GuestBin, "/"), name), host); err != nil {
+			return err
+		}
+	}
+	for rel, host := range g.Src {
+		err := filepath.WalkDir(host, func(p string, d fs.DirEntry, err error) error {
+			if err != nil || !d.Type().IsRegular() {
+				return err
+			}
+			sub, _ := filepath.Rel(host, p)
+			return add(path.Join(strings.TrimPrefix(GuestSrc, "/"), rel, filepath.ToSlash(sub)), p)
+		})
+		if err != nil {
+			return err
+		}
+	}
+	for _, st := range g.Steps {
+		st.Dir = path.Join(GuestSrc, st.Dir)
+		entries = append(entries, Entry{Name: strings.TrimPrefix(st.Dir, "/"), Mode: fs.ModeDir | 0o755})
+		plan.Steps = append(plan.Steps, st)
+	}
+	b, err := json.MarshalIndent(plan, "", "  ")
+	if err != nil {
+		return err
+	}
+	entries = append(entries, Entry{Name: strings.TrimPrefix(GuestPlan, "/"), Mode: 0o644, Data: b})
+	return writeCPIO(w, entries)
+}
+
+// Machine is how a guest is run.
+type Machine struct {
+	// Accel is tcg or kvm.
+	Accel  string
+	CPUs   int
+	Memory string // qemu's -m: 3G
+	// SwapBytes is the size of the swap disk.
+	SwapBytes int64
+}
+
+// Boot runs the kernel with the initramfs until the guest powers off or ctx
+// is done, the console written to console, and returns the guest's
+// reports. The swap disk is a sparse file in dir, removed after.
+func (m Machine) Boot(ctx context.Context, im Image, initramfs, dir string, console io.Writer) ([]Report, error) {
+	swap, err := os.CreateTemp(dir, "swap-*.img")
+	if err != nil {
+		return nil, err
+	}
+	defer os.Remove(swap.Name())
+	if err := swap.Truncate(m.SwapBytes); err != nil {
+		swap.Close()
+		return nil, err
+	}
+	swap.Close()
+	cpu := "max"
+	if m.Accel == "kvm" {
+		cpu = "host"
+	}
+	args := []string{
+		"-accel", m.Accel, "-cpu", cpu, "-smp", fmt.Sprint(m.CPUs), "-m", m.Memory,
+		"-kernel", im.Vmlinuz, "-initrd", initramfs,
+		// cgroup_no_v1=all: pure cgroup v2, as the hosts SREs run.
+		"-append", "console=ttyS0 panic=-1 loglevel=4 cgroup_no_v1=all",
+		"-drive", "file=" + swap.Name() + ",format=raw,if=virtio,cache=unsafe",
+		"-display", "none", "-vga", "none", "-serial", "stdio", "-monitor", "none",
+		"-nic", "none", "-no-reboot",
+	}
+	var out strings.Builder
+	cmd := exec.CommandContext(ctx, "qemu-system-x86_64", args...)
+	cmd.Stdout = io.MultiWriter(console, &out)
+	cmd.Stderr = cmd.Stdout
+	cmd.WaitDelay = 5 * time.Second
+	err = cmd.Run()
+	reports := ParseReports(strings.NewReader(out.String()))
+	switch {
+	case ctx.Err() != nil:
+		return reports, fmt.Errorf("qemu: the guest did not power off in time: %w", ctx.Err())
+	case err != nil:
+		return reports, fmt.Errorf("qemu: %w", err)
+	case len(reports) == 0 || reports[len(reports)-1].Kind != "done":
+		return reports, errors.New("the guest ended before its last step: see the console log")
+	}
+	return reports, nil
+}
