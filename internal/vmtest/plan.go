@@ -16,7 +16,7 @@ type Plan struct {
 	// guest; .ko.xz ones are decompressed by the kernel.
 	Modules []string `json:"modules"`
 	// SwapDevice is the disk made swap; "" runs without.
-	SwapDevice string `json:"swap_device"`
+	SwapDevice string   `json:"swap_device"`
 	Env        []string `json:"env"`
 	Steps      []Step   `json:"steps"`
 }
@@ -108,4 +108,3 @@ func GoTests(output string) []TestResult {
 	}
 	return out
 }
-
