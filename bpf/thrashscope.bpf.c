@@ -115,8 +115,13 @@ struct stall_thread {
 };
 
 // The class of the mapping that held an address, and what validates it: the
-// same mm, and no change to the address space since (mm_lock_seq moves on
-// every mmap write lock, which any mmap, munmap, mremap or mprotect takes).
+// same mm, and no change to the address space since. From Linux 6.4 that is
+// mm_lock_seq, which moves on every mmap write lock (any mmap, munmap, mremap
+// or mprotect takes one). Before, it is the address space's shape: its
+// mapping count and its total, data, exec and stack sizes, one of which
+// moves on nearly every change; a mapping replaced by one of another class
+// at the same place and of the same size and kind of size is the one change
+// it misses.
 struct mapping_key {
 	__u32 tgid;
 	__u32 pad;
@@ -127,8 +132,9 @@ struct mapping {
 	__u64 mm;
 	__u64 start;
 	__u64 end;
-	__u32 seq;
+	__u64 seq;
 	__u32 class;
+	__u32 pad;
 };
 
 struct {
@@ -365,18 +371,19 @@ static long classify_vma(struct task_struct *task, struct vm_area_struct *vma, v
 	return 0;
 }
 
-// mm is the current task's, reached through a BTF pointer: plain loads.
-static __always_inline int mm_seq(struct mm_struct *mm, __u32 *seq)
+// mm_seq is what tells that the address space changed (see struct mapping);
+// odd while a writer is mid-change. mm is the current task's, reached
+// through a BTF pointer: plain loads.
+static __always_inline __u64 mm_seq(struct mm_struct *mm)
 {
-	if (bpf_core_field_exists(((struct mm_struct___seqcount *)0)->mm_lock_seq)) {
-		*seq = ((struct mm_struct___seqcount *)mm)->mm_lock_seq.sequence;
-		return 0;
-	}
-	if (bpf_core_field_exists(((struct mm_struct___int *)0)->mm_lock_seq)) {
-		*seq = ((struct mm_struct___int *)mm)->mm_lock_seq;
-		return 0;
-	}
-	return -1; // no per-VMA locks: nothing tells when a mapping changed
+	if (bpf_core_field_exists(((struct mm_struct___seqcount *)0)->mm_lock_seq))
+		return ((struct mm_struct___seqcount *)mm)->mm_lock_seq.sequence;
+	if (bpf_core_field_exists(((struct mm_struct___int *)0)->mm_lock_seq))
+		return (__u32)((struct mm_struct___int *)mm)->mm_lock_seq;
+	// No per-VMA locks: the shape, always even.
+	return ((__u64)mm->map_count << 48 ^ (__u64)mm->total_vm << 24 ^ (__u64)mm->data_vm << 8 ^
+		(__u64)mm->exec_vm << 32 ^ (__u64)mm->stack_vm) &
+	       ~1ULL;
 }
 
 // mapping_class finds the class of the mapping holding addr: from the cache
@@ -390,24 +397,21 @@ static __always_inline int mapping_class(struct task_struct *task, __u32 tgid, _
 	struct mm_struct *mm = task->mm;
 	struct mapping_key key = {.tgid = tgid, .region = addr >> MAPPING_REGION_SHIFT};
 	struct mapping m = {}, *cached;
-	__u32 seq = 0;
-	int cacheable;
+	__u64 seq;
 
 	if (!mm)
 		return -1;
-	cacheable = mm_seq(mm, &seq) == 0;
-	if (cacheable) {
-		cached = bpf_map_lookup_elem(&mappings, &key);
-		if (cached && cached->mm == (__u64)mm && cached->seq == seq &&
-		    cached->start <= addr && addr < cached->end)
-			return cached->class;
-	}
+	seq = mm_seq(mm);
+	cached = bpf_map_lookup_elem(&mappings, &key);
+	if (cached && cached->mm == (__u64)mm && cached->seq == seq && cached->start <= addr &&
+	    addr < cached->end)
+		return cached->class;
 	count_one(&mapping_lookups);
 	if (bpf_find_vma(task, addr, classify_vma, &m, 0) != 0)
 		return -1;
 	// An odd seqcount is a writer mid-change: the answer holds for this
 	// fault, whose own mapping is locked, but not for the next.
-	if (cacheable && !(seq & 1)) {
+	if (!(seq & 1)) {
 		m.mm = (__u64)mm;
 		m.seq = seq;
 		bpf_map_update_elem(&mappings, &key, &m, BPF_ANY);

@@ -180,10 +180,43 @@ func (c *Cgroup) Child(name string) (*Cgroup, error) {
 		return nil, fmt.Errorf("creating a cgroup under %s: invalid name %q: want a non-empty name without '/'", c.Path, name)
 	}
 	ch := &Cgroup{Path: filepath.Join(c.Path, Prefix+name), V2: c.V2}
+	if c.V2 && c.hasController("memory") {
+		// Each child its own memory cgroup, as on v1: it has the memory.*
+		// files a policy's lever writes (memory.min), and its own LRU.
+		// The parent holds no process (they are in its children), so the
+		// kernel lets it enable the controller below it. A freeze group,
+		// in a unified hierarchy without memory (memory on v1), has none.
+		if err := os.WriteFile(filepath.Join(c.Path, "cgroup.subtree_control"), []byte("+memory"), 0); err != nil {
+			return nil, fmt.Errorf("enabling memory for the children of %s: %w", c.Path, hint(errno(err)))
+		}
+	}
 	if err := os.Mkdir(ch.Path, 0o755); err != nil {
 		return nil, fmt.Errorf("creating cgroup %s: %w", ch.Path, hint(errno(err)))
 	}
 	return ch, nil
+}
+
+// hasController reports whether a cgroup v2 group has the controller
+// (cgroup.controllers: those its parent enabled for it).
+func (c *Cgroup) hasController(name string) bool {
+	b, err := os.ReadFile(filepath.Join(c.Path, "cgroup.controllers"))
+	return err == nil && slices.Contains(strings.Fields(string(b)), name)
+}
+
+// Protect sets the cgroup's memory.min (cgroup v2): the kernel reclaims
+// none of its memory while its usage is within it, whatever the pressure
+// from its parent's limit. 0 ends the protection.
+func (c *Cgroup) Protect(bytes int64) error {
+	if err := c.owned(); err != nil {
+		return err
+	}
+	if !c.V2 {
+		return errors.New("memory.min is cgroup v2's: on v1 a process protects itself with mlock")
+	}
+	if err := os.WriteFile(filepath.Join(c.Path, "memory.min"), []byte(strconv.FormatInt(bytes, 10)), 0); err != nil {
+		return fmt.Errorf("setting memory.min of %s: %w", c.Path, hint(err))
+	}
+	return nil
 }
 
 // Open returns a handle on an existing cgroup made by thrashscope.

@@ -27,13 +27,23 @@ import (
 // the reclaimed pages' uncharge and the raise wake them. The limit is never
 // above the one asked; it is below by the slack while that reclaim runs.
 //
-// cgroup v2 has no oom_kill_disable; GuardOOM returns nil there.
+// cgroup v2 has no oom_kill_disable: a charge that reclaim cannot satisfy
+// at memory.max kills (memory.oom.group stays 0: one task, not the run).
+// There the guard keeps charges from reaching max: it sets memory.high one
+// slack below it, so a cgroup growing past high is throttled (each task
+// reclaims its excess and sleeps on its way back to user space) long before
+// a charge fails at max; and whenever usage is past high it reclaims the
+// slack itself, in its own thread, through memory.reclaim (Linux 5.19), as
+// the v1 guard does by lowering the limit. Each such reclaim is a rescue.
 type OOMGuard struct {
 	c            *Cgroup
 	limit, slack int64
-	efd          int
-	rescues      atomic.Uint64
-	stop, done   chan struct{}
+	efd          int // v1: the OOM event; v2: inotify on memory.events
+	// reclaim: memory.reclaim exists (v2); without it the guard only
+	// throttles.
+	reclaim    bool
+	rescues    atomic.Uint64
+	stop, done chan struct{}
 }
 
 // guardSlack is what a rescue reclaims: 1/256 of the limit (4 MiB of 1 GiB),
@@ -43,18 +53,19 @@ func guardSlack(limit int64) int64 {
 	return s &^ 4095
 }
 
-// GuardOOM turns the cgroup's OOM killer off and starts the guard; nil on
-// cgroup v2. Close it when the run's processes are gone.
+// GuardOOM starts the guard: on cgroup v1 it turns the cgroup's OOM killer
+// off, on v2 it sets memory.high under memory.max. Close it when the run's
+// processes are gone.
 func (c *Cgroup) GuardOOM(limit int64) (*OOMGuard, error) {
-	if c.V2 {
-		return nil, nil
-	}
 	if err := c.owned(); err != nil {
 		return nil, err
 	}
 	slack := guardSlack(limit)
 	if limit <= 2*slack {
 		return nil, fmt.Errorf("OOM guard: a limit of %d bytes leaves no room for a %d-byte reclaim", limit, slack)
+	}
+	if c.V2 {
+		return c.guardV2(limit, slack)
 	}
 	control := filepath.Join(c.Path, "memory.oom_control")
 	efd, err := unix.Eventfd(0, unix.EFD_CLOEXEC|unix.EFD_NONBLOCK)
@@ -109,6 +120,74 @@ func (g *OOMGuard) Close() {
 // pollEvery bounds how long a parked task can wait should an OOM event be
 // missed (one that came while a rescue ran).
 const pollEvery = 100 * time.Millisecond
+
+// guardV2 sets memory.high a slack under the limit and watches
+// memory.events, which the kernel touches at each high and max event.
+func (c *Cgroup) guardV2(limit, slack int64) (*OOMGuard, error) {
+	if err := os.WriteFile(filepath.Join(c.Path, "memory.high"), []byte(strconv.FormatInt(limit-slack, 10)), 0); err != nil {
+		return nil, fmt.Errorf("OOM guard: setting memory.high in %s: %w", c.Path, hint(err))
+	}
+	fd, err := unix.InotifyInit1(unix.IN_CLOEXEC | unix.IN_NONBLOCK)
+	if err != nil {
+		return nil, fmt.Errorf("OOM guard: inotify: %w", err)
+	}
+	if _, err := unix.InotifyAddWatch(fd, filepath.Join(c.Path, "memory.events"), unix.IN_MODIFY); err != nil {
+		unix.Close(fd)
+		return nil, fmt.Errorf("OOM guard: watching %s/memory.events: %w", c.Path, err)
+	}
+	_, statErr := os.Stat(filepath.Join(c.Path, "memory.reclaim"))
+	g := &OOMGuard{c: c, limit: limit, slack: slack, efd: fd, reclaim: statErr == nil, stop: make(chan struct{}), done: make(chan struct{})}
+	go g.loopV2()
+	return g, nil
+}
+
+// Reclaims reports whether the guard reclaims for the cgroup (v1; v2 with
+// memory.reclaim), or only throttles it (v2 before Linux 5.19).
+func (g *OOMGuard) Reclaims() bool { return g != nil && (!g.c.V2 || g.reclaim) }
+
+func (g *OOMGuard) loopV2() {
+	defer close(g.done)
+	fds := []unix.PollFd{{Fd: int32(g.efd), Events: unix.POLLIN}}
+	buf := make([]byte, 4096)
+	for {
+		select {
+		case <-g.stop:
+			return
+		default:
+		}
+		if n, _ := unix.Poll(fds, int(pollEvery/time.Millisecond)); n > 0 {
+			for {
+				if _, err := unix.Read(g.efd, buf); err != nil {
+					break // drained
+				}
+			}
+		}
+		for g.reclaim && g.overHigh() {
+			select {
+			case <-g.stop:
+				return
+			default:
+			}
+			if !g.rescueV2() {
+				time.Sleep(10 * time.Millisecond) // reclaim got nothing: let writeback land
+			}
+		}
+	}
+}
+
+// overHigh reads whether usage is past memory.high; false when the cgroup
+// is gone.
+func (g *OOMGuard) overHigh() bool {
+	cur, err := readInt(filepath.Join(g.c.Path, "memory.current"))
+	return err == nil && cur > g.limit-g.slack
+}
+
+// rescueV2 reclaims the slack through memory.reclaim; false when the
+// kernel could not (EAGAIN) or the cgroup is gone.
+func (g *OOMGuard) rescueV2() bool {
+	g.rescues.Add(1)
+	return os.WriteFile(filepath.Join(g.c.Path, "memory.reclaim"), []byte(strconv.FormatInt(g.slack, 10)), 0) == nil
+}
 
 func (g *OOMGuard) loop() {
 	defer close(g.done)

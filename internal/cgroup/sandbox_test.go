@@ -5,11 +5,14 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -23,22 +26,63 @@ import (
 const childEnv = "THRASHSCOPE_CGROUP_TEST_CHILD"
 
 func TestMain(m *testing.M) {
-	if os.Getenv(childEnv) == "alloc" {
-		allocate()
+	if os.Getenv(childEnv) == "hot" {
+		hot()
+		return
+	}
+	if mode := os.Getenv(childEnv); mode == "alloc" || mode == "alloc-small" {
+		size := 256 << 20
+		if mode == "alloc-small" {
+			size = 8 << 20
+		}
+		allocate(size)
 		return
 	}
 	os.Exit(m.Run())
 }
 
-// allocate waits for a byte on stdin, then touches 256 MiB.
-func allocate() {
+// allocate waits for a byte on stdin, then touches size bytes; a small
+// child then waits for stdin to close.
+func allocate(size int) {
 	if _, err := io.ReadFull(os.Stdin, make([]byte, 1)); err != nil {
 		os.Exit(2)
 	}
-	b := make([]byte, 256<<20)
+	b := make([]byte, size)
 	for i := 0; i < len(b); i += os.Getpagesize() {
 		b[i] = 1
 	}
+	if size < 256<<20 {
+		_, _ = io.ReadAll(os.Stdin) // held until the test closes stdin
+		b[0]++
+	}
+	os.Exit(0)
+}
+
+// hot waits for a byte on stdin, then writes every page of 96 MiB in a new
+// random order each pass, from two goroutines, for 10 s: pages kept as hot
+// as a thrash at W=10,000 keeps them, which memcg reclaim can fail to find
+// anything cold in.
+func hot() {
+	if _, err := io.ReadFull(os.Stdin, make([]byte, 1)); err != nil {
+		os.Exit(2)
+	}
+	const size = 96 << 20
+	page := os.Getpagesize()
+	b := make([]byte, size)
+	end := time.Now().Add(10 * time.Second)
+	var wg sync.WaitGroup
+	for w := range 2 {
+		wg.Go(func() {
+			half := b[w*size/2 : (w+1)*size/2]
+			r := rand.New(rand.NewPCG(uint64(w), 1))
+			for time.Now().Before(end) {
+				for _, i := range r.Perm(len(half) / page) {
+					half[i*page]++
+				}
+			}
+		})
+	}
+	wg.Wait()
 	os.Exit(0)
 }
 
@@ -46,12 +90,20 @@ func allocate() {
 // to c, and tells it to go.
 func allocChild(t *testing.T, c *cgroup.Cgroup) *exec.Cmd {
 	t.Helper()
+	cmd, _ := startAlloc(t, c, "alloc")
+	return cmd
+}
+
+// startAlloc starts the test binary as an allocating child of the mode,
+// adds it to c, and tells it to go; stdin is the child's.
+func startAlloc(t *testing.T, c *cgroup.Cgroup, mode string) (*exec.Cmd, io.WriteCloser) {
+	t.Helper()
 	exe, err := os.Executable()
 	if err != nil {
 		t.Fatal(err)
 	}
 	cmd := exec.Command(exe)
-	cmd.Env = append(os.Environ(), childEnv+"=alloc")
+	cmd.Env = append(os.Environ(), childEnv+"="+mode)
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -67,7 +119,7 @@ func allocChild(t *testing.T, c *cgroup.Cgroup) *exec.Cmd {
 	if _, err := stdin.Write([]byte{1}); err != nil {
 		t.Fatal(err)
 	}
-	return cmd
+	return cmd, stdin
 }
 
 // ownParent is the test's own memory cgroup, checked.
@@ -444,10 +496,11 @@ func TestFDOnV1(t *testing.T) {
 // OOM kill.
 func TestOOMGuard(t *testing.T) {
 	p := ownParent(t)
-	if p.V2 {
-		t.Skip("cgroup v2 has no oom_kill_disable: the guard is v1's")
-	}
 	testenv.RequireSwap(t)
+	if p.V2 {
+		testOOMGuardV2(t, p)
+		return
+	}
 	const limit = 32 << 20
 	c := create(t, p, uniqueName("test"), cgroup.Limits{MemoryBytes: limit})
 	swappiness := filepath.Join(c.Path, "memory.swappiness")
@@ -563,15 +616,26 @@ func TestChildUnderTheLimit(t *testing.T) {
 	if _, err := c.Child("a/b"); err == nil {
 		t.Error("a child name with '/' was accepted")
 	}
-	cmd, done := sleeper(t, nil)
-	if err := ch.Add(cmd.Process.Pid); err != nil {
-		t.Fatal(err)
-	}
+	// A process that allocates once in the child: its pages are charged
+	// to the child and so to the parent (a process moved in brings none
+	// of its earlier charges on cgroup v2).
+	cmd, stdin := startAlloc(t, ch, "alloc-small")
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait(); close(done) }()
+	t.Cleanup(func() { stdin.Close(); _ = cmd.Process.Kill(); <-done })
 	if pids, _ := ch.PIDs(); len(pids) != 1 || pids[0] != cmd.Process.Pid {
-		t.Errorf("child holds %v, want the sleeper %d", pids, cmd.Process.Pid)
+		t.Errorf("child holds %v, want the allocating process %d", pids, cmd.Process.Pid)
 	}
-	if usage, err := c.MemoryUsage(); err != nil || usage == 0 {
-		t.Errorf("the parent's usage is %d (%v) with a process in its child; want it charged there", usage, err)
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		usage, err := c.MemoryUsage()
+		if err == nil && usage >= 8<<20 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the parent's usage is %d (%v) with 8 MiB allocated in its child; want it charged there", usage, err)
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
@@ -586,4 +650,48 @@ func TestChildUnderTheLimit(t *testing.T) {
 	if exists(ch.Path) || exists(c.Path) {
 		t.Errorf("%s or %s left behind", ch.Path, c.Path)
 	}
+}
+
+// On cgroup v2 the guard cannot park a task as v1's does: it keeps charges
+// from failing at memory.max. A workload that keeps every page hot in a
+// cgroup a third its size is run without the guard, then with it: with it,
+// it ends of itself, no task OOM-killed, and the guard reclaimed for it.
+func testOOMGuardV2(t *testing.T, p cgroup.Parent) {
+	const limit = 32 << 20
+	hotRun := func(guarded bool) (killed bool, g *cgroup.OOMGuard) {
+		c := create(t, p, uniqueName("test"), cgroup.Limits{MemoryBytes: limit})
+		if guarded {
+			var err error
+			if g, err = c.GuardOOM(limit); err != nil {
+				t.Fatal(err)
+			}
+			defer g.Close()
+			high, _ := os.ReadFile(filepath.Join(c.Path, "memory.high"))
+			// The slack: 1/256 of the limit, at least 1 MiB.
+			if got := strings.TrimSpace(string(high)); got != strconv.Itoa(limit-(1<<20)) {
+				t.Errorf("memory.high %s under the guard, want 1 MiB below the %d limit", got, limit)
+			}
+		}
+		cmd, _ := startAlloc(t, c, "hot")
+		err := cmd.Wait()
+		var exit *exec.ExitError
+		if errors.As(err, &exit) && exit.Sys().(syscall.WaitStatus).Signal() == syscall.SIGKILL {
+			n, _ := c.OOMKills()
+			return n > 0, g
+		}
+		if err != nil {
+			t.Fatalf("the hot workload ended with %v", err)
+		}
+		return false, g
+	}
+	killedBare, _ := hotRun(false)
+	t.Logf("without the guard the hot workload was OOM-killed: %v", killedBare)
+	killed, g := hotRun(true)
+	if killed {
+		t.Errorf("under the guard the hot workload was OOM-killed")
+	}
+	if g.Reclaims() && g.Rescues() == 0 {
+		t.Errorf("the guard never reclaimed for a workload three times its cgroup")
+	}
+	t.Logf("under the guard: %d rescues (memory.reclaim: %v)", g.Rescues(), g.Reclaims())
 }

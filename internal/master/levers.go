@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
+	"path/filepath"
 	"sync"
 	"time"
 	"unsafe"
@@ -18,17 +20,36 @@ import (
 )
 
 // A run's policy acts on its own consumers only, each through what the
-// run made for it: its cgroup v2 group (freeze, thaw), its control pipe
-// (lock, unlock: the consumer locks its own region) and a pidfd taken
-// before the master could reap it (page-out with process_madvise), so no
-// lever can reach a pid the kernel gave to another process since.
+// run made for it: its cgroup v2 group (freeze, thaw; protection with
+// memory.min where memory is on v2), its control pipe (lock, unlock: on v1
+// the consumer locks its own region) and a pidfd taken before the master
+// could reap it (page-out with process_madvise), so no lever can reach a
+// pid the kernel gave to another process since.
+
+// Protection levers, as the record names them.
+const (
+	// ProtectMemoryMin: the consumer's memory cgroup's memory.min, the
+	// kernel's own protection from reclaim (cgroup v2).
+	ProtectMemoryMin = "memory.min"
+	// ProtectMlock: the consumer locks its region (mlock2 MLOCK_ONFAULT),
+	// on either hierarchy.
+	ProtectMlock = "mlock"
+)
+
+// protectSlack is what memory.min protects beyond the consumer's region:
+// its runtime's pages and its page tables, charged to its cgroup too, so
+// that reclaim takes none of the region.
+const protectSlack = 8 << 20
 
 // lever is what a policy acts through on one consumer.
 type lever struct {
-	group  *cgroup.Cgroup // its cgroup v2 group; nil without a freezer
-	ctl    io.Writer      // its control pipe; nil before it started and after it exited
-	pidfd  int            // -1 when none
-	region [2]uintptr     // address and length, once mapped
+	group *cgroup.Cgroup // its cgroup v2 group; nil without a freezer
+	// mem is its memory cgroup, where memory is on v2 (memory.min); nil
+	// on v1.
+	mem    *cgroup.Cgroup
+	ctl    io.Writer  // its control pipe; nil before it started and after it exited
+	pidfd  int        // -1 when none
+	region [2]uintptr // address and length, once mapped
 	frozen bool
 	// protected: a lock was asked for (the consumer answers, and logs a
 	// refusal).
@@ -42,6 +63,10 @@ type governor struct {
 	// freezeRoot is the run's group in the unified hierarchy, made where
 	// the memory controller is on cgroup v1; nil otherwise.
 	freezeRoot *cgroup.Cgroup
+
+	// protection is the lever a protection pulls, ProtectMemoryMin or
+	// ProtectMlock; "" for a policy that protects none.
+	protection string
 
 	stepMu sync.Mutex // one Govern at a time, and none after closing
 	closed bool
@@ -70,6 +95,19 @@ func newGovernor(cfg Config, memGroups []*cgroup.Cgroup, n int) (*governor, erro
 	}
 	for i := range g.levers {
 		g.levers[i].pidfd = -1
+		if cfg.Parent.V2 {
+			g.levers[i].mem = memGroups[i]
+		}
+	}
+	if g.name == policy.TPF {
+		// The kernel's own protection where the consumers' groups have
+		// the memory controller (v2), else each consumer's mlock.
+		g.protection = ProtectMlock
+		if cfg.Parent.V2 && n > 0 {
+			if _, err := os.Stat(filepath.Join(memGroups[0].Path, "memory.min")); err == nil {
+				g.protection = ProtectMemoryMin
+			}
+		}
 	}
 	if !needsFreezer(g.name) {
 		return g, nil
@@ -244,7 +282,9 @@ func (r *Master) act(a policy.Action) error {
 	return fmt.Errorf("unknown action %q", a.Kind)
 }
 
-// lock asks a consumer to lock its region (a protection) or unlock it.
+// lock protects a consumer's region from reclaim, or ends the protection:
+// memory.min on its memory cgroup where memory is on v2, else the consumer
+// locks its own region.
 func (r *Master) lock(l *lever, on bool) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -255,18 +295,34 @@ func (r *Master) lock(l *lever, on bool) error {
 		if l.ctl == nil {
 			return errors.New("it is not running")
 		}
-		if _, err := l.ctl.Write([]byte{consumer.ControlLock}); err != nil {
-			return fmt.Errorf("asking it to lock its region: %w", err)
+		if err := r.protect(l, true); err != nil {
+			return err
 		}
 		l.protected = true
 		return nil
 	}
 	l.protected = false
-	if l.ctl == nil {
+	if l.ctl == nil && r.gov.protection != ProtectMemoryMin {
 		return nil // it exited: nothing is locked
 	}
-	if _, err := l.ctl.Write([]byte{consumer.ControlUnlock}); err != nil {
-		return fmt.Errorf("asking it to unlock its region: %w", err)
+	return r.protect(l, false)
+}
+
+// protect pulls the run's protection lever on l. Called with r.mu held.
+func (r *Master) protect(l *lever, on bool) error {
+	if r.gov.protection == ProtectMemoryMin {
+		n := int64(0)
+		if on {
+			n = r.cfg.Spec.SizeBytes + protectSlack
+		}
+		return l.mem.Protect(n)
+	}
+	b, what := consumer.ControlUnlock, "unlock"
+	if on {
+		b, what = consumer.ControlLock, "lock"
+	}
+	if _, err := l.ctl.Write([]byte{byte(b)}); err != nil {
+		return fmt.Errorf("asking it to %s its region: %w", what, err)
 	}
 	return nil
 }
@@ -281,8 +337,10 @@ func (r *Master) releaseAll() {
 	r.mu.Lock()
 	for i := range g.levers {
 		l := &g.levers[i]
-		if l.protected && l.ctl != nil {
-			_, _ = l.ctl.Write([]byte{consumer.ControlUnlock})
+		if l.protected && (l.ctl != nil || g.protection == ProtectMemoryMin) {
+			if err := r.protect(l, false); err != nil {
+				r.cfg.Logger.Warn("ending a consumer's protection at the run's end", "run", r.cfg.ID, "consumer", i, "err", err)
+			}
 		}
 		l.protected = false
 		if l.group != nil {

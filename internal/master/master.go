@@ -97,7 +97,7 @@ type Master struct {
 	chunks    [][]chunkSample
 	oomBefore uint64
 	board     *consumer.CycleBoard // nil: cycles come on the message pipes
-	guard     *cgroup.OOMGuard     // nil on cgroup v2
+	guard     *cgroup.OOMGuard     // nil when it could not be set up
 	gov       *governor            // the run's policy and its levers
 	// progress is each live consumer's, by index (-1 the one alone);
 	// drive's goroutine alone uses it.
@@ -167,18 +167,22 @@ func Start(cfg Config) (*Master, error) {
 		return nil, &run.UnsafeError{Msg: errors.Join(err, cg.Destroy(ctx)).Error()}
 	}
 	oom, _ := cg.OOMKills()
-	// On cgroup v1 a thrash this deep makes memcg reclaim give up with swap
-	// still free; the guard reclaims instead of letting the OOM killer take
-	// a consumer (see cgroup.OOMGuard). Without it, the run goes on and
-	// records what the killer takes.
+	// A thrash this deep makes memcg reclaim give up with swap still free;
+	// the guard reclaims instead of letting the OOM killer take a consumer
+	// (v1), or keeps charges from reaching the limit (v2; see
+	// cgroup.OOMGuard). Without it, the run goes on and records what the
+	// killer takes.
 	guard, err := cg.GuardOOM(cfg.Spec.MemoryLimitBytes)
-	if err != nil {
+	switch {
+	case err != nil:
 		cfg.Logger.Warn("no OOM guard: the kernel may OOM-kill consumers with swap still free", "run", cfg.ID, "err", err)
+	case !guard.Reclaims():
+		cfg.Logger.Warn("the OOM guard only throttles here: the kernel has no memory.reclaim (Linux 5.19+)", "run", cfg.ID)
 	}
 	start := cfg.Now()
 	r := &Master{cfg: cfg, cg: cg, guard: guard, joins: joins, start: start, done: make(chan struct{}), oomBefore: oom, gov: gov}
 	r.ctx, r.cancel = context.WithCancelCause(context.Background())
-	r.rec = run.Record{ID: cfg.ID, Spec: cfg.Spec, State: run.StateRunning, StartedAt: start, Cgroup: cg.Path}
+	r.rec = run.Record{ID: cfg.ID, Spec: cfg.Spec, State: run.StateRunning, StartedAt: start, Cgroup: cg.Path, Protection: gov.protection}
 	r.procs = make([]*os.Process, n)
 	for i := range n {
 		s := cfg.Spec.Slot(i)

@@ -62,7 +62,15 @@ type Probe struct {
 	latency  latencyHooks
 	sampling stallSampling
 	logger   *slog.Logger
+	// filemap: mm_filemap_fault is attached, so a swap-in of a private
+	// file mapping's written page is told from a page-cache read.
+	filemap bool
 }
+
+// FileKindsExact reports whether a fault in a private file mapping is
+// counted as what it read (page cache: file; a written page back from
+// swap: anon); without mm_filemap_fault (before Linux 6.10) both are file.
+func (p *Probe) FileKindsExact() bool { return p.filemap }
 
 // Load loads the BPF objects and attaches every program. It fails only when
 // nothing can be loaded; a program that fails to attach is reported in
@@ -180,6 +188,7 @@ func (p *Probe) attachMajorFaults(cpus []int, cpuErr error) readout.Status {
 		return st
 	}
 	p.links = append(p.links, l)
+	p.filemap = true
 	return st
 }
 

@@ -120,6 +120,28 @@ func (c *child) runPhase(t *testing.T, d time.Duration) bool {
 // takes its writer.
 const oomTries = 3
 
+// pinToOneCPU keeps every thread of this process on one CPU, the one the
+// process started on, threads made later too (they take their maker's
+// mask). PSI's total for a group is the mean of its CPUs' stall times,
+// each weighted by the group's non-idle time there: a process spread over
+// two CPUs shows about half its stall time as "some" (a single writer
+// under TCG: +87 % against PSI), on one CPU all of it.
+func pinToOneCPU() error {
+	var set unix.CPUSet
+	set.Set(0)
+	tasks, err := os.ReadDir("/proc/self/task")
+	if err != nil {
+		return err
+	}
+	for _, t := range tasks {
+		tid, _ := strconv.Atoi(t.Name())
+		if err := unix.SchedSetaffinity(tid, &set); err != nil {
+			return fmt.Errorf("pinning thread %d to CPU 0: %w", tid, err)
+		}
+	}
+	return nil
+}
+
 func runChild(mode, arg string) error {
 	in := bufio.NewReader(os.Stdin)
 	waitFor := func(want string) error {
@@ -214,6 +236,9 @@ func runChild(mode, arg string) error {
 	case "thrash":
 		// Rewrite random pages of a region larger than the cgroup limit
 		// until told to stop: reclaim and refaults, so memory stalls.
+		if err := pinToOneCPU(); err != nil {
+			return err
+		}
 		size, _ := strconv.Atoi(arg)
 		mem, err := unix.Mmap(-1, 0, size, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS)
 		if err != nil {
@@ -237,6 +262,9 @@ func runChild(mode, arg string) error {
 	case "thrash-file":
 		// Read random pages of a file larger than the cgroup limit, cache
 		// dropped, until told to stop: page-cache misses and reclaim.
+		if err := pinToOneCPU(); err != nil {
+			return err
+		}
 		mem, err := mapFile(arg, unix.PROT_READ, unix.MAP_SHARED)
 		if err != nil {
 			return err
@@ -441,23 +469,31 @@ func TestMajorFaultKindsAgreeWithMajFlt(t *testing.T) {
 			// Swap readahead brings neighbours in with each read, so
 			// fewer faults than pages are major; a readahead window is at
 			// most 2^page-cluster.
-			if min := pages / 16; tc.swapped && want < min || !tc.swapped && want < pages*99/100 {
+			// Nearly every page of an uncached file is one major fault
+			// (on ext4 under TCG about 1.5 % came in without one).
+			if min := pages / 16; tc.swapped && want < min || !tc.swapped && want < pages*95/100 {
 				t.Fatalf("maj_flt %d for %d pages: the memory was not paged out, the test proves nothing", want, pages)
 			}
 			if !within(got.Total(), want, 0.02) {
 				t.Errorf("bpf major faults %d, /proc maj_flt %d: more than 2%% apart", got.Total(), want)
 			}
-			if got[tc.kind] < got.Total()*95/100 {
-				t.Errorf("kind %s is %d of %d faults, want at least 95%%", tc.kind, got[tc.kind], got.Total())
+			kind := tc.kind
+			if tc.mode == "cow" && !p.FileKindsExact() {
+				// Before Linux 6.10 (no mm_filemap_fault) these count as
+				// file, as the probe's status says.
+				kind = readout.File
+			}
+			if got[kind] < got.Total()*95/100 {
+				t.Errorf("kind %s is %d of %d faults, want at least 95%%", kind, got[kind], got.Total())
 			}
 			// The mapping's class is remembered: a lookup per mapping and
 			// address-space change, not per fault.
 			if swapBacked := got.SwapIns(); swapBacked > 0 && lookups > 16+swapBacked/100 {
 				t.Errorf("%d mapping lookups for %d swap-backed faults: the cache does not hold", lookups, swapBacked)
 			}
-			lat := after.Latency[tc.kind.String()].Count() - before.Latency[tc.kind.String()].Count()
-			if lat < got[tc.kind]*98/100 {
-				t.Errorf("%s latency histogram grew by %d for %d faults, want at least 98%%: a fault's start must survive the switch out", tc.kind, lat, got[tc.kind])
+			lat := after.Latency[kind.String()].Count() - before.Latency[kind.String()].Count()
+			if lat < got[kind]*98/100 {
+				t.Errorf("%s latency histogram grew by %d for %d faults, want at least 98%%: a fault's start must survive the switch out", kind, lat, got[kind])
 			}
 		})
 	}
@@ -517,7 +553,8 @@ func TestMajorFaultLatencyIsTimed(t *testing.T) {
 
 // The memory stall of a process thrashing alone in its cgroup, against the
 // kernel's PSI "some" total of a cgroup2 group holding only it: within
-// 20 %. For one thread, PSI's some is exactly the time in_memstall is set.
+// 20 %. For one thread on one CPU, PSI's some is exactly the time
+// in_memstall is set (the child pins itself: see pinToOneCPU).
 //
 // The anon shape rewrites a region a quarter over its limit: at 2.7 times
 // the limit the memcg OOM-killed the writer in about one run of six here,

@@ -46,8 +46,9 @@ type thrashscopeMapping struct {
 	Mm    uint64
 	Start uint64
 	End   uint64
-	Seq   uint32
+	Seq   uint64
 	Class uint32
+	Pad   uint32
 }
 
 type thrashscopeMappingKey struct {

@@ -47,6 +47,10 @@ type Record struct {
 	// (at most MaxDecisions; DecisionsDropped counts the rest).
 	Decisions        []Decision `json:"decisions,omitempty"`
 	DecisionsDropped uint64     `json:"decisions_dropped,omitempty"`
+	// Protection is how the run's policy protects a consumer, for a
+	// policy that does (tpf): "memory.min" (its memory cgroup's, where
+	// memory is on cgroup v2) or "mlock" (the consumer locks its region).
+	Protection string `json:"protection,omitempty"`
 }
 
 // MaxDecisions bounds the decisions a record keeps: binpack decides at

@@ -83,6 +83,9 @@ func (rec *Record) Validate() error {
 			return fmt.Errorf("consumers[%d].%w", i, err)
 		}
 	}
+	if !slices.Contains([]string{"", "memory.min", "mlock"}, rec.Protection) {
+		return fmt.Errorf("protection %q: want memory.min or mlock", strictjson.Clip(rec.Protection))
+	}
 	if err := seconds("makespan_seconds", rec.MakespanSeconds); err != nil {
 		return err
 	}

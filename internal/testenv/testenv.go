@@ -14,6 +14,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unsafe"
 
 	"golang.org/x/sys/unix"
 
@@ -95,20 +96,61 @@ func UncachedFile(t testing.TB, size int) string {
 	if err := f.Sync(); err != nil {
 		t.Fatal(err)
 	}
-	if err := unix.Fadvise(int(f.Fd()), 0, 0, unix.FADV_DONTNEED); err != nil {
-		t.Fatal(err)
+	// A page the drop misses (still queued for the LRU, or under
+	// writeback) is mapped without a fault by fault-around: drop again
+	// until mincore finds none resident.
+	for try := 0; ; try++ {
+		if err := unix.Fadvise(int(f.Fd()), 0, 0, unix.FADV_DONTNEED); err != nil {
+			t.Fatal(err)
+		}
+		n, err := residentPages(f, size)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n == 0 {
+			break
+		}
+		if try == 20 {
+			t.Logf("%d pages of %s stay in the page cache", n, path)
+			break
+		}
+		_ = f.Sync()
+		time.Sleep(50 * time.Millisecond)
 	}
 	return path
+}
+
+// residentPages counts the pages of the file's first size bytes that are
+// in the page cache (mincore on a mapping of it).
+func residentPages(f *os.File, size int) (int, error) {
+	mem, err := unix.Mmap(int(f.Fd()), 0, size, unix.PROT_READ, unix.MAP_SHARED)
+	if err != nil {
+		return 0, err
+	}
+	defer unix.Munmap(mem)
+	vec := make([]byte, (size+os.Getpagesize()-1)/os.Getpagesize())
+	if _, _, e := unix.Syscall(unix.SYS_MINCORE, uintptr(unsafe.Pointer(&mem[0])), uintptr(len(mem)), uintptr(unsafe.Pointer(&vec[0]))); e != 0 {
+		return 0, fmt.Errorf("mincore: %w", e)
+	}
+	n := 0
+	for _, v := range vec {
+		n += int(v & 1)
+	}
+	return n, nil
 }
 
 // Cgroup is a memory-limited cgroup made for one test.
 type Cgroup struct {
 	*cgroup.Cgroup
+	// Guard is its OOM guard; nil when it could not be set up.
+	Guard *cgroup.OOMGuard
 }
 
 // MemoryCgroup creates a cgroup with a memory limit beneath the test's own
-// memory cgroup (cgroup v1 or v2) and removes it when the test ends, killing
-// whatever is still inside.
+// memory cgroup (cgroup v1 or v2), under the OOM guard a run's cgroup has
+// (cgroup.OOMGuard: a thrash this deep would otherwise lose the test's
+// process to the OOM killer with swap free, on v2 in every try), and
+// removes it when the test ends, killing whatever is still inside.
 func MemoryCgroup(t testing.TB, limitBytes int64) *Cgroup {
 	t.Helper()
 	parent, err := cgroup.Own("/proc")
@@ -122,14 +164,19 @@ func MemoryCgroup(t testing.TB, limitBytes int64) *Cgroup {
 	if err != nil {
 		t.Fatal(err)
 	}
+	guard, err := c.GuardOOM(limitBytes)
+	if err != nil {
+		t.Logf("no OOM guard for the test's cgroup: %v", err)
+	}
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
 		if err := c.Destroy(ctx); err != nil {
 			t.Error(err)
 		}
+		guard.Close()
 	})
-	return &Cgroup{c}
+	return &Cgroup{Cgroup: c, Guard: guard}
 }
 
 // PressureGroup is a cgroup2 group made for one test, to read the PSI of

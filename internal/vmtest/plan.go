@@ -16,9 +16,15 @@ type Plan struct {
 	// guest; .ko.xz ones are decompressed by the kernel.
 	Modules []string `json:"modules"`
 	// SwapDevice is the disk made swap; "" runs without.
-	SwapDevice string   `json:"swap_device"`
+	SwapDevice string `json:"swap_device"`
+	// DataDevice is an ext4 disk mounted at /var/tmp, where tests keep
+	// files whose page cache they fault on: a real file system, not tmpfs.
+	DataDevice string   `json:"data_device"`
 	Env        []string `json:"env"`
-	Steps      []Step   `json:"steps"`
+	// Seed is credited to the guest's random pool at boot: a TCG guest
+	// without RDRAND or a virtio-rng would block getrandom for minutes.
+	Seed  []byte `json:"seed"`
+	Steps []Step `json:"steps"`
 }
 
 // Step is one program the guest runs.
@@ -49,6 +55,7 @@ type Report struct {
 	Kind string `json:"kind"` // boot, step or done
 	// Boot: the kernel as it runs, and what it could not set up.
 	Uname    string   `json:"uname,omitempty"`
+	Clock    string   `json:"clock,omitempty"` // the clock source: timings under TCG depend on it
 	Problems []string `json:"problems,omitempty"`
 	// Step: its name, whether it passed, its tests, and the tail of its
 	// output.

@@ -1,7 +1,9 @@
 package vmtest
 
 import (
+	"cmp"
 	"context"
+	"crypto/rand"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -32,12 +34,17 @@ type Guest struct {
 	Steps []Step
 }
 
-// swapModules make the virtio disk the guest swaps to: its PCI transport
-// and the block driver (built in on some kernels).
-var swapModules = []string{"virtio_pci", "virtio_blk"}
+// guestModules make the virtio disks (their PCI transport and the block
+// driver) and the ext4 on the data disk (and the checksum its metadata
+// uses, which the kernel would ask a modprobe the guest has not for); some
+// are built in.
+var guestModules = []string{"virtio_pci", "virtio_blk", "crc32c_generic", "ext4"}
 
-// SwapDevice is the virtio disk as the guest sees it.
-const SwapDevice = "/dev/vda"
+// The virtio disks as the guest sees them: the swap, then the data disk.
+const (
+	SwapDevice = "/dev/vda"
+	DataDevice = "/dev/vdb"
+)
 
 // WriteInitramfs writes the guest's initramfs for the kernel image.
 func (g Guest) WriteInitramfs(w io.Writer, im Image) error {
@@ -46,11 +53,14 @@ func (g Guest) WriteInitramfs(w io.Writer, im Image) error {
 		return err
 	}
 	builtin, _ := os.ReadFile(filepath.Join(im.Modules(), "modules.builtin"))
-	order, err := ModuleOrder(string(dep), string(builtin), swapModules)
+	order, err := ModuleOrder(string(dep), string(builtin), guestModules)
 	if err != nil {
 		return fmt.Errorf("%s: %w", im.Image, err)
 	}
-	plan := Plan{SwapDevice: SwapDevice, Env: g.Env}
+	plan := Plan{SwapDevice: SwapDevice, DataDevice: DataDevice, Env: g.Env, Seed: make([]byte, 64)}
+	if _, err := rand.Read(plan.Seed); err != nil {
+		return err
+	}
 	var entries []Entry
 	for _, dir := range []string{"proc", "sys", "dev", "tmp", "run", "root", "etc"} {
 		entries = append(entries, Entry{Name: dir, Mode: fs.ModeDir | 0o755})
@@ -114,24 +124,31 @@ type Machine struct {
 	Accel  string
 	CPUs   int
 	Memory string // qemu's -m: 3G
-	// SwapBytes is the size of the swap disk.
-	SwapBytes int64
+	// SwapBytes and DataBytes are the sizes of the swap and data disks.
+	SwapBytes, DataBytes int64
+	// LogLevel is the kernel's console log level: 4 shows warnings and
+	// worse, 7 everything (a lockup's stack).
+	LogLevel int
 }
 
 // Boot runs the kernel with the initramfs until the guest powers off or ctx
 // is done, the console written to console, and returns the guest's
-// reports. The swap disk is a sparse file in dir, removed after.
+// reports. The disks are sparse files in dir, removed after: the swap, and
+// the data disk made ext4.
 func (m Machine) Boot(ctx context.Context, im Image, initramfs, dir string, console io.Writer) ([]Report, error) {
-	swap, err := os.CreateTemp(dir, "swap-*.img")
+	swap, err := sparse(dir, "swap-*.img", m.SwapBytes)
 	if err != nil {
 		return nil, err
 	}
-	defer os.Remove(swap.Name())
-	if err := swap.Truncate(m.SwapBytes); err != nil {
-		swap.Close()
+	defer os.Remove(swap)
+	data, err := sparse(dir, "data-*.img", cmp.Or(m.DataBytes, 1<<30))
+	if err != nil {
 		return nil, err
 	}
-	swap.Close()
+	defer os.Remove(data)
+	if out, err := exec.CommandContext(ctx, "mkfs.ext4", "-q", "-F", data).CombinedOutput(); err != nil {
+		return nil, fmt.Errorf("mkfs.ext4 for the data disk: %w: %s (install e2fsprogs)", err, out)
+	}
 	cpu := "max"
 	if m.Accel == "kvm" {
 		cpu = "host"
@@ -140,8 +157,12 @@ func (m Machine) Boot(ctx context.Context, im Image, initramfs, dir string, cons
 		"-accel", m.Accel, "-cpu", cpu, "-smp", fmt.Sprint(m.CPUs), "-m", m.Memory,
 		"-kernel", im.Vmlinuz, "-initrd", initramfs,
 		// cgroup_no_v1=all: pure cgroup v2, as the hosts SREs run.
-		"-append", "console=ttyS0 panic=-1 loglevel=4 cgroup_no_v1=all",
-		"-drive", "file=" + swap.Name() + ",format=raw,if=virtio,cache=unsafe",
+		// tsc=reliable: TCG's vCPUs read one host-driven TSC, which the
+		// kernel would mark unstable (unsynchronised), leaving PSI's
+		// clock (sched_clock) and BPF's (the clocksource) apart.
+		"-append", fmt.Sprintf("console=ttyS0 panic=-1 loglevel=%d cgroup_no_v1=all tsc=reliable", cmp.Or(m.LogLevel, 4)),
+		"-drive", "file=" + swap + ",format=raw,if=virtio,cache=unsafe",
+		"-drive", "file=" + data + ",format=raw,if=virtio,cache=unsafe",
 		"-display", "none", "-vga", "none", "-serial", "stdio", "-monitor", "none",
 		"-nic", "none", "-no-reboot",
 	}
@@ -161,4 +182,21 @@ func (m Machine) Boot(ctx context.Context, im Image, initramfs, dir string, cons
 		return reports, errors.New("the guest ended before its last step: see the console log")
 	}
 	return reports, nil
+}
+
+// sparse makes a sparse file of size bytes in dir.
+func sparse(dir, pattern string, size int64) (string, error) {
+	f, err := os.CreateTemp(dir, pattern)
+	if err != nil {
+		return "", err
+	}
+	err = f.Truncate(size)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		os.Remove(f.Name())
+		return "", err
+	}
+	return f.Name(), nil
 }

@@ -10,6 +10,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/binary"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -19,6 +20,7 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unsafe"
 
 	"golang.org/x/sys/unix"
 
@@ -33,6 +35,9 @@ func main() {
 	var u unix.Utsname
 	if unix.Uname(&u) == nil {
 		rep.Uname = unix.ByteSliceToString(u.Release[:])
+	}
+	if b, err := os.ReadFile("/sys/devices/system/clocksource/clocksource0/current_clocksource"); err == nil {
+		rep.Clock = strings.TrimSpace(string(b))
 	}
 	plan, err := readPlan()
 	if err != nil {
@@ -56,6 +61,7 @@ func setUp() []string {
 		{"sysfs", "/sys", "sysfs", ""},
 		{"devtmpfs", "/dev", "devtmpfs", ""},
 		{"tmpfs", "/tmp", "tmpfs", "mode=1777"},
+		{"tmpfs", "/dev/shm", "tmpfs", "mode=1777"},
 		{"tmpfs", "/run", "tmpfs", "mode=0755"},
 		{"cgroup2", "/sys/fs/cgroup", "cgroup2", "nsdelegate"},
 		{"tracefs", "/sys/kernel/tracing", "tracefs", ""},
@@ -89,6 +95,9 @@ func readPlan() (vmtest.Plan, error) {
 // brings up loopback.
 func prepare(plan vmtest.Plan) []string {
 	var problems []string
+	if err := creditEntropy(plan.Seed); err != nil {
+		problems = append(problems, "seeding the random pool: "+err.Error())
+	}
 	for _, m := range plan.Modules {
 		if err := loadModule(m); err != nil {
 			problems = append(problems, fmt.Sprintf("loading %s: %v", filepath.Base(m), err))
@@ -96,6 +105,11 @@ func prepare(plan vmtest.Plan) []string {
 	}
 	if plan.SwapDevice != "" {
 		if err := swap(plan.SwapDevice); err != nil {
+			problems = append(problems, err.Error())
+		}
+	}
+	if plan.DataDevice != "" {
+		if err := mountData(plan.DataDevice, "/var/tmp"); err != nil {
 			problems = append(problems, err.Error())
 		}
 	}
@@ -111,6 +125,28 @@ func prepare(plan vmtest.Plan) []string {
 		problems = append(problems, "bringing up lo: "+err.Error())
 	}
 	return problems
+}
+
+// creditEntropy adds the host's seed to the random pool and credits it
+// (RNDADDENTROPY), so getrandom does not block.
+func creditEntropy(seed []byte) error {
+	if len(seed) == 0 {
+		return nil
+	}
+	f, err := os.OpenFile("/dev/random", os.O_WRONLY, 0)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	// struct rand_pool_info { int entropy_count; int buf_size; __u32 buf[]; }
+	info := make([]byte, 8+len(seed))
+	binary.NativeEndian.PutUint32(info[0:], uint32(8*len(seed)))
+	binary.NativeEndian.PutUint32(info[4:], uint32(len(seed)))
+	copy(info[8:], seed)
+	if _, _, e := unix.Syscall(unix.SYS_IOCTL, f.Fd(), unix.RNDADDENTROPY, uintptr(unsafe.Pointer(&info[0]))); e != 0 {
+		return e
+	}
+	return nil
 }
 
 // loadModule loads a module file; a compressed one is decompressed by the
@@ -131,17 +167,38 @@ func loadModule(path string) error {
 	return nil
 }
 
-// swap makes dev swap and turns it on, waiting for the disk to appear.
-func swap(dev string) error {
+// waitFor waits for a disk to appear.
+func waitFor(dev string) error {
 	deadline := time.Now().Add(10 * time.Second)
 	for {
 		if _, err := os.Stat(dev); err == nil {
-			break
+			return nil
 		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("no swap disk %s after 10 s", dev)
+			return fmt.Errorf("no disk %s after 10 s", dev)
 		}
 		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// mountData mounts the ext4 data disk at dir, for every user.
+func mountData(dev, dir string) error {
+	if err := waitFor(dev); err != nil {
+		return err
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	if err := unix.Mount(dev, dir, "ext4", 0, ""); err != nil {
+		return fmt.Errorf("mounting %s (ext4) on %s: %v", dev, dir, err)
+	}
+	return os.Chmod(dir, 0o1777)
+}
+
+// swap makes dev swap and turns it on, waiting for the disk to appear.
+func swap(dev string) error {
+	if err := waitFor(dev); err != nil {
+		return err
 	}
 	for _, args := range [][]string{{"mkswap", dev}, {"swapon", dev}} {
 		if out, err := exec.Command("/bin/busybox", args...).CombinedOutput(); err != nil {

@@ -27,6 +27,7 @@ func main() {
 	only := flag.String("steps", "", "comma-separated step names to run (default every step)")
 	markdown := flag.String("markdown", "", "also write the table as Markdown to this file (docs/kernels.md)")
 	accel := flag.String("accel", "auto", "auto (KVM when a guest boots on it, else TCG), kvm or tcg")
+	flag.IntVar(&logLevel, "loglevel", 4, "the guest kernel's console log level (7 shows a lockup's stack)")
 	flag.Parse()
 
 	ctx, cancel := context.WithTimeout(context.Background(), 80*time.Minute)
@@ -36,6 +37,8 @@ func main() {
 		os.Exit(1)
 	}
 }
+
+var logLevel int
 
 func run(ctx context.Context, cache, work, kernels, only, markdown, accel string) error {
 	matrix := vmtest.Matrix
@@ -54,7 +57,7 @@ func run(ctx context.Context, cache, work, kernels, only, markdown, accel string
 	if err != nil {
 		return err
 	}
-	m := vmtest.Machine{Accel: accel, CPUs: 2, Memory: "3G", SwapBytes: 2 << 30}
+	m := vmtest.Machine{Accel: accel, CPUs: 2, Memory: "3G", SwapBytes: 2 << 30, LogLevel: logLevel}
 	var results []vmtest.KernelResult
 	failed := false
 	for _, k := range matrix {

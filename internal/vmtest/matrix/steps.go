@@ -28,7 +28,7 @@ var Steps = []step{
 		Args: tests("TestMajorFaultKindsAgreeWithMajFlt", "TestMemoryStallAgreesWithPSI", "TestProcessExitClearsCounters", "TestMajorFaultLatencyIsTimed")}},
 	// Run cgroups under memory.max, the v2 freezer, the OOM guard.
 	{Package: "internal/cgroup", Step: vmtest.Step{Name: "cgroups", GoTest: true, TimeoutSeconds: 900,
-		Args: tests("TestCreateAddDestroy", "TestChildUnderTheLimit", "TestOOMKills", "TestFreezeStopsAndThawResumes", "TestFrozenProcessDiesOfSIGKILL")}},
+		Args: tests("TestCreateAddDestroy", "TestChildUnderTheLimit", "TestOOMKills", "TestOOMGuard", "TestFreezeStopsAndThawResumes", "TestFrozenProcessDiesOfSIGKILL")}},
 	// A run over the API with every consumer alive and nothing left after
 	// it and after an abort; kill -9 of the observer with consumers frozen,
 	// then the restart's clean-up.
