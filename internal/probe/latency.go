@@ -21,6 +21,9 @@ type latencyHooks struct {
 	links     []link.Link
 	lastMajor time.Time
 	perfCount uint64
+	// unloaded: a program the hooks need did not load; they are not tried
+	// again.
+	unloaded bool
 }
 
 func (h *latencyHooks) armed() bool { return len(h.links) > 0 }
@@ -39,6 +42,11 @@ func (p *Probe) armLatency(now time.Time) readout.Status {
 	// Optional: the exceptions tracepoints are x86 only, and the other
 	// probes stand without a latency histogram.
 	st := readout.Status{Name: readout.FaultLatency, Required: false, Detail: "raw_tp/page_fault_user, raw_tp/page_fault_kernel while major faults occur"}
+	if st.Err = errors.Join(p.loaded("major_fault", p.objs.MajorFault), p.loaded("fault_entry_user", p.objs.FaultEntryUser),
+		p.loaded("fault_entry_kernel", p.objs.FaultEntryKernel)); st.Err != nil {
+		p.latency.unloaded = true
+		return st // timing lives in major_fault too
+	}
 	for _, tp := range []struct {
 		name string
 		prog *ebpf.Program
@@ -75,7 +83,7 @@ func (p *Probe) updateLatency(now time.Time, perfCount uint64) bool {
 	majors := perfCount > h.perfCount
 	h.perfCount = perfCount
 	switch {
-	case majors && !h.armed():
+	case majors && !h.armed() && !h.unloaded:
 		st := p.armLatency(now)
 		p.setStatus(st)
 		if st.Err != nil {

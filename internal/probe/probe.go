@@ -13,7 +13,9 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"os"
+	"slices"
 	"strings"
 	"time"
 
@@ -65,6 +67,28 @@ type Probe struct {
 	// filemap: mm_filemap_fault is attached, so a swap-in of a private
 	// file mapping's written page is told from a page-cache read.
 	filemap bool
+	// notLoaded are the BPF objects this kernel refused, with why.
+	notLoaded map[string]error
+}
+
+// loaded says whether the program name loaded, or why it did not.
+func (p *Probe) loaded(name string, prog *ebpf.Program) error {
+	if prog != nil {
+		return nil
+	}
+	if err := p.notLoaded[name]; err != nil {
+		return fmt.Errorf("program %s did not load on this kernel: %w", name, err)
+	}
+	return fmt.Errorf("program %s did not load", name)
+}
+
+// describeFailed names the objects that did not load, with why.
+func describeFailed(failed map[string]error) string {
+	var parts []string
+	for _, name := range slices.Sorted(maps.Keys(failed)) {
+		parts = append(parts, name+": "+failed[name].Error())
+	}
+	return strings.Join(parts, "; ")
 }
 
 // FileKindsExact reports whether a fault in a private file mapping is
@@ -101,8 +125,13 @@ func Load(opts Options) (*Probe, error) {
 		latency:  latencyHooks{calm: opts.Calm},
 		sampling: stallSampling{calm: opts.Calm},
 	}
-	if err := loadThrashscopeObjects(&p.objs, nil); err != nil {
-		return nil, fmt.Errorf("%w: loading objects: %w", ErrUnavailable, explainLoadError(err))
+	failed, err := loadObjects(&p.objs)
+	if err != nil {
+		return nil, fmt.Errorf("%w: loading objects: %w (%s)", ErrUnavailable, err, describeFailed(failed))
+	}
+	p.notLoaded = failed
+	for name, err := range failed {
+		opts.Logger.Warn("a BPF object this kernel does not take; the probes that need it are down", "object", name, "err", err)
 	}
 
 	cpus, cpuErr := onlineCPUs(opts.SysfsPath)
@@ -111,7 +140,7 @@ func Load(opts Options) (*Probe, error) {
 		p.attachMemoryStall(),
 		p.attachStallSampling(cpus, cpuErr, opts.StallSamplePeriod),
 		p.armLatency(time.Now()),
-		p.attachRawTracepoint(readout.ProcessExit, "sched_process_exit", p.objs.ProcessExit),
+		p.attachRawTracepoint(readout.ProcessExit, "sched_process_exit", "process_exit", p.objs.ProcessExit),
 	)
 	// The fault-entry hooks attached once to prove they can; they wait
 	// detached until the first read that sees a major fault. The stall
@@ -134,8 +163,11 @@ func Load(opts Options) (*Probe, error) {
 	return p, nil
 }
 
-func (p *Probe) attachRawTracepoint(name, tracepoint string, prog *ebpf.Program) readout.Status {
+func (p *Probe) attachRawTracepoint(name, tracepoint, progName string, prog *ebpf.Program) readout.Status {
 	st := readout.Status{Name: name, Required: true, Detail: "raw_tp/" + tracepoint}
+	if st.Err = p.loaded(progName, prog); st.Err != nil {
+		return st
+	}
 	l, err := link.AttachRawTracepoint(link.RawTracepointOptions{Name: tracepoint, Program: prog})
 	if err != nil {
 		st.Err = fmt.Errorf("attaching raw tracepoint %s: %w", tracepoint, err)
@@ -166,6 +198,9 @@ func (p *Probe) attachMajorFaults(cpus []int, cpuErr error) readout.Status {
 		st.Err = cpuErr
 		return st
 	}
+	if st.Err = p.loaded("major_fault", p.objs.MajorFault); st.Err != nil {
+		return st
+	}
 	pe, links, err := attachPerfEvents(cpus, perfEvent{name: "PAGE_FAULTS_MAJ", config: unix.PERF_COUNT_SW_PAGE_FAULTS_MAJ, period: 1}, p.objs.MajorFault, true)
 	if err != nil {
 		st.Err = err
@@ -175,7 +210,11 @@ func (p *Probe) attachMajorFaults(cpus []int, cpuErr error) readout.Status {
 	p.links = append(p.links, links...)
 	st.Attached = true
 	st.Detail = fmt.Sprintf("perf_event/PAGE_FAULTS_MAJ on %d CPUs, raw_tp/mm_filemap_fault", len(cpus))
-	l, err := link.AttachRawTracepoint(link.RawTracepointOptions{Name: "mm_filemap_fault", Program: p.objs.FilemapFault})
+	err = p.loaded("filemap_fault", p.objs.FilemapFault)
+	var l link.Link
+	if err == nil {
+		l, err = link.AttachRawTracepoint(link.RawTracepointOptions{Name: "mm_filemap_fault", Program: p.objs.FilemapFault})
+	}
 	if err == nil {
 		err = p.objs.FilemapHooked.Set(uint32(1))
 		if err != nil {
@@ -203,14 +242,19 @@ var reclaimTracepoints = []string{
 // (required) and the reclaim windows. Without the windows, reclaim on CPU
 // is still counted, by the samples.
 func (p *Probe) attachMemoryStall() readout.Status {
-	st := p.attachRawTracepoint(readout.MemoryStall, "sched_switch", p.objs.MemoryStall)
+	st := p.attachRawTracepoint(readout.MemoryStall, "sched_switch", "memory_stall", p.objs.MemoryStall)
 	if !st.Attached {
 		return st
 	}
 	progs := []*ebpf.Program{p.objs.ReclaimBeginDirect, p.objs.ReclaimEndDirect, p.objs.ReclaimBeginMemcg, p.objs.ReclaimEndMemcg}
+	names := []string{"reclaim_begin_direct", "reclaim_end_direct", "reclaim_begin_memcg", "reclaim_end_memcg"}
 	var missing []string
 	for i, tp := range reclaimTracepoints {
-		l, err := link.AttachRawTracepoint(link.RawTracepointOptions{Name: tp, Program: progs[i]})
+		err := p.loaded(names[i], progs[i])
+		var l link.Link
+		if err == nil {
+			l, err = link.AttachRawTracepoint(link.RawTracepointOptions{Name: tp, Program: progs[i]})
+		}
 		if err != nil {
 			missing = append(missing, fmt.Sprintf("%s: %v", tp, err))
 			continue
@@ -233,7 +277,12 @@ func (p *Probe) attachStallSampling(cpus []int, cpuErr error, period time.Durati
 		st.Err = cpuErr
 		return st
 	}
-	pe, links, err := attachPerfEvents(cpus, perfEvent{name: "CPU_CLOCK", config: unix.PERF_COUNT_SW_CPU_CLOCK, period: uint64(period.Nanoseconds())}, p.objs.MemoryStallSample, false)
+	err := p.loaded("memory_stall_sample", p.objs.MemoryStallSample)
+	var pe *perfEvents
+	var links []link.Link
+	if err == nil {
+		pe, links, err = attachPerfEvents(cpus, perfEvent{name: "CPU_CLOCK", config: unix.PERF_COUNT_SW_CPU_CLOCK, period: uint64(period.Nanoseconds())}, p.objs.MemoryStallSample, false)
+	}
 	if err != nil {
 		st.Err = fmt.Errorf("%w; on-CPU stall outside reclaim goes uncounted", err)
 		return st

@@ -2,7 +2,6 @@ package probe
 
 import (
 	"bufio"
-	"crypto/rand"
 	"fmt"
 	"io"
 	"math"
@@ -328,9 +327,7 @@ func mapFile(path string, prot, flags int) ([]byte, error) {
 func swapOutAndBack(mem []byte, fill bool) error {
 	_ = unix.Madvise(mem, unix.MADV_NOHUGEPAGE)
 	if fill {
-		if _, err := rand.Read(mem); err != nil {
-			return err
-		}
+		testenv.RandomFill(mem)
 	} else {
 		for i := 0; i < len(mem); i += os.Getpagesize() {
 			mem[i] = 1

@@ -146,6 +146,9 @@ func creditEntropy(seed []byte) error {
 	if _, _, e := unix.Syscall(unix.SYS_IOCTL, f.Fd(), unix.RNDADDENTROPY, uintptr(unsafe.Pointer(&info[0]))); e != 0 {
 		return e
 	}
+	if _, err := unix.Getrandom(make([]byte, 16), unix.GRND_NONBLOCK); err != nil {
+		return fmt.Errorf("the pool is not ready after the credit: %w", err)
+	}
 	return nil
 }
 

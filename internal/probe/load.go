@@ -1,0 +1,113 @@
+package probe
+
+import (
+	"errors"
+	"fmt"
+	"maps"
+	"reflect"
+	"slices"
+	"strings"
+
+	"github.com/cilium/ebpf"
+)
+
+// loadObjects loads the BPF objects. A kernel that refuses one of them (a
+// helper it lacks: bpf_find_vma before 5.17, bpf_get_current_task_btf and
+// task storage before 5.11; a verifier older than the code) would refuse
+// the whole collection, so then each map and each program is loaded on its
+// own, the programs sharing the maps: whatever this kernel takes loads,
+// and what it does not is returned by name with why. Its field in objs
+// stays nil; the probe that needs it reports it down.
+func loadObjects(objs *thrashscopeObjects) (map[string]error, error) {
+	spec, err := loadThrashscope()
+	if err != nil {
+		return nil, fmt.Errorf("reading the BPF objects: %w", err)
+	}
+	return loadObjectsFrom(spec, objs)
+}
+
+// loadObjectsFrom is loadObjects for a given spec.
+func loadObjectsFrom(spec *ebpf.CollectionSpec, objs *thrashscopeObjects) (map[string]error, error) {
+	if err := spec.LoadAndAssign(objs, nil); err == nil {
+		return nil, nil
+	}
+	failed := map[string]error{}
+	loaded := map[string]*ebpf.Map{}
+	for _, name := range slices.Sorted(maps.Keys(spec.Maps)) {
+		v, err := loadOne(spec, name, reflect.TypeFor[*ebpf.Map](), nil)
+		if err != nil {
+			failed[name] = explainLoadError(err)
+			continue
+		}
+		loaded[name] = v.(*ebpf.Map)
+	}
+	opts := &ebpf.CollectionOptions{MapReplacements: loaded}
+	progs := map[string]*ebpf.Program{}
+	for _, name := range slices.Sorted(maps.Keys(spec.Programs)) {
+		if missing := missingMaps(spec.Programs[name], loaded); len(missing) > 0 {
+			failed[name] = fmt.Errorf("it needs the map(s) %s, which did not load", strings.Join(missing, ", "))
+			continue
+		}
+		v, err := loadOne(spec, name, reflect.TypeFor[*ebpf.Program](), opts)
+		if err != nil {
+			failed[name] = explainLoadError(err)
+			continue
+		}
+		progs[name] = v.(*ebpf.Program)
+	}
+	vars := map[string]*ebpf.Variable{}
+	for name := range spec.Variables {
+		if v, err := loadOne(spec, name, reflect.TypeFor[*ebpf.Variable](), opts); err == nil {
+			vars[name] = v.(*ebpf.Variable)
+		}
+	}
+	assign(objs, loaded, progs, vars)
+	if len(progs) == 0 {
+		return failed, errors.New("no BPF program loads on this kernel")
+	}
+	return failed, nil
+}
+
+// loadOne loads the object name of the spec alone, through a struct of one
+// field of type typ tagged with the name (what LoadAndAssign takes).
+func loadOne(spec *ebpf.CollectionSpec, name string, typ reflect.Type, opts *ebpf.CollectionOptions) (any, error) {
+	st := reflect.StructOf([]reflect.StructField{{Name: "X", Type: typ, Tag: reflect.StructTag(`ebpf:"` + name + `"`)}})
+	v := reflect.New(st)
+	if err := spec.LoadAndAssign(v.Interface(), opts); err != nil {
+		return nil, err
+	}
+	return v.Elem().Field(0).Interface(), nil
+}
+
+// missingMaps are the maps a program refers to that did not load.
+func missingMaps(p *ebpf.ProgramSpec, loaded map[string]*ebpf.Map) []string {
+	var out []string
+	for _, ins := range p.Instructions {
+		if ref := ins.Reference(); ref != "" && ins.IsLoadFromMap() {
+			if _, ok := loaded[ref]; !ok && !slices.Contains(out, ref) {
+				out = append(out, ref)
+			}
+		}
+	}
+	return out
+}
+
+// assign sets each field of objs tagged ebpf:"name" to the object of that
+// name, leaving nil those that did not load.
+func assign(objs *thrashscopeObjects, maps map[string]*ebpf.Map, progs map[string]*ebpf.Program, vars map[string]*ebpf.Variable) {
+	for _, part := range []any{&objs.thrashscopePrograms, &objs.thrashscopeMaps, &objs.thrashscopeVariables} {
+		v := reflect.ValueOf(part).Elem()
+		for i := range v.NumField() {
+			f, name := v.Field(i), v.Type().Field(i).Tag.Get("ebpf")
+			switch {
+			case name == "":
+			case maps[name] != nil && f.Type() == reflect.TypeFor[*ebpf.Map]():
+				f.Set(reflect.ValueOf(maps[name]))
+			case progs[name] != nil && f.Type() == reflect.TypeFor[*ebpf.Program]():
+				f.Set(reflect.ValueOf(progs[name]))
+			case vars[name] != nil && f.Type() == reflect.TypeFor[*ebpf.Variable]():
+				f.Set(reflect.ValueOf(vars[name]))
+			}
+		}
+	}
+}
