@@ -4,7 +4,7 @@ VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -X github.com/prometheus/common/version.Version=$(VERSION) -X github.com/prometheus/common/version.Revision=$(shell git rev-parse --short HEAD 2>/dev/null)
 GOFILES  = $(shell git ls-files '*.go' | grep -v '_bpfel.go$$')
 
-.PHONY: build run test generate lint bench soak fuzz vmlinux
+.PHONY: build run test test-kernels generate lint bench soak fuzz vmlinux
 
 build: ## bin/observer and bin/loadgen (the committed BPF objects mean no clang is needed)
 	$(GO) build -ldflags "$(LDFLAGS)" -o bin/ ./cmd/...
@@ -14,6 +14,9 @@ run: build ## the observer in the foreground on http://127.0.0.1:9752 (root for 
 
 test: ## every test; privileged ones skip off root unless THRASHSCOPE_REQUIRE_PRIVILEGED=1
 	$(GO) test -count=1 -p 1 -timeout 30m ./...
+
+test-kernels: ## boot each kernel of the matrix (Debian 12's 6.1 and 6.12) in qemu, pure cgroup v2 with swap, run the functional tests there and print the table (qemu-system-x86, busybox-static, kmod)
+	$(GO) run ./internal/vmtest/matrix --markdown bin/kernels.md
 
 generate: ## rebuild the bpf2go objects from bpf/ (needs clang, llvm-strip), the dashboards JSON and the Kubernetes PrometheusRule
 	$(GO) generate ./...

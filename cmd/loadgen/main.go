@@ -28,6 +28,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/thrashscope/thrashscope/internal/consumer"
+	"github.com/thrashscope/thrashscope/internal/indicators"
 	"github.com/thrashscope/thrashscope/internal/policy"
 	"github.com/thrashscope/thrashscope/internal/run"
 	"github.com/thrashscope/thrashscope/internal/runs"
@@ -64,6 +65,7 @@ func main() {
 	rf.fill = rf.flag(runCmd, "fill", "random (incompressible, the default) or zero.").Enum(run.FillRandom, run.FillZero)
 	rf.policy = rf.flag(runCmd, "policy", "The thrash-control policy: none (Linux as it is), tpf (protect the high-fault consumer closest to its demand), binpack (round-robin bins that fit, the rest frozen and paged out) or calmdown (stop the newest consumer for 20 s while memory is low and paging high).").Default(policy.None).Enum(policy.Names...)
 	rf.cycles = rf.flag(runCmd, "cycles", "Work, not time: each consumer exits after this many write cycles instead of at its t_f; the record then has each consumer's run time and the run's makespan.").Int64()
+	runCmd.Flag("detector.psi-full", "PSI memory full share (%) of an interval that means thrashing, to a policy; it clears below half of it (as the observer's flag).").Default("10").Float64Var(&rf.psiFull)
 
 	fill := app.Command("fill", "The progressive-fill experiment (seed 002): fill chunks up to a total inside a run cgroup, keeping earlier chunks hot, and write fill time per chunk (mean, SD) to fill.csv.")
 	var ff runFlags
@@ -106,6 +108,7 @@ type runFlags struct {
 	sleep, interval, leadIn  *time.Duration
 	backing, fill            *string
 	out, cgroupParent, procs string
+	psiFull                  float64
 	set                      map[string]*bool
 }
 
@@ -204,9 +207,17 @@ func runExperiment(spec run.Spec, f runFlags) int {
 	}
 	_, termErr := unix.IoctlGetTermios(int(os.Stderr.Fd()), unix.TCGETS)
 	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	det := indicators.DefaultDetectorConfig()
+	if f.psiFull > 0 {
+		det.PSIFullHigh, det.PSIFullLow = f.psiFull, f.psiFull/2
+	}
+	if err := det.Validate(); err != nil {
+		fmt.Fprintln(os.Stderr, "loadgen:", err)
+		return exitBadArgs
+	}
 	rec, err := runs.RunStandalone(ctx, runs.StandaloneConfig{
 		Spec: spec, OutDir: f.out, Binary: exe, CgroupParent: f.cgroupParent, ProcfsPath: f.procs,
-		Progress: os.Stderr, Interactive: termErr == nil, Logger: logger,
+		Progress: os.Stderr, Interactive: termErr == nil, Logger: logger, Detector: det,
 	})
 	var fe *run.FieldError
 	var ue *run.UnsafeError

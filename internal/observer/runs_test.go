@@ -806,3 +806,50 @@ func TestRunBadSpecs(t *testing.T) {
 		t.Errorf("refused specs left runs behind: %d %s", code, b)
 	}
 }
+
+// A small run over the API, in a limit its consumers overrun by half, keeps
+// every consumer to its end, the OOM guard reclaiming for them where the
+// kernel would kill one (cgroup v2 has no OOM-kill switch: the guard holds
+// memory.high a slack under memory.max), and leaves nothing behind. What
+// make test-kernels runs on each kernel: function, not speed.
+func TestRunKeepsEveryConsumer(t *testing.T) {
+	testenv.RequirePrivileged(t)
+	testenv.RequireSwap(t)
+	d := startDaemon(t, t.TempDir())
+	// 6 × 5 MB in 20 MiB, a consumer every 2 s.
+	rec := d.startRun(t, `{"preset":"e4","consumers":6,"scale":0.05,"memory_limit_bytes":419430400,"interval":"2s","lead_in":"2s"}`)
+	own, err := cgroup.Own("/proc")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cg, err := cgroup.Open(rec.Cgroup, own.V2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, err := cg.MemoryLimit(); err != nil || got != rec.Spec.MemoryLimitBytes {
+		t.Errorf("cgroup limit %d (%v), want %d", got, err, rec.Spec.MemoryLimitBytes)
+	}
+	if own.V2 {
+		high, _ := os.ReadFile(filepath.Join(rec.Cgroup, "memory.high"))
+		if n, err := strconv.ParseInt(strings.TrimSpace(string(high)), 10, 64); err != nil || n >= rec.Spec.MemoryLimitBytes {
+			t.Errorf("memory.high %q under the OOM guard, want below memory.max %d", high, rec.Spec.MemoryLimitBytes)
+		}
+	}
+	waitFor(t, 3*time.Minute, "the run to end", func() bool { return !run.Active(d.record(t, rec.ID).State) })
+	final := d.record(t, rec.ID)
+	if final.State != run.StateCompleted {
+		t.Fatalf("run ended %s: %s", final.State, final.Reason)
+	}
+	for _, c := range final.Consumers {
+		if c.Exit != "ok" || c.Cycles == 0 || c.ActualStart == nil {
+			t.Errorf("consumer %d: exit %q after %d cycles (started %v), want every consumer to its end", c.Index, c.Exit, c.Cycles, c.ActualStart != nil)
+		}
+	}
+	t.Logf("%d OOM rescues by the guard", final.OOMRescues)
+	if !gone(rec.Cgroup) {
+		t.Errorf("run cgroup %s still exists", rec.Cgroup)
+	}
+	if left := alive(pidsOf(final)); len(left) > 0 {
+		t.Errorf("consumers still alive: %v", left)
+	}
+}

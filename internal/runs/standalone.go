@@ -31,6 +31,9 @@ type StandaloneConfig struct {
 	Interactive   bool
 	ProgressEvery time.Duration
 	Logger        *slog.Logger
+	// Detector is what a policy sees as thrashing; the zero value is
+	// DefaultDetectorConfig.
+	Detector indicators.DetectorConfig
 }
 
 // RunStandalone runs one experiment to its end, or until ctx is cancelled
@@ -66,7 +69,10 @@ func RunStandalone(ctx context.Context, cfg StandaloneConfig) (run.Record, error
 	// run's consumers read from procfs, the detector on every major fault
 	// (procfs cannot tell swap-ins apart), into the recorder and the run's
 	// policy.
-	ind, err := indicators.New(indicators.Config{Detector: indicators.DefaultDetectorConfig(), FaultKind: indicators.CountAll, Logger: cfg.Logger})
+	if cfg.Detector == (indicators.DetectorConfig{}) {
+		cfg.Detector = indicators.DefaultDetectorConfig()
+	}
+	ind, err := indicators.New(indicators.Config{Detector: cfg.Detector, FaultKind: indicators.CountAll, Logger: cfg.Logger})
 	if err != nil {
 		return run.Record{}, err
 	}

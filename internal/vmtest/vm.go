@@ -149,12 +149,20 @@ func (m Machine) Boot(ctx context.Context, im Image, initramfs, dir string, cons
 	if out, err := exec.CommandContext(ctx, "mkfs.ext4", "-q", "-F", data).CombinedOutput(); err != nil {
 		return nil, fmt.Errorf("mkfs.ext4 for the data disk: %w: %s (install e2fsprogs)", err, out)
 	}
-	cpu := "max"
-	if m.Accel == "kvm" {
+	accel, cpu := m.Accel, "max"
+	switch m.Accel {
+	case "kvm":
 		cpu = "host"
+	case "tcg":
+		// One host thread runs every vCPU. With a thread each (MTTCG),
+		// the kernel patching its own code (a tracepoint's static key,
+		// as attaching sched_switch does) raced another vCPU still
+		// running the old translation: "Oops: int3" in __schedule on
+		// 6.12, soft lockups on 6.1.
+		accel = "tcg,thread=single"
 	}
 	args := []string{
-		"-accel", m.Accel, "-cpu", cpu, "-smp", fmt.Sprint(m.CPUs), "-m", m.Memory,
+		"-accel", accel, "-cpu", cpu, "-smp", fmt.Sprint(m.CPUs), "-m", m.Memory,
 		"-kernel", im.Vmlinuz, "-initrd", initramfs,
 		// cgroup_no_v1=all: pure cgroup v2, as the hosts SREs run.
 		// tsc=reliable: TCG's vCPUs read one host-driven TSC, which the

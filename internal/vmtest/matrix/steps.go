@@ -33,7 +33,7 @@ var Steps = []step{
 	// it and after an abort; kill -9 of the observer with consumers frozen,
 	// then the restart's clean-up.
 	{Package: "internal/observer", Step: vmtest.Step{Name: "runs", GoTest: true, TimeoutSeconds: 1800,
-		Args: tests("TestRunE4AtATenth", "TestRunAbortLeavesNothing", "TestObserverKilledWithConsumersFrozen")}},
+		Args: tests("TestRunKeepsEveryConsumer", "TestRunAbortLeavesNothing", "TestObserverKilledWithConsumersFrozen")}},
 	// The policies' levers: calmdown freezes the newest, tpf protects one.
 	{Package: "internal/runs", Step: vmtest.Step{Name: "policies", GoTest: true, TimeoutSeconds: 1800,
 		Args: tests("TestCalmDownStopsTheNewest", "TestTPFProtectsOneConsumer")}},

@@ -1,0 +1,130 @@
+package vmtest
+
+import (
+	"bytes"
+	"io"
+	"io/fs"
+	"reflect"
+	"strconv"
+	"strings"
+	"testing"
+)
+
+// readCPIO reads a newc archive back: each entry's name, mode and data.
+func readCPIO(t *testing.T, b []byte) map[string]Entry {
+	t.Helper()
+	out := map[string]Entry{}
+	for off := 0; ; {
+		if len(b)-off < 110 || string(b[off:off+6]) != "070701" {
+			t.Fatalf("no newc header at %d", off)
+		}
+		field := func(i int) int {
+			v, err := strconv.ParseUint(string(b[off+6+8*i:off+14+8*i]), 16, 32)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return int(v)
+		}
+		mode, size, nameSize := field(1), field(6), field(11)
+		name := string(b[off+110 : off+110+nameSize-1])
+		off = (off + 110 + nameSize + 3) &^ 3
+		if name == "TRAILER!!!" {
+			return out
+		}
+		var fm fs.FileMode
+		switch mode & 0o170000 {
+		case 0o040000:
+			fm = fs.ModeDir
+		case 0o120000:
+			fm = fs.ModeSymlink
+		}
+		out[name] = Entry{Name: name, Mode: fm | fs.FileMode(mode&0o777), Data: b[off : off+size]}
+		off = (off + size + 3) &^ 3
+	}
+}
+
+// The archive holds each entry whole, with the directories on the way to
+// it made once and first.
+func TestWriteCPIO(t *testing.T) {
+	var buf bytes.Buffer
+	big := bytes.Repeat([]byte("x"), 10001)
+	err := writeCPIO(&buf, []Entry{
+		{Name: "proc", Mode: fs.ModeDir | 0o755},
+		{Name: "thrashscope/bin/observer", Mode: 0o755, Size: int64(len(big)), Open: func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(big)), nil }},
+		{Name: "thrashscope/plan.json", Mode: 0o644, Data: []byte(`{}`)},
+		{Name: "thrashscope", Mode: fs.ModeDir | 0o755},
+		{Name: "bin/sh", Mode: fs.ModeSymlink, Data: []byte("busybox")},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if buf.Len()%4 != 0 {
+		t.Errorf("%d bytes: not padded to 4", buf.Len())
+	}
+	got := readCPIO(t, buf.Bytes())
+	want := map[string]fs.FileMode{
+		"proc": fs.ModeDir | 0o755, "thrashscope": fs.ModeDir | 0o755, "thrashscope/bin": fs.ModeDir | 0o755,
+		"thrashscope/bin/observer": 0o755, "thrashscope/plan.json": 0o644, "bin": fs.ModeDir | 0o755, "bin/sh": fs.ModeSymlink | 0o777,
+	}
+	if len(got) != len(want) {
+		t.Errorf("entries %v, want %v", got, want)
+	}
+	for name, mode := range want {
+		if e, ok := got[name]; !ok || e.Mode != mode {
+			t.Errorf("%s: %v (%v), want %v", name, e.Mode, ok, mode)
+		}
+	}
+	if !bytes.Equal(got["thrashscope/bin/observer"].Data, big) || string(got["bin/sh"].Data) != "busybox" {
+		t.Error("an entry's data did not read back")
+	}
+	if err := writeCPIO(io.Discard, []Entry{{Name: "short", Mode: 0o644, Size: 5, Open: func() (io.ReadCloser, error) { return io.NopCloser(strings.NewReader("abc")), nil }}}); err == nil {
+		t.Error("a file shorter than its size was written")
+	}
+}
+
+func TestModuleOrder(t *testing.T) {
+	dep := `kernel/drivers/block/virtio_blk.ko.xz: kernel/drivers/virtio/virtio.ko.xz kernel/drivers/virtio/virtio_ring.ko.xz
+kernel/drivers/virtio/virtio_ring.ko.xz:
+kernel/drivers/virtio/virtio.ko.xz: kernel/drivers/virtio/virtio_ring.ko.xz
+kernel/fs/ext4/ext4.ko.xz: kernel/lib/crc16.ko.xz kernel/fs/mbcache.ko.xz
+kernel/lib/crc16.ko.xz:
+kernel/fs/mbcache.ko.xz:
+`
+	builtin := "kernel/drivers/virtio/virtio_pci.ko\n"
+	got, err := ModuleOrder(dep, builtin, []string{"virtio-pci", "virtio_blk", "ext4", "virtio"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"kernel/drivers/virtio/virtio_ring.ko.xz", "kernel/drivers/virtio/virtio.ko.xz", "kernel/drivers/block/virtio_blk.ko.xz",
+		"kernel/lib/crc16.ko.xz", "kernel/fs/mbcache.ko.xz", "kernel/fs/ext4/ext4.ko.xz"}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("order %v\nwant %v", got, want)
+	}
+	if _, err := ModuleOrder(dep, builtin, []string{"nvme"}); err == nil || !strings.Contains(err.Error(), "no module nvme") {
+		t.Errorf("a module the kernel lacks: %v", err)
+	}
+}
+
+func TestReportsAndTests(t *testing.T) {
+	out := "=== RUN   TestA\n--- PASS: TestA (1.25s)\n=== RUN   TestB\n    x_test.go:3: no\n--- FAIL: TestB (0.50s)\n    --- FAIL: TestB/sub (0.10s)\n--- SKIP: TestC (0.00s)\n"
+	got := GoTests(out)
+	want := []TestResult{{"TestA", "PASS", 1.25}, {"TestB", "FAIL", 0.5}, {"TestC", "SKIP", 0}}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("GoTests %v, want %v", got, want)
+	}
+	console := "[    1.0] boot\r\n" + Report{Kind: "boot", Uname: "6.1.0"}.Line() + "\r\n" +
+		"  | probes: " + Report{Kind: "done"}.Line() + "\n" + // a step's output is not a report
+		Report{Kind: "step", Step: "probes", Pass: true, Tests: want}.Line() + "\n" + Report{Kind: "done", Pass: true}.Line() + "\n"
+	reps := ParseReports(strings.NewReader(console))
+	if len(reps) != 3 || reps[0].Uname != "6.1.0" || reps[1].Step != "probes" || len(reps[1].Tests) != 3 || reps[2].Kind != "done" {
+		t.Errorf("reports %+v", reps)
+	}
+	res := KernelResult{Kernel: Kernel{Name: "6.1"}, Reports: reps}
+	if !res.Pass() {
+		t.Error("a kernel whose steps passed did not pass")
+	}
+	res.Reports[1].Pass = false
+	if res.Pass() || !strings.Contains(Table([]KernelResult{res}), "probes: TestB") {
+		t.Errorf("a failed step: pass %v\n%s", res.Pass(), Table([]KernelResult{res}))
+	}
+}
