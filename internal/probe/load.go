@@ -5,10 +5,14 @@ import (
 	"fmt"
 	"maps"
 	"reflect"
+	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/asm"
+	"golang.org/x/sys/unix"
 )
 
 // loadObjects loads the BPF objects. A kernel that refuses one of them (a
@@ -36,7 +40,7 @@ func loadObjectsFrom(spec *ebpf.CollectionSpec, objs *thrashscopeObjects) (map[s
 	for _, name := range slices.Sorted(maps.Keys(spec.Maps)) {
 		v, err := loadOne(spec, name, reflect.TypeFor[*ebpf.Map](), nil)
 		if err != nil {
-			failed[name] = explainLoadError(err)
+			failed[name] = refusal(err, spec.Maps[name].Type)
 			continue
 		}
 		loaded[name] = v.(*ebpf.Map)
@@ -50,7 +54,7 @@ func loadObjectsFrom(spec *ebpf.CollectionSpec, objs *thrashscopeObjects) (map[s
 		}
 		v, err := loadOne(spec, name, reflect.TypeFor[*ebpf.Program](), opts)
 		if err != nil {
-			failed[name] = explainLoadError(err)
+			failed[name] = refusal(err, 0)
 			continue
 		}
 		progs[name] = v.(*ebpf.Program)
@@ -110,4 +114,42 @@ func assign(objs *thrashscopeObjects, maps map[string]*ebpf.Map, progs map[strin
 			}
 		}
 	}
+}
+
+// Since which Linux the kernel has the BPF helpers and map types the
+// programs use that older kernels lack.
+var (
+	helperSince = map[asm.BuiltinFunc]string{
+		asm.FnTaskStorageGet:    "5.11",
+		asm.FnGetCurrentTaskBtf: "5.11",
+		asm.FnFindVma:           "5.17",
+	}
+	mapTypeSince = map[ebpf.MapType]string{ebpf.TaskStorage: "5.11"}
+)
+
+var unknownHelper = regexp.MustCompile(`invalid func unknown#(\d+)`)
+
+// refusal says in one line why the kernel refused an object: the helper or
+// map type it lacks, and the kernel that has it, else the verifier's last
+// words.
+func refusal(err error, mt ebpf.MapType) error {
+	var ve *ebpf.VerifierError
+	if errors.As(err, &ve) {
+		for _, line := range ve.Log {
+			if m := unknownHelper.FindStringSubmatch(line); m != nil {
+				n, _ := strconv.ParseUint(m[1], 10, 32)
+				fn := asm.BuiltinFunc(n) | asm.FnUnspec
+				name := strings.TrimPrefix(fn.String(), "Fn")
+				if since, ok := helperSince[fn]; ok {
+					return fmt.Errorf("this kernel lacks the BPF helper %s (#%d, Linux %s+)", name, n, since)
+				}
+				return fmt.Errorf("this kernel lacks the BPF helper %s (#%d)", name, n)
+			}
+		}
+		return explainLoadError(ve)
+	}
+	if since, ok := mapTypeSince[mt]; ok && errors.Is(err, unix.EINVAL) {
+		return fmt.Errorf("this kernel lacks the map type %s (Linux %s+): %w", mt, since, err)
+	}
+	return explainLoadError(err)
 }

@@ -26,13 +26,21 @@ import (
 type Kernel struct {
 	Name    string
 	Package string
+	// Suite is the Debian release to take it from, when not the host's
+	// own (the host's apt is left as it is: a list of its own, in the
+	// cache).
+	Suite string
+	// NoBPF: the kernel is below the probes' floor (Linux 5.11): the
+	// guest checks that the observer says so and works on procfs alone.
+	NoBPF bool
 }
 
-// Matrix is the kernels make test-kernels boots: Debian 12's own (6.1) and
-// its 6.12 from bookworm-backports' successor in the security archive.
+// Matrix is the kernels make test-kernels boots: Debian 12's own (6.1), its
+// 6.12, and Debian 11's 5.10, below the probes' floor.
 var Matrix = []Kernel{
 	{Name: "6.1 (Debian 12)", Package: "linux-image-amd64"},
 	{Name: "6.12 (Debian 12)", Package: "linux-image-6.12-amd64"},
+	{Name: "5.10 (Debian 11)", Package: "linux-image-amd64", Suite: "bullseye", NoBPF: true},
 }
 
 // Image is a kernel fetched and unpacked: its vmlinuz and modules.
@@ -55,14 +63,21 @@ var imagePackage = regexp.MustCompile(`^linux-image-[0-9][^ ]*$`)
 // cache with dpkg-deb, and lists its modules' dependencies with depmod.
 // An image already unpacked there is used as it is.
 func Fetch(ctx context.Context, k Kernel, cache string) (Image, error) {
-	// A meta-package depends on the image; an image on no other.
+	// A meta-package depends on the image; an image on no other. An
+	// image already unpacked is taken as it is.
 	pkg := k.Package
-	out, err := command(ctx, "", "apt-cache", "depends", "--important", pkg)
+	apt, err := aptFor(ctx, cache, k.Suite)
 	if err != nil {
-		return Image{}, fmt.Errorf("resolving %s: %w (run apt-get update)", pkg, err)
+		return Image{}, err
 	}
-	if dep := dependsOnImage(out); dep != "" {
-		pkg = dep
+	if unpacked, _ := filepath.Glob(filepath.Join(cache, pkg, "boot", "vmlinuz-*")); len(unpacked) != 1 || !imagePackage.MatchString(pkg) {
+		out, err := command(ctx, "", "apt-cache", append(apt, "depends", "--important", pkg)...)
+		if err != nil {
+			return Image{}, fmt.Errorf("resolving %s: %w (run apt-get update)", pkg, err)
+		}
+		if dep := dependsOnImage(out); dep != "" {
+			pkg = dep
+		}
 	}
 	im := Image{Kernel: k, Image: pkg, Root: filepath.Join(cache, pkg)}
 	vmlinuz, _ := filepath.Glob(filepath.Join(im.Root, "boot", "vmlinuz-*"))
@@ -70,7 +85,7 @@ func Fetch(ctx context.Context, k Kernel, cache string) (Image, error) {
 		if err := os.MkdirAll(cache, 0o755); err != nil {
 			return Image{}, err
 		}
-		if _, err := command(ctx, cache, "apt-get", "download", pkg); err != nil {
+		if _, err := command(ctx, cache, "apt-get", append(apt, "download", pkg)...); err != nil {
 			return Image{}, fmt.Errorf("downloading %s: %w", pkg, err)
 		}
 		debs, _ := filepath.Glob(filepath.Join(cache, pkg+"_*.deb"))
@@ -105,6 +120,36 @@ func Fetch(ctx context.Context, k Kernel, cache string) (Image, error) {
 		}
 	}
 	return im, nil
+}
+
+// aptFor returns the options that point apt at the suite's archive: a
+// sources list and package lists of its own under cache, fetched once.
+// None for the host's own suite.
+func aptFor(ctx context.Context, cache, suite string) ([]string, error) {
+	if suite == "" {
+		return nil, nil
+	}
+	dir, _ := filepath.Abs(filepath.Join(cache, "apt-"+suite))
+	opts := []string{
+		"-o", "Dir::Etc::SourceList=" + filepath.Join(dir, "sources.list"), "-o", "Dir::Etc::SourceParts=/dev/null",
+		"-o", "Dir::State::Lists=" + filepath.Join(dir, "lists"), "-o", "Dir::Cache=" + filepath.Join(dir, "cache"),
+	}
+	if lists, _ := filepath.Glob(filepath.Join(dir, "lists", "*Packages*")); len(lists) > 0 {
+		return opts, nil
+	}
+	for _, d := range []string{"lists/partial", "cache/archives/partial"} {
+		if err := os.MkdirAll(filepath.Join(dir, d), 0o755); err != nil {
+			return nil, err
+		}
+	}
+	src := fmt.Sprintf("deb http://deb.debian.org/debian %s main\n", suite)
+	if err := os.WriteFile(filepath.Join(dir, "sources.list"), []byte(src), 0o644); err != nil {
+		return nil, err
+	}
+	if _, err := command(ctx, "", "apt-get", append(opts, "update")...); err != nil {
+		return nil, fmt.Errorf("fetching Debian %s's package lists: %w", suite, err)
+	}
+	return opts, nil
 }
 
 // versionFile keeps, beside an unpacked image, its package's version.

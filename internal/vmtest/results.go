@@ -87,6 +87,9 @@ func (r KernelResult) Probes() []Probe {
 // ProbesUp is "n/m": the probes attached of those there are.
 func (r KernelResult) ProbesUp() string {
 	ps := r.Probes()
+	if r.NoBPF && len(ps) == 0 {
+		return "none (BPF needs 5.11)"
+	}
 	if len(ps) == 0 {
 		return "–"
 	}

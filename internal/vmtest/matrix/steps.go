@@ -21,10 +21,13 @@ func tests(names ...string) []string {
 // Steps is the guest's plan: what proves function, not speed, under TCG.
 var Steps = []step{
 	// Every probe loads and attaches, or is named with why not.
-	{Step: vmtest.Step{Name: vmtest.CheckStep, Path: vmtest.GuestBin + "/observer", Args: []string{"--check"}, TimeoutSeconds: 300}},
+	{Step: vmtest.Step{Name: vmtest.CheckStep, Path: vmtest.GuestBin + "/observer", Args: []string{"--check"}, TimeoutSeconds: 300, Kernels: "bpf"}},
+	// Below the floor, --check fails, naming what the kernel lacks; the
+	// other steps then run on procfs alone.
+	{Step: vmtest.Step{Name: "check (below the floor)", Path: vmtest.GuestBin + "/observer", Args: []string{"--check"}, TimeoutSeconds: 300, Kernels: "nobpf", ExpectFail: true}},
 	// The probes against the kernel's own figures: maj_flt by kind, the
 	// stall against the group's memory.pressure.
-	{Package: "internal/probe", Step: vmtest.Step{Name: "probes", GoTest: true, TimeoutSeconds: 1200,
+	{Package: "internal/probe", Step: vmtest.Step{Name: "probes", GoTest: true, TimeoutSeconds: 1200, Kernels: "bpf",
 		Args: tests("TestMajorFaultKindsAgreeWithMajFlt", "TestMemoryStallAgreesWithPSI", "TestProcessExitClearsCounters", "TestMajorFaultLatencyIsTimed")}},
 	// Run cgroups under memory.max, the v2 freezer, the OOM guard.
 	{Package: "internal/cgroup", Step: vmtest.Step{Name: "cgroups", GoTest: true, TimeoutSeconds: 900,
