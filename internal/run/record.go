@@ -29,9 +29,10 @@ type Record struct {
 	EndedAt   *time.Time       `json:"ended_at,omitempty"`
 	Cgroup    string           `json:"cgroup"`
 	Consumers []ConsumerRecord `json:"consumers"`
-	// OOMRescues counts the times the cgroup v1 OOM guard reclaimed for
-	// consumers parked on a failed charge, where the kernel would have
-	// OOM-killed one (see cgroup.OOMGuard).
+	// OOMRescues counts the times the OOM guard reclaimed for the run's
+	// consumers, where the kernel would have OOM-killed one (see
+	// cgroup.OOMGuard): on v1 for consumers parked on a failed charge, on
+	// v2 whenever usage passed memory.high.
 	OOMRescues uint64 `json:"oom_rescues,omitempty"`
 	// Transitions are the thrash detector's state changes during the run.
 	Transitions []Transition `json:"transitions,omitempty"`
