@@ -15,8 +15,8 @@ run: build ## the observer in the foreground on http://127.0.0.1:9752 (root for 
 test: ## every test; privileged ones skip off root unless THRASHSCOPE_REQUIRE_PRIVILEGED=1
 	$(GO) test -count=1 -p 1 -timeout 30m ./...
 
-test-kernels: ## boot each kernel of the matrix (Debian 12's 6.1 and 6.12) in qemu, pure cgroup v2 with swap, run the functional tests there and print the table (qemu-system-x86, busybox-static, kmod)
-	$(GO) run ./internal/vmtest/matrix --markdown bin/kernels.md
+test-kernels: ## boot each kernel of the matrix (Debian 12's 6.1 and 6.12, Debian 11's 5.10) in qemu, pure cgroup v2 with swap, run the functional tests there and print the table (qemu-system-x86, busybox-static, kmod)
+	$(GO) run ./internal/vmtest/matrix --markdown docs/kernels.md --summary README.md
 
 generate: ## rebuild the bpf2go objects from bpf/ (needs clang, llvm-strip), the dashboards JSON and the Kubernetes PrometheusRule
 	$(GO) generate ./...

@@ -32,9 +32,14 @@ import (
 // There the guard keeps charges from reaching max: it sets memory.high one
 // slack below it, so a cgroup growing past high is throttled (each task
 // reclaims its excess and sleeps on its way back to user space) long before
-// a charge fails at max; and whenever usage is past high it reclaims the
-// slack itself, in its own thread, through memory.reclaim (Linux 5.19), as
-// the v1 guard does by lowering the limit. Each such reclaim is a rescue.
+// a charge fails at max; and when usage is past high by half the slack all
+// the same, the tasks' own reclaim falling behind, it reclaims the slack
+// itself, in its own thread, through memory.reclaim (Linux 5.19), as the v1
+// guard does by lowering the limit. Each such reclaim is a rescue. Below
+// that mark the guard leaves reclaim to the tasks, so their memory stall
+// (and the cgroup's PSI) is theirs, as it would be without it: a guard that
+// reclaimed at every pass over high took all of a file reader's reclaim
+// into its own thread, and the reader's PSI stayed 0.
 type OOMGuard struct {
 	c            *Cgroup
 	limit, slack int64
@@ -162,7 +167,7 @@ func (g *OOMGuard) loopV2() {
 				}
 			}
 		}
-		for g.reclaim && g.overHigh() {
+		for g.reclaim && g.nearMax() {
 			select {
 			case <-g.stop:
 				return
@@ -175,18 +180,22 @@ func (g *OOMGuard) loopV2() {
 	}
 }
 
-// overHigh reads whether usage is past memory.high; false when the cgroup
-// is gone.
-func (g *OOMGuard) overHigh() bool {
+// nearMax reads whether usage is within half a slack of memory.max: past
+// memory.high, where the tasks' own reclaim should have held it; false when
+// the cgroup is gone.
+func (g *OOMGuard) nearMax() bool {
 	cur, err := readInt(filepath.Join(g.c.Path, "memory.current"))
-	return err == nil && cur > g.limit-g.slack
+	return err == nil && cur > g.limit-g.slack/2
 }
 
-// rescueV2 reclaims the slack through memory.reclaim; false when the
-// kernel could not (EAGAIN) or the cgroup is gone.
+// rescueV2 reclaims the slack through memory.reclaim, a rescue when it
+// did; false when the kernel could not (EAGAIN) or the cgroup is gone.
 func (g *OOMGuard) rescueV2() bool {
+	if os.WriteFile(filepath.Join(g.c.Path, "memory.reclaim"), []byte(strconv.FormatInt(g.slack, 10)), 0) != nil {
+		return false
+	}
 	g.rescues.Add(1)
-	return os.WriteFile(filepath.Join(g.c.Path, "memory.reclaim"), []byte(strconv.FormatInt(g.slack, 10)), 0) == nil
+	return true
 }
 
 func (g *OOMGuard) loop() {

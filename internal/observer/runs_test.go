@@ -845,7 +845,7 @@ func TestRunKeepsEveryConsumer(t *testing.T) {
 			t.Errorf("consumer %d: exit %q after %d cycles (started %v), want every consumer to its end", c.Index, c.Exit, c.Cycles, c.ActualStart != nil)
 		}
 	}
-	t.Logf("%d OOM rescues by the guard", final.OOMRescues)
+	testenv.Figure(t, "small run", "%d consumers to their end, %d OOM rescues", len(final.Consumers), final.OOMRescues)
 	if !gone(rec.Cgroup) {
 		t.Errorf("run cgroup %s still exists", rec.Cgroup)
 	}

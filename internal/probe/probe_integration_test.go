@@ -471,6 +471,7 @@ func TestMajorFaultKindsAgreeWithMajFlt(t *testing.T) {
 			if min := pages / 16; tc.swapped && want < min || !tc.swapped && want < pages*95/100 {
 				t.Fatalf("maj_flt %d for %d pages: the memory was not paged out, the test proves nothing", want, pages)
 			}
+			testenv.Figure(t, "faults "+tc.name, "%+.1f%% of maj_flt (%d)", 100*(float64(got.Total())-float64(want))/float64(want), want)
 			if !within(got.Total(), want, 0.02) {
 				t.Errorf("bpf major faults %d, /proc maj_flt %d: more than 2%% apart", got.Total(), want)
 			}
@@ -607,6 +608,7 @@ func TestMemoryStallAgreesWithPSI(t *testing.T) {
 			if psi < 30*time.Millisecond {
 				t.Fatalf("PSI some grew by %v only: the process did not stall, the test proves nothing", psi)
 			}
+			testenv.Figure(t, "stall "+tc.name, "%+.0f%% of PSI some (%v)", 100*(got-psi).Seconds()/psi.Seconds(), psi.Round(time.Millisecond))
 			if diff := got - psi; diff.Abs() > psi/5 {
 				t.Errorf("stall %v against PSI some %v: %+.0f%%, want within 20%%", got, psi, 100*diff.Seconds()/psi.Seconds())
 			}

@@ -32,7 +32,7 @@ type Record struct {
 	// OOMRescues counts the times the OOM guard reclaimed for the run's
 	// consumers, where the kernel would have OOM-killed one (see
 	// cgroup.OOMGuard): on v1 for consumers parked on a failed charge, on
-	// v2 whenever usage passed memory.high.
+	// v2 whenever usage passed memory.high by half the slack.
 	OOMRescues uint64 `json:"oom_rescues,omitempty"`
 	// Transitions are the thrash detector's state changes during the run.
 	Transitions []Transition `json:"transitions,omitempty"`

@@ -319,7 +319,7 @@ func TestTPFProtectsOneConsumer(t *testing.T) {
 				}
 				rss0 = max(rss0, rss)
 			}
-			t.Logf("%s protected by %s: %d looks, %d KiB resident", name, lever, looks, rss0>>10)
+			testenv.Figure(t, "tpf", "%s protected by %s, %d KiB resident kept over %d looks", name, lever, rss0>>10, looks)
 			break
 		}
 	}

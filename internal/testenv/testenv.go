@@ -266,3 +266,15 @@ func RandomFill(b []byte) {
 		copy(b[i:], w[:])
 	}
 }
+
+// FigureMark starts a test log line that carries one of the figures a
+// kernel matrix tabulates (see Figure).
+const FigureMark = "thrashscope-figure "
+
+// Figure logs a measured figure under a name, as "thrashscope-figure
+// name: value", so that make test-kernels can put each kernel's value in
+// its table beside the test's result.
+func Figure(t testing.TB, name, format string, args ...any) {
+	t.Helper()
+	t.Logf("%s%s: %s", FigureMark, name, fmt.Sprintf(format, args...))
+}

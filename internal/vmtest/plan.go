@@ -5,8 +5,11 @@ import (
 	"encoding/json"
 	"io"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/thrashscope/thrashscope/internal/testenv"
 )
 
 // Plan is what the guest's init does once it has mounted the kernel's file
@@ -69,7 +72,14 @@ type Report struct {
 	Pass    bool         `json:"pass"`
 	Seconds float64      `json:"seconds"`
 	Tests   []TestResult `json:"tests,omitempty"`
+	Figures []Figure     `json:"figures,omitempty"`
 	Output  string       `json:"output,omitempty"`
+}
+
+// Figure is one figure a test measured and logged with testenv.Figure.
+type Figure struct {
+	Name  string `json:"name"`
+	Value string `json:"value"`
 }
 
 // TestResult is one Go test of a step.
@@ -118,6 +128,29 @@ func GoTests(output string) []TestResult {
 		}
 		secs, _ := strconv.ParseFloat(m[3], 64)
 		out = append(out, TestResult{Name: m[2], Result: m[1], Seconds: secs})
+	}
+	return out
+}
+
+// Figures reads the figures the tests logged (testenv.Figure) from go test
+// -test.v output, the last of each name kept (a test retried logs again).
+func Figures(output string) []Figure {
+	var out []Figure
+	for line := range strings.Lines(output) {
+		_, rest, ok := strings.Cut(line, testenv.FigureMark)
+		if !ok {
+			continue
+		}
+		name, value, ok := strings.Cut(strings.TrimSpace(rest), ": ")
+		if !ok {
+			continue
+		}
+		f := Figure{Name: name, Value: value}
+		if i := slices.IndexFunc(out, func(g Figure) bool { return g.Name == name }); i >= 0 {
+			out[i] = f
+		} else {
+			out = append(out, f)
+		}
 	}
 	return out
 }

@@ -3,6 +3,7 @@ package vmtest
 import (
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 )
@@ -200,6 +201,20 @@ func Table(results []KernelResult) string {
 		fmt.Fprintln(w, strings.Join(line, "\t"))
 	}
 	w.Flush()
+	if names := figureNames(results); len(names) > 0 {
+		b.WriteString("\n")
+		w = tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
+		head[0] = "MEASURED"
+		fmt.Fprintln(w, strings.Join(head, "\t"))
+		for _, n := range names {
+			line := []string{n}
+			for _, res := range results {
+				line = append(line, res.Figure(n))
+			}
+			fmt.Fprintln(w, strings.Join(line, "\t"))
+		}
+		w.Flush()
+	}
 	for _, res := range results {
 		if boot, ok := res.Boot(); ok && len(boot.Problems) > 0 {
 			fmt.Fprintf(&b, "\n%s boot: %s\n", res.Name, strings.Join(boot.Problems, "; "))
@@ -208,8 +223,36 @@ func Table(results []KernelResult) string {
 	return b.String()
 }
 
+// figureNames lists every figure any kernel's tests logged, in plan order.
+func figureNames(results []KernelResult) []string {
+	var out []string
+	for _, res := range results {
+		for _, rep := range res.Reports {
+			for _, f := range rep.Figures {
+				if !slices.Contains(out, f.Name) {
+					out = append(out, f.Name)
+				}
+			}
+		}
+	}
+	return out
+}
+
+// Figure is the value the kernel's tests logged under a name, or "–".
+func (r KernelResult) Figure(name string) string {
+	for _, rep := range r.Reports {
+		for _, f := range rep.Figures {
+			if f.Name == name {
+				return f.Value
+			}
+		}
+	}
+	return "–"
+}
+
 // Markdown is the matrix as the README's tables: the kernels, each probe's
-// status and attach points, and each test's result.
+// status and attach points, the figures measured against the kernel's own,
+// and each test's result.
 func Markdown(results []KernelResult) string {
 	var b strings.Builder
 	b.WriteString("| kernel | release | accel | time | probes up | result |\n|---|---|---|---:|---|---|\n")
@@ -242,6 +285,20 @@ func Markdown(results []KernelResult) string {
 		}
 		b.WriteString("\n")
 	}
+	if names := figureNames(results); len(names) > 0 {
+		b.WriteString("\n| measured |")
+		for _, res := range results {
+			b.WriteString(" " + res.Name + " |")
+		}
+		b.WriteString("\n|---|" + strings.Repeat("---|", len(results)) + "\n")
+		for _, n := range names {
+			b.WriteString("| " + n + " |")
+			for _, res := range results {
+				b.WriteString(" " + strings.ReplaceAll(res.Figure(n), "|", "\\|") + " |")
+			}
+			b.WriteString("\n")
+		}
+	}
 	b.WriteString("\n| test |")
 	for _, res := range results {
 		b.WriteString(" " + res.Name + " |")
@@ -255,4 +312,94 @@ func Markdown(results []KernelResult) string {
 		b.WriteString("\n")
 	}
 	return b.String()
+}
+
+// The lines between which Splice puts the tables in a page: the whole
+// matrix in docs/kernels.md, its summary in the README.
+const (
+	MarkdownBegin = "<!-- begin: make test-kernels -->"
+	MarkdownEnd   = "<!-- end: make test-kernels -->"
+	SummaryBegin  = "<!-- begin: make test-kernels summary -->"
+	SummaryEnd    = "<!-- end: make test-kernels summary -->"
+)
+
+// Splice replaces what lies between a page's begin and end marker lines
+// with the tables; ok is false when the page lacks them.
+func Splice(page, begin, end, tables string) (string, bool) {
+	i := strings.Index(page, begin+"\n")
+	j := strings.Index(page, end)
+	if i < 0 || j < i {
+		return page, false
+	}
+	return page[:i+len(begin)+1] + tables + page[j:], true
+}
+
+// Summary is the matrix in one table for the README: each kernel, its
+// probes, how far the probes' figures were from the kernel's own, and each
+// functional step's result.
+func Summary(results []KernelResult) string {
+	var b strings.Builder
+	b.WriteString("| kernel | probes up | major faults vs `maj_flt` | stall vs PSI | cgroups | runs | policies |\n|---|---|---|---|---|---|---|\n")
+	for _, res := range results {
+		line := []string{res.Name + " (" + orDash(res.Image.Release) + ")", res.ProbesUp(), res.spread("faults "), res.spread("stall ")}
+		for _, step := range []string{"cgroups", "runs", "policies"} {
+			line = append(line, res.stepResult(step))
+		}
+		b.WriteString("| " + strings.Join(line, " | ") + " |\n")
+	}
+	return b.String()
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "–"
+	}
+	return s
+}
+
+// spread is the range of the leading percentages of the figures whose
+// names start with prefix ("-0.3% … +1.2%"), or "–".
+func (r KernelResult) spread(prefix string) string {
+	lo, hi, n := 0.0, 0.0, 0
+	for _, rep := range r.Reports {
+		for _, f := range rep.Figures {
+			if !strings.HasPrefix(f.Name, prefix) {
+				continue
+			}
+			num, _, ok := strings.Cut(f.Value, "%")
+			v, err := strconv.ParseFloat(num, 64)
+			if !ok || err != nil {
+				continue
+			}
+			if n == 0 || v < lo {
+				lo = v
+			}
+			if n == 0 || v > hi {
+				hi = v
+			}
+			n++
+		}
+	}
+	if n == 0 {
+		return "–"
+	}
+	return fmt.Sprintf("%+g%% … %+g%% (%d)", lo, hi, n)
+}
+
+// stepResult is "pass", "FAIL" or "not run" with the step's tests passed.
+func (r KernelResult) stepResult(name string) string {
+	rep, ok := r.Step(name)
+	if !ok {
+		return "not run"
+	}
+	passed := 0
+	for _, t := range rep.Tests {
+		if t.Result == "PASS" {
+			passed++
+		}
+	}
+	if !rep.Pass {
+		return fmt.Sprintf("FAIL (%d/%d)", passed, len(rep.Tests))
+	}
+	return fmt.Sprintf("pass (%d/%d)", passed, len(rep.Tests))
 }

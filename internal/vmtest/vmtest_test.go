@@ -128,3 +128,49 @@ func TestReportsAndTests(t *testing.T) {
 		t.Errorf("a failed step: pass %v\n%s", res.Pass(), Table([]KernelResult{res}))
 	}
 }
+
+func TestFigures(t *testing.T) {
+	out := "=== RUN   TestA\n    a_test.go:9: thrashscope-figure faults anon: +0.4% of maj_flt (812)\n" +
+		"    a_test.go:9: a plain log line: thrashscope-figure\n" +
+		"    a_test.go:9: thrashscope-figure stall one: -30% of PSI some (1s)\n" +
+		"    a_test.go:9: thrashscope-figure stall one: +3% of PSI some (1.2s)\n--- PASS: TestA (1.25s)\n"
+	got := Figures(out)
+	want := []Figure{{"faults anon", "+0.4% of maj_flt (812)"}, {"stall one", "+3% of PSI some (1.2s)"}}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("Figures %v, want %v (a retried test's last value kept)", got, want)
+	}
+	a := KernelResult{Kernel: Kernel{Name: "6.1"}, Reports: []Report{{Kind: "step", Step: "probes", Pass: true, Figures: want}}}
+	b := KernelResult{Kernel: Kernel{Name: "5.10"}, Reports: []Report{{Kind: "step", Step: "runs", Pass: true, Figures: []Figure{{"small run", "6 | 6"}}}}}
+	md := Markdown([]KernelResult{a, b})
+	for _, line := range []string{"| faults anon | +0.4% of maj_flt (812) | – |", "| small run | – | 6 \\| 6 |"} {
+		if !strings.Contains(md, line) {
+			t.Errorf("Markdown lacks %q:\n%s", line, md)
+		}
+	}
+	if !strings.Contains(Table([]KernelResult{a, b}), "MEASURED") {
+		t.Errorf("Table lacks the measured figures:\n%s", Table([]KernelResult{a, b}))
+	}
+}
+
+func TestSplice(t *testing.T) {
+	page := "# Kernels\nintro\n" + MarkdownBegin + "\nold table\n" + MarkdownEnd + "\nafter\n"
+	want := "# Kernels\nintro\n" + MarkdownBegin + "\n| new |\n" + MarkdownEnd + "\nafter\n"
+	if got, ok := Splice(page, MarkdownBegin, MarkdownEnd, "| new |\n"); !ok || got != want {
+		t.Errorf("Splice:\n%s\nwant\n%s", got, want)
+	}
+	if got, ok := Splice(page, SummaryBegin, SummaryEnd, "| new |\n"); ok || got != page {
+		t.Errorf("a page without the markers: %q, %v", got, ok)
+	}
+}
+
+func TestSummary(t *testing.T) {
+	res := KernelResult{Kernel: Kernel{Name: "6.1"}, Image: Image{Release: "6.1.0-56-amd64"}, Reports: []Report{
+		{Kind: "step", Step: "probes", Pass: true, Figures: []Figure{{"faults anon", "+0.4% of maj_flt (812)"}, {"faults file", "-1.5% of maj_flt (9)"}, {"stall one", "+3% of PSI some (1s)"}}},
+		{Kind: "step", Step: "runs", Pass: false, Tests: []TestResult{{"A", "PASS", 1}, {"B", "FAIL", 1}}},
+	}}
+	got := Summary([]KernelResult{res})
+	want := "| 6.1 (6.1.0-56-amd64) | – | -1.5% … +0.4% (2) | +3% … +3% (1) | not run | FAIL (1/2) | not run |"
+	if !strings.Contains(got, want) {
+		t.Errorf("Summary:\n%s\nwant the line\n%s", got, want)
+	}
+}

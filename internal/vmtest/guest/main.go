@@ -252,6 +252,7 @@ func run(st vmtest.Step, env []string) vmtest.Report {
 	text := all.String()
 	if st.GoTest {
 		rep.Tests = vmtest.GoTests(text)
+		rep.Figures = vmtest.Figures(text)
 	}
 	if ctx.Err() != nil {
 		text += fmt.Sprintf("\n(killed after its %d s)", st.TimeoutSeconds)

@@ -12,8 +12,10 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"os/signal"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/thrashscope/thrashscope/internal/testenv"
@@ -25,14 +27,19 @@ func main() {
 	work := flag.String("work", "bin/vmtest", "where the guest's binaries, initramfs and console logs go")
 	kernels := flag.String("kernels", "", "comma-separated Debian packages to boot instead of the matrix (e.g. linux-image-6.1.0-56-amd64)")
 	only := flag.String("steps", "", "comma-separated step names to run (default every step)")
-	markdown := flag.String("markdown", "", "also write the table as Markdown to this file (docs/kernels.md)")
+	markdown := flag.String("markdown", "", "also write the tables as Markdown to this file: between its "+vmtest.MarkdownBegin+" and "+vmtest.MarkdownEnd+" lines where it has them (docs/kernels.md), else the whole file")
+	summary := flag.String("summary", "", "also put the summary table in this file, between its "+vmtest.SummaryBegin+" and "+vmtest.SummaryEnd+" lines (README.md)")
 	accel := flag.String("accel", "auto", "auto (KVM when a guest boots on it, else TCG), kvm or tcg")
 	flag.IntVar(&logLevel, "loglevel", 4, "the guest kernel's console log level (7 shows a lockup's stack)")
 	flag.Parse()
 
-	ctx, cancel := context.WithTimeout(context.Background(), 80*time.Minute)
+	// Interrupted, it stops its guest and removes the guest's disks and
+	// initramfs before it exits, as at a kernel's end.
+	sigCtx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	ctx, cancel := context.WithTimeout(sigCtx, 80*time.Minute)
 	defer cancel()
-	if err := run(ctx, *cache, *work, *kernels, *only, *markdown, *accel); err != nil {
+	if err := run(ctx, *cache, *work, *kernels, *only, *markdown, *summary, *accel); err != nil {
 		fmt.Fprintln(os.Stderr, "test-kernels:", err)
 		os.Exit(1)
 	}
@@ -40,7 +47,7 @@ func main() {
 
 var logLevel int
 
-func run(ctx context.Context, cache, work, kernels, only, markdown, accel string) error {
+func run(ctx context.Context, cache, work, kernels, only, markdown, summary, accel string) error {
 	matrix := vmtest.Matrix
 	if kernels != "" {
 		matrix = nil
@@ -67,7 +74,12 @@ func run(ctx context.Context, cache, work, kernels, only, markdown, accel string
 		fmt.Println(vmtest.Table(results))
 	}
 	if markdown != "" {
-		if err := os.WriteFile(markdown, []byte(vmtest.Markdown(results)), 0o644); err != nil {
+		if err := writeMarkdown(markdown, vmtest.Markdown(results)); err != nil {
+			return err
+		}
+	}
+	if summary != "" {
+		if err := writeSummary(summary, vmtest.Summary(results)); err != nil {
 			return err
 		}
 	}
@@ -229,4 +241,40 @@ func build(ctx context.Context, work, only string) (vmtest.Guest, error) {
 		g.Steps = append(g.Steps, st.Step)
 	}
 	return g, nil
+}
+
+// writeMarkdown puts the tables in a file: between its marker lines where
+// it has them, so a page's own text stays; else as the whole file.
+func writeMarkdown(path, tables string) error {
+	old, err := os.ReadFile(path)
+	if err != nil && !os.IsNotExist(err) {
+		return err
+	}
+	text, ok := vmtest.Splice(string(old), vmtest.MarkdownBegin, vmtest.MarkdownEnd, tables)
+	if !ok {
+		text = tables
+	}
+	return replaceFile(path, text)
+}
+
+// writeSummary puts the summary table between a page's summary markers,
+// which it must have.
+func writeSummary(path, table string) error {
+	old, err := os.ReadFile(path)
+	if err != nil {
+		return err
+	}
+	text, ok := vmtest.Splice(string(old), vmtest.SummaryBegin, vmtest.SummaryEnd, table)
+	if !ok {
+		return fmt.Errorf("%s has no %s and %s lines to put the summary between", path, vmtest.SummaryBegin, vmtest.SummaryEnd)
+	}
+	return replaceFile(path, text)
+}
+
+func replaceFile(path, text string) error {
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, []byte(text), 0o644); err != nil {
+		return err
+	}
+	return os.Rename(tmp, path)
 }
