@@ -1,0 +1,131 @@
+// Package docs_test checks the project's Markdown pages: the README stays a
+// front door of at most 300 lines, and every relative link of every page
+// leads to a file that exists and, with a #fragment, to a heading there.
+package docs_test
+
+import (
+	"io/fs"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+)
+
+const root = ".."
+
+func TestReadmeIsAFrontDoor(t *testing.T) {
+	b, err := os.ReadFile(filepath.Join(root, "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := strings.Count(string(b), "\n"); n > 300 {
+		t.Errorf("README.md has %d lines, want at most 300: move the detail into a page under docs/ and link it", n)
+	}
+}
+
+var link = regexp.MustCompile(`!?\[[^\]]*\]\(([^)\s]+)\)`)
+
+// pages lists the project's Markdown files, build output and vendored
+// trees left out.
+func pages(t *testing.T) []string {
+	var out []string
+	err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() && path != root && (strings.HasPrefix(d.Name(), ".") || d.Name() == "bin" || d.Name() == "node_modules" || d.Name() == "testdata") {
+			return filepath.SkipDir
+		}
+		if !d.IsDir() && strings.HasSuffix(path, ".md") {
+			out = append(out, path)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// anchors are the GitHub anchors of a Markdown file's headings.
+func anchors(text string) map[string]bool {
+	out := map[string]bool{}
+	fence := false
+	for line := range strings.Lines(text) {
+		if strings.HasPrefix(line, "```") {
+			fence = !fence
+		}
+		if fence || !strings.HasPrefix(line, "#") {
+			continue
+		}
+		h := strings.TrimSpace(strings.TrimLeft(line, "#"))
+		var b strings.Builder
+		for _, r := range strings.ToLower(h) {
+			switch {
+			case r == ' ':
+				b.WriteRune('-')
+			case r == '-' || r == '_' || r >= 'a' && r <= 'z' || r >= '0' && r <= '9':
+				b.WriteRune(r)
+			}
+		}
+		out[b.String()] = true
+	}
+	return out
+}
+
+// withoutCode drops fenced blocks and inline code, where a bracket is not
+// a link.
+func withoutCode(text string) string {
+	var b strings.Builder
+	fence := false
+	for line := range strings.Lines(text) {
+		if strings.HasPrefix(line, "```") {
+			fence = !fence
+			continue
+		}
+		if !fence {
+			b.WriteString(regexp.MustCompile("`[^`]*`").ReplaceAllString(line, ""))
+		}
+	}
+	return b.String()
+}
+
+func TestEveryLinkLeadsSomewhere(t *testing.T) {
+	ps := pages(t)
+	if len(ps) < 8 {
+		t.Fatalf("found %d Markdown pages, want the README and its pages", len(ps))
+	}
+	for _, page := range ps {
+		b, err := os.ReadFile(page)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, m := range link.FindAllStringSubmatch(withoutCode(string(b)), -1) {
+			target := m[1]
+			if strings.Contains(target, "://") || strings.HasPrefix(target, "mailto:") {
+				continue
+			}
+			path, frag, _ := strings.Cut(target, "#")
+			file := page
+			if path != "" {
+				file = filepath.Join(filepath.Dir(page), path)
+			}
+			st, err := os.Stat(file)
+			if err != nil {
+				t.Errorf("%s links %s: no such file", page, target)
+				continue
+			}
+			if frag == "" || st.IsDir() || !strings.HasSuffix(file, ".md") {
+				continue
+			}
+			text, err := os.ReadFile(file)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !anchors(string(text))[frag] {
+				t.Errorf("%s links %s: %s has no heading #%s", page, target, file, frag)
+			}
+		}
+	}
+}
