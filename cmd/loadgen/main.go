@@ -1,26 +1,22 @@
 // Command loadgen is thrashscope's load generator. `loadgen run` runs an
 // experiment standalone, `loadgen fill` the progressive-fill experiment, and
 // `loadgen consume` is one consumer process, started by the master (loadgen
-// run or the observer). main only wires flags, signals, prctl and exit
-// codes; the logic lives in internal/run, internal/master, internal/consumer
-// and internal/runs.
+// run or the observer). main only wires flags, signals and exit codes; the
+// logic lives in internal/run, internal/master, internal/consumer (the
+// consumer process itself: consumer.ProcessMain) and internal/runs.
 package main
 
 import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"os"
 	"os/signal"
 	"path/filepath"
 	"runtime"
-	"strconv"
-	"sync"
 	"syscall"
 	"time"
-	"unsafe"
 
 	"github.com/alecthomas/kingpin/v2"
 	"github.com/alecthomas/units"
@@ -245,150 +241,16 @@ func runExperiment(spec run.Spec, f runFlags) int {
 }
 
 func runConsume(cfg consumer.Config) int {
-	if err := cfg.Validate(); err != nil {
-		fmt.Fprintln(os.Stderr, "loadgen consume:", err)
-		return exitBadArgs
-	}
-	if err := prepareConsumerProcess(cfg.Index, cfg.ParentPID); err != nil {
-		if errors.Is(err, consumer.ErrParentGone) {
-			return exitOK
-		}
-		fmt.Fprintln(os.Stderr, "loadgen consume:", err)
-		return exitFailed
-	}
-	// Not just "is fd 3 open": without ExtraFiles the runtime's own cgroup
-	// files (GOMAXPROCS) land there.
-	var st unix.Stat_t
-	if err := unix.Fstat(3, &st); err != nil || (st.Mode&unix.S_IFMT != unix.S_IFIFO && st.Mode&unix.S_IFMT != unix.S_IFSOCK && st.Mode&unix.S_IFMT != unix.S_IFCHR) {
-		fmt.Fprintln(os.Stderr, "loadgen consume: fd 3 must be the message pipe (or 3>/dev/null by hand); consumers are started by loadgen run or the observer")
-		return exitBadArgs
-	}
-	rep := os.NewFile(3, "message pipe")
-	var join io.Writer
-	if cfg.Join {
-		if target, err := os.Readlink("/proc/self/fd/4"); err != nil || filepath.Base(target) != "cgroup.procs" {
-			fmt.Fprintf(os.Stderr, "loadgen consume: --join needs fd 4 to be the run cgroup's cgroup.procs (it is %q); consumers are started by loadgen run or the observer\n", target)
-			return exitBadArgs
-		}
-		join = residentJoin{os.NewFile(4, "run cgroup.procs")}
-	}
-	var log *consumer.CycleLog
-	if cfg.CycleLog {
-		l, err := consumer.OpenCycleLog(5, cfg.Index)
-		if err != nil {
-			fmt.Fprintf(os.Stderr, "loadgen consume: --cycle-log needs fd 5 to be the run's cycle board: %v; consumers are started by loadgen run or the observer\n", err)
-			return exitBadArgs
-		}
-		defer l.Close()
-		log = l
-	}
-	// The consumer's own runtime (heap, stacks, the cycle board) stays
-	// resident: pages are locked as they fault in, and the region, mapped
-	// later, is unlocked (loadgen's mapRegion): the region is what thrashes.
-	// The pages faulted before the join (residentJoin) are charged to the
-	// cgroup the consumer waits in, not to the run.
-	if err := unix.Mlockall(unix.MCL_CURRENT | unix.MCL_FUTURE | unix.MCL_ONFAULT); err != nil {
-		fmt.Fprintf(os.Stderr, "loadgen consume: mlockall: %v; the consumer's runtime pages may be swapped out with its region\n", err)
-	}
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
-	defer stop()
-	err := consumer.ConsumeLogged(ctx, cfg, os.Stdin, rep, join, log)
+	err := consumer.ProcessMain(cfg)
+	var usage *consumer.UsageError
 	switch {
 	case err == nil, errors.Is(err, consumer.ErrParentGone):
 		return exitOK
+	case errors.As(err, &usage):
+		fmt.Fprintln(os.Stderr, "loadgen consume:", err)
+		return exitBadArgs
 	default:
 		fmt.Fprintln(os.Stderr, "loadgen consume:", err)
 		return exitFailed
-	}
-}
-
-// prepareConsumerProcess arms PR_SET_PDEATHSIG on the main thread, checks
-// that the parent is still parentPID (it may have died before the signal
-// was armed) and names the process consumer-NN.
-func prepareConsumerProcess(index, parentPID int) error {
-	if err := unix.Prctl(unix.PR_SET_PDEATHSIG, uintptr(unix.SIGKILL), 0, 0, 0); err != nil {
-		return fmt.Errorf("prctl(PR_SET_PDEATHSIG): %w", err)
-	}
-	if parentPID > 0 && unix.Getppid() != parentPID {
-		return consumer.ErrParentGone
-	}
-	name, err := unix.BytePtrFromString(run.ConsumerName(index))
-	if err != nil {
-		return err
-	}
-	err = unix.Prctl(unix.PR_SET_NAME, uintptr(unsafe.Pointer(name)), 0, 0, 0)
-	runtime.KeepAlive(name)
-	if err != nil {
-		return fmt.Errorf("prctl(PR_SET_NAME): %w", err)
-	}
-	return nil
-}
-
-// residentJoin joins the run cgroup through its cgroup.procs once the
-// signal stack of every thread of the consumer is resident.
-//
-// A signal frame is written by the kernel on the receiving thread's signal
-// stack. On a cgroup v1 run under the OOM guard a charge made by the kernel
-// is refused at the limit, not parked, so a frame on a page first touched
-// inside the run kills the consumer with SIGSEGV. Each thread takes one
-// signal before the join: its frame pages are charged to the cgroup the
-// consumer waits in, and locked (mlockall) they stay resident. Threads the
-// runtime starts later get no preemption signal (consumer.Env).
-type residentJoin struct{ procs *os.File }
-
-func (j residentJoin) Write(p []byte) (int, error) {
-	startThreads(runtime.GOMAXPROCS(0) + spareThreads)
-	touchSignalStacks()
-	return j.procs.Write(p)
-}
-
-// spareThreads is how many threads beyond GOMAXPROCS a consumer starts
-// before it joins: for the fill's workers and system calls in flight.
-const spareThreads = 4
-
-// startThreads makes the runtime start n threads at once: each goroutine
-// holds one while it waits. The runtime keeps them idle afterwards and
-// takes them before it starts another, so a consumer that joins after
-// this rarely starts a thread inside the run.
-func startThreads(n int) {
-	var ready, done sync.WaitGroup
-	release := make(chan struct{})
-	ready.Add(n)
-	done.Add(n)
-	for range n {
-		go func() {
-			defer done.Done()
-			runtime.LockOSThread()
-			ready.Done()
-			<-release
-			runtime.UnlockOSThread()
-		}()
-	}
-	ready.Wait()
-	close(release)
-	done.Wait()
-}
-
-// touchSignalStacks sends SIGURG, the runtime's preemption signal and
-// otherwise ignored, to each thread in turn and waits until its handler
-// ran (a thread that cannot take it within a second is passed over).
-func touchSignalStacks() {
-	got := make(chan os.Signal, 1)
-	signal.Notify(got, syscall.SIGURG)
-	defer signal.Stop(got)
-	tasks, err := os.ReadDir("/proc/self/task")
-	if err != nil {
-		return
-	}
-	pid := os.Getpid()
-	for _, task := range tasks {
-		tid, err := strconv.Atoi(task.Name())
-		if err != nil || unix.Tgkill(pid, tid, unix.SIGURG) != nil {
-			continue
-		}
-		select {
-		case <-got:
-		case <-time.After(time.Second):
-		}
 	}
 }

@@ -8,20 +8,6 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// Control bytes the master writes on a consumer's control pipe (stdin)
-// after the go byte.
-const (
-	// ControlGo lets the consumer start.
-	ControlGo = 'g'
-	// ControlLock asks the consumer to lock its region (a policy's
-	// protection): pages resident now stay, and pages it faults in later
-	// are locked as they come (mlock2 MLOCK_ONFAULT), so reclaim takes
-	// from the other consumers instead.
-	ControlLock = 'L'
-	// ControlUnlock ends the protection (munlock).
-	ControlUnlock = 'U'
-)
-
 // regionLock carries lock requests from the control pipe's reader to the
 // region, which may not be mapped yet: a request before the mapping
 // applies once it is, and the answer (KindLocked) goes on the message pipe.

@@ -1,11 +1,54 @@
 package consumer
 
+// The consumer protocol, both sides of it: the master (internal/master)
+// starts a consumer process (loadgen consume, ProcessMain) with these
+// files and writes these control bytes; the consumer writes these
+// messages.
+//
+//	stdin  the control pipe: ControlGo, then ControlLock / ControlUnlock
+//	fd 3   the message pipe: Message records, MessageSize bytes each
+//	fd 4   the run (sub-)cgroup's cgroup.procs, to join through (--join)
+//	fd 5   the run's cycle board, shared memory (--cycle-log)
+//
+// A consumer also exits when its control pipe closes: the master is gone.
+
 import (
 	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"time"
+)
+
+// The file descriptors a consumer is started with, beyond stdin.
+const (
+	MessageFD = 3
+	JoinFD    = 4
+	BoardFD   = 5
+)
+
+// ExtraFiles places a consumer's files at their descriptors, for
+// exec.Cmd.ExtraFiles (whose first entry is fd 3); board may be nil.
+func ExtraFiles(message, join, board *os.File) []*os.File {
+	files := []*os.File{MessageFD - 3: message, JoinFD - 3: join}
+	if board != nil {
+		files = append(files, board) // BoardFD
+	}
+	return files
+}
+
+// Control bytes the master writes on a consumer's control pipe (stdin).
+const (
+	// ControlGo lets the consumer start.
+	ControlGo = 'g'
+	// ControlLock asks the consumer to lock its region (a policy's
+	// protection): pages resident now stay, and pages it faults in later
+	// are locked as they come (mlock2 MLOCK_ONFAULT), so reclaim takes
+	// from the other consumers instead.
+	ControlLock = 'L'
+	// ControlUnlock ends the protection (munlock).
+	ControlUnlock = 'U'
 )
 
 // MessageKind says what a consumer message means.
@@ -53,7 +96,7 @@ func (k MessageKind) String() string {
 	return fmt.Sprintf("kind(%d)", uint32(k))
 }
 
-// Message is one record a consumer writes to its message pipe (fd 3).
+// Message is one record a consumer writes to its message pipe (MessageFD).
 type Message struct {
 	Kind  MessageKind
 	Flags uint32

@@ -598,19 +598,20 @@ func (r *Master) consumerConfig(index int, start, end time.Time) consumer.Config
 	}
 }
 
-// startConsumer starts a consumer process with cc and lets it go: its
-// message pipe (fd 3), its sub-cgroup's cgroup.procs to join through (fd
-// 4) and, with a cycle log, the cycle board (fd 5).
+// startConsumer starts a consumer process with cc and lets it go, with the
+// files of the consumer protocol: its message pipe, its sub-cgroup's
+// cgroup.procs to join through and, with a cycle log, the cycle board.
 func (r *Master) startConsumer(cc consumer.Config) (*exec.Cmd, *os.File, io.WriteCloser, *logWriter, error) {
 	repR, repW, err := os.Pipe()
 	if err != nil {
 		return nil, nil, nil, nil, err
 	}
 	cmd := exec.Command(r.cfg.Binary, cc.Args()...)
-	cmd.ExtraFiles = []*os.File{repW, r.joins[cc.Index]} // fds 3 and 4
+	var board *os.File
 	if cc.CycleLog {
-		cmd.ExtraFiles = append(cmd.ExtraFiles, r.board.File) // fd 5
+		board = r.board.File
 	}
+	cmd.ExtraFiles = consumer.ExtraFiles(repW, r.joins[cc.Index], board)
 	stderr := &logWriter{l: r.cfg.Logger.With("run", r.cfg.ID, "consumer", cc.Index)}
 	cmd.Stdout, cmd.Stderr = nil, stderr
 	cmd.Env = consumer.Env(os.Environ())
