@@ -24,7 +24,7 @@ generate: ## rebuild the bpf2go objects from bpf/ (needs clang, llvm-strip), the
 lint: ## gofmt, go vet, clang-format
 	@test -z "$$(gofmt -l $(GOFILES))" || { gofmt -l $(GOFILES); echo 'run gofmt -w on the files above'; exit 1; }
 	$(GO) vet ./...
-	clang-format --dry-run --Werror bpf/*.bpf.c
+	clang-format --dry-run --Werror bpf/*.bpf.c bpf/*.bpf.h
 
 bench: build ## what the observer costs the host, and how fast it detects a thrash, each side by side with a baseline (root, swap)
 	$(GO) run ./bench/overhead --observer bin/observer

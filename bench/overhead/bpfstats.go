@@ -17,7 +17,7 @@ import (
 )
 
 // thrashscopePrograms are the observer's BPF programs, by the C function
-// names in bpf/thrashscope.bpf.c, in the order they are reported.
+// names in bpf/, in the order they are reported.
 var thrashscopePrograms = []string{
 	"fault_entry_user", "fault_entry_kernel", "filemap_fault", "major_fault",
 	"reclaim_begin_direct", "reclaim_end_direct", "reclaim_begin_memcg", "reclaim_end_memcg",

@@ -21,6 +21,7 @@ import (
 type fakeProbe struct{ snap readout.Snapshot }
 
 func (f fakeProbe) Read() (readout.Snapshot, error) { return f.snap, nil }
+func (f fakeProbe) Arm(time.Time, readout.Snapshot) {}
 func (f fakeProbe) Status() []readout.Status {
 	out := make([]readout.Status, 0, len(readout.Names))
 	for _, n := range readout.Names {

@@ -1,10 +1,12 @@
 // Package probe is thrashscope's kernel side in Go: it loads the BPF programs
-// of bpf/thrashscope.bpf.c, attaches each one, and reads their maps every
-// sample interval. It is the first stage of the data flow; what it reads goes
+// of bpf/ (thrashscope.bpf.c, one included file per probe), attaches each
+// one, and reads their maps every sample interval. It is the first stage of the data flow; what it reads goes
 // on to the sampler, the indicators and the metrics.
 //
 // The layers are kept apart: probe.go loads and attaches, read.go reads the
-// maps, decode.go turns raw map values into counters with pure functions;
+// maps (Read) and arms the on-demand hooks for what it read (Arm, a step
+// of its own: a read attaches nothing), decode.go turns raw map values into
+// counters with pure functions;
 // the counters' types are package readout's.
 package probe
 

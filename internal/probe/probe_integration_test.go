@@ -396,13 +396,13 @@ func faultRound(t *testing.T, p *Probe, c *child) (before, after readout.Snapsho
 	t.Helper()
 	var err error
 	m0 := majFlt(t, c.pid())
-	if before, err = p.Read(); err != nil {
+	if before, err = readArmed(p); err != nil {
 		t.Fatal(err)
 	}
 	if !c.runPhase(t, -1) {
 		return before, after, got, 0, false
 	}
-	if after, err = p.Read(); err != nil {
+	if after, err = readArmed(p); err != nil {
 		t.Fatal(err)
 	}
 	pid := uint32(c.pid())
@@ -586,7 +586,7 @@ func TestMemoryStallAgreesWithPSI(t *testing.T) {
 				c.expect(t, "ready")
 				psi0 = pg.MemorySomeTotal(t)
 				var err error
-				if before, err = p.Read(); err != nil {
+				if before, err = readArmed(p); err != nil {
 					t.Fatal(err)
 				}
 				if c.runPhase(t, 9*time.Second) {
@@ -597,7 +597,7 @@ func TestMemoryStallAgreesWithPSI(t *testing.T) {
 				}
 			}
 			psi := pg.MemorySomeTotal(t) - psi0
-			after, err := p.Read()
+			after, err := readArmed(p)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -643,7 +643,7 @@ func TestMemoryStallThrashingVersusIdle(t *testing.T) {
 		}
 	}
 
-	snap, err := p.Read()
+	snap, err := readArmed(p)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -665,7 +665,7 @@ func TestProcessExitClearsCounters(t *testing.T) {
 	c.send(t, "go")
 	c.expect(t, "done")
 	pid := uint32(c.pid())
-	snap, err := p.Read()
+	snap, err := readArmed(p)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -676,7 +676,7 @@ func TestProcessExitClearsCounters(t *testing.T) {
 	if err := c.cmd.Wait(); err != nil {
 		t.Fatal(err)
 	}
-	if snap, err = p.Read(); err != nil {
+	if snap, err = readArmed(p); err != nil {
 		t.Fatal(err)
 	}
 	if _, ok := snap.Processes[pid]; ok {
@@ -705,10 +705,18 @@ func TestLatencyHooksFollowMajorFaults(t *testing.T) {
 	c.expect(t, "ready")
 	c.send(t, "go")
 	c.expect(t, "done")
+	// Read only reads; Arm, after it, attaches.
+	if _, err := p.Read(); err != nil {
+		t.Fatal(err)
+	}
+	if p.LatencyArmed() {
+		t.Fatal("fault-entry hooks attached by a Read: reading must not attach anything")
+	}
 	snap, err := p.Read()
 	if err != nil {
 		t.Fatal(err)
 	}
+	p.Arm(time.Now(), snap)
 	if !p.LatencyArmed() {
 		t.Fatal("fault-entry hooks not attached after major faults")
 	}
@@ -720,7 +728,7 @@ func TestLatencyHooksFollowMajorFaults(t *testing.T) {
 	// read that saw none rather than assume the next one does.
 	for range 50 {
 		time.Sleep(20 * time.Millisecond)
-		if _, err := p.Read(); err != nil {
+		if _, err := readArmed(p); err != nil {
 			t.Fatal(err)
 		}
 		if !p.LatencyArmed() {
@@ -728,4 +736,14 @@ func TestLatencyHooksFollowMajorFaults(t *testing.T) {
 		}
 	}
 	t.Error("fault-entry hooks still attached after 50 reads with a 1 ns calm period")
+}
+
+// readArmed reads the maps and then arms the on-demand hooks for what it
+// read, as the sampler does each interval.
+func readArmed(p *Probe) (readout.Snapshot, error) {
+	snap, err := p.Read()
+	if err == nil {
+		p.Arm(time.Now(), snap)
+	}
+	return snap, err
 }

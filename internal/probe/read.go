@@ -15,24 +15,21 @@ type readState struct {
 
 const batchSize = 512
 
-// Read reads every map once. Counters are cumulative; rates are the caller's.
+// Read reads every map once. Counters are cumulative; rates are the
+// caller's. It attaches and detaches nothing: Arm, after it, does.
 func (p *Probe) Read() (readout.Snapshot, error) {
 	snap := readout.Snapshot{
 		Processes: make(map[uint32]readout.ProcessCounters),
 		Latency:   make(map[string]readout.Histogram, readout.NumKinds),
 		Lost:      make(map[string]uint64, len(readout.Names)),
 	}
-	now := time.Now()
-
 	// The perf counters go first: see unseenEvents.
 	var perfCount uint64
-	majors := false
 	if p.perf != nil {
 		var err error
 		if perfCount, err = p.perf.Count(); err != nil {
 			return snap, err
 		}
-		majors = p.updateLatency(now, perfCount)
 	}
 	seen, err := sumPerCPU(p.objs.MajorFaultsSeen)
 	if err != nil {
@@ -43,7 +40,7 @@ func (p *Probe) Read() (readout.Snapshot, error) {
 	if err != nil {
 		return snap, fmt.Errorf("reading memory_stalls_seen: %w", err)
 	}
-	p.updateSampling(now, stalls, majors)
+	snap.Activity = readout.Activity{MajorFaultEvents: perfCount, StallsSeen: stalls}
 	if snap.MappingLookups, err = sumPerCPU(p.objs.MappingLookups); err != nil {
 		return snap, fmt.Errorf("reading mapping_lookups: %w", err)
 	}
@@ -86,6 +83,19 @@ func (p *Probe) Read() (readout.Snapshot, error) {
 		return snap, err
 	}
 	return snap, nil
+}
+
+// Arm attaches the on-demand hooks when a reading shows the host taking
+// major faults or beginning stalls since the last Arm, and detaches them
+// after the calm period without: the fault-entry hooks that time major
+// faults (they run on every fault, minor ones too) and the CPU-clock stall
+// samples. Call it after each Read, with that reading.
+func (p *Probe) Arm(now time.Time, snap readout.Snapshot) {
+	majors := false
+	if p.perf != nil {
+		majors = p.updateLatency(now, snap.Activity.MajorFaultEvents)
+	}
+	p.updateSampling(now, snap.Activity.StallsSeen, majors)
 }
 
 // programStats reads each program's run statistics from the kernel.

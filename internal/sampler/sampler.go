@@ -19,6 +19,8 @@ import (
 // ProbeReader is the part of *probe.Probe the sampler uses.
 type ProbeReader interface {
 	Read() (readout.Snapshot, error)
+	// Arm attaches or detaches the on-demand hooks for what a reading saw.
+	Arm(now time.Time, snap readout.Snapshot)
 	Status() []readout.Status
 }
 
@@ -199,6 +201,9 @@ func (s *Sampler) Read(pinned []int) (*Reading, error) {
 		smp.Used[SourceProbes] = true
 		smp.Probes = s.cfg.Probe.Status()
 		snap, smp.Failed[SourceProbes] = s.cfg.Probe.Read()
+		if smp.Failed[SourceProbes] == nil {
+			s.cfg.Probe.Arm(time.Now(), snap)
+		}
 		smp.Latency, smp.Lost, smp.Programs = snap.Latency, snap.Lost, snap.Programs
 	} else {
 		smp.Used[SourceProcesses] = true

@@ -17,6 +17,7 @@ import (
 type fakeProbe struct{ snap readout.Snapshot }
 
 func (f *fakeProbe) Read() (readout.Snapshot, error) { return f.snap, nil }
+func (f *fakeProbe) Arm(time.Time, readout.Snapshot) {}
 func (f *fakeProbe) Status() []readout.Status        { return nil }
 
 // procTree builds a procfs tree: the fixture system files plus one process

@@ -147,12 +147,22 @@ type Snapshot struct {
 	// Programs are the kernel's run statistics of each program; zero unless
 	// kernel.bpf_stats_enabled is (or was) on.
 	Programs []ProgramStats
+	// Activity is what the on-demand hooks follow (see probe.Arm).
+	Activity Activity
+}
+
+// Activity is the running totals that say whether the host takes major
+// faults and stalls on memory now: the major-fault perf events counted
+// and the stalls the programs saw begin.
+type Activity struct {
+	MajorFaultEvents uint64
+	StallsSeen       uint64
 }
 
 // ProgramStats are one BPF program's cumulative run count and time, which
 // the kernel keeps while BPF statistics are enabled.
 type ProgramStats struct {
-	Name    string // the C function's name in bpf/thrashscope.bpf.c
+	Name    string // the C function's name in bpf/ (one file per probe)
 	Runs    uint64
 	RunTime time.Duration
 }

@@ -1,0 +1,175 @@
+// SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause)
+
+// major_faults: each major fault per process, classed anon, shmem or file, and its
+// service time.
+// Included into thrashscope.bpf.c, after maps.bpf.h.
+
+#ifndef __THRASHSCOPE_MAJOR_FAULTS_BPF_H
+#define __THRASHSCOPE_MAJOR_FAULTS_BPF_H
+
+// filemap_fault(), the page-cache fault handler of real filesystems, fires
+// this on its way in; shmem and tmpfs have their own handler, and a swap-in
+// of anonymous memory goes through do_swap_page. It runs only on faults that
+// reach a file's page cache, not on every fault.
+SEC("raw_tp/mm_filemap_fault")
+int filemap_fault(struct bpf_raw_tracepoint_args *ctx)
+{
+	struct task_struct *task = bpf_get_current_task_btf();
+	struct fault_task *ft = fault_task_of(task);
+
+	if (ft)
+		ft->filemap_seq = fault_count(task) + 1;
+	return 0;
+}
+
+static long classify_vma(struct task_struct *task, struct vm_area_struct *vma, void *data)
+{
+	struct mapping *m = data;
+	struct file *file = vma->vm_file;
+
+	m->start = vma->vm_start;
+	m->end = vma->vm_end;
+	if (!file)
+		m->class = MAPPING_ANON;
+	else if (file->f_inode->i_sb->s_magic == TMPFS_MAGIC)
+		m->class = MAPPING_SHMEM;
+	else if (vma->vm_flags & VM_SHARED)
+		m->class = MAPPING_FILE_SHARED;
+	else
+		m->class = MAPPING_FILE_PRIVATE;
+	return 0;
+}
+
+// mm_seq is what tells that the address space changed (see struct mapping);
+// odd while a writer is mid-change. mm is the current task's, reached
+// through a BTF pointer: plain loads.
+static __always_inline __u64 mm_seq(struct mm_struct *mm)
+{
+	if (bpf_core_field_exists(((struct mm_struct___seqcount *)0)->mm_lock_seq))
+		return ((struct mm_struct___seqcount *)mm)->mm_lock_seq.sequence;
+	if (bpf_core_field_exists(((struct mm_struct___int *)0)->mm_lock_seq))
+		return (__u32)((struct mm_struct___int *)mm)->mm_lock_seq;
+	// No per-VMA locks: the shape, always even.
+	return ((__u64)mm->map_count << 48 ^ (__u64)mm->total_vm << 24 ^ (__u64)mm->data_vm << 8 ^
+		(__u64)mm->exec_vm << 32 ^ (__u64)mm->stack_vm) &
+	       ~1ULL;
+}
+
+// mapping_class finds the class of the mapping holding addr: from the cache
+// when the address space has not changed since it was looked up, else with
+// bpf_find_vma. In this perf-event context bpf_find_vma defers its mmap
+// unlock to an irq_work, a self-interrupt (a VM exit on a virtual machine)
+// that costs 6-8 µs: it runs once per mapping and address-space change, not
+// per fault. Returns -1 when the mapping cannot be looked up.
+static __always_inline int mapping_class(struct task_struct *task, __u32 tgid, __u64 addr)
+{
+	struct mm_struct *mm = task->mm;
+	struct mapping_key key = {.tgid = tgid, .region = addr >> MAPPING_REGION_SHIFT};
+	struct mapping m = {}, *cached;
+	__u64 seq;
+
+	if (!mm)
+		return -1;
+	seq = mm_seq(mm);
+	cached = bpf_map_lookup_elem(&mappings, &key);
+	if (cached && cached->mm == (__u64)mm && cached->seq == seq && cached->start <= addr &&
+	    addr < cached->end)
+		return cached->class;
+	count_one(&mapping_lookups);
+	if (bpf_find_vma(task, addr, classify_vma, &m, 0) != 0)
+		return -1;
+	// An odd seqcount is a writer mid-change: the answer holds for this
+	// fault, whose own mapping is locked, but not for the next.
+	if (!(seq & 1)) {
+		m.mm = (__u64)mm;
+		m.seq = seq;
+		bpf_map_update_elem(&mappings, &key, &m, BPF_ANY);
+	}
+	return m.class;
+}
+
+// PERF_COUNT_SW_PAGE_FAULTS_MAJ, sample period 1. The kernel raises it from
+// mm_account_fault(), after handle_mm_fault() returned the final (not
+// retried) result and maj_flt was incremented, in the faulting task's
+// context: the same place that counts maj_flt in /proc/<pid>/stat. Faults
+// taken on behalf of another task through GUP raise no perf event and are
+// the one thing it misses.
+//
+// The kind: a fault that went through filemap_fault (its fault count then,
+// plus this one, is the thread's count now) read a file's page cache. Any
+// other major fault read swap-backed memory back, and the mapping says
+// which: anonymous (a private file mapping's written pages are anonymous
+// copies too) or shmem.
+SEC("perf_event")
+int major_fault(struct bpf_perf_event_data *ctx)
+{
+	__u64 now = bpf_ktime_get_ns();
+	__u32 tgid = bpf_get_current_pid_tgid() >> 32;
+	struct task_struct *task = bpf_get_current_task_btf();
+	struct major_faults zero = {}, *mf;
+	struct fault_task *ft;
+	struct latency_hist *hist;
+	__u32 kind = FAULT_UNKNOWN;
+	__u64 addr = ctx->addr;
+	int class;
+
+	count_one(&major_faults_seen);
+
+	ft = bpf_task_storage_get(&fault_tasks, task, 0, 0);
+	if (ft && ft->filemap_seq == fault_count(task)) {
+		kind = FAULT_FILE;
+	} else {
+		class = mapping_class(task, tgid, addr);
+		if (class == MAPPING_ANON || (class == MAPPING_FILE_PRIVATE && filemap_hooked))
+			kind = FAULT_ANON;
+		else if (class == MAPPING_SHMEM)
+			kind = FAULT_SHMEM;
+		else if (class == MAPPING_FILE_SHARED || class == MAPPING_FILE_PRIVATE)
+			kind = FAULT_FILE; // a filesystem with its own fault handler
+	}
+
+	mf = counter_for(&process_major_faults, tgid, &zero);
+	// Constant offsets: the verifier cannot bound a computed index.
+	if (!mf)
+		count_lost(PROBE_MAJOR_FAULTS);
+	else if (kind == FAULT_ANON)
+		__sync_fetch_and_add(&mf->count[FAULT_ANON], 1);
+	else if (kind == FAULT_SHMEM)
+		__sync_fetch_and_add(&mf->count[FAULT_SHMEM], 1);
+	else if (kind == FAULT_FILE)
+		__sync_fetch_and_add(&mf->count[FAULT_FILE], 1);
+	else
+		__sync_fetch_and_add(&mf->count[FAULT_UNKNOWN], 1);
+
+	if (!latency_armed)
+		return 0;
+
+	// Service time: fault entry to accounting. It covers the whole fault,
+	// including lock waits, reclaim in the fault path, the I/O and any
+	// VM_FAULT_RETRY round; it excludes the return to user space.
+	if (!ft || ft->start_ns == 0 || ft->start_addr != addr || now < ft->start_ns) {
+		count_lost(PROBE_FAULT_LATENCY);
+		return 0;
+	}
+	hist = bpf_map_lookup_elem(&major_fault_latency, &kind);
+	if (hist) {
+		__u64 delta = now - ft->start_ns;
+		__u64 slot = log2_slot(delta);
+
+		// The bound must be tested on the register that indexes: the
+		// verifier of 6.1 does not carry it over from a copy, which the
+		// compiler makes of a clamp it folds ("R2 unbounded memory
+		// access"). The barrier keeps the test as written.
+		barrier_var(slot);
+		if (slot >= LATENCY_SLOTS)
+			slot = LATENCY_SLOTS - 1;
+		barrier_var(slot);
+		if (slot < LATENCY_SLOTS)
+			hist->slots[slot] += 1;
+		hist->sum_ns += delta;
+	}
+	ft->start_ns = 0;
+	return 0;
+}
+
+#endif // __THRASHSCOPE_MAJOR_FAULTS_BPF_H

@@ -1,0 +1,278 @@
+// SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause)
+
+// The types, maps, switches and helpers the probes share.
+// Included into thrashscope.bpf.c, after maps.bpf.h.
+
+#ifndef __THRASHSCOPE_MAPS_BPF_H
+#define __THRASHSCOPE_MAPS_BPF_H
+
+#define EEXIST 17 // errno values are ABI; vmlinux.h does not carry them
+#define TMPFS_MAGIC 0x01021994 // shmem, tmpfs, MAP_SHARED|MAP_ANONYMOUS, SysV shm
+#define VM_SHARED 0x00000008 // include/linux/mm.h; macros are not in BTF
+
+// Live processes (and stalled threads) the maps can hold. A full map refuses
+// the insert and the event is counted in probe_events_lost; unlike an LRU map
+// it never evicts a live process's counts silently. Exit cleanup (process_exit) keeps
+// the maps to live processes only.
+#define MAX_PROCESSES 16384
+#define MAX_STALLED_THREADS 16384
+
+// Mappings whose class is remembered, one per process and 16 MiB of address
+// space: a thrashing process faults over a few large mappings, so a handful
+// of entries serve all its faults. LRU: a forgotten mapping is looked up again.
+#define MAX_MAPPINGS 16384
+#define MAPPING_REGION_SHIFT 24
+
+// log2 buckets of nanoseconds: slot i holds [2^i, 2^(i+1)) ns, up to ~18 min.
+#define LATENCY_SLOTS 40
+
+enum fault_kind {
+	FAULT_ANON = 0, // private anonymous memory read back from swap
+	FAULT_SHMEM = 1, // shared anonymous memory or tmpfs read back from swap
+	FAULT_FILE = 2, // a page-cache miss on a real file
+	FAULT_UNKNOWN = 3, // the mapping could not be looked up (mmap lock busy)
+	FAULT_KINDS = 4,
+};
+
+// What a mapping is, as far as the kind of its faults goes.
+enum mapping_class {
+	MAPPING_ANON = 0, // no file: private anonymous memory
+	MAPPING_SHMEM = 1, // a tmpfs/shmem file, shared or private
+	MAPPING_FILE_SHARED = 2,
+	MAPPING_FILE_PRIVATE = 3, // its written pages are anonymous copies
+};
+
+// Index of probe_events_lost; mirrors the probe names in internal/probe.
+enum probe_id {
+	PROBE_MAJOR_FAULTS = 0,
+	PROBE_MEMORY_STALL = 1,
+	PROBE_MEMORY_STALL_SAMPLE = 2,
+	PROBE_FAULT_LATENCY = 3,
+	PROBE_PROCESS_EXIT = 4,
+	PROBES = 5,
+};
+
+// The enums above, named in BTF so that bpf2go generates them for Go.
+const enum fault_kind *unused_fault_kind __attribute__((unused));
+const enum probe_id *unused_probe_id __attribute__((unused));
+
+struct major_faults {
+	__u64 count[FAULT_KINDS];
+};
+
+// A process's memory-stall time, in the three parts it is measured in. The
+// sum is what PSI's memory "some" counts for a group holding only it.
+struct stall_time {
+	// Exact: off CPU with in_memstall set, from switch-out to switch-in
+	// (waiting on a refault read, throttled, or runnable but preempted).
+	__u64 off_cpu_ns;
+	// Exact: on CPU inside direct or memcg reclaim entered in a stall,
+	// between the vmscan begin/end tracepoints, less time off CPU.
+	__u64 reclaim_ns;
+	// Sampled: on CPU in a stall outside reclaim (submitting a refault read,
+	// decompressing from zram or zswap, compaction), one sampling period per
+	// CPU-clock sample that finds the thread so; see memory_stall_sample.
+	__u64 sampled_ns;
+};
+
+struct latency_hist {
+	__u64 slots[LATENCY_SLOTS];
+	__u64 sum_ns;
+};
+
+// What a thread's fault in progress needs to be timed and classed, in the
+// thread's own storage: a fault that sleeps and wakes on another CPU still
+// finds it, and nothing has to carry it across a switch.
+struct fault_task {
+	__u64 start_ns; // fault entry, while the latency hooks are attached; 0 once used
+	__u64 start_addr;
+	// The thread's fault count (maj_flt + min_flt) plus one when its fault
+	// last went through filemap_fault: the count that fault will have once
+	// accounted, so a match says the fault accounted now read page cache.
+	__u64 filemap_seq;
+};
+
+// A thread's stall bookkeeping, kept only while it is stalled off CPU or
+// inside a reclaim window.
+struct stall_thread {
+	__u64 off_since; // ktime it switched out stalled; 0 while on CPU
+	__u64 reclaim_since; // start of its current on-CPU stretch of reclaim; 0 if none
+	__u32 in_reclaim; // between reclaim begin and end, on CPU or off
+	__u32 pad;
+};
+
+// The class of the mapping that held an address, and what validates it: the
+// same mm, and no change to the address space since. From Linux 6.4 that is
+// mm_lock_seq, which moves on every mmap write lock (any mmap, munmap, mremap
+// or mprotect takes one). Before, it is the address space's shape: its
+// mapping count and its total, data, exec and stack sizes, one of which
+// moves on nearly every change; a mapping replaced by one of another class
+// at the same place and of the same size and kind of size is the one change
+// it misses.
+struct mapping_key {
+	__u32 tgid;
+	__u32 pad;
+	__u64 region;
+};
+
+struct mapping {
+	__u64 mm;
+	__u64 start;
+	__u64 end;
+	__u64 seq;
+	__u32 class;
+	__u32 pad;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, MAX_PROCESSES);
+	__type(key, __u32); // tgid
+	__type(value, struct major_faults);
+} process_major_faults SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, MAX_PROCESSES);
+	__type(key, __u32); // tgid
+	__type(value, struct stall_time);
+} process_memory_stall SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, MAX_STALLED_THREADS);
+	__type(key, __u32); // tid
+	__type(value, struct stall_thread);
+} stall_threads SEC(".maps");
+
+// How many threads are off CPU in a stall. While it is zero, sched_switch
+// need not read the incoming task.
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, __s64);
+} stalled_threads SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, MAX_MAPPINGS);
+	__type(key, struct mapping_key);
+	__type(value, struct mapping);
+} mappings SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_TASK_STORAGE);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, int);
+	__type(value, struct fault_task);
+} fault_tasks SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, FAULT_KINDS);
+	__type(key, __u32);
+	__type(value, struct latency_hist);
+} major_fault_latency SEC(".maps");
+
+// Every major-fault event the program saw, to reconcile against the perf
+// event's own count: the difference is events the kernel did not hand us.
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, __u64);
+} major_faults_seen SEC(".maps");
+
+// Stalls begun: a switch out with in_memstall set, or a reclaim window
+// opened in one. internal/probe enables the CPU-clock samples while it grows.
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, __u64);
+} memory_stalls_seen SEC(".maps");
+
+// Mapping lookups the cache could not answer: each is a bpf_find_vma.
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, __u64);
+} mapping_lookups SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, PROBES);
+	__type(key, __u32);
+	__type(value, __u64);
+} probe_events_lost SEC(".maps");
+
+// Set by internal/probe while the fault-entry hooks are attached: they are
+// attached only while the host takes major faults, so that a host that does
+// not thrash pays nothing per minor fault. While clear, major_fault skips the
+// service time instead of counting a missing start as lost.
+volatile __u32 latency_armed = 0;
+
+// Set by internal/probe once filemap_fault is attached. Without it (kernels
+// before 6.10 lack mm_filemap_fault) a fault in a private file mapping is
+// called file, as most are, though a written page read back from swap is
+// anon.
+volatile __u32 filemap_hooked = 0;
+
+// Kernels before 6.13 keep mm_lock_seq as an int; later ones as a seqcount.
+struct mm_struct___seqcount {
+	seqcount_t mm_lock_seq;
+} __attribute__((preserve_access_index));
+
+struct mm_struct___int {
+	int mm_lock_seq;
+} __attribute__((preserve_access_index));
+
+static __always_inline void count_lost(__u32 probe)
+{
+	__u64 *n = bpf_map_lookup_elem(&probe_events_lost, &probe);
+	if (n)
+		*n += 1;
+}
+
+static __always_inline void count_one(void *map)
+{
+	__u32 key = 0;
+	__u64 *n = bpf_map_lookup_elem(map, &key);
+	if (n)
+		*n += 1;
+}
+
+// Find-or-insert for a per-key map. Returns NULL when the map is full; the
+// caller counts the event as lost.
+static __always_inline void *counter_for(void *map, __u32 key, void *zero)
+{
+	void *v = bpf_map_lookup_elem(map, &key);
+	if (v)
+		return v;
+	bpf_map_update_elem(map, &key, zero, BPF_NOEXIST);
+	return bpf_map_lookup_elem(map, &key);
+}
+
+static __always_inline struct stall_time *stall_of(__u32 tgid)
+{
+	struct stall_time zero = {};
+	struct stall_time *ms = counter_for(&process_memory_stall, tgid, &zero);
+
+	if (!ms)
+		count_lost(PROBE_MEMORY_STALL);
+	return ms;
+}
+
+static __always_inline __u64 fault_count(struct task_struct *task)
+{
+	return task->maj_flt + task->min_flt;
+}
+
+static __always_inline struct fault_task *fault_task_of(struct task_struct *task)
+{
+	return bpf_task_storage_get(&fault_tasks, task, 0, BPF_LOCAL_STORAGE_GET_F_CREATE);
+}
+
+#endif // __THRASHSCOPE_MAPS_BPF_H

@@ -1,0 +1,31 @@
+// SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause)
+
+// memory_stall_sample: the rest of the stall on CPU, sampled.
+// Included into thrashscope.bpf.c, after maps.bpf.h.
+
+#ifndef __THRASHSCOPE_MEMORY_STALL_SAMPLE_BPF_H
+#define __THRASHSCOPE_MEMORY_STALL_SAMPLE_BPF_H
+
+// CPU-clock sample on each CPU, while stalls occur (internal/probe enables
+// the events then). current is the task the timer interrupted.
+SEC("perf_event")
+int memory_stall_sample(struct bpf_perf_event_data *ctx)
+{
+	struct task_struct *task = bpf_get_current_task_btf();
+	struct stall_time *ms;
+	struct stall_thread *st;
+	__u32 tid;
+
+	if (!BPF_CORE_READ_BITFIELD(task, in_memstall))
+		return 0;
+	tid = task->pid;
+	st = bpf_map_lookup_elem(&stall_threads, &tid);
+	if (st && st->in_reclaim)
+		return 0; // timed exactly
+	ms = stall_of(task->tgid);
+	if (ms)
+		__sync_fetch_and_add(&ms->sampled_ns, ctx->sample_period);
+	return 0;
+}
+
+#endif // __THRASHSCOPE_MEMORY_STALL_SAMPLE_BPF_H
