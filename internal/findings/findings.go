@@ -109,95 +109,114 @@ func Check(runs Runs) ([]Finding, error) {
 	if len(runs["fig12"]) < 2 {
 		return nil, errors.New("one fig12 run: the stability finding compares repeats; run fig12 three times as the paper did")
 	}
-	e1, e2, e3, e4 := of(runs["e1"][0]), of(runs["e2"][0]), of(runs["e3"][0]), of(runs["e4"][0])
-	var out []Finding
-
-	// e2's window.
-	f := Finding{
-		Claim: "e2 thrashes in a window", Paper: "about 400 s to about 1300 s",
-		Rule: fmt.Sprintf("onset and recovery of the swap-in episode each within %.0f s of the paper's", timeTolerance),
+	d := reproduction{runs: runs, e1: of(runs["e1"][0]), e2: of(runs["e2"][0]), e3: of(runs["e3"][0]), e4: of(runs["e4"][0])}
+	out := make([]Finding, 0, len(rules))
+	for _, r := range rules {
+		f := Finding{Claim: r.claim, Paper: r.paper, Rule: r.rule}
+		f.Measured, f.Holds = r.judge(d)
+		out = append(out, f)
 	}
-	if ep := e2.sum.SwapIn; ep != nil && ep.Recovered {
-		f.Measured = fmt.Sprintf("%.0f s to %.0f s", ep.Onset, ep.Recovery)
-		f.Holds = math.Abs(ep.Onset-400) <= timeTolerance && math.Abs(ep.Recovery-1300) <= timeTolerance
-	} else {
-		f.Measured = episodeText(e2.sum.SwapIn)
-	}
-	out = append(out, f)
-
-	// e1-e3 peak on the plateau.
-	f = Finding{
-		Claim: "e1-e3 peak while every consumer is active", Paper: "[730 s, 790 s]",
-		Rule: "the peak of swap-ins/s, averaged over ±t_c, within t_c of the plateau",
-	}
-	f.Holds = true
-	var peaks []string
-	for _, p := range []string{"e1", "e2", "e3"} {
-		m := Measure(runs[p][0])
-		peaks = append(peaks, fmt.Sprintf("%s %.0f s", p, m.PeakAt))
-		f.Holds = f.Holds && m.PeaksOnPlateau()
-	}
-	f.Measured = strings.Join(peaks, ", ")
-	out = append(out, f)
-
-	// W: e1 < e2.
-	out = append(out, Finding{
-		Claim: "more W, more paging (e1 < e2)", Paper: "e1's paging below e2's",
-		Measured: fmt.Sprintf("e1 %s, e2 %s swap-ins/s (peak PSI memory full: e1 %.0f %%, e2 %.0f %%)", num(e1.plateauMean()), num(e2.plateauMean()), e1.sum.PeakPSIFull, e2.sum.PeakPSIFull),
-		Rule:     "mean swap-ins/s over the plateau, e1 below e2",
-		Holds:    e1.plateauMean() < e2.plateauMean(),
-	})
-
-	// t_s: e3 < e2, and e3 starts late.
-	f = Finding{
-		Claim: "a longer t_s relieves it (e3 < e2), e3 starts late", Paper: "e3's paging below e2's; e3's thrash starts about 750 s",
-		Rule: fmt.Sprintf("mean swap-ins/s over the plateau, e3 below e2; e3's onset within %.0f s of 750 s", timeTolerance),
-	}
-	f.Measured = fmt.Sprintf("e3 %s, e2 %s swap-ins/s (peak PSI memory full: e3 %.0f %%, e2 %.0f %%); e3 %s",
-		num(e3.plateauMean()), num(e2.plateauMean()), e3.sum.PeakPSIFull, e2.sum.PeakPSIFull, episodeText(e3.sum.SwapIn))
-	f.Holds = e3.plateauMean() < e2.plateauMean() && e3.sum.SwapIn != nil && math.Abs(e3.sum.SwapIn.Onset-750) <= timeTolerance
-	out = append(out, f)
-
-	// t_c: e4 is shorter and sharper.
-	f = Finding{
-		Claim: "t_c = 1 s: a shorter, sharper thrash (e4)", Paper: "activity between about 5 s and 40 s of 60 s",
-		Rule: "e4's episode shorter than e2's, and its rise from onset to the smoothed peak shorter",
-	}
-	d2, r2, ok2 := e2.durationRise()
-	d4, r4, ok4 := e4.durationRise()
-	f.Measured = fmt.Sprintf("e4 %s (rise %.0f s), e2 lasts %.0f s (rise %.0f s)", episodeText(e4.sum.SwapIn), r4, d2, r2)
-	f.Holds = ok2 && ok4 && d4 < d2 && r4 < r2
-	out = append(out, f)
-
-	// fig12: the repeats overlap.
-	spread, n := stability(runs["fig12"])
-	out = append(out, Finding{
-		Claim: "repeats overlap (Fig 12)", Paper: "three runs (FreeBSD) of W=10,000, t_s=100 ms, t_c=10 s overlap",
-		Measured: fmt.Sprintf("%d runs: SD across runs %.0f %% of their mean", n, 100*spread),
-		Rule:     fmt.Sprintf("mean over time of the SD across runs of swap-ins/s (averaged over ±t_c), over the mean over time of their mean, at most %.0f %%", 100*spreadLimit),
-		Holds:    spread <= spreadLimit,
-	})
-
-	// Recovery.
-	f = Finding{
-		Claim: "Linux recovers fast once demand falls", Paper: "the fastest recovery of the OSes; e2's thrash ends about 1300 s, 90 s after demand falls under the limit",
-		Rule: fmt.Sprintf("from the consumer's end that brings the planned demand under the limit to swap-ins below 10 %% of the peak: at most %d t_c", recoveryIntervs),
-	}
-	f.Holds = true
-	var lags []string
-	for _, c := range []*series{e1, e2, e3, e4} {
-		lag, ok := c.recoveryLag()
-		if !ok {
-			lags = append(lags, c.preset+" not recovered")
-			f.Holds = false
-			continue
-		}
-		lags = append(lags, fmt.Sprintf("%s %.0f s", c.preset, lag))
-		f.Holds = f.Holds && lag <= recoveryIntervs*c.tc
-	}
-	f.Measured = strings.Join(lags, ", ")
-	out = append(out, f)
 	return out, nil
+}
+
+// reproduction is what the rules judge: the runs, and the first run of
+// each of e1-e4 as a series.
+type reproduction struct {
+	runs           Runs
+	e1, e2, e3, e4 *series
+}
+
+// A finding's rule: the paper's claim and what the paper shows, the test
+// fixed before the runs, and the judge that measures the runs and applies
+// it.
+type findingRule struct {
+	claim, paper, rule string
+	judge              func(d reproduction) (measured string, holds bool)
+}
+
+// rules are the paper's findings, in the order of the README's table.
+var rules = []findingRule{
+	{
+		claim: "e2 thrashes in a window", paper: "about 400 s to about 1300 s",
+		rule: fmt.Sprintf("onset and recovery of the swap-in episode each within %.0f s of the paper's", timeTolerance),
+		judge: func(d reproduction) (string, bool) {
+			ep := d.e2.sum.SwapIn
+			if ep == nil || !ep.Recovered {
+				return episodeText(ep), false
+			}
+			return fmt.Sprintf("%.0f s to %.0f s", ep.Onset, ep.Recovery),
+				math.Abs(ep.Onset-400) <= timeTolerance && math.Abs(ep.Recovery-1300) <= timeTolerance
+		},
+	},
+	{
+		claim: "e1-e3 peak while every consumer is active", paper: "[730 s, 790 s]",
+		rule: "the peak of swap-ins/s, averaged over ±t_c, within t_c of the plateau",
+		judge: func(d reproduction) (string, bool) {
+			holds := true
+			var peaks []string
+			for _, p := range []string{"e1", "e2", "e3"} {
+				m := Measure(d.runs[p][0])
+				peaks = append(peaks, fmt.Sprintf("%s %.0f s", p, m.PeakAt))
+				holds = holds && m.PeaksOnPlateau()
+			}
+			return strings.Join(peaks, ", "), holds
+		},
+	},
+	{
+		claim: "more W, more paging (e1 < e2)", paper: "e1's paging below e2's",
+		rule: "mean swap-ins/s over the plateau, e1 below e2",
+		judge: func(d reproduction) (string, bool) {
+			return fmt.Sprintf("e1 %s, e2 %s swap-ins/s (peak PSI memory full: e1 %.0f %%, e2 %.0f %%)", num(d.e1.plateauMean()), num(d.e2.plateauMean()), d.e1.sum.PeakPSIFull, d.e2.sum.PeakPSIFull),
+				d.e1.plateauMean() < d.e2.plateauMean()
+		},
+	},
+	{
+		claim: "a longer t_s relieves it (e3 < e2), e3 starts late", paper: "e3's paging below e2's; e3's thrash starts about 750 s",
+		rule: fmt.Sprintf("mean swap-ins/s over the plateau, e3 below e2; e3's onset within %.0f s of 750 s", timeTolerance),
+		judge: func(d reproduction) (string, bool) {
+			e2, e3 := d.e2, d.e3
+			return fmt.Sprintf("e3 %s, e2 %s swap-ins/s (peak PSI memory full: e3 %.0f %%, e2 %.0f %%); e3 %s",
+					num(e3.plateauMean()), num(e2.plateauMean()), e3.sum.PeakPSIFull, e2.sum.PeakPSIFull, episodeText(e3.sum.SwapIn)),
+				e3.plateauMean() < e2.plateauMean() && e3.sum.SwapIn != nil && math.Abs(e3.sum.SwapIn.Onset-750) <= timeTolerance
+		},
+	},
+	{
+		claim: "t_c = 1 s: a shorter, sharper thrash (e4)", paper: "activity between about 5 s and 40 s of 60 s",
+		rule: "e4's episode shorter than e2's, and its rise from onset to the smoothed peak shorter",
+		judge: func(d reproduction) (string, bool) {
+			d2, r2, ok2 := d.e2.durationRise()
+			d4, r4, ok4 := d.e4.durationRise()
+			return fmt.Sprintf("e4 %s (rise %.0f s), e2 lasts %.0f s (rise %.0f s)", episodeText(d.e4.sum.SwapIn), r4, d2, r2),
+				ok2 && ok4 && d4 < d2 && r4 < r2
+		},
+	},
+	{
+		claim: "repeats overlap (Fig 12)", paper: "three runs (FreeBSD) of W=10,000, t_s=100 ms, t_c=10 s overlap",
+		rule: fmt.Sprintf("mean over time of the SD across runs of swap-ins/s (averaged over ±t_c), over the mean over time of their mean, at most %.0f %%", 100*spreadLimit),
+		judge: func(d reproduction) (string, bool) {
+			spread, n := stability(d.runs["fig12"])
+			return fmt.Sprintf("%d runs: SD across runs %.0f %% of their mean", n, 100*spread), spread <= spreadLimit
+		},
+	},
+	{
+		claim: "Linux recovers fast once demand falls", paper: "the fastest recovery of the OSes; e2's thrash ends about 1300 s, 90 s after demand falls under the limit",
+		rule: fmt.Sprintf("from the consumer's end that brings the planned demand under the limit to swap-ins below 10 %% of the peak: at most %d t_c", recoveryIntervs),
+		judge: func(d reproduction) (string, bool) {
+			holds := true
+			var lags []string
+			for _, c := range []*series{d.e1, d.e2, d.e3, d.e4} {
+				lag, ok := c.recoveryLag()
+				if !ok {
+					lags = append(lags, c.preset+" not recovered")
+					holds = false
+					continue
+				}
+				lags = append(lags, fmt.Sprintf("%s %.0f s", c.preset, lag))
+				holds = holds && lag <= recoveryIntervs*c.tc
+			}
+			return strings.Join(lags, ", "), holds
+		},
+	},
 }
 
 // paperRun refuses a run that is not the paper's experiment.
