@@ -8,13 +8,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"log/slog"
 	"os"
-	"os/exec"
 	"runtime"
-	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -23,8 +20,6 @@ import (
 	"github.com/thrashscope/thrashscope/internal/consumer"
 	"github.com/thrashscope/thrashscope/internal/procfs"
 	"github.com/thrashscope/thrashscope/internal/run"
-	"github.com/thrashscope/thrashscope/internal/stats"
-	"github.com/thrashscope/thrashscope/internal/store"
 )
 
 // spawnLead is how long before its planned start a consumer process is
@@ -102,11 +97,6 @@ type Master struct {
 	// progress is each live consumer's, by index (-1 the one alone);
 	// drive's goroutine alone uses it.
 	progress map[int]*progress
-}
-
-type chunkSample struct {
-	seconds           float64
-	memFree, swapFree uint64
 }
 
 // errAborted is the cancel cause of an abort; its text is the reason.
@@ -301,19 +291,6 @@ func (r *Master) Progress() run.Progress {
 	return p
 }
 
-// rotateSlowest moves to the current second's bucket. Called with r.mu held.
-func (r *Master) rotateSlowest(now time.Time) {
-	sec := now.Unix()
-	switch {
-	case sec == r.slowestAt:
-	case sec == r.slowestAt+1:
-		r.slowest = [2]time.Duration{0, r.slowest[0]}
-	default:
-		r.slowest = [2]time.Duration{}
-	}
-	r.slowestAt = sec
-}
-
 // drive runs the plan: spawn each consumer on time, wait for all of them
 // to finish or for an abort, then tear the cgroup down.
 func (r *Master) drive() {
@@ -395,29 +372,6 @@ wait:
 	r.takeCycles()
 	r.board.Close()
 	r.finish(destroyErr)
-}
-
-// consumerGroups makes n sub-cgroups of cg, consumer-00 and on, and opens
-// each one's cgroup.procs for its consumer to join through.
-func consumerGroups(cg *cgroup.Cgroup, n int) ([]*os.File, []*cgroup.Cgroup, error) {
-	joins := make([]*os.File, 0, n)
-	var children []*cgroup.Cgroup
-	for i := range n {
-		ch, err := cg.Child(run.ConsumerName(i))
-		var f *os.File
-		if err == nil {
-			f, err = ch.OpenProcs()
-		}
-		if err != nil {
-			for _, f := range joins {
-				f.Close()
-			}
-			return nil, nil, err
-		}
-		joins = append(joins, f)
-		children = append(children, ch)
-	}
-	return joins, children, nil
 }
 
 // alone runs one consumer of the run's shape, with the run's cycles, alone
@@ -512,246 +466,6 @@ func (r *Master) alone() {
 	}
 }
 
-// spawnAll starts each consumer spawnLead before its plan, until the plan
-// is done or the run is cancelled.
-func (r *Master) spawnAll(wg *sync.WaitGroup) {
-	for i := range r.procs {
-		if r.ctx.Err() != nil {
-			return // a select with both ready picks either: not a consumer more
-		}
-		at := r.rec.Consumers[i].PlannedStart.Add(-spawnLead)
-		t := time.NewTimer(time.Until(at))
-		select {
-		case <-r.ctx.Done():
-			t.Stop()
-			return
-		case <-t.C:
-		}
-		if err := r.spawn(i, wg); err != nil {
-			r.cfg.Logger.Error("starting a consumer failed; aborting the run", "run", r.cfg.ID, "consumer", i, "err", err)
-			r.cancel(fmt.Errorf("starting consumer %d: %w", i, err))
-			return
-		}
-		// Only a plan that left room for the lead can be missed: a fill run,
-		// or a zero lead-in, starts its first consumers at once.
-		planned := r.rec.Consumers[i].PlannedStart
-		if late := time.Since(planned); late > 0 && planned.Sub(r.start) >= spawnLead {
-			r.cfg.Logger.Warn("a consumer was ready after its planned start; fork and exec are slow on this host", "run", r.cfg.ID, "consumer", i, "late", late, "lead", spawnLead)
-		}
-	}
-}
-
-// spawn starts consumer i and lets it go: it joins the cgroup at its start.
-func (r *Master) spawn(i int, wg *sync.WaitGroup) error {
-	c := r.rec.Consumers[i] // fixed fields only; no lock needed
-	end := c.PlannedEnd
-	if r.cfg.Spec.Cycles > 0 {
-		end = r.start.Add(run.MaxRunDuration) // work, not t_f, ends it
-	}
-	cc := r.consumerConfig(i, c.PlannedStart, end)
-	if r.cfg.Spec.Preset == run.PresetFill {
-		cc.Mode, cc.Chunks, cc.Repeats = consumer.ModeFill, r.cfg.Spec.Consumers, r.cfg.Spec.Repeats
-	}
-	cmd, repR, ctl, stderr, err := r.startConsumer(cc)
-	if err != nil {
-		return err
-	}
-	r.mu.Lock()
-	r.procs[i] = cmd.Process
-	r.rec.Consumers[i].PID = cmd.Process.Pid
-	r.mu.Unlock()
-
-	// Its levers before anything can reap it: the pid is its own until
-	// the Wait below.
-	leverErr := r.attach(i, cmd.Process.Pid, ctl)
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		r.readMessages(i, repR)
-		repR.Close()
-		err := cmd.Wait()
-		r.detach(i)
-		ctl.Close()
-		r.exited(i, cmd.ProcessState, err, stderr.Last())
-	}()
-	return leverErr
-}
-
-// consumerConfig is consumer index's command line in this run: the run's
-// shape, joining its sub-cgroup at start, ending at end (or its cycles).
-func (r *Master) consumerConfig(index int, start, end time.Time) consumer.Config {
-	return consumer.Config{
-		Index:     index,
-		Size:      r.cfg.Spec.SizeBytes,
-		Writes:    r.cfg.Spec.WritesPerCycle,
-		Sleep:     r.cfg.Spec.Sleep.D(),
-		Start:     start,
-		End:       end,
-		Cycles:    r.cfg.Spec.Cycles,
-		Backing:   r.cfg.Spec.Backing,
-		FileDir:   r.cfg.FileDir,
-		Fill:      r.cfg.Spec.Fill,
-		ParentPID: os.Getpid(),
-		Mode:      consumer.ModeCycles,
-		Join:      true,
-		CycleLog:  r.board != nil,
-	}
-}
-
-// startConsumer starts a consumer process with cc and lets it go, with the
-// files of the consumer protocol: its message pipe, its sub-cgroup's
-// cgroup.procs to join through and, with a cycle log, the cycle board.
-func (r *Master) startConsumer(cc consumer.Config) (*exec.Cmd, *os.File, io.WriteCloser, *logWriter, error) {
-	repR, repW, err := os.Pipe()
-	if err != nil {
-		return nil, nil, nil, nil, err
-	}
-	cmd := exec.Command(r.cfg.Binary, cc.Args()...)
-	var board *os.File
-	if cc.CycleLog {
-		board = r.board.File
-	}
-	cmd.ExtraFiles = consumer.ExtraFiles(repW, r.joins[cc.Index], board)
-	stderr := &logWriter{l: r.cfg.Logger.With("run", r.cfg.ID, "consumer", cc.Index)}
-	cmd.Stdout, cmd.Stderr = nil, stderr
-	cmd.Env = consumer.Env(os.Environ())
-	// Its own process group: a Ctrl-C at the terminal reaches the master,
-	// which stops the run, and not each consumer behind its back.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL, Setpgid: true}
-	ctl, err := cmd.StdinPipe()
-	if err != nil {
-		repR.Close()
-		repW.Close()
-		return nil, nil, nil, nil, err
-	}
-	if err := cmd.Start(); err != nil {
-		repR.Close()
-		repW.Close()
-		return nil, nil, nil, nil, err
-	}
-	repW.Close()
-	if _, err := ctl.Write([]byte{consumer.ControlGo}); err != nil {
-		_ = cmd.Process.Kill()
-		_ = cmd.Wait()
-		repR.Close()
-		return nil, nil, nil, nil, fmt.Errorf("starting consumer %d: %w", cc.Index, err)
-	}
-	return cmd, repR, ctl, stderr, nil
-}
-
-// readMessages applies a consumer's messages until it closes the pipe.
-func (r *Master) readMessages(i int, pipe io.Reader) {
-	// Cycles come on the cycle board when the run has one; on the pipe,
-	// one read takes whatever messages are buffered.
-	rd := bufio.NewReaderSize(pipe, 64*consumer.MessageSize)
-	for {
-		rep, err := consumer.ReadMessage(rd)
-		if err != nil {
-			if !errors.Is(err, io.EOF) {
-				r.cfg.Logger.Warn("bad message from a consumer", "run", r.cfg.ID, "consumer", i, "err", err)
-			}
-			return
-		}
-		r.apply(i, rep)
-	}
-}
-
-func (r *Master) apply(i int, rep consumer.Message) {
-	changed := false
-	var cycles []time.Duration
-	defer func() { r.observe(i, cycles) }()
-	r.mu.Lock()
-	c := &r.rec.Consumers[i]
-	switch rep.Kind {
-	case consumer.KindStarted:
-		t := time.Unix(0, rep.A)
-		c.ActualStart = &t
-		changed = true
-	case consumer.KindCycle:
-		c.Cycles++
-		d := time.Duration(rep.B)
-		r.rotateSlowest(r.cfg.Now())
-		r.slowest[0] = max(r.slowest[0], d)
-		defer r.cfg.OnCycle(i, d)
-	case consumer.KindChunk:
-		_, chunk := rep.Chunk()
-		if chunk < len(r.chunks) {
-			var free, swap uint64
-			if r.cfg.HostMemory != nil {
-				free, swap = r.cfg.HostMemory()
-			}
-			r.chunks[chunk] = append(r.chunks[chunk], chunkSample{seconds: time.Duration(rep.B).Seconds(), memFree: free, swapFree: swap})
-		}
-	case consumer.KindRegion:
-		r.gov.levers[i].region = [2]uintptr{uintptr(rep.A), uintptr(rep.B)}
-	case consumer.KindLocked:
-		if rep.B != 0 {
-			r.cfg.Logger.Warn("a consumer could not lock or unlock its region", "run", r.cfg.ID, "consumer", i, "err", syscall.Errno(rep.B).Error())
-		}
-	case consumer.KindDone:
-		cycles = r.takeLocked(i, cycles)
-		t := time.Unix(0, rep.A)
-		c.ActualEnd = &t
-		c.Cycles = uint64(rep.B)
-		if late := t.Sub(c.PlannedEnd); late > 0 && r.cfg.Spec.Preset != run.PresetFill {
-			c.LatenessSeconds = late.Seconds()
-		}
-		if r.cfg.Spec.Cycles > 0 && c.ActualStart != nil {
-			c.RunSeconds = t.Sub(*c.ActualStart).Seconds()
-			if a := r.rec.Alone; a != nil && a.RunSeconds > 0 && !rep.Terminated() {
-				c.Slowdown = c.RunSeconds / a.RunSeconds
-			}
-		}
-		changed = true
-	}
-	pid := c.PID
-	r.mu.Unlock()
-	if rep.Kind == consumer.KindDone && rep.Terminated() {
-		// The run cancels itself before it signals its consumers, so a
-		// SIGTERM (or SIGINT) before that came from someone else.
-		r.failNow(fmt.Sprintf("consumer %d (pid %d) was stopped by a SIGTERM or SIGINT the run did not send", i, pid))
-	}
-	if changed {
-		r.cfg.OnChange()
-	}
-}
-
-// takeCycles takes every consumer's newly logged cycles off the board.
-func (r *Master) takeCycles() {
-	if r.board == nil {
-		return
-	}
-	for i := range r.procs {
-		r.mu.Lock()
-		cycles := r.takeLocked(i, nil)
-		r.mu.Unlock()
-		r.observe(i, cycles)
-	}
-}
-
-// takeLocked counts consumer i's cycles logged since the last take, keeps
-// the slowest, and appends their durations to ds for observe. Called with
-// r.mu held.
-func (r *Master) takeLocked(i int, ds []time.Duration) []time.Duration {
-	if r.board == nil {
-		return ds
-	}
-	r.rotateSlowest(r.cfg.Now())
-	n := r.board.Take(i, func(_ int64, d time.Duration) {
-		r.slowest[0] = max(r.slowest[0], d)
-		ds = append(ds, d)
-	})
-	r.rec.Consumers[i].Cycles += n
-	return ds
-}
-
-// observe passes cycle durations to OnCycle, outside r.mu.
-func (r *Master) observe(i int, ds []time.Duration) {
-	for _, d := range ds {
-		r.cfg.OnCycle(i, d)
-	}
-}
-
 // failNow ends the run at once as failed, with reason, unless it is
 // already ending (then its own cause stands).
 func (r *Master) failNow(reason string) {
@@ -760,103 +474,6 @@ func (r *Master) failNow(reason string) {
 	}
 	r.cfg.Logger.Error("the run failed; stopping it", "run", r.cfg.ID, "reason", reason)
 	r.cancel(errors.New(reason))
-}
-
-// exited records how consumer i ended. lastErr is the last line it wrote
-// to stderr. A consumer that ended in a way the run did not cause, other
-// than by the OOM killer, fails the run at once: what is left of it is no
-// longer the experiment that was asked for.
-func (r *Master) exited(i int, ps *os.ProcessState, waitErr error, lastErr string) {
-	r.mu.Lock()
-	c := &r.rec.Consumers[i]
-	now := r.cfg.Now()
-	if c.ActualEnd == nil && c.ActualStart != nil {
-		c.ActualEnd = &now
-		if late := now.Sub(c.PlannedEnd); late > 0 && r.cfg.Spec.Preset != run.PresetFill {
-			c.LatenessSeconds = late.Seconds()
-		}
-	}
-	cycles := r.takeLocked(i, nil) // the last ones, of a consumer killed mid-cycle too
-	exit := r.exitString(ps, waitErr)
-	c.Exit = exit
-	pid := c.PID
-	r.mu.Unlock()
-	r.observe(i, cycles)
-	who := fmt.Sprintf("consumer %d (pid %d)", i, pid)
-	switch {
-	case exit == "ok" || exit == "terminated":
-	case exit == "oom-killed":
-		// A thrashing memcg can OOM with swap still free when reclaim runs
-		// out of retries; that is an outcome to record, not to hide.
-		r.cfg.Logger.Warn("the OOM killer killed a consumer; it is not respawned", "run", r.cfg.ID, "consumer", i)
-	case exit == "killed":
-		r.failNow(who + " was killed (SIGKILL) by a process outside the run, not by the run or the OOM killer")
-	case strings.HasPrefix(exit, "exit "):
-		reason := who + " failed (" + exit + ")"
-		if lastErr != "" {
-			reason += ": " + lastErr
-		}
-		r.failNow(reason)
-	default:
-		r.failNow(who + " ended by " + exit)
-	}
-	r.cfg.OnChange()
-}
-
-// exitString names how a consumer ended. Called with r.mu held.
-func (r *Master) exitString(ps *os.ProcessState, waitErr error) string {
-	if ps == nil {
-		return "unknown: " + waitErr.Error()
-	}
-	ws, ok := ps.Sys().(syscall.WaitStatus)
-	switch {
-	case !ok:
-		return ps.String()
-	case ws.Exited() && ws.ExitStatus() == 0:
-		if r.ctx.Err() != nil {
-			return "terminated"
-		}
-		return "ok"
-	case ws.Exited():
-		return fmt.Sprintf("exit %d", ws.ExitStatus())
-	case ws.Signaled() && ws.Signal() == syscall.SIGKILL:
-		// A SIGKILL the run did not send is the OOM killer's, when the
-		// cgroup's count says so.
-		if n, err := r.cg.OOMKills(); err == nil && n > r.oomBefore && r.ctx.Err() == nil {
-			r.oomBefore++
-			return "oom-killed"
-		}
-		return "killed"
-	default:
-		return "signal " + ws.Signal().String()
-	}
-}
-
-// terminate asks every live consumer to stop and gives them stopGrace.
-func (r *Master) terminate(allExited <-chan struct{}) {
-	r.mu.Lock()
-	for i, p := range r.procs {
-		if p != nil && r.rec.Consumers[i].Exit == "" {
-			_ = p.Signal(syscall.SIGTERM)
-			_ = p.Signal(syscall.SIGCONT) // one stopped from outside handles it too
-		}
-	}
-	r.mu.Unlock()
-	select {
-	case <-allExited:
-	case <-time.After(stopGrace):
-	}
-}
-
-// kill sends SIGKILL to every consumer not yet reaped.
-func (r *Master) kill() {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	for i, p := range r.procs {
-		if p != nil && r.rec.Consumers[i].Exit == "" {
-			_ = p.Kill()
-		}
-	}
 }
 
 // finish settles the run's final state.
@@ -891,24 +508,6 @@ func (r *Master) finish(destroyErr error) {
 	r.cfg.OnChange()
 }
 
-// makespan is the time from the first consumer's start to the last one's
-// end; 0 unless every consumer started and ended.
-func makespan(cs []run.ConsumerRecord) float64 {
-	var first, last time.Time
-	for _, c := range cs {
-		if c.ActualStart == nil || c.ActualEnd == nil {
-			return 0
-		}
-		if first.IsZero() || c.ActualStart.Before(first) {
-			first = *c.ActualStart
-		}
-		if c.ActualEnd.After(last) {
-			last = *c.ActualEnd
-		}
-	}
-	return last.Sub(first).Seconds()
-}
-
 func joinReason(a, b string) string {
 	if a == "" {
 		return b
@@ -916,69 +515,5 @@ func joinReason(a, b string) string {
 	return a + "; " + b
 }
 
-// logWriter turns a consumer's stderr into log lines, and keeps the last
-// one for the reason a run fails.
-type logWriter struct {
-	l    *slog.Logger
-	mu   sync.Mutex
-	last string
-}
-
 // maxReasonLine bounds what of a consumer's error goes into a record.
 const maxReasonLine = 256
-
-func (w *logWriter) Write(b []byte) (int, error) {
-	w.l.Warn("consumer: " + string(b))
-	if line := strings.TrimSpace(string(b)); line != "" {
-		if j := strings.LastIndexByte(line, '\n'); j >= 0 {
-			line = line[j+1:]
-		}
-		// It goes into the record's reason: one printable line.
-		line = run.Printable(line)
-		if len(line) > maxReasonLine {
-			line = strings.ToValidUTF8(line[:maxReasonLine], "") + "…"
-		}
-		w.mu.Lock()
-		w.last = line
-		w.mu.Unlock()
-	}
-	return len(b), nil
-}
-
-// Last is the last line written.
-func (w *logWriter) Last() string {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.last
-}
-
-// FillRows are the fill experiment's table: per chunk, the mean and
-// standard deviation of its fill time over the repeats, with the host's
-// free memory and swap when it was filled. Nil for other presets.
-func (r *Master) FillRows() []store.FillRow {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.chunks == nil {
-		return nil
-	}
-	rows := []store.FillRow{}
-	for i, reps := range r.chunks {
-		if len(reps) == 0 {
-			continue
-		}
-		var secs []float64
-		var free, swap float64
-		for _, c := range reps {
-			secs = append(secs, c.seconds)
-			free += float64(c.memFree)
-			swap += float64(c.swapFree)
-		}
-		mean, sd := stats.MeanSD(secs) // never empty here
-		n := float64(len(reps))
-		rows = append(rows, store.FillRow{
-			Chunk: i, AllocatedBytes: int64(i+1) * r.cfg.Spec.SizeBytes, Repeats: len(reps),
-			MeanSeconds: mean, SDSeconds: sd, MemoryFreeBytes: free / n, SwapFreeBytes: swap / n,
-		})
-	}
-	return rows
-}

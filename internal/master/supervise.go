@@ -1,0 +1,320 @@
+// Supervision: each consumer process started in its own sub-cgroup with the
+// consumer protocol's files, its messages read, its exit recorded, and the
+// teardown (SIGTERM, then SIGKILL).
+
+package master
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/exec"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/thrashscope/thrashscope/internal/cgroup"
+	"github.com/thrashscope/thrashscope/internal/consumer"
+	"github.com/thrashscope/thrashscope/internal/run"
+)
+
+// consumerGroups makes n sub-cgroups of cg, consumer-00 and on, and opens
+// each one's cgroup.procs for its consumer to join through.
+func consumerGroups(cg *cgroup.Cgroup, n int) ([]*os.File, []*cgroup.Cgroup, error) {
+	joins := make([]*os.File, 0, n)
+	var children []*cgroup.Cgroup
+	for i := range n {
+		ch, err := cg.Child(run.ConsumerName(i))
+		var f *os.File
+		if err == nil {
+			f, err = ch.OpenProcs()
+		}
+		if err != nil {
+			for _, f := range joins {
+				f.Close()
+			}
+			return nil, nil, err
+		}
+		joins = append(joins, f)
+		children = append(children, ch)
+	}
+	return joins, children, nil
+}
+
+// spawnAll starts each consumer spawnLead before its plan, until the plan
+// is done or the run is cancelled.
+func (r *Master) spawnAll(wg *sync.WaitGroup) {
+	for i := range r.procs {
+		if r.ctx.Err() != nil {
+			return // a select with both ready picks either: not a consumer more
+		}
+		at := r.rec.Consumers[i].PlannedStart.Add(-spawnLead)
+		t := time.NewTimer(time.Until(at))
+		select {
+		case <-r.ctx.Done():
+			t.Stop()
+			return
+		case <-t.C:
+		}
+		if err := r.spawn(i, wg); err != nil {
+			r.cfg.Logger.Error("starting a consumer failed; aborting the run", "run", r.cfg.ID, "consumer", i, "err", err)
+			r.cancel(fmt.Errorf("starting consumer %d: %w", i, err))
+			return
+		}
+		// Only a plan that left room for the lead can be missed: a fill run,
+		// or a zero lead-in, starts its first consumers at once.
+		planned := r.rec.Consumers[i].PlannedStart
+		if late := time.Since(planned); late > 0 && planned.Sub(r.start) >= spawnLead {
+			r.cfg.Logger.Warn("a consumer was ready after its planned start; fork and exec are slow on this host", "run", r.cfg.ID, "consumer", i, "late", late, "lead", spawnLead)
+		}
+	}
+}
+
+// spawn starts consumer i and lets it go: it joins the cgroup at its start.
+func (r *Master) spawn(i int, wg *sync.WaitGroup) error {
+	c := r.rec.Consumers[i] // fixed fields only; no lock needed
+	end := c.PlannedEnd
+	if r.cfg.Spec.Cycles > 0 {
+		end = r.start.Add(run.MaxRunDuration) // work, not t_f, ends it
+	}
+	cc := r.consumerConfig(i, c.PlannedStart, end)
+	if r.cfg.Spec.Preset == run.PresetFill {
+		cc.Mode, cc.Chunks, cc.Repeats = consumer.ModeFill, r.cfg.Spec.Consumers, r.cfg.Spec.Repeats
+	}
+	cmd, repR, ctl, stderr, err := r.startConsumer(cc)
+	if err != nil {
+		return err
+	}
+	r.mu.Lock()
+	r.procs[i] = cmd.Process
+	r.rec.Consumers[i].PID = cmd.Process.Pid
+	r.mu.Unlock()
+
+	// Its levers before anything can reap it: the pid is its own until
+	// the Wait below.
+	leverErr := r.attach(i, cmd.Process.Pid, ctl)
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		r.readMessages(i, repR)
+		repR.Close()
+		err := cmd.Wait()
+		r.detach(i)
+		ctl.Close()
+		r.exited(i, cmd.ProcessState, err, stderr.Last())
+	}()
+	return leverErr
+}
+
+// consumerConfig is consumer index's command line in this run: the run's
+// shape, joining its sub-cgroup at start, ending at end (or its cycles).
+func (r *Master) consumerConfig(index int, start, end time.Time) consumer.Config {
+	return consumer.Config{
+		Index:     index,
+		Size:      r.cfg.Spec.SizeBytes,
+		Writes:    r.cfg.Spec.WritesPerCycle,
+		Sleep:     r.cfg.Spec.Sleep.D(),
+		Start:     start,
+		End:       end,
+		Cycles:    r.cfg.Spec.Cycles,
+		Backing:   r.cfg.Spec.Backing,
+		FileDir:   r.cfg.FileDir,
+		Fill:      r.cfg.Spec.Fill,
+		ParentPID: os.Getpid(),
+		Mode:      consumer.ModeCycles,
+		Join:      true,
+		CycleLog:  r.board != nil,
+	}
+}
+
+// startConsumer starts a consumer process with cc and lets it go, with the
+// files of the consumer protocol: its message pipe, its sub-cgroup's
+// cgroup.procs to join through and, with a cycle log, the cycle board.
+func (r *Master) startConsumer(cc consumer.Config) (*exec.Cmd, *os.File, io.WriteCloser, *logWriter, error) {
+	repR, repW, err := os.Pipe()
+	if err != nil {
+		return nil, nil, nil, nil, err
+	}
+	cmd := exec.Command(r.cfg.Binary, cc.Args()...)
+	var board *os.File
+	if cc.CycleLog {
+		board = r.board.File
+	}
+	cmd.ExtraFiles = consumer.ExtraFiles(repW, r.joins[cc.Index], board)
+	stderr := &logWriter{l: r.cfg.Logger.With("run", r.cfg.ID, "consumer", cc.Index)}
+	cmd.Stdout, cmd.Stderr = nil, stderr
+	cmd.Env = consumer.Env(os.Environ())
+	// Its own process group: a Ctrl-C at the terminal reaches the master,
+	// which stops the run, and not each consumer behind its back.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL, Setpgid: true}
+	ctl, err := cmd.StdinPipe()
+	if err != nil {
+		repR.Close()
+		repW.Close()
+		return nil, nil, nil, nil, err
+	}
+	if err := cmd.Start(); err != nil {
+		repR.Close()
+		repW.Close()
+		return nil, nil, nil, nil, err
+	}
+	repW.Close()
+	if _, err := ctl.Write([]byte{consumer.ControlGo}); err != nil {
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+		repR.Close()
+		return nil, nil, nil, nil, fmt.Errorf("starting consumer %d: %w", cc.Index, err)
+	}
+	return cmd, repR, ctl, stderr, nil
+}
+
+// readMessages applies a consumer's messages until it closes the pipe.
+func (r *Master) readMessages(i int, pipe io.Reader) {
+	// Cycles come on the cycle board when the run has one; on the pipe,
+	// one read takes whatever messages are buffered.
+	rd := bufio.NewReaderSize(pipe, 64*consumer.MessageSize)
+	for {
+		rep, err := consumer.ReadMessage(rd)
+		if err != nil {
+			if !errors.Is(err, io.EOF) {
+				r.cfg.Logger.Warn("bad message from a consumer", "run", r.cfg.ID, "consumer", i, "err", err)
+			}
+			return
+		}
+		r.apply(i, rep)
+	}
+}
+
+// exited records how consumer i ended. lastErr is the last line it wrote
+// to stderr. A consumer that ended in a way the run did not cause, other
+// than by the OOM killer, fails the run at once: what is left of it is no
+// longer the experiment that was asked for.
+func (r *Master) exited(i int, ps *os.ProcessState, waitErr error, lastErr string) {
+	r.mu.Lock()
+	c := &r.rec.Consumers[i]
+	now := r.cfg.Now()
+	if c.ActualEnd == nil && c.ActualStart != nil {
+		c.ActualEnd = &now
+		if late := now.Sub(c.PlannedEnd); late > 0 && r.cfg.Spec.Preset != run.PresetFill {
+			c.LatenessSeconds = late.Seconds()
+		}
+	}
+	cycles := r.takeLocked(i, nil) // the last ones, of a consumer killed mid-cycle too
+	exit := r.exitString(ps, waitErr)
+	c.Exit = exit
+	pid := c.PID
+	r.mu.Unlock()
+	r.observe(i, cycles)
+	who := fmt.Sprintf("consumer %d (pid %d)", i, pid)
+	switch {
+	case exit == "ok" || exit == "terminated":
+	case exit == "oom-killed":
+		// A thrashing memcg can OOM with swap still free when reclaim runs
+		// out of retries; that is an outcome to record, not to hide.
+		r.cfg.Logger.Warn("the OOM killer killed a consumer; it is not respawned", "run", r.cfg.ID, "consumer", i)
+	case exit == "killed":
+		r.failNow(who + " was killed (SIGKILL) by a process outside the run, not by the run or the OOM killer")
+	case strings.HasPrefix(exit, "exit "):
+		reason := who + " failed (" + exit + ")"
+		if lastErr != "" {
+			reason += ": " + lastErr
+		}
+		r.failNow(reason)
+	default:
+		r.failNow(who + " ended by " + exit)
+	}
+	r.cfg.OnChange()
+}
+
+// exitString names how a consumer ended. Called with r.mu held.
+func (r *Master) exitString(ps *os.ProcessState, waitErr error) string {
+	if ps == nil {
+		return "unknown: " + waitErr.Error()
+	}
+	ws, ok := ps.Sys().(syscall.WaitStatus)
+	switch {
+	case !ok:
+		return ps.String()
+	case ws.Exited() && ws.ExitStatus() == 0:
+		if r.ctx.Err() != nil {
+			return "terminated"
+		}
+		return "ok"
+	case ws.Exited():
+		return fmt.Sprintf("exit %d", ws.ExitStatus())
+	case ws.Signaled() && ws.Signal() == syscall.SIGKILL:
+		// A SIGKILL the run did not send is the OOM killer's, when the
+		// cgroup's count says so.
+		if n, err := r.cg.OOMKills(); err == nil && n > r.oomBefore && r.ctx.Err() == nil {
+			r.oomBefore++
+			return "oom-killed"
+		}
+		return "killed"
+	default:
+		return "signal " + ws.Signal().String()
+	}
+}
+
+// terminate asks every live consumer to stop and gives them stopGrace.
+func (r *Master) terminate(allExited <-chan struct{}) {
+	r.mu.Lock()
+	for i, p := range r.procs {
+		if p != nil && r.rec.Consumers[i].Exit == "" {
+			_ = p.Signal(syscall.SIGTERM)
+			_ = p.Signal(syscall.SIGCONT) // one stopped from outside handles it too
+		}
+	}
+	r.mu.Unlock()
+	select {
+	case <-allExited:
+	case <-time.After(stopGrace):
+	}
+}
+
+// kill sends SIGKILL to every consumer not yet reaped.
+func (r *Master) kill() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for i, p := range r.procs {
+		if p != nil && r.rec.Consumers[i].Exit == "" {
+			_ = p.Kill()
+		}
+	}
+}
+
+// logWriter turns a consumer's stderr into log lines, and keeps the last
+// one for the reason a run fails.
+type logWriter struct {
+	l    *slog.Logger
+	mu   sync.Mutex
+	last string
+}
+
+func (w *logWriter) Write(b []byte) (int, error) {
+	w.l.Warn("consumer: " + string(b))
+	if line := strings.TrimSpace(string(b)); line != "" {
+		if j := strings.LastIndexByte(line, '\n'); j >= 0 {
+			line = line[j+1:]
+		}
+		// It goes into the record's reason: one printable line.
+		line = run.Printable(line)
+		if len(line) > maxReasonLine {
+			line = strings.ToValidUTF8(line[:maxReasonLine], "") + "…"
+		}
+		w.mu.Lock()
+		w.last = line
+		w.mu.Unlock()
+	}
+	return len(b), nil
+}
+
+// Last is the last line written.
+func (w *logWriter) Last() string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.last
+}
