@@ -6,13 +6,10 @@ package consumer
 
 import (
 	"context"
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
-	"math/bits"
 	"math/rand/v2"
-	"os"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -451,150 +448,12 @@ func sleepCtx(ctx context.Context, d time.Duration) bool {
 	}
 }
 
-// mapRegion maps size bytes outside the Go heap: private anonymous memory,
-// or a shared mapping of an unlinked file in dir, so that nothing is left on
-// disk even after kill -9. Transparent huge pages are off so that faults and
-// accessed bits are per 4 KiB page.
-func mapRegion(size int64, backing, dir string) ([]byte, error) {
-	var b []byte
-	var err error
-	if backing == run.BackingFile {
-		b, err = mapUnlinkedFile(size, dir)
-	} else {
-		b, err = unix.Mmap(-1, 0, int(size), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS)
-		if err != nil {
-			err = fmt.Errorf("mmap of %d anonymous bytes: %w", size, err)
-		}
-	}
-	if err != nil {
-		return nil, err
-	}
-	// EINVAL: a kernel without THP, where there is nothing to turn off.
-	if err := unix.Madvise(b, unix.MADV_NOHUGEPAGE); err != nil && !errors.Is(err, unix.EINVAL) {
-		unix.Munmap(b)
-		return nil, fmt.Errorf("madvise(MADV_NOHUGEPAGE): %w", err)
-	}
-	// The consumer process locks its runtime's pages (mlockall with
-	// MCL_FUTURE); the region must stay free to be swapped: it is the
-	// thrash. Without an mlockall this does nothing.
-	if err := unix.Munlock(b); err != nil {
-		unix.Munmap(b)
-		return nil, fmt.Errorf("munlock of the region: %w", err)
-	}
-	return b, nil
-}
-
-func mapUnlinkedFile(size int64, dir string) ([]byte, error) {
-	if dir == "" {
-		dir = os.TempDir()
-	}
-	f, err := openUnlinked(dir)
-	if err != nil {
-		return nil, fmt.Errorf("backing file in %s: %w", dir, err)
-	}
-	defer f.Close() // the mapping keeps the file
-	if err := f.Truncate(size); err != nil {
-		return nil, fmt.Errorf("backing file in %s: %w", dir, err)
-	}
-	// Reserve the blocks now: a full disk is an error here rather than a
-	// SIGBUS in the middle of the fill.
-	if err := unix.Fallocate(int(f.Fd()), 0, 0, size); err != nil && !errors.Is(err, unix.EOPNOTSUPP) {
-		return nil, fmt.Errorf("backing file in %s: reserving %d bytes: %w", dir, size, err)
-	}
-	b, err := unix.Mmap(int(f.Fd()), 0, int(size), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
-	if err != nil {
-		return nil, fmt.Errorf("mmap of a %d-byte backing file in %s: %w", size, dir, err)
-	}
-	return b, nil
-}
-
-// openUnlinked opens a file in dir that has no name: O_TMPFILE, or where
-// the file system lacks it a named file removed at once.
-func openUnlinked(dir string) (*os.File, error) {
-	fd, err := unix.Open(dir, unix.O_TMPFILE|unix.O_RDWR|unix.O_CLOEXEC, 0o600)
-	if err == nil {
-		return os.NewFile(uintptr(fd), dir+"/(unlinked)"), nil
-	}
-	return createUnlinked(dir)
-}
-
-func createUnlinked(dir string) (*os.File, error) {
-	f, err := os.CreateTemp(dir, "thrashscope-consumer-*")
-	if err != nil {
-		return nil, err
-	}
-	if err := os.Remove(f.Name()); err != nil {
-		f.Close()
-		return nil, err
-	}
-	return f, nil
-}
-
 // wyrand (Wang Yi): one add and one 64×64→128 multiply per number, good
 // enough for offsets and incompressible fill, and inlined in the loops.
 const (
 	wyAdd = 0xa0761d6478bd642f
 	wyXor = 0xe7037ed1a0b428db
 )
-
-// fillRandom writes incompressible bytes, 8 at a time; false when stop
-// abandoned it.
-func fillRandom(b []byte, seed uint64, stop *atomic.Bool) bool {
-	x := seed
-	for off := 0; off < len(b); off += stopCheckFill {
-		if stop != nil && stop.Load() {
-			return false
-		}
-		p := b[off:min(off+stopCheckFill, len(b))]
-		for len(p) >= 8 {
-			x += wyAdd
-			hi, lo := bits.Mul64(x, x^wyXor)
-			binary.LittleEndian.PutUint64(p, hi^lo)
-			p = p[8:]
-		}
-		for i := range p {
-			x += wyAdd
-			hi, lo := bits.Mul64(x, x^wyXor)
-			p[i] = byte(hi ^ lo)
-		}
-	}
-	return true
-}
-
-// fillZero writes a zero into each page, so each is faulted in and dirty.
-func fillZero(b []byte, stop *atomic.Bool) bool {
-	for off := 0; off < len(b); off += pageSize {
-		if off%stopCheckFill == 0 && stop != nil && stop.Load() {
-			return false
-		}
-		b[off] = 0
-	}
-	return true
-}
-
-// writeCycle does writes one-byte writes at random offsets in b and returns
-// how many it did: fewer only when stop was set.
-func writeCycle(b []byte, writes int, state *uint64, stop *atomic.Bool) int {
-	n := uint64(len(b))
-	x := *state
-	done := 0
-	for done < writes {
-		batch := min(writes-done, stopCheckWrites)
-		for range batch {
-			x += wyAdd
-			hi, lo := bits.Mul64(x, x^wyXor)
-			r := hi ^ lo
-			off, _ := bits.Mul64(r, n) // Lemire: r·n/2⁶⁴ is uniform in [0, n)
-			b[off] = byte(r)
-		}
-		done += batch
-		if stop.Load() {
-			break
-		}
-	}
-	*state = x
-	return done
-}
 
 // Env is env for a consumer process: the Go runtime's asynchronous
 // preemption is off (GODEBUG asyncpreemptoff=1). Its signal would reach any
