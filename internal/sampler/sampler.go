@@ -355,6 +355,14 @@ func (s *Sampler) candidates(snap readout.Snapshot, hostMajor uint64, pinned []i
 // track updates each candidate's decayed activity, picks the top-K plus the
 // pinned processes, and reads their procfs details.
 func (s *Sampler) track(cands []candidate, alive map[int]bool, pinned []int) []Process {
+	byPID := s.decayActivity(cands, alive)
+	return s.processes(s.rank(pinned), byPID)
+}
+
+// decayActivity folds each candidate's faults and stall since its last
+// read into its decayed rates, and forgets the processes that are gone. It
+// returns the candidates by pid.
+func (s *Sampler) decayActivity(cands []candidate, alive map[int]bool) map[int]candidate {
 	secs := s.cfg.Interval.Seconds()
 	seen := alive
 	if seen == nil {
@@ -394,7 +402,11 @@ func (s *Sampler) track(cands []candidate, alive map[int]bool, pinned []int) []P
 			delete(s.activity, pid) // exited: the probe dropped it
 		}
 	}
+	return byPID
+}
 
+// rank is the top-K active processes, busiest first, then the pinned ones.
+func (s *Sampler) rank(pinned []int) []int {
 	ranked := make([]int, 0, len(s.activity))
 	for pid, a := range s.activity {
 		if a.rate >= minActivity || a.stallRate >= minActivity/1000 {
@@ -413,7 +425,12 @@ func (s *Sampler) track(cands []candidate, alive map[int]bool, pinned []int) []P
 			ranked = append(ranked, pid)
 		}
 	}
+	return ranked
+}
 
+// processes reads each ranked process and puts its counters with it; one
+// that exited since is left out.
+func (s *Sampler) processes(ranked []int, byPID map[int]candidate) []Process {
 	out := make([]Process, 0, len(ranked))
 	for _, pid := range ranked {
 		p, err := s.cfg.ProcFS.Process(pid)
