@@ -107,24 +107,8 @@ func (e abortError) Error() string { return e.reason }
 // Start creates the run cgroup and starts the run in the background. The
 // record is pending until the cgroup exists, running from then on.
 func Start(cfg Config) (*Master, error) {
-	if cfg.Logger == nil {
-		cfg.Logger = slog.New(slog.DiscardHandler)
-	}
-	if cfg.Now == nil {
-		cfg.Now = time.Now
-	}
-	if cfg.OnCycle == nil {
-		cfg.OnCycle = func(int, time.Duration) {}
-	}
-	if cfg.OnChange == nil {
-		cfg.OnChange = func() {}
-	}
-	if cfg.ProcFS == (procfs.FS{}) {
-		fs, err := procfs.NewFS("/proc")
-		if err != nil {
-			return nil, err
-		}
-		cfg.ProcFS = fs
+	if err := cfg.fillDefaults(); err != nil {
+		return nil, err
 	}
 	if _, err := os.Stat(cfg.Binary); err != nil {
 		return nil, &run.UnsafeError{Msg: fmt.Sprintf("the consumer binary %q is missing: run make build, or install loadgen beside observer", cfg.Binary)}
@@ -172,16 +156,8 @@ func Start(cfg Config) (*Master, error) {
 	start := cfg.Now()
 	r := &Master{cfg: cfg, cg: cg, guard: guard, joins: joins, start: start, done: make(chan struct{}), oomBefore: oom, gov: gov}
 	r.ctx, r.cancel = context.WithCancelCause(context.Background())
-	r.rec = run.Record{ID: cfg.ID, Spec: cfg.Spec, State: run.StateRunning, StartedAt: start, Cgroup: cg.Path, Protection: gov.protection}
+	r.rec = plannedRecord(cfg, start, cg.Path, gov.protection)
 	r.procs = make([]*os.Process, n)
-	for i := range n {
-		s := cfg.Spec.Slot(i)
-		c := run.ConsumerRecord{Index: i, PlannedStart: start.Add(s.Start), PlannedEnd: start.Add(s.End)}
-		if cfg.Spec.Preset == run.PresetFill {
-			c.PlannedStart, c.PlannedEnd = start, start.Add(run.MaxRunDuration)
-		}
-		r.rec.Consumers = append(r.rec.Consumers, c)
-	}
 	if cfg.Spec.Preset == run.PresetFill {
 		r.chunks = make([][]chunkSample, cfg.Spec.Consumers)
 	} else if r.board, err = consumer.NewCycleBoard(n); err != nil {
@@ -190,6 +166,46 @@ func Start(cfg Config) (*Master, error) {
 	}
 	go r.drive()
 	return r, nil
+}
+
+// fillDefaults gives the optional fields of a Config their defaults.
+func (cfg *Config) fillDefaults() error {
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if cfg.OnCycle == nil {
+		cfg.OnCycle = func(int, time.Duration) {}
+	}
+	if cfg.OnChange == nil {
+		cfg.OnChange = func() {}
+	}
+	if cfg.ProcFS == (procfs.FS{}) {
+		fs, err := procfs.NewFS("/proc")
+		if err != nil {
+			return err
+		}
+		cfg.ProcFS = fs
+	}
+	return nil
+}
+
+// plannedRecord is a run's record as it starts: running, each consumer
+// with its planned start and end (the fill's consumers run from the start
+// until they are done).
+func plannedRecord(cfg Config, start time.Time, cgroupPath, protection string) run.Record {
+	rec := run.Record{ID: cfg.ID, Spec: cfg.Spec, State: run.StateRunning, StartedAt: start, Cgroup: cgroupPath, Protection: protection}
+	for i := range cfg.Spec.Processes() {
+		s := cfg.Spec.Slot(i)
+		c := run.ConsumerRecord{Index: i, PlannedStart: start.Add(s.Start), PlannedEnd: start.Add(s.End)}
+		if cfg.Spec.Preset == run.PresetFill {
+			c.PlannedStart, c.PlannedEnd = start, start.Add(run.MaxRunDuration)
+		}
+		rec.Consumers = append(rec.Consumers, c)
+	}
+	return rec
 }
 
 // Record returns a copy of the run record as it stands.

@@ -94,3 +94,39 @@ func TestProgressCheck(t *testing.T) {
 		})
 	}
 }
+
+// A run's record starts with each consumer planned on the schedule; the
+// fill's consumers are planned from the start until the run's longest.
+func TestPlannedRecord(t *testing.T) {
+	start := time.Unix(1_000_000, 0)
+	for _, tc := range []struct {
+		spec string
+		want func(i int, s run.Slot) (time.Time, time.Time)
+	}{
+		{`{"preset":"e4","scale":0.1}`, func(_ int, s run.Slot) (time.Time, time.Time) { return start.Add(s.Start), start.Add(s.End) }},
+		{`{"preset":"syn8","consumers":3}`, func(_ int, s run.Slot) (time.Time, time.Time) { return start.Add(s.Start), start.Add(s.End) }},
+		{`{"preset":"fill","memory_limit_bytes":1073741824}`, func(int, run.Slot) (time.Time, time.Time) { return start, start.Add(run.MaxRunDuration) }},
+	} {
+		spec, err := run.DecodeSpec([]byte(tc.spec))
+		if err != nil {
+			t.Fatal(err)
+		}
+		res, err := run.Resolve(spec)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rec := plannedRecord(Config{ID: "x", Spec: res}, start, "/cg", ProtectMlock)
+		if rec.State != run.StateRunning || !rec.StartedAt.Equal(start) || rec.Cgroup != "/cg" || rec.Protection != ProtectMlock {
+			t.Errorf("%s: record %+v", tc.spec, rec)
+		}
+		if len(rec.Consumers) != res.Processes() {
+			t.Fatalf("%s: %d consumers planned, want %d", tc.spec, len(rec.Consumers), res.Processes())
+		}
+		for i, c := range rec.Consumers {
+			from, to := tc.want(i, res.Slot(i))
+			if c.Index != i || !c.PlannedStart.Equal(from) || !c.PlannedEnd.Equal(to) {
+				t.Errorf("%s: consumer %d planned %v-%v, want %v-%v", tc.spec, i, c.PlannedStart, c.PlannedEnd, from, to)
+			}
+		}
+	}
+}
