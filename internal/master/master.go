@@ -411,53 +411,7 @@ func (r *Master) alone() {
 	r.mu.Unlock()
 	r.cfg.OnChange()
 
-	msgs := make(chan consumer.Message)
-	go func() {
-		defer close(msgs)
-		defer repR.Close()
-		rd := bufio.NewReader(repR)
-		for {
-			m, err := consumer.ReadMessage(rd)
-			if err != nil {
-				return
-			}
-			msgs <- m
-		}
-	}()
-	cancelled := r.ctx.Done()
-	var killAfter <-chan time.Time
-	for msgs != nil {
-		var m consumer.Message
-		var ok bool
-		select {
-		case m, ok = <-msgs:
-			if !ok {
-				msgs = nil
-				continue
-			}
-		case <-cancelled:
-			_ = cmd.Process.Signal(syscall.SIGTERM) // it sends Done and exits
-			_ = cmd.Process.Signal(syscall.SIGCONT)
-			cancelled, killAfter = nil, time.After(stopGrace)
-			continue
-		case <-killAfter:
-			_ = cmd.Process.Kill() // parked, or stuck: the run is over
-			killAfter = nil
-			continue
-		}
-		r.mu.Lock()
-		switch m.Kind {
-		case consumer.KindStarted:
-			a.ActualStart = time.Unix(0, m.A)
-		case consumer.KindDone:
-			end := time.Unix(0, m.A)
-			a.ActualEnd, a.Cycles = &end, uint64(m.B)
-			if !m.Terminated() {
-				a.RunSeconds = end.Sub(a.ActualStart).Seconds()
-			}
-		}
-		r.mu.Unlock()
-	}
+	r.followAlone(cmd.Process, repR, a)
 	err = cmd.Wait()
 	r.mu.Lock()
 	a.Exit = r.exitString(cmd.ProcessState, err)
@@ -479,6 +433,54 @@ func (r *Master) alone() {
 			reason += ": " + last
 		}
 		r.failNow(reason)
+	}
+}
+
+// followAlone records the messages of the consumer that runs alone until
+// its pipe closes; a run cancelled meanwhile stops it, with SIGTERM, then
+// SIGKILL after stopGrace.
+func (r *Master) followAlone(proc *os.Process, repR *os.File, a *run.AloneRecord) {
+	msgs := make(chan consumer.Message)
+	go func() {
+		defer close(msgs)
+		defer repR.Close()
+		rd := bufio.NewReader(repR)
+		for {
+			m, err := consumer.ReadMessage(rd)
+			if err != nil {
+				return
+			}
+			msgs <- m
+		}
+	}()
+	cancelled := r.ctx.Done()
+	var killAfter <-chan time.Time
+	for {
+		select {
+		case m, ok := <-msgs:
+			if !ok {
+				return
+			}
+			r.mu.Lock()
+			switch m.Kind {
+			case consumer.KindStarted:
+				a.ActualStart = time.Unix(0, m.A)
+			case consumer.KindDone:
+				end := time.Unix(0, m.A)
+				a.ActualEnd, a.Cycles = &end, uint64(m.B)
+				if !m.Terminated() {
+					a.RunSeconds = end.Sub(a.ActualStart).Seconds()
+				}
+			}
+			r.mu.Unlock()
+		case <-cancelled:
+			_ = proc.Signal(syscall.SIGTERM) // it sends Done and exits
+			_ = proc.Signal(syscall.SIGCONT)
+			cancelled, killAfter = nil, time.After(stopGrace)
+		case <-killAfter:
+			_ = proc.Kill() // parked, or stuck: the run is over
+			killAfter = nil
+		}
 	}
 }
 
