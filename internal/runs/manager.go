@@ -121,10 +121,24 @@ func New(cfg Config) (*Manager, error) {
 // run cgroups.
 func (m *Manager) recover() error {
 	var errs []error
-	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
-	defer cancel()
-	// A summary a record, the whole record only of those left active: a
-	// data dir of large records is not all held at once.
+	for _, id := range m.leftActive() {
+		if err := m.markAborted(id); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if len(m.recovered) > 0 {
+		go m.retry("saving the records of runs a previous observer left", m.saveRecovered)
+	}
+	if m.cfg.ParentErr == nil {
+		errs = append(errs, m.sweep())
+	}
+	return errors.Join(errs...)
+}
+
+// leftActive lists the runs whose records say they are still active: a
+// summary a record, so a data dir of large records is not all held at
+// once.
+func (m *Manager) leftActive() []string {
 	var active []string
 	for after := ""; ; {
 		page, next, err := m.cfg.Store.Summaries(context.Background(), after, store.MaxPageSize)
@@ -137,79 +151,81 @@ func (m *Manager) recover() error {
 			}
 		}
 		if after = next; next == "" {
-			break
+			return active
 		}
 	}
-	for _, id := range active {
-		rec, err := m.cfg.Store.LoadRecord(id)
-		if err != nil {
-			m.cfg.Logger.Warn("reading a run record left active", "run", id, "err", err)
-			continue
-		}
-		// A record is data, not an order: only a cgroup directly under
-		// this observer's --cgroup.parent, with a run's name, and held by
-		// no live process is destroyed, whatever path the record names.
-		switch {
-		case rec.Cgroup == "":
-		case m.cfg.ParentErr != nil || filepath.Dir(filepath.Clean(rec.Cgroup)) != filepath.Clean(m.cfg.Parent.Path) ||
-			!strings.HasPrefix(filepath.Base(rec.Cgroup), cgroup.Prefix+"run-"):
-			m.cfg.Logger.Warn("a run record names a cgroup outside --cgroup.parent; left alone", "run", rec.ID, "cgroup", strictjson.Clip(rec.Cgroup), "parent", m.cfg.Parent.Path)
-		default:
-			// The sweep below removes it unless a live process holds it.
-		}
-		now := time.Now()
-		rec.State, rec.EndedAt = run.StateAborted, &now
-		rec.Reason = "the observer stopped mid-run (crash or kill); its consumers and cgroup were removed when it restarted"
-		for i := range rec.Consumers {
-			if rec.Consumers[i].PID != 0 && rec.Consumers[i].Exit == "" {
-				rec.Consumers[i].Exit = "killed"
-			}
-		}
-		if err := m.cfg.Store.SaveRecord(rec); err != nil {
-			errs = append(errs, err)
-			m.recovered[rec.ID] = rec
-		}
-		m.cfg.Logger.Warn("marked a run left by a previous observer aborted", "run", rec.ID, "cgroup", rec.Cgroup)
+}
+
+// markAborted marks a run a previous observer left aborted and saves it;
+// a record that cannot be saved now is kept in m.recovered, and the error
+// returned.
+func (m *Manager) markAborted(id string) error {
+	rec, err := m.cfg.Store.LoadRecord(id)
+	if err != nil {
+		m.cfg.Logger.Warn("reading a run record left active", "run", id, "err", err)
+		return nil
 	}
-	if len(m.recovered) > 0 {
-		go m.retry("saving the records of runs a previous observer left", func() bool {
+	// A record is data, not an order: only a cgroup directly under this
+	// observer's --cgroup.parent, with a run's name, and held by no live
+	// process is destroyed (by the sweep), whatever path the record names.
+	if rec.Cgroup != "" && (m.cfg.ParentErr != nil || filepath.Dir(filepath.Clean(rec.Cgroup)) != filepath.Clean(m.cfg.Parent.Path) ||
+		!strings.HasPrefix(filepath.Base(rec.Cgroup), cgroup.Prefix+"run-")) {
+		m.cfg.Logger.Warn("a run record names a cgroup outside --cgroup.parent; left alone", "run", rec.ID, "cgroup", strictjson.Clip(rec.Cgroup), "parent", m.cfg.Parent.Path)
+	}
+	now := time.Now()
+	rec.State, rec.EndedAt = run.StateAborted, &now
+	rec.Reason = "the observer stopped mid-run (crash or kill); its consumers and cgroup were removed when it restarted"
+	for i := range rec.Consumers {
+		if rec.Consumers[i].PID != 0 && rec.Consumers[i].Exit == "" {
+			rec.Consumers[i].Exit = "killed"
+		}
+	}
+	err = m.cfg.Store.SaveRecord(rec)
+	if err != nil {
+		m.recovered[rec.ID] = rec
+	}
+	m.cfg.Logger.Warn("marked a run left by a previous observer aborted", "run", rec.ID, "cgroup", rec.Cgroup)
+	return err
+}
+
+// saveRecovered tries to save each recovered record not saved yet, and
+// reports whether none is left.
+func (m *Manager) saveRecovered() bool {
+	m.mu.Lock()
+	recs := maps.Clone(m.recovered)
+	m.mu.Unlock()
+	for id, rec := range recs {
+		if m.cfg.Store.SaveRecord(rec) == nil {
 			m.mu.Lock()
-			recs := maps.Clone(m.recovered)
+			delete(m.recovered, id)
 			m.mu.Unlock()
-			for id, rec := range recs {
-				if m.cfg.Store.SaveRecord(rec) == nil {
-					m.mu.Lock()
-					delete(m.recovered, id)
-					m.mu.Unlock()
-				}
-			}
-			m.mu.Lock()
-			defer m.mu.Unlock()
-			return len(m.recovered) == 0
-		})
+		}
 	}
-	if m.cfg.ParentErr == nil {
-		swept, err := m.cfg.Parent.Sweep(ctx, "run-")
-		for _, p := range swept {
-			m.cfg.Logger.Warn("removed a stale run cgroup", "cgroup", p)
-		}
-		if err != nil {
-			errs = append(errs, err)
-		}
-		// Where memory is on cgroup v1, a run under a policy that freezes
-		// had a group in the unified hierarchy too. Its consumers died
-		// with their master (a frozen task dies of SIGKILL); the group is
-		// left, empty.
-		if !m.cfg.Parent.V2 {
-			if unified, err := cgroup.OwnUnified("/proc"); err == nil {
-				swept, err := unified.Sweep(ctx, "run-")
-				for _, p := range swept {
-					m.cfg.Logger.Warn("removed a stale run freeze group", "cgroup", p)
-				}
-				if err != nil {
-					errs = append(errs, err)
-				}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return len(m.recovered) == 0
+}
+
+// sweep removes the run cgroups dead observers left under --cgroup.parent.
+// Where memory is on cgroup v1, a run under a policy that freezes had a
+// group in the unified hierarchy too: its consumers died with their master
+// (a frozen task dies of SIGKILL), and the group is left, empty.
+func (m *Manager) sweep() error {
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+	defer cancel()
+	var errs []error
+	swept, err := m.cfg.Parent.Sweep(ctx, "run-")
+	for _, p := range swept {
+		m.cfg.Logger.Warn("removed a stale run cgroup", "cgroup", p)
+	}
+	errs = append(errs, err)
+	if !m.cfg.Parent.V2 {
+		if unified, err := cgroup.OwnUnified("/proc"); err == nil {
+			swept, err := unified.Sweep(ctx, "run-")
+			for _, p := range swept {
+				m.cfg.Logger.Warn("removed a stale run freeze group", "cgroup", p)
 			}
+			errs = append(errs, err)
 		}
 	}
 	return errors.Join(errs...)
