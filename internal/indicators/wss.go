@@ -285,119 +285,17 @@ func (w *WorkingSet) ScanOnce(pids []int) error {
 		return w.noData
 	}
 	began := time.Now()
-	budget := int64(float64(w.cfg.PageBudget) * w.cfg.Interval.Seconds())
-	var spent int64
-	var round WorkingSetStats
-	var errs []error
+	r := scanRound{budget: int64(float64(w.cfg.PageBudget) * w.cfg.Interval.Seconds())}
 	tracked := make(map[int]bool, len(pids))
-	n := w.cfg.Every
 	w.round++
 	for _, pid := range pids {
 		if tracked[pid] {
 			continue
 		}
 		tracked[pid] = true
-		st := w.state[pid]
-		// A window opens in the round before the pid's turn (phase n−1)
-		// and closes in its turn (phase 0); with n 1 both are every
-		// round. A window that could not close in its turn (no budget)
-		// closes at the next clear.
-		phase := (w.round + pid) % n
-		open := st != nil && !st.cleared.IsZero()
-		due := phase == 0
-		clear := phase == n-1
-		if due && st != nil {
-			st.last = nil // its turn: a new estimate, or none
+		if !w.scanOne(pid, &r) {
+			break
 		}
-		if !clear && !(due && open) {
-			continue
-		}
-		proc, err := w.fs.ProcessStat(pid)
-		if err != nil {
-			delete(w.state, pid)
-			if !errors.Is(err, procfs.ErrProcessGone) {
-				errs = append(errs, fmt.Errorf("working set: %w", err))
-			}
-			continue
-		}
-		if st != nil && st.startTicks != proc.StartTicks {
-			st, open = nil, false // a new process under an old pid
-			delete(w.state, pid)
-			if !clear {
-				continue
-			}
-		}
-		// The walks visit every present or swapped-out PTE, so resident
-		// plus swapped pages is their cost; the virtual size would count
-		// reservations with no page tables (a Go heap's, say), which the
-		// walk skips for free.
-		var swap uint64
-		if st != nil {
-			swap = st.swapBytes
-		}
-		pages := int64((proc.ResidentBytes + swap) / w.pageSize)
-		if spent+pages > budget {
-			// First fit in the order given: a busier process never loses
-			// the budget to a quieter one, and one too big for what is
-			// left does not stop smaller ones after it. A process skipped
-			// keeps its state: next time its window is just longer (and
-			// Irregular).
-			if st == nil {
-				delete(w.state, pid)
-			}
-			round.ProcessesSkipped++
-			continue
-		}
-		spent += pages
-
-		var est *WorkingSetEstimate
-		if st == nil {
-			// First sight: nothing was cleared τ ago, so a read now would
-			// count every page touched since the process began.
-			st = &wssState{startTicks: proc.StartTicks}
-		} else if open {
-			e, walked, err := w.read(pid, st)
-			if err != nil {
-				delete(w.state, pid)
-				errs = append(errs, w.failure(pid, err))
-				if w.noData != nil {
-					break
-				}
-				continue
-			}
-			est, pages = &e, walked
-			if proc.MajorFaults >= st.majFlt {
-				est.Refaulted = (proc.MajorFaults - st.majFlt) * w.pageSize
-			}
-		}
-		// One stall reading closes this window and opens the next: the
-		// read and the clear around it take a few milliseconds.
-		var stall time.Duration
-		var hasStall bool
-		if w.cfg.Stall != nil {
-			stall, hasStall = w.cfg.Stall(pid)
-		}
-		if est != nil {
-			est.demand(st, stall, hasStall)
-			st.last, st.cleared = est, time.Time{}
-		}
-		if clear {
-			st.stall, st.stallKnown, st.majFlt = stall, w.cfg.Stall != nil, proc.MajorFaults
-			t0 := time.Now()
-			err = w.fs.ClearRefs(pid)
-			st.cleared = midpoint(t0, time.Now())
-			if err != nil {
-				delete(w.state, pid)
-				errs = append(errs, w.failure(pid, err))
-				if w.noData != nil {
-					break
-				}
-				continue
-			}
-		}
-		w.state[pid] = st
-		round.ProcessesScanned++
-		round.PagesScanned += uint64(pages)
 	}
 	out := make(map[int]WorkingSetEstimate, len(w.state))
 	for pid, st := range w.state {
@@ -412,14 +310,148 @@ func (w *WorkingSet) ScanOnce(pids []int) error {
 	w.mu.Lock()
 	w.estimates = out
 	w.stats.ScanSeconds += time.Since(began).Seconds()
-	w.stats.PagesScanned += round.PagesScanned
-	w.stats.ProcessesScanned += round.ProcessesScanned
-	w.stats.ProcessesSkipped += round.ProcessesSkipped
+	w.stats.PagesScanned += r.stats.PagesScanned
+	w.stats.ProcessesScanned += r.stats.ProcessesScanned
+	w.stats.ProcessesSkipped += r.stats.ProcessesSkipped
 	w.mu.Unlock()
 	if w.noData != nil {
 		return w.noData
 	}
-	return errors.Join(errs...)
+	return errors.Join(r.errs...)
+}
+
+// scanRound is one ScanOnce's budget of pages, what it spent, its counts
+// and its errors.
+type scanRound struct {
+	budget, spent int64
+	stats         WorkingSetStats
+	errs          []error
+}
+
+// clearWindow opens a process's next window: it clears the accessed bits
+// (clear_refs) and keeps the stall and major faults it opens at.
+func (w *WorkingSet) clearWindow(pid int, st *wssState, stall time.Duration, majFlt uint64) error {
+	st.stall, st.stallKnown, st.majFlt = stall, w.cfg.Stall != nil, majFlt
+	t0 := time.Now()
+	err := w.fs.ClearRefs(pid)
+	st.cleared = midpoint(t0, time.Now())
+	return err
+}
+
+// walkPages is what a walk of the process's page tables costs: it visits
+// every present or swapped-out PTE, so resident plus swapped pages; the
+// virtual size would count reservations with no page tables (a Go heap's,
+// say), which the walk skips for free.
+func (w *WorkingSet) walkPages(proc procfs.Process, st *wssState) int64 {
+	var swap uint64
+	if st != nil {
+		swap = st.swapBytes
+	}
+	return int64((proc.ResidentBytes + swap) / w.pageSize)
+}
+
+// take spends pages of the round's budget if they fit, first fit in the
+// order given: a busier process never loses the budget to a quieter one,
+// and one too big for what is left does not stop smaller ones after it. A
+// process that does not fit is counted skipped.
+func (r *scanRound) take(pages int64) (int64, bool) {
+	if r.spent+pages > r.budget {
+		r.stats.ProcessesSkipped++
+		return pages, false
+	}
+	r.spent += pages
+	return pages, true
+}
+
+// scanOne does a process's part of a round: closes its window (reads the
+// referenced pages) in its turn, opens the next (clears them) in the round
+// before, within the round's page budget. It returns false when the scan
+// must stop: the kernel gives no data.
+func (w *WorkingSet) scanOne(pid int, r *scanRound) bool {
+	st := w.state[pid]
+	// A window opens in the round before the pid's turn (phase n−1)
+	// and closes in its turn (phase 0); with n 1 both are every
+	// round. A window that could not close in its turn (no budget)
+	// closes at the next clear.
+	n := w.cfg.Every
+	phase := (w.round + pid) % n
+	open := st != nil && !st.cleared.IsZero()
+	due := phase == 0
+	clear := phase == n-1
+	if due && st != nil {
+		st.last = nil // its turn: a new estimate, or none
+	}
+	if !clear && !(due && open) {
+		return true
+	}
+	proc, err := w.fs.ProcessStat(pid)
+	if err != nil {
+		delete(w.state, pid)
+		if !errors.Is(err, procfs.ErrProcessGone) {
+			r.errs = append(r.errs, fmt.Errorf("working set: %w", err))
+		}
+		return true
+	}
+	if st != nil && st.startTicks != proc.StartTicks {
+		st, open = nil, false // a new process under an old pid
+		delete(w.state, pid)
+		if !clear {
+			return true
+		}
+	}
+	pages, ok := r.take(w.walkPages(proc, st))
+	if !ok {
+		// A process skipped keeps its state: next time its window is
+		// just longer (and Irregular).
+		if st == nil {
+			delete(w.state, pid)
+		}
+		return true
+	}
+
+	var est *WorkingSetEstimate
+	if st == nil {
+		// First sight: nothing was cleared τ ago, so a read now would
+		// count every page touched since the process began.
+		st = &wssState{startTicks: proc.StartTicks}
+	} else if open {
+		e, walked, err := w.read(pid, st)
+		if err != nil {
+			return w.drop(pid, r, err)
+		}
+		est, pages = &e, walked
+		if proc.MajorFaults >= st.majFlt {
+			est.Refaulted = (proc.MajorFaults - st.majFlt) * w.pageSize
+		}
+	}
+	// One stall reading closes this window and opens the next: the
+	// read and the clear around it take a few milliseconds.
+	var stall time.Duration
+	var hasStall bool
+	if w.cfg.Stall != nil {
+		stall, hasStall = w.cfg.Stall(pid)
+	}
+	if est != nil {
+		est.demand(st, stall, hasStall)
+		st.last, st.cleared = est, time.Time{}
+	}
+	if clear {
+		if err := w.clearWindow(pid, st, stall, proc.MajorFaults); err != nil {
+			return w.drop(pid, r, err)
+		}
+	}
+	w.state[pid] = st
+	r.stats.ProcessesScanned++
+	r.stats.PagesScanned += uint64(pages)
+	return true
+}
+
+// drop forgets a process whose read or clear failed, and records why; it
+// returns false when the scan must stop (the kernel gives no data).
+func (w *WorkingSet) drop(pid int, r *scanRound, err error) bool {
+	delete(w.state, pid)
+	r.errs = append(r.errs, w.failure(pid, err))
+	return w.noData == nil
 }
 
 // failure sorts a read or clear error: nil for a process that vanished, the
