@@ -145,6 +145,40 @@ func RenderFigure(w io.Writer, f Format, width, height vg.Length, title string, 
 // draw draws the chart on c: the plot, then its legend on a white box so
 // curves passing under it do not hide it.
 func (ch Chart) draw(c draw.Canvas) error {
+	p := ch.newPlot()
+	legend := newLegend()
+	drawn, err := ch.addSeries(p, &legend)
+	if err != nil {
+		return err
+	}
+	if ch.RefLine != nil {
+		v := *ch.RefLine
+		ref := plotter.NewFunction(func(float64) float64 { return v })
+		ref.LineStyle = draw.LineStyle{Color: color.Gray{Y: 0x60}, Width: vg.Points(1), Dashes: []vg.Length{vg.Points(5), vg.Points(3)}}
+		p.Add(ref)
+		p.Y.Min, p.Y.Max = min(p.Y.Min, v), max(p.Y.Max, v)
+	}
+	ch.setRanges(p, drawn)
+	if drawn > 0 && ch.YMax == nil {
+		// Headroom above the data for the legend in the top corner, so
+		// no curve runs under it.
+		r := legend.Rectangle(c)
+		need := r.Max.Y - r.Min.Y + legend.TextStyle.FontExtents().Descent + vg.Points(10)
+		dc := p.DataCanvas(c)
+		if h := dc.Max.Y - dc.Min.Y; h > 0 && need < h/2 {
+			p.Y.Max = p.Y.Min + (p.Y.Max-p.Y.Min)/(1-float64(need/h))
+		}
+	}
+
+	p.Draw(c)
+	if drawn > 0 {
+		drawLegend(p.DataCanvas(c), legend)
+	}
+	return nil
+}
+
+// newPlot is the chart's plot with its title, labels, ticks and grid.
+func (ch Chart) newPlot() *plot.Plot {
 	p := plot.New()
 	p.Title.Text = ch.Title
 	p.Title.TextStyle.Font.Size = titleSize
@@ -156,21 +190,31 @@ func (ch Chart) draw(c draw.Canvas) error {
 		a.Tick.Marker = siTicks{}
 	}
 	p.Add(plotter.NewGrid())
+	return p
+}
 
+// newLegend is a legend for the top-right corner.
+func newLegend() plot.Legend {
 	legend := plot.NewLegend()
 	legend.TextStyle.Font = font.From(plot.DefaultFont, legendSize)
 	legend.Top = true
 	legend.ThumbnailWidth = vg.Points(16)
 	legend.Padding = vg.Points(1)
 	legend.XOffs, legend.YOffs = -vg.Points(4), -vg.Points(4)
+	return legend
+}
 
+// addSeries adds each series with points as a line (smoothed when the
+// chart is, error bars when it has them) and its legend entry; it returns
+// how many it drew.
+func (ch Chart) addSeries(p *plot.Plot, legend *plot.Legend) (int, error) {
 	drawn := 0
 	for i, s := range ch.Series {
 		if len(s.X) != len(s.Y) {
-			return fmt.Errorf("figures: series %q has %d x and %d y values", s.Name, len(s.X), len(s.Y))
+			return 0, fmt.Errorf("figures: series %q has %d x and %d y values", s.Name, len(s.X), len(s.Y))
 		}
 		if s.YErr != nil && len(s.YErr) != len(s.Y) {
-			return fmt.Errorf("figures: series %q has %d y values and %d errors", s.Name, len(s.Y), len(s.YErr))
+			return 0, fmt.Errorf("figures: series %q has %d y values and %d errors", s.Name, len(s.Y), len(s.YErr))
 		}
 		xs, ys := s.X, s.Y
 		if ch.Smooth && s.YErr == nil {
@@ -188,19 +232,17 @@ func (ch Chart) draw(c draw.Canvas) error {
 		drawn++
 		if s.YErr != nil {
 			if err := addErrorBars(p, s, col); err != nil {
-				return err
+				return 0, err
 			}
 		}
 	}
-	if ch.RefLine != nil {
-		v := *ch.RefLine
-		ref := plotter.NewFunction(func(float64) float64 { return v })
-		ref.LineStyle = draw.LineStyle{Color: color.Gray{Y: 0x60}, Width: vg.Points(1), Dashes: []vg.Length{vg.Points(5), vg.Points(3)}}
-		p.Add(ref)
-		p.Y.Min, p.Y.Max = min(p.Y.Min, v), max(p.Y.Max, v)
-	}
+	return drawn, nil
+}
+
+// setRanges applies the chart's own bounds and keeps both axes non-empty;
+// an empty chart still gets axes, so a page never shows a hole.
+func (ch Chart) setRanges(p *plot.Plot, drawn int) {
 	if drawn == 0 {
-		// An empty chart still gets axes, so a page never shows a hole.
 		p.X.Min, p.X.Max = 0, 1
 		p.Y.Min, p.Y.Max = 0, 1
 	}
@@ -216,35 +258,23 @@ func (ch Chart) draw(c draw.Canvas) error {
 	if p.X.Max <= p.X.Min {
 		p.X.Min, p.X.Max = p.X.Min-0.5, p.X.Min+0.5
 	}
-	if drawn > 0 && ch.YMax == nil {
-		// Headroom above the data for the legend in the top corner, so
-		// no curve runs under it.
-		r := legend.Rectangle(c)
-		need := r.Max.Y - r.Min.Y + legend.TextStyle.FontExtents().Descent + vg.Points(10)
-		dc := p.DataCanvas(c)
-		if h := dc.Max.Y - dc.Min.Y; h > 0 && need < h/2 {
-			p.Y.Max = p.Y.Min + (p.Y.Max-p.Y.Min)/(1-float64(need/h))
-		}
-	}
+}
 
-	p.Draw(c)
-	if drawn > 0 {
-		dc := p.DataCanvas(c)
-		// Legend.Rectangle ignores the offsets (and mirrors Left), so
-		// the box behind the top-right legend is placed here.
-		r := legend.Rectangle(dc)
-		pad := vg.Points(3)
-		descent := legend.TextStyle.FontExtents().Descent
-		var box vg.Rectangle
-		box.Max.X = dc.Max.X + legend.XOffs + pad
-		box.Min.X = box.Max.X - (r.Max.X - r.Min.X) - 2*pad
-		box.Max.Y = dc.Max.Y + legend.YOffs + pad
-		box.Min.Y = box.Max.Y - (r.Max.Y - r.Min.Y) - descent - 2*pad
-		dc.SetColor(color.NRGBA{R: 0xff, G: 0xff, B: 0xff, A: 0xd8})
-		dc.Fill(box.Path())
-		legend.Draw(dc)
-	}
-	return nil
+// drawLegend draws the legend in the data area's top-right corner on a
+// translucent box. Legend.Rectangle ignores the offsets (and mirrors
+// Left), so the box is placed here.
+func drawLegend(dc draw.Canvas, legend plot.Legend) {
+	r := legend.Rectangle(dc)
+	pad := vg.Points(3)
+	descent := legend.TextStyle.FontExtents().Descent
+	var box vg.Rectangle
+	box.Max.X = dc.Max.X + legend.XOffs + pad
+	box.Min.X = box.Max.X - (r.Max.X - r.Min.X) - 2*pad
+	box.Max.Y = dc.Max.Y + legend.YOffs + pad
+	box.Min.Y = box.Max.Y - (r.Max.Y - r.Min.Y) - descent - 2*pad
+	dc.SetColor(color.NRGBA{R: 0xff, G: 0xff, B: 0xff, A: 0xd8})
+	dc.Fill(box.Path())
+	legend.Draw(dc)
 }
 
 // points keeps the finite (x, y) pairs; gonum refuses NaN and Inf.
