@@ -28,31 +28,7 @@ const defaultDataDir = "/var/lib/thrashscope"
 
 func main() {
 	app := kingpin.New("observer", "thrashscope: a live memory-thrashing observatory for this host.")
-	// The daemon is the default command, so the flat `observer --flag ...`
-	// form keeps working; `observer serve --help` lists its flags.
-	serve := app.Command("serve", "Run the daemon (the default command).").Default()
-	var cfg observer.Config
-	serve.Flag("web.listen-address", "Address to serve metrics and the API on. Repeatable. Beyond loopback it needs --web.api-token-file.").Default("127.0.0.1:9752").StringsVar(&cfg.ListenAddresses)
-	serve.Flag("web.config.file", "exporter-toolkit web config file (TLS, basic auth).").Default("").StringVar(&cfg.WebConfigFile)
-	serve.Flag("web.api-token-file", "File holding the bearer token that mutating API requests must carry.").Default("").StringVar(&cfg.APITokenFile)
-	serve.Flag("path.procfs", "procfs mount point.").Default("/proc").StringVar(&cfg.ProcfsPath)
-	serve.Flag("path.sysfs", "sysfs mount point.").Default("/sys").StringVar(&cfg.SysfsPath)
-	serve.Flag("probes", "auto: BPF when it loads, else procfs alone; bpf: BPF or fail; procfs: no BPF.").Default(observer.ProbesAuto).EnumVar(&cfg.Probes, observer.ProbesAuto, observer.ProbesBPF, observer.ProbesProcfs)
-	serve.Flag("sample.interval", "How often to read the kernel.").Default("1s").DurationVar(&cfg.SampleInterval)
-	serve.Flag("process.top-k", "How many of the busiest processes get per-process series.").Default("20").IntVar(&cfg.TopK)
-	serve.Flag("data.dir", "Directory for run records and samples.").Default(defaultDataDir).StringVar(&cfg.DataDir)
-	serve.Flag("cgroup.parent", "cgroup to create run cgroups under (default: the observer's own).").Default("").StringVar(&cfg.CgroupParent)
-	serve.Flag("wss.interval", "τ of the working-set estimate (accessed bits cleared, then read τ later) for the tracked processes; 0 turns it off.").Default("1s").DurationVar(&cfg.WSSInterval)
-	serve.Flag("wss.period", "how often each tracked process's working set is measured: a window of --wss.interval opens every period, and the page tables are left alone in between (the scan costs interval/period of running back to back); 0 is every interval.").Default("10s").DurationVar(&cfg.WSSPeriod)
-	serve.Flag("detector.pf-high", "Major faults/s that put a process in the high-fault set (TPF's PF_High).").Default("10").Float64Var(&cfg.Detector.PFHigh)
-	serve.Flag("detector.pf-low", "Major faults/s below which it leaves the set (TPF's PF_Low).").Default("1").Float64Var(&cfg.Detector.PFLow)
-	serve.Flag("detector.fault-kind", "Which major faults count: anon (swap-ins: kinds anon and shmem, as TPF) or all.").Default(indicators.CountAnon).EnumVar(&cfg.FaultKind, indicators.CountAnon, indicators.CountAll)
-	serve.Flag("detector.cpu-low", "CPU utilisation (%) below which two or more high-fault processes mean thrashing (TPF's CPU_Low).").Default("40").Float64Var(&cfg.Detector.CPULow)
-	serve.Flag("detector.cpu-high", "CPU utilisation (%) past which thrashing is over (TPF's CPU_High).").Default("80").Float64Var(&cfg.Detector.CPUHigh)
-	psiFull := serve.Flag("detector.psi-full", "PSI memory full share (%) of an interval that means thrashing; it clears below half of it.").Default("10").Float64()
-	serve.Flag("web.enable-pprof", "Serve the Go runtime's profiles at /debug/pprof/, to see what the observer itself costs.").Default("false").BoolVar(&cfg.EnablePprof)
-	check := serve.Flag("check", "Load and attach every probe, print their status, and exit non-zero if a required one failed.").Bool()
-	logLevel := serve.Flag("log.level", "debug, info, warn or error.").Default("info").Enum("debug", "info", "warn", "error")
+	sf := serveFlags(app)
 
 	rep := app.Command("report", "Draw the report of ended runs: the paper's figures raw and smoothed, demand vs RSS per consumer, the stability overlay of several runs, and summary.txt.")
 	var rc report.Config
@@ -74,59 +50,109 @@ func main() {
 
 	app.Version(version.Print("observer"))
 	app.HelpFlag.Short('h')
-	cfg.Detector.MinHigh = indicators.DefaultDetectorConfig().MinHigh
 	cmd := kingpin.MustParse(app.Parse(os.Args[1:]))
-
-	if cmd == rep.FullCommand() {
-		res, err := report.Build(rc)
-		if err != nil {
-			fmt.Fprintln(os.Stderr, "observer report:", err)
-			os.Exit(1)
-		}
-		for _, f := range res.Files {
-			fmt.Println(f)
-		}
-		return
-	}
-	if cmd == cmpCmd.FullCommand() {
+	switch cmd {
+	case rep.FullCommand():
+		os.Exit(runReport(rc))
+	case cmpCmd.FullCommand():
 		os.Exit(runCompare(cc, *cmpSpec, *cmpRedraw))
+	case fnd.FullCommand():
+		os.Exit(runFindings(*findingsDir))
 	}
-	if cmd == fnd.FullCommand() {
-		runs, err := findings.Load(*findingsDir)
-		if err == nil {
-			var fs []findings.Finding
-			if fs, err = findings.Check(runs); err == nil {
-				fmt.Print(findings.Table(fs))
-				return
-			}
-		}
-		fmt.Fprintln(os.Stderr, "observer findings:", err)
-		os.Exit(1)
-	}
-	cfg.Detector.PSIFullHigh, cfg.Detector.PSIFullLow = *psiFull, *psiFull/2
+	os.Exit(runServe(sf))
+}
 
+// serveOptions are the daemon's flags.
+type serveOptions struct {
+	cfg      observer.Config
+	psiFull  *float64
+	check    *bool
+	logLevel *string
+}
+
+// serveFlags declares the daemon's flags on its command, the default one,
+// so the flat `observer --flag ...` form keeps working; `observer serve
+// --help` lists them.
+func serveFlags(app *kingpin.Application) *serveOptions {
+	o := &serveOptions{}
+	cfg := &o.cfg
+	serve := app.Command("serve", "Run the daemon (the default command).").Default()
+	serve.Flag("web.listen-address", "Address to serve metrics and the API on. Repeatable. Beyond loopback it needs --web.api-token-file.").Default("127.0.0.1:9752").StringsVar(&cfg.ListenAddresses)
+	serve.Flag("web.config.file", "exporter-toolkit web config file (TLS, basic auth).").Default("").StringVar(&cfg.WebConfigFile)
+	serve.Flag("web.api-token-file", "File holding the bearer token that mutating API requests must carry.").Default("").StringVar(&cfg.APITokenFile)
+	serve.Flag("path.procfs", "procfs mount point.").Default("/proc").StringVar(&cfg.ProcfsPath)
+	serve.Flag("path.sysfs", "sysfs mount point.").Default("/sys").StringVar(&cfg.SysfsPath)
+	serve.Flag("probes", "auto: BPF when it loads, else procfs alone; bpf: BPF or fail; procfs: no BPF.").Default(observer.ProbesAuto).EnumVar(&cfg.Probes, observer.ProbesAuto, observer.ProbesBPF, observer.ProbesProcfs)
+	serve.Flag("sample.interval", "How often to read the kernel.").Default("1s").DurationVar(&cfg.SampleInterval)
+	serve.Flag("process.top-k", "How many of the busiest processes get per-process series.").Default("20").IntVar(&cfg.TopK)
+	serve.Flag("data.dir", "Directory for run records and samples.").Default(defaultDataDir).StringVar(&cfg.DataDir)
+	serve.Flag("cgroup.parent", "cgroup to create run cgroups under (default: the observer's own).").Default("").StringVar(&cfg.CgroupParent)
+	serve.Flag("wss.interval", "τ of the working-set estimate (accessed bits cleared, then read τ later) for the tracked processes; 0 turns it off.").Default("1s").DurationVar(&cfg.WSSInterval)
+	serve.Flag("wss.period", "how often each tracked process's working set is measured: a window of --wss.interval opens every period, and the page tables are left alone in between (the scan costs interval/period of running back to back); 0 is every interval.").Default("10s").DurationVar(&cfg.WSSPeriod)
+	serve.Flag("detector.pf-high", "Major faults/s that put a process in the high-fault set (TPF's PF_High).").Default("10").Float64Var(&cfg.Detector.PFHigh)
+	serve.Flag("detector.pf-low", "Major faults/s below which it leaves the set (TPF's PF_Low).").Default("1").Float64Var(&cfg.Detector.PFLow)
+	serve.Flag("detector.fault-kind", "Which major faults count: anon (swap-ins: kinds anon and shmem, as TPF) or all.").Default(indicators.CountAnon).EnumVar(&cfg.FaultKind, indicators.CountAnon, indicators.CountAll)
+	serve.Flag("detector.cpu-low", "CPU utilisation (%) below which two or more high-fault processes mean thrashing (TPF's CPU_Low).").Default("40").Float64Var(&cfg.Detector.CPULow)
+	serve.Flag("detector.cpu-high", "CPU utilisation (%) past which thrashing is over (TPF's CPU_High).").Default("80").Float64Var(&cfg.Detector.CPUHigh)
+	o.psiFull = serve.Flag("detector.psi-full", "PSI memory full share (%) of an interval that means thrashing; it clears below half of it.").Default("10").Float64()
+	serve.Flag("web.enable-pprof", "Serve the Go runtime's profiles at /debug/pprof/, to see what the observer itself costs.").Default("false").BoolVar(&cfg.EnablePprof)
+	o.check = serve.Flag("check", "Load and attach every probe, print their status, and exit non-zero if a required one failed.").Bool()
+	o.logLevel = serve.Flag("log.level", "debug, info, warn or error.").Default("info").Enum("debug", "info", "warn", "error")
+	cfg.Detector.MinHigh = indicators.DefaultDetectorConfig().MinHigh
+	return o
+}
+
+func runReport(rc report.Config) int {
+	res, err := report.Build(rc)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "observer report:", err)
+		return 1
+	}
+	for _, f := range res.Files {
+		fmt.Println(f)
+	}
+	return 0
+}
+
+func runFindings(dir string) int {
+	runs, err := findings.Load(dir)
+	if err == nil {
+		var fs []findings.Finding
+		if fs, err = findings.Check(runs); err == nil {
+			fmt.Print(findings.Table(fs))
+			return 0
+		}
+	}
+	fmt.Fprintln(os.Stderr, "observer findings:", err)
+	return 1
+}
+
+// runServe runs the daemon, or --check.
+func runServe(opts *serveOptions) int {
+	cfg := opts.cfg
+	cfg.Detector.PSIFullHigh, cfg.Detector.PSIFullLow = *opts.psiFull, *opts.psiFull/2
 	var level slog.Level
-	_ = level.UnmarshalText([]byte(*logLevel))
+	_ = level.UnmarshalText([]byte(*opts.logLevel))
 	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
 
-	if *check {
+	if *opts.check {
 		if err := observer.Check(cfg, os.Stdout, logger); err != nil {
 			fmt.Fprintln(os.Stderr, "observer --check:", err)
-			os.Exit(1)
+			return 1
 		}
-		return
+		return 0
 	}
 
 	o, err := observer.New(cfg, logger)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "observer:", err)
-		os.Exit(2)
+		return 2
 	}
 	listeners, err := observer.Listen(cfg.ListenAddresses)
 	if err != nil {
 		o.Close()
 		fmt.Fprintln(os.Stderr, "observer:", err)
-		os.Exit(2)
+		return 2
 	}
 	for _, l := range listeners {
 		logger.Info("thrashscope observer listening", "address", l.Addr().String(), "version", version.Version)
@@ -135,8 +161,9 @@ func main() {
 	defer stop()
 	if err := o.Run(ctx, listeners, cfg.WebConfigFile); err != nil {
 		logger.Error("observer stopped", "err", err)
-		os.Exit(1)
+		return 1
 	}
+	return 0
 }
 
 // runCompare is observer compare.
