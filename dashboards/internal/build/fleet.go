@@ -14,11 +14,6 @@ const onAll = `instance=~"$instance"`
 // are stalled on memory the most.
 func Fleet() dashboards.Dashboard {
 	l := newLayout()
-	states := map[string]dashboards.MappingResult{}
-	for i, name := range indicators.StateNames {
-		states[strconv.Itoa(i)] = dashboards.MappingResult{Text: name, Color: stateColors[i], Index: i}
-	}
-
 	count := stat("Instances thrashing",
 		"How many observers' thrash detectors are in the thrashing state now (red from one), out of the "+
 			"observers Prometheus scrapes. The detector follows TPF's states (Jiang and Zhang 2001). Unit: instances.",
@@ -53,6 +48,29 @@ func Fleet() dashboards.Dashboard {
 		unitPages,
 		series("A", topBy(5, "instance", `thrashscope:swap_in_pages:rate30s{`+onAll+`}`), "{{instance}}"),
 	))
+	l.add(24, 9, fleetInstances())
+
+	return dashboard("thrashscope-fleet", "thrashscope fleet",
+		"Every thrashscope observer at once: which hosts are thrashing, and which are stalled on memory the most.",
+		[]string{"thrashscope"}, l.panels,
+		[]dashboards.Variable{datasourceVariable(), instanceVariable(true)},
+		[]dashboards.Annotation{
+			annotation("Hosts entering thrashing", "red",
+				`changes(thrashscope_detector_transitions_total{`+onAll+`, to="thrashing"}[5s]) > 0`,
+				"{{instance}} thrashing", "the thrash detector on {{instance}} entered thrashing", "instance"),
+		},
+		[]dashboards.DashboardLink{link("thrashscope host", "thrashscope")},
+	)
+}
+
+// fleetInstances is the table of every observer now, each linked to its
+// host dashboard.
+func fleetInstances() dashboards.Panel {
+	states := map[string]dashboards.MappingResult{}
+	for i, name := range indicators.StateNames {
+		states[strconv.Itoa(i)] = dashboards.MappingResult{Text: name, Color: stateColors[i], Index: i}
+	}
+
 	instances := table("Instances",
 		"Every observer now: detector state (TPF's states, Jiang and Zhang 2001), PSI memory some and full over "+
 			"30 s (Source: /proc/pressure/memory), pages swapped in per second, processes in the high-fault set, "+
@@ -84,17 +102,5 @@ func Fleet() dashboards.Dashboard {
 		}}}},
 	})
 	instances.FieldConfig.Defaults.Decimals = ptr(2)
-	l.add(24, 9, instances)
-
-	return dashboard("thrashscope-fleet", "thrashscope fleet",
-		"Every thrashscope observer at once: which hosts are thrashing, and which are stalled on memory the most.",
-		[]string{"thrashscope"}, l.panels,
-		[]dashboards.Variable{datasourceVariable(), instanceVariable(true)},
-		[]dashboards.Annotation{
-			annotation("Hosts entering thrashing", "red",
-				`changes(thrashscope_detector_transitions_total{`+onAll+`, to="thrashing"}[5s]) > 0`,
-				"{{instance}} thrashing", "the thrash detector on {{instance}} entered thrashing", "instance"),
-		},
-		[]dashboards.DashboardLink{link("thrashscope host", "thrashscope")},
-	)
+	return instances
 }

@@ -32,7 +32,22 @@ func topKeys(k int, label, sel string) string {
 // the processes, the detector and the induced run.
 func Thrashscope() dashboards.Dashboard {
 	l := newLayout()
+	paperRow(l)
+	processesRow(l)
+	detectorRow(l)
+	runRow(l)
+	return dashboard("thrashscope", "thrashscope",
+		"One host under thrashscope: the CPU and paging figures of Maziero et al. 2013, per-process faults, "+
+			"stalls and working sets, the TPF-style thrash detector (Jiang and Zhang 2001), and induced runs.",
+		[]string{"thrashscope"}, l.panels,
+		[]dashboards.Variable{datasourceVariable(), instanceVariable(false)},
+		thrashscopeAnnotations(),
+		[]dashboards.DashboardLink{link("thrashscope fleet", "thrashscope-fleet")},
+	)
+}
 
+// paperRow adds the row of the paper's CPU and paging figures.
+func paperRow(l *layout) {
 	l.addRow("Paper figures", false)
 	l.add(8, 8, minMax(timeseries("CPU usage: user and system",
 		"Share of all CPU time spent at user level and at system level, over 10 s "+
@@ -61,7 +76,10 @@ func Thrashscope() dashboards.Dashboard {
 		series("A", `rate(thrashscope_paged_in_bytes_total{`+on+`}[$__rate_interval])`, "paged in (pgpgin)"),
 		series("B", `rate(thrashscope_paged_out_bytes_total{`+on+`}[$__rate_interval])`, "paged out (pgpgout)"),
 	), "paged in (pgpgin)", "blue"), "paged out (pgpgout)", "red"))
+}
 
+// processesRow adds the row of per-process faults, stalls and working sets.
+func processesRow(l *layout) {
 	l.addRow("Processes", false)
 	l.add(12, 9, styleQuery(legendTable(timeseries("Major faults per process: swap-ins and file",
 		"Major page faults per second, over 30 s, of the ten processes that faulted most in the time range "+
@@ -125,7 +143,10 @@ func Thrashscope() dashboards.Dashboard {
 		instant("E", byProcess("sum", "thrashscope_process_working_set_bytes")),
 		instant("F", byProcess("max", "thrashscope_process_high_fault")),
 	))
+}
 
+// detectorRow adds the row of the thrash detector, PSI and fault latency.
+func detectorRow(l *layout) {
 	l.addRow("Detector", false)
 	l.add(24, 5, stateTimeline("Thrash detector state",
 		"The thrash detector's state: normal; monitoring while two or more processes are in the high-fault set; "+
@@ -175,7 +196,10 @@ func Thrashscope() dashboards.Dashboard {
 		unitSecond, unitFaults,
 		buckets(`sum by (le) (rate(thrashscope_major_fault_latency_seconds_bucket{`+on+`}[$__rate_interval]))`),
 	))
+}
 
+// runRow adds the row of an induced run, collapsed.
+func runRow(l *layout) {
 	// Collapsed: runs are occasional, the rows above are always live.
 	l.addRow("Run", true)
 	l.add(4, 8, stat("Most recent run",
@@ -217,33 +241,30 @@ func Thrashscope() dashboards.Dashboard {
 		unitSecond,
 		series("A", `thrashscope_run_consumer_lateness_seconds{`+on+`}`, "{{consumer}}"),
 	), "max"))
+}
 
-	return dashboard("thrashscope", "thrashscope",
-		"One host under thrashscope: the CPU and paging figures of Maziero et al. 2013, per-process faults, "+
-			"stalls and working sets, the TPF-style thrash detector (Jiang and Zhang 2001), and induced runs.",
-		[]string{"thrashscope"}, l.panels,
-		[]dashboards.Variable{datasourceVariable(), instanceVariable(false)},
-		[]dashboards.Annotation{
-			// A new run_id series is a run that just started.
-			annotation("Run started", "blue",
-				`thrashscope_run_info{`+on+`} unless thrashscope_run_info{`+on+`} offset 5s`,
-				"run {{run_id}} started", "preset {{preset}}", "preset"),
-			// One region from the first consumer's start to the last one's end.
-			annotation("Run consumers active", "purple",
-				`thrashscope_run_info{`+on+`} and on (instance) (thrashscope_run_consumers_active{`+on+`} > 0)`,
-				"run {{run_id}}: consumers active", "preset {{preset}}", "preset"),
-			annotation("Run ended", "blue",
-				`(changes(thrashscope_runs_total{`+on+`}[5s]) > 0) * on (instance) group_left (run_id, preset) thrashscope_run_info{`+on+`}`,
-				"run {{run_id}} {{outcome}}", "preset {{preset}}", "outcome,preset"),
-			// The run's policy acting on its consumers (freeze, thaw, protect,
-			// release), labelled with the policy.
-			annotation("Policy actions", "green",
-				`(changes(thrashscope_run_policy_decisions_total{`+on+`}[5s]) > 0) * on (instance) group_left (policy) thrashscope_run_policy_info{`+on+`}`,
-				"{{policy}}: {{kind}}", "the run's policy {{policy}} took a {{kind}} action", "policy,kind"),
-			annotation("Detector transitions", "orange",
-				`changes(thrashscope_detector_transitions_total{`+on+`}[5s]) > 0`,
-				"detector: {{to}}", "thrash detector entered {{to}}", "to"),
-		},
-		[]dashboards.DashboardLink{link("thrashscope fleet", "thrashscope-fleet")},
-	)
+// thrashscopeAnnotations mark runs, their policy's actions and the
+// detector's transitions.
+func thrashscopeAnnotations() []dashboards.Annotation {
+	return []dashboards.Annotation{
+		// A new run_id series is a run that just started.
+		annotation("Run started", "blue",
+			`thrashscope_run_info{`+on+`} unless thrashscope_run_info{`+on+`} offset 5s`,
+			"run {{run_id}} started", "preset {{preset}}", "preset"),
+		// One region from the first consumer's start to the last one's end.
+		annotation("Run consumers active", "purple",
+			`thrashscope_run_info{`+on+`} and on (instance) (thrashscope_run_consumers_active{`+on+`} > 0)`,
+			"run {{run_id}}: consumers active", "preset {{preset}}", "preset"),
+		annotation("Run ended", "blue",
+			`(changes(thrashscope_runs_total{`+on+`}[5s]) > 0) * on (instance) group_left (run_id, preset) thrashscope_run_info{`+on+`}`,
+			"run {{run_id}} {{outcome}}", "preset {{preset}}", "outcome,preset"),
+		// The run's policy acting on its consumers (freeze, thaw, protect,
+		// release), labelled with the policy.
+		annotation("Policy actions", "green",
+			`(changes(thrashscope_run_policy_decisions_total{`+on+`}[5s]) > 0) * on (instance) group_left (policy) thrashscope_run_policy_info{`+on+`}`,
+			"{{policy}}: {{kind}}", "the run's policy {{policy}} took a {{kind}} action", "policy,kind"),
+		annotation("Detector transitions", "orange",
+			`changes(thrashscope_detector_transitions_total{`+on+`}[5s]) > 0`,
+			"detector: {{to}}", "thrash detector entered {{to}}", "to"),
+	}
 }
