@@ -16,8 +16,9 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"time"
+
+	rungroup "github.com/oklog/run"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
@@ -267,13 +268,34 @@ func Listen(addrs []string) ([]net.Listener, error) {
 
 // Run samples and serves until ctx is done, then shuts down in order.
 func (o *Observer) Run(ctx context.Context, listeners []net.Listener, webConfigFile string) error {
-	var wg sync.WaitGroup
-	sampleCtx, stopSampling := context.WithCancel(ctx)
-	wg.Go(func() { o.pipeline.Run(sampleCtx) })
-	if o.wss != nil {
-		wg.Go(func() { o.wss.Run(sampleCtx, o.trackedPIDs) })
+	// Each component starts and stops in one place, a run/interrupt pair;
+	// the first to return stops the others, interrupted in the order they
+	// are added: an active run is aborted and saved before the sampling
+	// that records it stops, and the HTTP server goes last.
+	var g rungroup.Group
+	g.Add(func() error { <-ctx.Done(); return nil }, func(error) {})
+	if o.runs != nil {
+		stopped := make(chan struct{})
+		g.Add(func() error { <-stopped; return nil }, func(error) {
+			o.runs.Close()
+			close(stopped)
+		})
 	}
+	sampleCtx, stopSampling := context.WithCancel(context.Background())
+	g.Add(func() error { o.pipeline.Run(sampleCtx); return nil }, func(error) { stopSampling() })
+	if o.wss != nil {
+		wssCtx, stopWSS := context.WithCancel(context.Background())
+		g.Add(func() error { o.wss.Run(wssCtx, o.trackedPIDs); return nil }, func(error) { stopWSS() })
+	}
+	o.addServer(&g, listeners, webConfigFile)
+	err := g.Run()
+	return errors.Join(err, o.Close())
+}
 
+// addServer adds the HTTP server to the group: it serves every listener,
+// each held to serverLimits, and shuts down gracefully (5 s) when
+// interrupted.
+func (o *Observer) addServer(g *rungroup.Group, listeners []net.Listener, webConfigFile string) {
 	srv := serverLimits.server(o.handler)
 	for i, l := range listeners {
 		listeners[i] = netutil.LimitListener(l, serverLimits.MaxConns)
@@ -283,31 +305,23 @@ func (o *Observer) Run(ctx context.Context, listeners []net.Listener, webConfigF
 		WebSystemdSocket:   new(bool),
 		WebConfigFile:      &webConfigFile,
 	}
-	serveErr := make(chan error, 1)
-	go func() { serveErr <- web.ServeMultiple(listeners, srv, flags, o.logger.With("component", "web")) }()
 	scheme := schemeOf(webConfigFile)
 	for _, l := range listeners {
 		o.logger.Info("live page", "url", scheme+"://"+l.Addr().String()+"/")
 	}
-
-	var err error
-	select {
-	case <-ctx.Done():
-	case err = <-serveErr:
-		err = fmt.Errorf("serving HTTP: %w", err)
-	}
-	if o.runs != nil {
-		o.runs.Close() // an active run is aborted and saved before anything stops
-	}
-	stopSampling()
-	wg.Wait()
-	closeErr := o.Close()
-	shutdownCtx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	if serr := srv.Shutdown(shutdownCtx); serr != nil && !errors.Is(serr, http.ErrServerClosed) {
-		err = errors.Join(err, serr)
-	}
-	return errors.Join(err, closeErr)
+	g.Add(func() error {
+		err := web.ServeMultiple(listeners, srv, flags, o.logger.With("component", "web"))
+		if err == nil || errors.Is(err, http.ErrServerClosed) {
+			return nil
+		}
+		return fmt.Errorf("serving HTTP: %w", err)
+	}, func(error) {
+		shutdownCtx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		if err := srv.Shutdown(shutdownCtx); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			o.logger.Warn("shutting the HTTP server down", "err", err)
+		}
+	})
 }
 
 // limits bound what one client can hold of the server.
