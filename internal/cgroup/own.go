@@ -12,6 +12,21 @@ import (
 	"strings"
 )
 
+// ChooseParent is the parent of the run cgroups, chosen in one place for
+// the daemon and loadgen run alike: path (--cgroup.parent) when given, else
+// the memory cgroup this process runs in; checked that run cgroups can be
+// made there.
+func ChooseParent(path, procRoot string) (Parent, error) {
+	if path != "" {
+		return ParentAt(path) // checks
+	}
+	p, err := Own(procRoot)
+	if err != nil {
+		return p, err
+	}
+	return p, p.Check()
+}
+
 // Own finds the memory cgroup this process runs in: in the v1 memory
 // hierarchy if memory is mounted on v1, else in the unified one. It only
 // reads procRoot ("/proc" normally) and does not check that run cgroups can

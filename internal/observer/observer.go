@@ -189,14 +189,7 @@ func newRuns(cfg Config, fs procfs.FS, logger *slog.Logger, onCycle func(int, ti
 	if rc.Binary == "" {
 		rc.Binary = FindLoadgen()
 	}
-	if cfg.CgroupParent != "" {
-		rc.Parent, rc.ParentErr = cgroup.ParentAt(cfg.CgroupParent)
-	} else {
-		rc.Parent, rc.ParentErr = cgroup.Own(cfg.ProcfsPath)
-	}
-	if rc.ParentErr == nil {
-		rc.ParentErr = rc.Parent.Check()
-	}
+	rc.Parent, rc.ParentErr = cgroup.ChooseParent(cfg.CgroupParent, cfg.ProcfsPath)
 	if rc.ParentErr != nil {
 		log.Warn("runs will be refused: " + rc.ParentErr.Error())
 	}

@@ -55,11 +55,7 @@ func RunStandalone(ctx context.Context, cfg StandaloneConfig) (run.Record, error
 		return run.Record{}, err
 	}
 	rc := Config{Store: st, ProcFS: fs, Binary: cfg.Binary, Logger: cfg.Logger}
-	if cfg.CgroupParent != "" {
-		rc.Parent, rc.ParentErr = cgroup.ParentAt(cfg.CgroupParent)
-	} else {
-		rc.Parent, rc.ParentErr = cgroup.Own(cfg.ProcfsPath)
-	}
+	rc.Parent, rc.ParentErr = cgroup.ChooseParent(cfg.CgroupParent, cfg.ProcfsPath)
 	m, err := New(rc)
 	if err != nil {
 		cfg.Logger.Warn("cleaning up after an earlier run", "err", err)
