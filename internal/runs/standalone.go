@@ -9,8 +9,8 @@ import (
 	"time"
 
 	"github.com/thrashscope/thrashscope/internal/cgroup"
+	"github.com/thrashscope/thrashscope/internal/flow"
 	"github.com/thrashscope/thrashscope/internal/indicators"
-	"github.com/thrashscope/thrashscope/internal/pipeline"
 	"github.com/thrashscope/thrashscope/internal/procfs"
 	"github.com/thrashscope/thrashscope/internal/run"
 	"github.com/thrashscope/thrashscope/internal/sampler"
@@ -61,25 +61,21 @@ func RunStandalone(ctx context.Context, cfg StandaloneConfig) (run.Record, error
 		cfg.Logger.Warn("cleaning up after an earlier run", "err", err)
 	}
 
-	// The observer's pipeline without the probes or the working sets: the
+	// The observer's flow without the probes or the working sets: the
 	// run's consumers read from procfs, the detector on every major fault
 	// (procfs cannot tell swap-ins apart), into the recorder and the run's
 	// policy.
 	if cfg.Detector == (indicators.DetectorConfig{}) {
 		cfg.Detector = indicators.DefaultDetectorConfig()
 	}
-	ind, err := indicators.New(indicators.Config{Detector: cfg.Detector, FaultKind: indicators.CountAll, Logger: cfg.Logger})
+	f, err := flow.Declare(flow.Options{
+		ProcFS: fs, ProcfsPath: cfg.ProcfsPath, Interval: time.Second, TopK: 1,
+		Detector: cfg.Detector, FaultKind: indicators.CountAll, Run: m, Logger: cfg.Logger,
+	})
 	if err != nil {
 		return run.Record{}, err
 	}
-	line := pipeline.New(pipeline.Config{
-		Sampler:    sampler.New(sampler.Config{ProcFS: fs, Interval: time.Second, TopK: 1, Logger: cfg.Logger}),
-		Indicators: ind,
-		Scope:      m.Scope,
-		Sinks:      []pipeline.Sink{m, pipeline.SinkFunc(m.Govern)},
-		Interval:   time.Second,
-		Logger:     cfg.Logger,
-	})
+	line := f.Pipeline
 	rec, err := m.Start(cfg.Spec)
 	if err != nil {
 		return rec, err

@@ -1,0 +1,114 @@
+// Package flow declares thrashscope's data flow once, for the daemon,
+// loadgen run and observer compare alike: the active run's scope, the
+// sampler's reading (the probes, or procfs alone), the indicators' verdict
+// (working sets, the high-fault set, the detector), then the sinks in
+// order: the run recorder, the run's policy, and the caller's own (the live
+// page's history). Each caller picks the options; the graph is this one.
+package flow
+
+import (
+	"log/slog"
+	"time"
+
+	"github.com/thrashscope/thrashscope/internal/indicators"
+	"github.com/thrashscope/thrashscope/internal/pipeline"
+	"github.com/thrashscope/thrashscope/internal/probe/readout"
+	"github.com/thrashscope/thrashscope/internal/procfs"
+	"github.com/thrashscope/thrashscope/internal/sampler"
+)
+
+// Probe is what the flow reads of the BPF probes: the sampler's reading,
+// and each process's stall for its working set.
+type Probe interface {
+	sampler.ProbeReader
+	StallOf(tgid uint32) (readout.StallTime, bool)
+}
+
+// Run is the run side of the flow: the active run's scope, its recorder (a
+// sink) and its policy (the governor, after the recorder).
+type Run interface {
+	Scope() indicators.Scope
+	pipeline.Sink
+	Govern(prev, tick *pipeline.Tick)
+}
+
+// Options are what differs between the flow's users.
+type Options struct {
+	ProcFS     procfs.FS
+	ProcfsPath string
+	// Probe is nil on procfs alone.
+	Probe     Probe
+	Interval  time.Duration
+	TopK      int
+	Detector  indicators.DetectorConfig
+	FaultKind string
+	// WSSInterval is τ of the working-set estimate, 0 for none; WSSPeriod
+	// how often each process's is measured.
+	WSSInterval, WSSPeriod time.Duration
+	// Run is nil where runs are not made (observer --check).
+	Run Run
+	// Sinks come after the run's recorder and policy.
+	Sinks  []pipeline.Sink
+	Logger *slog.Logger
+}
+
+// Flow is the declared pipeline, and the working-set estimator it reads,
+// which runs on its own clock (nil without working sets).
+type Flow struct {
+	Pipeline   *pipeline.Pipeline
+	WorkingSet *indicators.WorkingSet
+}
+
+// Declare builds the flow, top to bottom.
+func Declare(o Options) (Flow, error) {
+	var f Flow
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	pc := pipeline.Config{Interval: o.Interval, Logger: o.Logger.With("component", "sampler")}
+
+	// 1. Scope: the active run's consumers (tracked whatever their
+	// activity) and its limit.
+	if o.Run != nil {
+		pc.Scope = o.Run.Scope
+	}
+
+	// 2. Reading: the probes (or procfs alone) and procfs.
+	scfg := sampler.Config{ProcFS: o.ProcFS, Interval: o.Interval, TopK: o.TopK, Logger: pc.Logger}
+	if o.Probe != nil {
+		scfg.Probe = o.Probe
+	}
+	pc.Sampler = sampler.New(scfg)
+
+	// 3. Verdict: working sets, the high-fault set, the detector.
+	icfg := indicators.Config{Detector: o.Detector, FaultKind: o.FaultKind, Logger: o.Logger.With("component", "detector")}
+	if o.WSSInterval > 0 {
+		wcfg := indicators.WorkingSetConfig{
+			ProcfsPath: o.ProcfsPath, Interval: o.WSSInterval, Logger: o.Logger.With("component", "wss"),
+			Every: int((o.WSSPeriod + o.WSSInterval/2) / o.WSSInterval),
+		}
+		if p := o.Probe; p != nil {
+			wcfg.Stall = func(pid int) (time.Duration, bool) {
+				s, ok := p.StallOf(uint32(pid))
+				return s.Total(), ok
+			}
+		}
+		f.WorkingSet = indicators.NewWorkingSet(wcfg)
+		icfg.WorkingSet = f.WorkingSet.Estimate
+		icfg.ScanSeconds = func() float64 { return f.WorkingSet.Stats().ScanSeconds }
+	}
+	ind, err := indicators.New(icfg)
+	if err != nil {
+		return Flow{}, err
+	}
+	pc.Indicators = ind
+
+	// 4. Sinks: the run recorder; the active run's policy, which decides
+	// on the verdict and acts on the run's consumers; then the caller's.
+	if o.Run != nil {
+		pc.Sinks = append(pc.Sinks, o.Run, pipeline.SinkFunc(o.Run.Govern))
+	}
+	pc.Sinks = append(pc.Sinks, o.Sinks...)
+	f.Pipeline = pipeline.New(pc)
+	return f, nil
+}
