@@ -11,6 +11,8 @@ import (
 	"github.com/thrashscope/thrashscope/internal/cgroup"
 	"github.com/thrashscope/thrashscope/internal/flow"
 	"github.com/thrashscope/thrashscope/internal/indicators"
+	"github.com/thrashscope/thrashscope/internal/master"
+	"github.com/thrashscope/thrashscope/internal/pipeline"
 	"github.com/thrashscope/thrashscope/internal/procfs"
 	"github.com/thrashscope/thrashscope/internal/run"
 	"github.com/thrashscope/thrashscope/internal/sampler"
@@ -86,29 +88,40 @@ func RunStandalone(ctx context.Context, cfg StandaloneConfig) (run.Record, error
 	wg.Go(func() { line.Run(sctx) })
 	defer func() { stopSampling(); wg.Wait() }()
 
+	follow(ctx, cfg, m, rec.ID, run, line)
+	m.Close() // waits for the final save
+	if cfg.Interactive {
+		fmt.Fprintln(cfg.Progress)
+	}
+	return m.Get(rec.ID)
+}
+
+// follow prints the run's progress until it ends; an interrupt (ctx)
+// aborts it and waits until it is gone.
+func follow(ctx context.Context, cfg StandaloneConfig, m *Manager, id string, r *master.Master, line *pipeline.Pipeline) {
 	tick := time.NewTicker(time.Second)
 	defer tick.Stop()
 	lastPrint := time.Time{}
-	for done := false; !done; {
+	for {
 		select {
 		case <-ctx.Done():
 			fmt.Fprintln(cfg.Progress, "\naborting: stopping the consumers and removing the run cgroup")
-			m.Abort(rec.ID)
-			<-run.Done()
-			done = true
-		case <-run.Done():
-			done = true
+			m.Abort(id)
+			<-r.Done()
+			return
+		case <-r.Done():
+			return
 		case now := <-tick.C:
 			if !cfg.Interactive && now.Sub(lastPrint) < cfg.ProgressEvery {
 				continue
 			}
 			lastPrint = now
-			var r sampler.Rates
+			var rates sampler.Rates
 			if t, ok := line.Latest(); ok {
-				r = t.Reading.Rates
+				rates = t.Reading.Rates
 			}
-			text := ProgressLine(run.Progress(), r)
-			if pl := PolicyLine(run.PolicyState()); pl != "" {
+			text := ProgressLine(r.Progress(), rates)
+			if pl := PolicyLine(r.PolicyState()); pl != "" {
 				text += "  " + pl
 			}
 			if cfg.Interactive {
@@ -118,11 +131,6 @@ func RunStandalone(ctx context.Context, cfg StandaloneConfig) (run.Record, error
 			}
 		}
 	}
-	m.Close() // waits for the final save
-	if cfg.Interactive {
-		fmt.Fprintln(cfg.Progress)
-	}
-	return m.Get(rec.ID)
 }
 
 // ProgressLine is the one-line live view of a run.
