@@ -3,7 +3,7 @@
 // `loadgen consume` is one consumer process, started by the master (loadgen
 // run or the observer). main only wires flags, signals and exit codes; the
 // logic lives in internal/run, internal/master, internal/consumer (the
-// consumer process itself: consumer.ProcessMain) and internal/runs.
+// consumer process itself: consumer.ProcessMain) and internal/engine.
 package main
 
 import (
@@ -24,10 +24,10 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/thrashscope/thrashscope/internal/consumer"
+	"github.com/thrashscope/thrashscope/internal/engine"
 	"github.com/thrashscope/thrashscope/internal/indicators"
 	"github.com/thrashscope/thrashscope/internal/policy"
 	"github.com/thrashscope/thrashscope/internal/run"
-	"github.com/thrashscope/thrashscope/internal/runs"
 )
 
 // Exit statuses.
@@ -211,7 +211,7 @@ func runExperiment(spec run.Spec, f runFlags) int {
 		fmt.Fprintln(os.Stderr, "loadgen:", err)
 		return exitBadArgs
 	}
-	rec, err := runs.RunStandalone(ctx, runs.StandaloneConfig{
+	rec, err := engine.RunStandalone(ctx, engine.StandaloneConfig{
 		Spec: spec, OutDir: f.out, Binary: exe, CgroupParent: f.cgroupParent, ProcfsPath: f.procs,
 		Progress: os.Stderr, Interactive: termErr == nil, Logger: logger, Detector: det,
 	})

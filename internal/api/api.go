@@ -1,6 +1,6 @@
 // Package api is the observer's HTTP surface: /metrics, the health
 // endpoints and the run API. It is the last stage of the data flow, serving
-// what the sampler, the metrics and the run manager hold. The contract is
+// what the sampler, the metrics and the run engine hold. The contract is
 // api/openapi.yaml; a test holds the handlers to it.
 package api
 

@@ -14,7 +14,7 @@ import (
 
 var t0 = time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
 
-// fakeRuns is a run manager in memory. Like the real one it resolves and
+// fakeRuns is a run engine in memory. Like the real one it resolves and
 // validates specs with loadgen, refuses a second active run, and refuses
 // an anon run whose demand exceeds its limit (this host has no swap).
 // Every error comes back wrapped, as the real manager's may.

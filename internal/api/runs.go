@@ -20,7 +20,7 @@ import (
 	"github.com/thrashscope/thrashscope/internal/strictjson"
 )
 
-// Runs is what the run API needs from the run manager. The reads write
+// Runs is what the run API needs from the run engine. The reads write
 // what they serve to w as they go, their memory bounded whatever the data
 // dir holds, and stop when ctx is done (the client went away).
 type Runs interface {
@@ -224,7 +224,7 @@ func (c *lateWriter) Write(p []byte) (int, error) {
 	return c.w.Write(p)
 }
 
-// fail answers a run manager or decoding error with its status.
+// fail answers a run engine or decoding error with its status.
 func (a *runAPI) fail(w http.ResponseWriter, r *http.Request, id string, err error) {
 	var fe *run.FieldError
 	var ue *run.UnsafeError

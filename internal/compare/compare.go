@@ -18,12 +18,12 @@ import (
 
 	"gonum.org/v1/plot/vg"
 
+	"github.com/thrashscope/thrashscope/internal/engine"
 	"github.com/thrashscope/thrashscope/internal/figures"
 	"github.com/thrashscope/thrashscope/internal/outdir"
 	"github.com/thrashscope/thrashscope/internal/policy"
 	"github.com/thrashscope/thrashscope/internal/report"
 	"github.com/thrashscope/thrashscope/internal/run"
-	"github.com/thrashscope/thrashscope/internal/runs"
 	"github.com/thrashscope/thrashscope/internal/stats"
 	"github.com/thrashscope/thrashscope/internal/store"
 )
@@ -90,7 +90,7 @@ func Run(ctx context.Context, cfg Config) ([]Result, error) {
 		spec := cfg.Spec
 		spec.Policy = &pol
 		fmt.Fprintf(cfg.Progress, "run %d of %d: policy %s\n", i+1, len(cfg.Policies)*cfg.Repeats, pol)
-		rec, err := runs.RunStandalone(ctx, runs.StandaloneConfig{
+		rec, err := engine.RunStandalone(ctx, engine.StandaloneConfig{
 			Spec: spec, OutDir: cfg.OutDir, Binary: cfg.Binary, ProcfsPath: cfg.ProcfsPath,
 			Progress: io.Discard,
 		})

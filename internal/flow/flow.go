@@ -25,11 +25,12 @@ type Probe interface {
 }
 
 // Run is the run side of the flow: the active run's scope, its recorder (a
-// sink) and its policy (the governor, after the recorder).
-type Run interface {
-	Scope() indicators.Scope
-	pipeline.Sink
-	Govern(prev, tick *pipeline.Tick)
+// sink) and its policy (a sink after the recorder that may block: the flow
+// gives it a goroutine of its own).
+type Run struct {
+	Scope    func() indicators.Scope
+	Recorder pipeline.Sink
+	Policy   pipeline.Sink
 }
 
 // Options are what differs between the flow's users.
@@ -46,7 +47,7 @@ type Options struct {
 	// how often each process's is measured.
 	WSSInterval, WSSPeriod time.Duration
 	// Run is nil where runs are not made (observer --check).
-	Run Run
+	Run *Run
 	// Sinks come after the run's recorder and policy.
 	Sinks  []pipeline.Sink
 	Logger *slog.Logger
@@ -57,6 +58,9 @@ type Options struct {
 type Flow struct {
 	Pipeline   *pipeline.Pipeline
 	WorkingSet *indicators.WorkingSet
+	// Policy is the run's policy stage (nil without runs): it skips the
+	// ticks that arrive while it still acts on an earlier one.
+	Policy *pipeline.Async
 }
 
 // Declare builds the flow, top to bottom.
@@ -104,9 +108,12 @@ func Declare(o Options) (Flow, error) {
 	pc.Indicators = ind
 
 	// 4. Sinks: the run recorder; the active run's policy, which decides
-	// on the verdict and acts on the run's consumers; then the caller's.
+	// on the verdict and acts on the run's consumers, on a goroutine of
+	// its own, so the sampling never waits for a cgroup write; then the
+	// caller's.
 	if o.Run != nil {
-		pc.Sinks = append(pc.Sinks, o.Run, pipeline.SinkFunc(o.Run.Govern))
+		f.Policy = pipeline.NewAsync(o.Run.Policy)
+		pc.Sinks = append(pc.Sinks, o.Run.Recorder, f.Policy)
 	}
 	pc.Sinks = append(pc.Sinks, o.Sinks...)
 	f.Pipeline = pipeline.New(pc)

@@ -10,19 +10,25 @@ import (
 	"github.com/thrashscope/thrashscope/internal/procfs"
 )
 
-// fakeRun records the order in which the flow calls the run's stages.
-type fakeRun struct{ calls *[]string }
-
-func (r fakeRun) Scope() indicators.Scope {
-	*r.calls = append(*r.calls, "scope")
-	return indicators.Scope{PIDs: []int{4242}, LimitBytes: 100 << 20}
+// fakeRun's stages record the order in which the flow calls them.
+func fakeRun(calls *[]string) *Run {
+	stage := func(name string) pipeline.Sink {
+		return pipeline.SinkFunc(func(_, _ *pipeline.Tick) { *calls = append(*calls, name) })
+	}
+	return &Run{
+		Scope: func() indicators.Scope {
+			*calls = append(*calls, "scope")
+			return indicators.Scope{PIDs: []int{4242}, LimitBytes: 100 << 20}
+		},
+		Recorder: stage("record"), Policy: stage("govern"),
+	}
 }
-func (r fakeRun) Observe(_, _ *pipeline.Tick) { *r.calls = append(*r.calls, "record") }
-func (r fakeRun) Govern(_, _ *pipeline.Tick)  { *r.calls = append(*r.calls, "govern") }
 
 // One declaration, every user: a tick goes through the run's scope, then
 // its recorder, then its policy, then the caller's sinks, in that order,
-// a tick at a time; without a run, only the caller's sinks.
+// a tick at a time (stepped by hand, the policy's own goroutine is not
+// running, and it observes in line); without a run, only the caller's
+// sinks.
 func TestDeclareOrdersTheStages(t *testing.T) {
 	fs, err := procfs.NewFS("../procfs/testdata/proc")
 	if err != nil {
@@ -32,13 +38,16 @@ func TestDeclareOrdersTheStages(t *testing.T) {
 	history := pipeline.SinkFunc(func(_, _ *pipeline.Tick) { calls = append(calls, "history") })
 	f, err := Declare(Options{
 		ProcFS: fs, Interval: time.Second, TopK: 5, Detector: indicators.DefaultDetectorConfig(),
-		FaultKind: indicators.CountAll, Run: fakeRun{&calls}, Sinks: []pipeline.Sink{history},
+		FaultKind: indicators.CountAll, Run: fakeRun(&calls), Sinks: []pipeline.Sink{history},
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if f.WorkingSet != nil {
 		t.Error("a working-set estimator without WSSInterval")
+	}
+	if f.Policy == nil {
+		t.Error("no policy stage of its own with a run")
 	}
 	for range 2 {
 		if err := f.Pipeline.Step(); err != nil {

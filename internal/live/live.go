@@ -1,7 +1,7 @@
 // Package live is the observer's built-in page at /: the paper's figures
 // over the last 15 minutes, the thrash detector, the top thrashers and the
 // active run, for a newcomer without Grafana. It reads the sample store and
-// the run manager, renders the figures server-side (internal/figures), and
+// the run engine, renders the figures server-side (internal/figures), and
 // is read-only: starting and aborting a run go through the token-checked
 // run API from the page's script.
 package live

@@ -244,6 +244,9 @@ func (r *Master) Done() <-chan struct{} { return r.done }
 // Cgroup is the run cgroup.
 func (r *Master) Cgroup() *cgroup.Cgroup { return r.cg }
 
+// MemoryUsage is the run cgroup's memory usage.
+func (r *Master) MemoryUsage() (int64, error) { return r.cg.MemoryUsage() }
+
 // PIDs are the live consumers' pids.
 func (r *Master) PIDs() []int {
 	r.mu.Lock()

@@ -5,13 +5,13 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/thrashscope/thrashscope/internal/engine"
 	"github.com/thrashscope/thrashscope/internal/run"
-	"github.com/thrashscope/thrashscope/internal/runs"
 )
 
-// RunSource is the part of the run manager the run metrics read.
+// RunSource is the part of the run engine the run metrics read.
 type RunSource interface {
-	Status() (runs.Status, bool)
+	Status() (engine.Status, bool)
 }
 
 // RunCollector exports the run_* metrics for the most recent run: gauges
@@ -26,7 +26,7 @@ type RunCollector struct {
 }
 
 // CycleDurations is the histogram of the consumers' write cycles. It is
-// made before the run manager, which feeds it (ObserveCycle), and exported
+// made before the run engine, which feeds it (ObserveCycle), and exported
 // by the RunCollector over that manager.
 type CycleDurations struct{ h prometheus.Histogram }
 
@@ -43,7 +43,7 @@ func NewCycleDurations() *CycleDurations {
 // ObserveCycle records one write cycle's duration.
 func (c *CycleDurations) ObserveCycle(_ int, d time.Duration) { c.h.Observe(d.Seconds()) }
 
-// NewRunCollector builds the run metrics over a run manager and the
+// NewRunCollector builds the run metrics over a run engine and the
 // histogram it feeds.
 func NewRunCollector(src RunSource, cycles *CycleDurations) *RunCollector {
 	d := desc
@@ -82,7 +82,7 @@ func (c *RunCollector) Describe(ch chan<- *prometheus.Desc) {
 func (c *RunCollector) Collect(ch chan<- prometheus.Metric) {
 	c.durations.h.Collect(ch)
 	st, ok := c.src.Status()
-	for _, o := range runs.OutcomeNames {
+	for _, o := range engine.OutcomeNames {
 		send(ch, c.outcomes, prometheus.CounterValue, float64(st.Outcomes[o]), o)
 	}
 	send(ch, c.writeErrors, prometheus.CounterValue, float64(st.WriteErrors))

@@ -8,19 +8,19 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
+	"github.com/thrashscope/thrashscope/internal/engine"
 	"github.com/thrashscope/thrashscope/internal/run"
-	"github.com/thrashscope/thrashscope/internal/runs"
 )
 
 type fakeRuns struct {
-	st runs.Status
+	st engine.Status
 	ok bool
 }
 
-func (f fakeRuns) Status() (runs.Status, bool) { return f.st, f.ok }
+func (f fakeRuns) Status() (engine.Status, bool) { return f.st, f.ok }
 
 func TestRunMetrics(t *testing.T) {
-	src := &fakeRuns{st: runs.Status{Outcomes: map[string]uint64{run.StateCompleted: 2}, WriteErrors: 3}}
+	src := &fakeRuns{st: engine.Status{Outcomes: map[string]uint64{run.StateCompleted: 2}, WriteErrors: 3}}
 	cycles := NewCycleDurations()
 	c := NewRunCollector(src, cycles)
 	// Before any run: only the outcome counters, each from 0, and the
@@ -40,7 +40,7 @@ thrashscope_run_record_write_errors_total 3
 	}
 
 	src.ok = true
-	src.st = runs.Status{ID: "20261122-101500-abcdef", Preset: "e4", Active: true, Outcomes: src.st.Outcomes,
+	src.st = engine.Status{ID: "20261122-101500-abcdef", Preset: "e4", Active: true, Outcomes: src.st.Outcomes,
 		Progress: run.Progress{Active: 3, Planned: 4, DemandBytes: 30 << 20, LimitBytes: 100 << 20,
 			Cycles: []uint64{10, 7}, LatenessSeconds: []float64{0, 1.5}}}
 	cycles.ObserveCycle(0, 3*time.Millisecond)

@@ -29,6 +29,7 @@ import (
 
 	"github.com/thrashscope/thrashscope/internal/api"
 	"github.com/thrashscope/thrashscope/internal/cgroup"
+	"github.com/thrashscope/thrashscope/internal/engine"
 	"github.com/thrashscope/thrashscope/internal/history"
 	"github.com/thrashscope/thrashscope/internal/indicators"
 	"github.com/thrashscope/thrashscope/internal/live"
@@ -38,7 +39,6 @@ import (
 	"github.com/thrashscope/thrashscope/internal/probe/readout"
 	"github.com/thrashscope/thrashscope/internal/procfs"
 	"github.com/thrashscope/thrashscope/internal/run"
-	"github.com/thrashscope/thrashscope/internal/runs"
 	"github.com/thrashscope/thrashscope/internal/sampler"
 	"github.com/thrashscope/thrashscope/internal/store"
 )
@@ -51,7 +51,7 @@ type Observer struct {
 	pipeline *pipeline.Pipeline
 	registry *prometheus.Registry
 	handler  http.Handler
-	runs     *runs.Manager          // nil when runs are unavailable
+	engine   *engine.Engine         // nil when runs are unavailable
 	wss      *indicators.WorkingSet // nil when --wss.interval=0
 	history  *history.Store         // the live page's last 15 minutes
 }
@@ -61,7 +61,7 @@ func New(cfg Config, logger *slog.Logger) (*Observer, error) {
 	return build(cfg, logger, false)
 }
 
-// build assembles the observer; checkOnly leaves out the run manager, so
+// build assembles the observer; checkOnly leaves out the run engine, so
 // --check changes nothing on the host.
 func build(cfg Config, logger *slog.Logger, checkOnly bool) (*Observer, error) {
 	if err := cfg.Validate(); err != nil {
@@ -88,7 +88,7 @@ func build(cfg Config, logger *slog.Logger, checkOnly bool) (*Observer, error) {
 	var cycles *metrics.CycleDurations
 	if !checkOnly {
 		cycles = metrics.NewCycleDurations()
-		o.runs = newRuns(cfg, fs, logger, cycles.ObserveCycle)
+		o.engine = newEngine(cfg, fs, logger, cycles.ObserveCycle)
 	}
 	o.history = history.New(cfg.SampleInterval)
 	if o.pipeline, err = o.declarePipeline(cfg, fs, logger); err != nil {
@@ -97,8 +97,8 @@ func build(cfg Config, logger *slog.Logger, checkOnly bool) (*Observer, error) {
 	}
 
 	o.registry = prometheus.NewRegistry()
-	if o.runs != nil {
-		o.registry.MustRegister(metrics.NewRunCollector(o.runs, cycles))
+	if o.engine != nil {
+		o.registry.MustRegister(metrics.NewRunCollector(o.engine.Service(), cycles))
 	}
 	o.registry.MustRegister(
 		metrics.NewCollector(o.pipeline),
@@ -114,8 +114,8 @@ func build(cfg Config, logger *slog.Logger, checkOnly bool) (*Observer, error) {
 		Logger:      logger.With("component", "api"),
 		ListenHosts: listenHosts(cfg.ListenAddresses),
 	}
-	if o.runs != nil {
-		opts.Runs = o.runs
+	if o.engine != nil {
+		opts.Runs = o.engine.Service()
 	}
 	if cfg.APITokenFile != "" {
 		if opts.Token, err = ReadToken(cfg.APITokenFile); err != nil {
@@ -127,7 +127,7 @@ func build(cfg Config, logger *slog.Logger, checkOnly bool) (*Observer, error) {
 		}
 	}
 	page := live.Options{History: o.history, TokenRequired: opts.Token != "", Interval: cfg.SampleInterval, Logger: logger.With("component", "live")}
-	if o.runs != nil {
+	if o.engine != nil {
 		page.Run = o.runStatus
 	}
 	opts.Page = live.New(page)
@@ -157,7 +157,7 @@ func (o *Observer) ready() error {
 
 // runStatus is the most recent run for the live page.
 func (o *Observer) runStatus() (live.RunStatus, bool) {
-	st, ok := o.runs.Status()
+	st, ok := o.engine.Service().Status()
 	if !ok {
 		return live.RunStatus{}, false
 	}
@@ -167,25 +167,25 @@ func (o *Observer) runStatus() (live.RunStatus, bool) {
 		ConsumersActive: p.Active, ConsumersPlanned: p.Planned, Consumers: len(p.Cycles),
 		Elapsed: p.Elapsed, Duration: p.Total,
 		DemandBytes: p.DemandBytes, LimitBytes: p.LimitBytes,
-		Policy: runs.PolicyLine(st.Policy),
+		Policy: engine.PolicyLine(st.Policy),
 	}
-	if rec, err := o.runs.Get(st.ID); err == nil {
+	if rec, err := o.engine.Service().Get(st.ID); err == nil {
 		rs.State = rec.State
 		rs.Active = run.Active(rec.State)
 	}
 	return rs, true
 }
 
-// newRuns sets up the run manager, or returns nil (logged) when runs cannot
+// newEngine sets up the run engine, or returns nil (logged) when runs cannot
 // work here: the observer still observes.
-func newRuns(cfg Config, fs procfs.FS, logger *slog.Logger, onCycle func(int, time.Duration)) *runs.Manager {
+func newEngine(cfg Config, fs procfs.FS, logger *slog.Logger, onCycle func(int, time.Duration)) *engine.Engine {
 	log := logger.With("component", "runs")
 	st, err := store.Open(cfg.DataDir)
 	if err != nil {
 		log.Warn("runs are disabled: "+err.Error()+"; set --data.dir to a writable directory", "data_dir", cfg.DataDir)
 		return nil
 	}
-	rc := runs.Config{Store: st, ProcFS: fs, Logger: log, OnCycle: onCycle, Binary: cfg.LoadgenBinary}
+	rc := engine.Config{Store: st, ProcFS: fs, Logger: log, OnCycle: onCycle, Binary: cfg.LoadgenBinary}
 	if rc.Binary == "" {
 		rc.Binary = FindLoadgen()
 	}
@@ -193,11 +193,11 @@ func newRuns(cfg Config, fs procfs.FS, logger *slog.Logger, onCycle func(int, ti
 	if rc.ParentErr != nil {
 		log.Warn("runs will be refused: " + rc.ParentErr.Error())
 	}
-	m, err := runs.New(rc)
+	e, err := engine.New(rc)
 	if err != nil {
 		log.Warn("cleaning up after a previous observer", "err", err)
 	}
-	return m
+	return e
 }
 
 // listenHosts are the hosts of the listen addresses, for the API's Host
@@ -267,10 +267,10 @@ func (o *Observer) Run(ctx context.Context, listeners []net.Listener, webConfigF
 	// that records it stops, and the HTTP server goes last.
 	var g rungroup.Group
 	g.Add(func() error { <-ctx.Done(); return nil }, func(error) {})
-	if o.runs != nil {
+	if o.engine != nil {
 		stopped := make(chan struct{})
 		g.Add(func() error { <-stopped; return nil }, func(error) {
-			o.runs.Close()
+			o.engine.Close()
 			close(stopped)
 		})
 	}
@@ -368,8 +368,8 @@ func schemeOf(webConfigFile string) string {
 func (o *Observer) trackedPIDs() []int {
 	var pids []int
 	seen := map[int]bool{}
-	if o.runs != nil {
-		for _, pid := range o.runs.Scope().PIDs {
+	if o.engine != nil {
+		for _, pid := range o.engine.Stages().Scope().PIDs {
 			pids, seen[pid] = append(pids, pid), true
 		}
 	}
@@ -386,8 +386,8 @@ func (o *Observer) trackedPIDs() []int {
 // Close detaches the probes. Run calls it; call it yourself only when Run
 // was never called.
 func (o *Observer) Close() error {
-	if o.runs != nil {
-		o.runs.Close()
+	if o.engine != nil {
+		o.engine.Close()
 	}
 	if o.probe == nil {
 		return nil

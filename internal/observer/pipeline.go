@@ -22,8 +22,8 @@ func (o *Observer) declarePipeline(cfg Config, fs procfs.FS, logger *slog.Logger
 	if o.probe != nil {
 		opts.Probe = o.probe
 	}
-	if o.runs != nil {
-		opts.Run = o.runs
+	if o.engine != nil {
+		opts.Run = o.engine.Stages()
 	}
 	f, err := flow.Declare(opts)
 	if err != nil {

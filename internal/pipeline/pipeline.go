@@ -31,7 +31,8 @@ type Tick struct {
 }
 
 // Sink receives every tick, with the one before it (nil at first), on the
-// pipeline's goroutine: it must return quickly.
+// pipeline's goroutine: it must return quickly. A sink that may block is
+// wrapped in NewAsync, a stage on a goroutine of its own.
 type Sink interface {
 	Observe(prev, cur *Tick)
 }
@@ -73,8 +74,18 @@ func New(cfg Config) *Pipeline {
 	return &Pipeline{cfg: cfg}
 }
 
-// Run steps every interval until ctx is done.
+// Run steps every interval until ctx is done. The asynchronous sinks run
+// beside it, and are stopped before it returns.
 func (p *Pipeline) Run(ctx context.Context) {
+	var wg sync.WaitGroup
+	actx, stop := context.WithCancel(context.Background())
+	for _, s := range p.cfg.Sinks {
+		if a, ok := s.(*Async); ok {
+			a.running.Store(true) // before the first step hands it a tick
+			wg.Go(func() { a.run(actx) })
+		}
+	}
+	defer func() { stop(); wg.Wait() }()
 	t := time.NewTicker(p.cfg.Interval)
 	defer t.Stop()
 	for {

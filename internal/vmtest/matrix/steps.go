@@ -38,6 +38,6 @@ var Steps = []step{
 	{Package: "internal/observer", Step: vmtest.Step{Name: "runs", GoTest: true, TimeoutSeconds: 1800,
 		Args: tests("TestRunKeepsEveryConsumer", "TestRunAbortLeavesNothing", "TestObserverKilledWithConsumersFrozen")}},
 	// The policies' levers: calmdown freezes the newest, tpf protects one.
-	{Package: "internal/runs", Step: vmtest.Step{Name: "policies", GoTest: true, TimeoutSeconds: 1800,
+	{Package: "internal/engine", Step: vmtest.Step{Name: "policies", GoTest: true, TimeoutSeconds: 1800,
 		Args: tests("TestCalmDownStopsTheNewest", "TestTPFProtectsOneConsumer")}},
 }

@@ -1,4 +1,4 @@
-package runs_test
+package engine_test
 
 import (
 	"bufio"

@@ -1,4 +1,4 @@
-package runs
+package engine
 
 import (
 	"time"
@@ -8,6 +8,51 @@ import (
 	"github.com/thrashscope/thrashscope/internal/run"
 	"github.com/thrashscope/thrashscope/internal/store"
 )
+
+// Recorder is the run recorder, a sink of the pipeline: it adds each tick
+// to the active run's tables (samples.csv, processes.csv) and its detector
+// transitions to the run record, and has the tables and the record saved
+// every few rows, off the pipeline's goroutine.
+type Recorder struct {
+	current func() *active // nil when no run is active
+	save    func(a *active, withTables bool)
+}
+
+// Observe records one tick.
+func (r *Recorder) Observe(_, tick *pipeline.Tick) {
+	a := r.current()
+	if a == nil {
+		return
+	}
+	var verdict indicators.Verdict
+	if tick.Verdict != nil {
+		verdict = *tick.Verdict
+	}
+	if tr := verdict.Transition; tr != nil {
+		a.run.AddTransition(run.Transition{At: tr.At, To: indicators.StateNames[tr.To], Processes: tr.Names})
+	}
+	if tick.Reading == nil || !tick.Reading.HasRates {
+		return
+	}
+	st := runState{Record: a.run.Record(), Progress: a.run.Progress(), LivePIDs: a.run.PIDs(), CgroupUsageBytes: -1}
+	if u, err := a.run.MemoryUsage(); err == nil {
+		st.CgroupUsageBytes = u
+	}
+	row, procRows := rowsOf(tick, st)
+	a.processes.AppendSample(procRows)
+	a.table.Append(row)
+	a.unsaved++
+	a.sinceRec++
+	switch {
+	case a.unsaved >= saveEvery:
+		a.unsaved, a.sinceRec = 0, 0
+		a.changed.Store(false)
+		r.save(a, true)
+	case a.sinceRec >= recordEvery && a.changed.Swap(false):
+		a.sinceRec = 0
+		r.save(a, false)
+	}
+}
 
 // runState is what the recorder knows of the active run at a tick.
 type runState struct {

@@ -1,4 +1,4 @@
-package runs
+package engine
 
 import (
 	"testing"

@@ -1,4 +1,4 @@
-package runs_test
+package engine_test
 
 import (
 	"context"
@@ -11,9 +11,9 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/thrashscope/thrashscope/internal/cgroup"
+	"github.com/thrashscope/thrashscope/internal/engine"
 	"github.com/thrashscope/thrashscope/internal/procfs"
 	"github.com/thrashscope/thrashscope/internal/run"
-	"github.com/thrashscope/thrashscope/internal/runs"
 	"github.com/thrashscope/thrashscope/internal/store"
 	"github.com/thrashscope/thrashscope/internal/strictjson"
 	"github.com/thrashscope/thrashscope/internal/testenv"
@@ -58,7 +58,7 @@ func TestFinalSaveLandsAfterTheDataDirWasReadOnly(t *testing.T) {
 		t.Fatal(err)
 	}
 	fs, _ := procfs.NewFS("/proc")
-	m, err := runs.New(runs.Config{Store: st, ProcFS: fs, Binary: testenv.Binary(t, "loadgen"),
+	m, err := engine.New(engine.Config{Store: st, ProcFS: fs, Binary: testenv.Binary(t, "loadgen"),
 		Parent: cgroup.Parent{Path: parentCg.Path, V2: own.V2}})
 	if err != nil {
 		t.Fatal(err)
@@ -83,16 +83,16 @@ func TestFinalSaveLandsAfterTheDataDirWasReadOnly(t *testing.T) {
 	}
 	// Every consumer started (the plan is 5 s), then the disk goes.
 	waitFor(t, 20*time.Second, "both consumers started", func() bool {
-		r, _ := m.Get(rec.ID)
+		r, _ := m.Service().Get(rec.ID)
 		return len(r.Consumers) == 2 && r.Consumers[1].ActualStart != nil
 	})
 	readOnly(true)
 	waitFor(t, 30*time.Second, "the run to end", func() bool {
-		r, _ := m.Get(rec.ID)
+		r, _ := m.Service().Get(rec.ID)
 		return !run.Active(r.State)
 	})
-	got, _ := m.Get(rec.ID)
-	page, _, err := m.List(context.Background(), "", 10)
+	got, _ := m.Service().Get(rec.ID)
+	page, _, err := m.Service().List(context.Background(), "", 10)
 	if err != nil || len(page) != 1 {
 		t.Fatalf("list: %v %v", page, err)
 	}

@@ -1,4 +1,4 @@
-package runs_test
+package engine_test
 
 import (
 	"context"
@@ -10,9 +10,9 @@ import (
 	"time"
 
 	"github.com/thrashscope/thrashscope/internal/cgroup"
+	"github.com/thrashscope/thrashscope/internal/engine"
 	"github.com/thrashscope/thrashscope/internal/procfs"
 	"github.com/thrashscope/thrashscope/internal/run"
-	"github.com/thrashscope/thrashscope/internal/runs"
 	"github.com/thrashscope/thrashscope/internal/store"
 	"github.com/thrashscope/thrashscope/internal/testenv"
 )
@@ -95,9 +95,9 @@ func TestRestartActsOnlyOnItsOwn(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	m, err := runs.New(runs.Config{Store: st, Parent: parent, ProcFS: fs, Binary: "loadgen"})
+	m, err := engine.New(engine.Config{Store: st, Parent: parent, ProcFS: fs, Binary: "loadgen"})
 	if err != nil {
-		t.Logf("runs.New: %v", err)
+		t.Logf("engine.New: %v", err)
 	}
 	t.Cleanup(m.Close)
 

@@ -1,4 +1,4 @@
-package runs_test
+package engine_test
 
 import (
 	"context"
@@ -17,9 +17,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/thrashscope/thrashscope/internal/api"
+	"github.com/thrashscope/thrashscope/internal/engine"
 	"github.com/thrashscope/thrashscope/internal/procfs"
 	"github.com/thrashscope/thrashscope/internal/run"
-	"github.com/thrashscope/thrashscope/internal/runs"
 	"github.com/thrashscope/thrashscope/internal/store"
 	"github.com/thrashscope/thrashscope/internal/testenv"
 )
@@ -98,11 +98,11 @@ func TestRunReadsAreBounded(t *testing.T) {
 		}
 	}
 	fs, _ := procfs.NewFS("/proc")
-	m, err := runs.New(runs.Config{Store: st, ProcFS: fs, Binary: "loadgen", ParentErr: errNoParent})
+	m, err := engine.New(engine.Config{Store: st, ProcFS: fs, Binary: "loadgen", ParentErr: errNoParent})
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := httptest.NewServer(api.NewHandler(api.Options{Gatherer: prometheus.NewRegistry(), Ready: func() error { return nil }, Runs: m}))
+	srv := httptest.NewServer(api.NewHandler(api.Options{Gatherer: prometheus.NewRegistry(), Ready: func() error { return nil }, Runs: m.Service()}))
 	defer srv.Close()
 	get := func(path string) (int, []byte, error) {
 		resp, err := http.Get(srv.URL + path)

@@ -1,7 +1,4 @@
-// The manager as the API's backend: the run list, a record, its samples, an
-// abort, and the live status.
-
-package runs
+package engine
 
 import (
 	"context"
@@ -13,72 +10,79 @@ import (
 	"github.com/thrashscope/thrashscope/internal/store"
 )
 
+// Service is the engine as the API's backend (start, the run list, a
+// record, its samples, an abort) and the run metrics' source (Status).
+type Service struct{ e *Engine }
+
+// Start validates a spec against the host and starts it.
+func (s *Service) Start(spec run.Spec) (run.Record, error) { return s.e.Start(spec) }
+
 // List is a page of the runs, newest first (see store.Summaries): at most
-// n, after the run id after. A run the manager holds in memory (the last
+// n, after the run id after. A run the engine holds in memory (the last
 // one, active or not) is listed as it stands, the others as saved.
-func (m *Manager) List(ctx context.Context, after string, n int) ([]run.Summary, string, error) {
-	page, next, err := m.cfg.Store.Summaries(ctx, after, n)
+func (s *Service) List(ctx context.Context, after string, n int) ([]run.Summary, string, error) {
+	page, next, err := s.e.cfg.Store.Summaries(ctx, after, n)
 	for i := range page {
-		if rec, ok := m.inMemory(page[i].ID); ok {
+		if rec, ok := s.inMemory(page[i].ID); ok {
 			page[i] = rec.Summary()
 		}
 	}
 	return page, next, err
 }
 
-// inMemory is a run whose record the manager holds: the last one, active
+// inMemory is a run whose record the engine holds: the last one, active
 // or ended (its final save may still be retried), or one a predecessor left
 // whose marking as aborted has not been saved yet.
-func (m *Manager) inMemory(id string) (run.Record, bool) {
-	if a := m.find(id); a != nil {
+func (s *Service) inMemory(id string) (run.Record, bool) {
+	if a := s.find(id); a != nil {
 		return a.run.Record(), true
 	}
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	rec, ok := m.recovered[id]
+	s.e.mu.Lock()
+	defer s.e.mu.Unlock()
+	rec, ok := s.e.recovered[id]
 	return rec, ok
 }
 
 // Get returns one run.
-func (m *Manager) Get(id string) (run.Record, error) {
-	if rec, ok := m.inMemory(id); ok {
+func (s *Service) Get(id string) (run.Record, error) {
+	if rec, ok := s.inMemory(id); ok {
 		return rec, nil
 	}
-	return m.cfg.Store.Record(id)
+	return s.e.cfg.Store.Record(id)
 }
 
 // WriteRecord writes one run's record to w as JSON, as GET
 // /api/v1/runs/{id} sends it: the run in memory as it stands, a saved one
 // as its file holds it (see store.WriteRecord). Either way its memory is
 // bounded, and the work stops when ctx is done.
-func (m *Manager) WriteRecord(ctx context.Context, id string, w io.Writer) error {
-	if rec, ok := m.inMemory(id); ok {
+func (s *Service) WriteRecord(ctx context.Context, id string, w io.Writer) error {
+	if rec, ok := s.inMemory(id); ok {
 		if rec.Consumers == nil {
 			rec.Consumers = []run.ConsumerRecord{} // the API's shape: a list, even before any are planned
 		}
-		return m.cfg.Store.EncodeJSON(ctx, rec, w)
+		return s.e.cfg.Store.EncodeJSON(ctx, rec, w)
 	}
-	return m.cfg.Store.WriteRecord(ctx, id, w)
+	return s.e.cfg.Store.WriteRecord(ctx, id, w)
 }
 
-func (m *Manager) find(id string) *active {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if m.last != nil && m.last.run.Record().ID == id {
-		return m.last
+func (s *Service) find(id string) *active {
+	s.e.mu.Lock()
+	defer s.e.mu.Unlock()
+	if s.e.last != nil && s.e.last.run.Record().ID == id {
+		return s.e.last
 	}
 	return nil
 }
 
 // Abort stops a run and waits (bounded) until its consumers and cgroup are
 // gone. Aborting a finished run returns it unchanged.
-func (m *Manager) Abort(id string) (run.Record, error) {
-	a := m.find(id)
+func (s *Service) Abort(id string) (run.Record, error) {
+	a := s.find(id)
 	if a == nil {
-		if rec, ok := m.inMemory(id); ok {
+		if rec, ok := s.inMemory(id); ok {
 			return rec, nil // ended, its record not saved yet
 		}
-		return m.cfg.Store.Record(id)
+		return s.e.cfg.Store.Record(id)
 	}
 	a.run.Abort("aborted by request")
 	select {
@@ -90,12 +94,12 @@ func (m *Manager) Abort(id string) (run.Record, error) {
 
 // WriteSamples writes a run's samples.csv: the run in memory's table (the
 // encoding it keeps, not a copy), a saved one's file a buffer at a time.
-func (m *Manager) WriteSamples(ctx context.Context, id string, w io.Writer) error {
-	if a := m.find(id); a != nil {
+func (s *Service) WriteSamples(ctx context.Context, id string, w io.Writer) error {
+	if a := s.find(id); a != nil {
 		_, err := w.Write(a.table.CSV())
 		return err
 	}
-	return m.cfg.Store.Copy(ctx, id, store.SamplesFile, w)
+	return s.e.cfg.Store.Copy(ctx, id, store.SamplesFile, w)
 }
 
 // Status is what the run metrics show: the most recent run.
@@ -110,12 +114,12 @@ type Status struct {
 }
 
 // Status returns the most recent run's progress, and false before any run.
-func (m *Manager) Status() (Status, bool) {
-	m.mu.Lock()
-	last, isActive := m.last, m.active != nil
-	outcomes := maps.Clone(m.outcomes)
-	m.mu.Unlock()
-	werr := m.writeErrors.Load()
+func (s *Service) Status() (Status, bool) {
+	s.e.mu.Lock()
+	last, isActive := s.e.last, s.e.active != nil
+	outcomes := maps.Clone(s.e.outcomes)
+	s.e.mu.Unlock()
+	werr := s.e.writeErrors.Load()
 	if last == nil {
 		return Status{Outcomes: outcomes, WriteErrors: werr}, false
 	}

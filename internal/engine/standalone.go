@@ -1,4 +1,4 @@
-package runs
+package engine
 
 import (
 	"context"
@@ -11,7 +11,6 @@ import (
 	"github.com/thrashscope/thrashscope/internal/cgroup"
 	"github.com/thrashscope/thrashscope/internal/flow"
 	"github.com/thrashscope/thrashscope/internal/indicators"
-	"github.com/thrashscope/thrashscope/internal/master"
 	"github.com/thrashscope/thrashscope/internal/pipeline"
 	"github.com/thrashscope/thrashscope/internal/procfs"
 	"github.com/thrashscope/thrashscope/internal/run"
@@ -58,7 +57,7 @@ func RunStandalone(ctx context.Context, cfg StandaloneConfig) (run.Record, error
 	}
 	rc := Config{Store: st, ProcFS: fs, Binary: cfg.Binary, Logger: cfg.Logger}
 	rc.Parent, rc.ParentErr = cgroup.ChooseParent(cfg.CgroupParent, cfg.ProcfsPath)
-	m, err := New(rc)
+	e, err := New(rc)
 	if err != nil {
 		cfg.Logger.Warn("cleaning up after an earlier run", "err", err)
 	}
@@ -72,33 +71,33 @@ func RunStandalone(ctx context.Context, cfg StandaloneConfig) (run.Record, error
 	}
 	f, err := flow.Declare(flow.Options{
 		ProcFS: fs, ProcfsPath: cfg.ProcfsPath, Interval: time.Second, TopK: 1,
-		Detector: cfg.Detector, FaultKind: indicators.CountAll, Run: m, Logger: cfg.Logger,
+		Detector: cfg.Detector, FaultKind: indicators.CountAll, Run: e.Stages(), Logger: cfg.Logger,
 	})
 	if err != nil {
 		return run.Record{}, err
 	}
 	line := f.Pipeline
-	rec, err := m.Start(cfg.Spec)
+	rec, err := e.Start(cfg.Spec)
 	if err != nil {
 		return rec, err
 	}
-	run := m.Current()
+	run := e.current()
 	sctx, stopSampling := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
 	wg.Go(func() { line.Run(sctx) })
 	defer func() { stopSampling(); wg.Wait() }()
 
-	follow(ctx, cfg, m, rec.ID, run, line)
-	m.Close() // waits for the final save
+	follow(ctx, cfg, e.Service(), rec.ID, run, line)
+	e.Close() // waits for the final save
 	if cfg.Interactive {
 		fmt.Fprintln(cfg.Progress)
 	}
-	return m.Get(rec.ID)
+	return e.Service().Get(rec.ID)
 }
 
 // follow prints the run's progress until it ends; an interrupt (ctx)
 // aborts it and waits until it is gone.
-func follow(ctx context.Context, cfg StandaloneConfig, m *Manager, id string, r *master.Master, line *pipeline.Pipeline) {
+func follow(ctx context.Context, cfg StandaloneConfig, s *Service, id string, r Running, line *pipeline.Pipeline) {
 	tick := time.NewTicker(time.Second)
 	defer tick.Stop()
 	lastPrint := time.Time{}
@@ -106,7 +105,7 @@ func follow(ctx context.Context, cfg StandaloneConfig, m *Manager, id string, r 
 		select {
 		case <-ctx.Done():
 			fmt.Fprintln(cfg.Progress, "\naborting: stopping the consumers and removing the run cgroup")
-			m.Abort(id)
+			s.Abort(id)
 			<-r.Done()
 			return
 		case <-r.Done():

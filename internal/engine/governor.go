@@ -1,4 +1,4 @@
-package runs
+package engine
 
 import (
 	"fmt"
@@ -6,41 +6,48 @@ import (
 	"github.com/thrashscope/thrashscope/internal/indicators"
 	"github.com/thrashscope/thrashscope/internal/pipeline"
 	"github.com/thrashscope/thrashscope/internal/policy"
+	"github.com/thrashscope/thrashscope/internal/procfs"
 	"github.com/thrashscope/thrashscope/internal/run"
 	"github.com/thrashscope/thrashscope/internal/sampler"
 )
 
-// Govern is the policy stage of the pipeline: it shows the active run's
-// policy the tick, as the policy sees a run, and the run carries out what
-// it decides. A run under none is left alone.
-func (m *Manager) Govern(_, tick *pipeline.Tick) {
-	m.mu.Lock()
-	a := m.active
-	m.mu.Unlock()
-	if a == nil || ended(a.run) || tick.Reading == nil || !tick.Reading.HasRates {
+// Governor is the policy stage of the pipeline, after the recorder; the
+// flow runs it on a goroutine of its own, since acting (freezing a cgroup,
+// paging a consumer out) and reading the consumers' swap may block. It
+// shows the active run's policy the tick, as the policy sees a run, and
+// the run carries out what it decides. A run under none is left alone.
+type Governor struct {
+	current func() Running // nil when no run is active
+	procFS  procfs.FS
+}
+
+// Observe governs the active run on one tick.
+func (g *Governor) Observe(_, tick *pipeline.Tick) {
+	r := g.current()
+	if r == nil || ended(r) || tick.Reading == nil || !tick.Reading.HasRates {
 		return
 	}
-	rec := a.run.Record()
+	rec := r.Record()
 	if rec.Spec.Policy == "" || rec.Spec.Policy == policy.None {
 		return
 	}
-	usage, err := a.run.Cgroup().MemoryUsage()
+	usage, err := r.MemoryUsage()
 	if err != nil {
 		usage = rec.Spec.MemoryLimitBytes // unknown: as full as it can be
 	}
 	// Only binpack sizes consumers by RSS + swap; the others spare the
-	// sample loop a read of each consumer's status.
+	// stage a read of each consumer's status.
 	swap := func(int) int64 { return 0 }
 	if rec.Spec.Policy == policy.BinPack {
 		swap = func(pid int) int64 {
-			p, err := m.cfg.ProcFS.Process(pid)
+			p, err := g.procFS.Process(pid)
 			if err != nil {
 				return 0 // it ended meanwhile
 			}
 			return int64(p.SwapBytes)
 		}
 	}
-	a.run.Govern(policyTick(tick, rec, usage, swap))
+	r.Govern(policyTick(tick, rec, usage, swap))
 }
 
 // policyTick is the run at one tick as its policy sees it: the run's
