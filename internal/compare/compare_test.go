@@ -13,6 +13,7 @@ import (
 
 	"github.com/thrashscope/thrashscope/internal/report"
 	"github.com/thrashscope/thrashscope/internal/run"
+	"github.com/thrashscope/thrashscope/internal/sampler"
 	"github.com/thrashscope/thrashscope/internal/store"
 	"github.com/thrashscope/thrashscope/internal/testenv"
 )
@@ -51,7 +52,7 @@ func recorded(id, pol string, slowdowns []float64, swapRates []float64) report.R
 	}
 	var rows []store.Row
 	for i, r := range swapRates {
-		rows = append(rows, store.Row{ElapsedSeconds: float64(i + 1), SwapInPagesPerSecond: r, MajorFaultsPerSecond: 2 * r, PressureFullPercent: r / 10})
+		rows = append(rows, store.Row{Host: sampler.Host{SwapInPagesPerSecond: r, MajorFaultsPerSecond: 2 * r, PressureFullPercent: r / 10}, ElapsedSeconds: float64(i + 1)})
 	}
 	return report.Recorded{Record: rec, Samples: rows}
 }

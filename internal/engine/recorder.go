@@ -78,24 +78,15 @@ func rowsOf(tick *pipeline.Tick, st runState) (store.Row, []store.ProcessRow) {
 	}
 	rec, p := st.Record, st.Progress
 	row := store.Row{
-		ElapsedSeconds:        cur.Time.Sub(rec.StartedAt).Seconds(),
-		CPUUserPercent:        cur.Rates.CPUUserPercent,
-		CPUSystemPercent:      cur.Rates.CPUSystemPercent,
-		CPUIOWaitPercent:      cur.Rates.CPUIOWaitPercent,
-		SwapInPagesPerSecond:  cur.Rates.SwapInPagesPerSecond,
-		SwapOutPagesPerSecond: cur.Rates.SwapOutPagesPerSecond,
-		PagedInKiBPerSecond:   cur.Rates.PagedInKiBPerSecond,
-		PagedOutKiBPerSecond:  cur.Rates.PagedOutKiBPerSecond,
-		MajorFaultsPerSecond:  cur.Rates.MajorFaultsPerSecond,
-		PressureSomePercent:   cur.Rates.PressureSomePercent,
-		PressureFullPercent:   cur.Rates.PressureFullPercent,
-		MemoryAvailableBytes:  cur.Memory.AvailableBytes,
-		SwapFreeBytes:         cur.Memory.SwapFreeBytes,
-		ConsumersActive:       p.Active,
-		ConsumersPlanned:      p.Planned,
-		DemandBytes:           p.DemandBytes,
-		CgroupUsageBytes:      max(st.CgroupUsageBytes, 0),
-		ConsumerStallPercent:  store.Unknown,
+		ElapsedSeconds:       cur.Time.Sub(rec.StartedAt).Seconds(),
+		Host:                 cur.Rates.Host,
+		MemoryAvailableBytes: cur.Memory.AvailableBytes,
+		SwapFreeBytes:        cur.Memory.SwapFreeBytes,
+		ConsumersActive:      p.Active,
+		ConsumersPlanned:     p.Planned,
+		DemandBytes:          p.DemandBytes,
+		CgroupUsageBytes:     max(st.CgroupUsageBytes, 0),
+		ConsumerStallPercent: store.Unknown,
 	}
 	live := make(map[int]bool, len(st.LivePIDs))
 	for _, pid := range st.LivePIDs {

@@ -40,7 +40,7 @@ func rowsFixture() (*pipeline.Tick, runState) {
 	}}
 	reading := &sampler.Reading{
 		Time: *at(12.5), HasRates: true,
-		Rates:  sampler.Rates{Seconds: 1, CPUUserPercent: 10, CPUSystemPercent: 30, SwapInPagesPerSecond: 40000, SwapOutPagesPerSecond: 39000, PressureFullPercent: 61},
+		Rates:  sampler.Rates{Host: sampler.Host{CPUUserPercent: 10, CPUSystemPercent: 30, SwapInPagesPerSecond: 40000, SwapOutPagesPerSecond: 39000, PressureFullPercent: 61}, Seconds: 1},
 		Memory: procfs.Memory{AvailableBytes: 8 << 30, SwapFreeBytes: 3 << 30},
 		Processes: []sampler.Process{
 			tracked(500, "postgres", &sampler.ProcessRates{MajFlt: 9}, true),
@@ -66,8 +66,8 @@ func TestRowsOfATick(t *testing.T) {
 	tick, st := rowsFixture()
 	row, procs := rowsOf(tick, st)
 	want := store.Row{
-		ElapsedSeconds: 12.5, CPUUserPercent: 10, CPUSystemPercent: 30,
-		SwapInPagesPerSecond: 40000, SwapOutPagesPerSecond: 39000, PressureFullPercent: 61,
+		Host:                 sampler.Host{CPUUserPercent: 10, CPUSystemPercent: 30, SwapInPagesPerSecond: 40000, SwapOutPagesPerSecond: 39000, PressureFullPercent: 61},
+		ElapsedSeconds:       12.5,
 		MemoryAvailableBytes: 8 << 30, SwapFreeBytes: 3 << 30,
 		ConsumersActive: 1, ConsumersPlanned: 2, DemandBytes: 100 << 20, CgroupUsageBytes: 90 << 20,
 		ConsumerStallPercent: 40, // consumer 0's; consumer 2 has no rate yet

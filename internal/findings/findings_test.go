@@ -9,6 +9,7 @@ import (
 
 	"github.com/thrashscope/thrashscope/internal/report"
 	"github.com/thrashscope/thrashscope/internal/run"
+	"github.com/thrashscope/thrashscope/internal/sampler"
 	"github.com/thrashscope/thrashscope/internal/store"
 )
 
@@ -43,7 +44,7 @@ func synthetic(t *testing.T, preset string, s shape, wobble float64) report.Reco
 	var rows []store.Row
 	for k := 0; k <= int(spec.Duration().Seconds()); k++ {
 		x := float64(k)
-		rows = append(rows, store.Row{ElapsedSeconds: x, SwapInPagesPerSecond: s.at(x) * (1 + wobble*math.Sin(x/7))})
+		rows = append(rows, store.Row{Host: sampler.Host{SwapInPagesPerSecond: s.at(x) * (1 + wobble*math.Sin(x/7))}, ElapsedSeconds: x})
 	}
 	return report.Recorded{Record: rec, Samples: rows}
 }

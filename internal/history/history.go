@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/thrashscope/thrashscope/internal/pipeline"
+	"github.com/thrashscope/thrashscope/internal/sampler"
 )
 
 // Span is how far back the store reaches at the sample interval.
@@ -24,12 +25,10 @@ const MaxPoints = 3600
 // digits are more than a figure shows, and they halve the ring's size.
 type Point struct {
 	UnixMilli int64 // the sample's time
-	// CPU shares of all CPUs, 0-100, as sampler.Rates counts them.
-	CPUUser, CPUSystem, CPUIOWait float32
-	SwapIn, SwapOut               float32 // pages/s
-	PagedIn, PagedOut             float32 // KiB/s of all block I/O
-	MajorFaults                   float32 // host-wide, per second
-	PSISome, PSIFull              float32 // % of the interval; 0 without PSI
+	// host is the host's indicators (sampler.Host, the row samples.csv
+	// records too) in sampler.HostColumns' order, as float32: a ring of
+	// MaxPoints stays within 200 KiB.
+	host [sampler.HostFields]float32
 	// WorkingSetRatio is NaN when the detector had none.
 	WorkingSetRatio float32
 	HighFault       uint16
@@ -43,21 +42,45 @@ type Point struct {
 // Time is the sample's time.
 func (p Point) Time() time.Time { return time.UnixMilli(p.UnixMilli) }
 
+// Host is the sample's host indicators.
+func (p Point) Host() sampler.Host {
+	var h sampler.Host
+	for i, c := range sampler.HostColumns {
+		*c.Field(&h) = float64(p.host[i])
+	}
+	return h
+}
+
+// SetHost sets the sample's host indicators.
+func (p *Point) SetHost(h sampler.Host) {
+	for i, c := range sampler.HostColumns {
+		p.host[i] = float32(*c.Field(&h))
+	}
+}
+
+// Peak raises each of p's figures to q's where q's is higher: the host's
+// indicators, the detector's state, the high-fault count and the
+// working-set ratio (a NaN ratio, none, gives way to any).
+func (p *Point) Peak(q Point) {
+	for i := range p.host {
+		p.host[i] = max(p.host[i], q.host[i])
+	}
+	p.State, p.HighFault = max(p.State, q.State), max(p.HighFault, q.HighFault)
+	if q.WorkingSetRatio > p.WorkingSetRatio || p.WorkingSetRatio != p.WorkingSetRatio {
+		p.WorkingSetRatio = q.WorkingSetRatio
+	}
+}
+
 // PointOf reduces a tick to its Point. Its reading must have rates.
 func PointOf(t *pipeline.Tick) Point {
 	s := t.Reading
-	r := s.Rates
 	p := Point{
-		UnixMilli: s.Time.UnixMilli(),
-		CPUUser:   float32(r.CPUUserPercent), CPUSystem: float32(r.CPUSystemPercent), CPUIOWait: float32(r.CPUIOWaitPercent),
-		SwapIn: float32(r.SwapInPagesPerSecond), SwapOut: float32(r.SwapOutPagesPerSecond),
-		PagedIn: float32(r.PagedInKiBPerSecond), PagedOut: float32(r.PagedOutKiBPerSecond),
-		MajorFaults: float32(r.MajorFaultsPerSecond),
-		PSISome:     float32(r.PressureSomePercent), PSIFull: float32(r.PressureFullPercent),
+		UnixMilli:       s.Time.UnixMilli(),
 		HasPSI:          s.Pressure != nil,
 		WorkingSetRatio: float32(math.NaN()),
 		State:           -1,
 	}
+	p.SetHost(s.Rates.Host)
 	if v := t.Verdict; v != nil {
 		p.State = int8(v.State)
 		p.HighFault = uint16(min(v.HighFaultCount, math.MaxUint16))

@@ -37,13 +37,15 @@ func TestCapacity(t *testing.T) {
 }
 
 func at(sec int) Point {
-	return Point{UnixMilli: t0.Add(time.Duration(sec) * time.Second).UnixMilli(), SwapIn: float32(sec)}
+	p := Point{UnixMilli: t0.Add(time.Duration(sec) * time.Second).UnixMilli()}
+	p.SetHost(sampler.Host{SwapInPagesPerSecond: float64(sec)})
+	return p
 }
 
 func secondsOf(ps []Point) []int {
 	var out []int
 	for _, p := range ps {
-		out = append(out, int(p.SwapIn))
+		out = append(out, int(p.Host().SwapInPagesPerSecond))
 	}
 	return out
 }
@@ -79,14 +81,14 @@ func TestWindowWrapsAndCuts(t *testing.T) {
 			t.Errorf("Window(%s) = %v, want %v", tc.d, got, tc.want)
 		}
 	}
-	if o, n, ok := s.Ends(); !ok || o.SwapIn != 3 || n.SwapIn != 7 {
-		t.Errorf("Ends: %v %v %v, want points 3 and 7", o.SwapIn, n.SwapIn, ok)
+	if o, n, ok := s.Ends(); !ok || o.Host().SwapInPagesPerSecond != 3 || n.Host().SwapInPagesPerSecond != 7 {
+		t.Errorf("Ends: %v %v %v, want points 3 and 7", o.Host(), n.Host(), ok)
 	}
 	if s.Len() != 5 || s.Generation() != 8 {
 		t.Errorf("Len %d, Generation %d; want 5, 8", s.Len(), s.Generation())
 	}
 	w := s.Window(0)
-	w[0].SwapIn = 99
+	w[0].SetHost(sampler.Host{SwapInPagesPerSecond: 99})
 	if got := secondsOf(s.Window(0)); got[0] != 3 {
 		t.Errorf("changing a window changed the store: %v", got)
 	}
@@ -106,22 +108,19 @@ func TestObserveKeepsSamplesWithRates(t *testing.T) {
 	}
 	cur := sample(1)
 	cur.Reading.Rates = sampler.Rates{
-		CPUUserPercent: 12.5, CPUSystemPercent: 30, CPUIOWaitPercent: 40,
-		SwapInPagesPerSecond: 46600, SwapOutPagesPerSecond: 45200,
-		PagedInKiBPerSecond: 186400, PagedOutKiBPerSecond: 180800, MajorFaultsPerSecond: 47000,
-		PressureSomePercent: 84, PressureFullPercent: 61,
+		Host: sampler.Host{CPUUserPercent: 12.5, CPUSystemPercent: 30, CPUIOWaitPercent: 40, SwapInPagesPerSecond: 46600, SwapOutPagesPerSecond: 45200, PagedInKiBPerSecond: 186400, PagedOutKiBPerSecond: 180800, MajorFaultsPerSecond: 47000, PressureSomePercent: 84, PressureFullPercent: 61},
 	}
 	cur.Reading.Pressure = &procfs.Pressure{}
 	cur.Verdict = &indicators.Verdict{State: 2, HighFaultCount: 25, HasWorkingSetRatio: true, WorkingSetRatio: 2.25}
 	s.Observe(first, cur)
 	got := s.Window(0)
-	want := Point{
-		UnixMilli: cur.Reading.Time.UnixMilli(), CPUUser: 12.5, CPUSystem: 30, CPUIOWait: 40,
-		SwapIn: 46600, SwapOut: 45200, PagedIn: 186400, PagedOut: 180800, MajorFaults: 47000,
-		PSISome: 84, PSIFull: 61, WorkingSetRatio: 2.25, HighFault: 25, State: 2, HasPSI: true,
-	}
+	want := Point{UnixMilli: cur.Reading.Time.UnixMilli(), WorkingSetRatio: 2.25, HighFault: 25, State: 2, HasPSI: true}
+	want.SetHost(cur.Reading.Rates.Host)
 	if len(got) != 1 || got[0] != want {
 		t.Fatalf("stored %+v\nwant %+v", got, want)
+	}
+	if got[0].Host() != cur.Reading.Rates.Host {
+		t.Errorf("Host() %+v, want the reading's %+v (each figure exact in a float32)", got[0].Host(), cur.Reading.Rates.Host)
 	}
 	if !got[0].Time().Equal(cur.Reading.Time) {
 		t.Errorf("Time() %s, want %s", got[0].Time(), cur.Reading.Time)

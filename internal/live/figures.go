@@ -125,39 +125,39 @@ func chart(name string, pts []history.Point) figures.Chart {
 	for i, p := range pts {
 		x[i] = float64(p.UnixMilli-newest) / 1000
 	}
-	col := func(f func(history.Point) float32) []float64 {
+	col := func(f func(history.Point) float64) []float64 {
 		out := make([]float64, len(pts))
 		for i, p := range pts {
-			out[i] = float64(f(p))
+			out[i] = f(p)
 		}
 		return out
 	}
 	var c figures.Chart
 	switch name {
 	case "cpu":
-		c = figures.CPUChart(x, col(func(p history.Point) float32 { return p.CPUUser }), col(func(p history.Point) float32 { return p.CPUSystem }))
+		c = figures.CPUChart(x, col(func(p history.Point) float64 { return p.Host().CPUUserPercent }), col(func(p history.Point) float64 { return p.Host().CPUSystemPercent }))
 	case "paging":
-		c = figures.PagingChart(x, col(func(p history.Point) float32 { return p.SwapIn }), col(func(p history.Point) float32 { return p.SwapOut }))
+		c = figures.PagingChart(x, col(func(p history.Point) float64 { return p.Host().SwapInPagesPerSecond }), col(func(p history.Point) float64 { return p.Host().SwapOutPagesPerSecond }))
 	case "pressure":
 		lo, hi := 0.0, 100.0
 		c = figures.Chart{
 			Title: "Memory pressure (PSI)", YLabel: "% of time stalled",
 			Series: []figures.Series{
-				{Name: "some", X: x, Y: col(func(p history.Point) float32 { return p.PSISome })},
-				{Name: "full", X: x, Y: col(func(p history.Point) float32 { return p.PSIFull })},
+				{Name: "some", X: x, Y: col(func(p history.Point) float64 { return p.Host().PressureSomePercent })},
+				{Name: "full", X: x, Y: col(func(p history.Point) float64 { return p.Host().PressureFullPercent })},
 			},
 			YMin: &lo, YMax: &hi,
 		}
 	case "detector":
 		// A state of -1 (detector off) and a NaN ratio are gaps; the
 		// figures package leaves non-finite points out.
-		state := col(func(p history.Point) float32 {
+		state := col(func(p history.Point) float64 {
 			if p.State < 0 {
-				return float32(nan)
+				return nan
 			}
-			return float32(p.State)
+			return float64(p.State)
 		})
-		ratio := col(func(p history.Point) float32 { return p.WorkingSetRatio })
+		ratio := col(func(p history.Point) float64 { return float64(p.WorkingSetRatio) })
 		// Headroom above the thrashing state keeps the legend off its line.
 		lo, hi, one := 0.0, 3.0, 1.0
 		for _, r := range ratio {
@@ -189,14 +189,7 @@ func thin(pts []history.Point, n int) []history.Point {
 		lo, hi := i*len(pts)/n, (i+1)*len(pts)/n
 		p := pts[hi-1]
 		for _, q := range pts[lo : hi-1] {
-			p.CPUUser, p.CPUSystem, p.CPUIOWait = max(p.CPUUser, q.CPUUser), max(p.CPUSystem, q.CPUSystem), max(p.CPUIOWait, q.CPUIOWait)
-			p.SwapIn, p.SwapOut = max(p.SwapIn, q.SwapIn), max(p.SwapOut, q.SwapOut)
-			p.PagedIn, p.PagedOut, p.MajorFaults = max(p.PagedIn, q.PagedIn), max(p.PagedOut, q.PagedOut), max(p.MajorFaults, q.MajorFaults)
-			p.PSISome, p.PSIFull = max(p.PSISome, q.PSISome), max(p.PSIFull, q.PSIFull)
-			p.State, p.HighFault = max(p.State, q.State), max(p.HighFault, q.HighFault)
-			if q.WorkingSetRatio > p.WorkingSetRatio || p.WorkingSetRatio != p.WorkingSetRatio {
-				p.WorkingSetRatio = q.WorkingSetRatio
-			}
+			p.Peak(q)
 		}
 		out = append(out, p)
 	}

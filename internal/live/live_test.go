@@ -32,9 +32,7 @@ func thrash(t testing.TB, s *history.Store, n int) {
 		cur := &sampler.Reading{Time: t0.Add(time.Duration(i) * time.Second), HasRates: true, Pressure: &procfs.Pressure{}}
 		v := &indicators.Verdict{HasWorkingSetRatio: true, WorkingSetRatio: 0.5 + 2*phase, Processes: map[int]indicators.ProcessVerdict{}}
 		cur.Rates = sampler.Rates{
-			CPUUserPercent: 40 - 30*phase, CPUSystemPercent: 5 + 40*phase,
-			SwapInPagesPerSecond: 46000 * phase, SwapOutPagesPerSecond: 45000 * phase,
-			PressureSomePercent: 84 * phase, PressureFullPercent: 61 * phase,
+			Host: sampler.Host{CPUUserPercent: 40 - 30*phase, CPUSystemPercent: 5 + 40*phase, SwapInPagesPerSecond: 46000 * phase, SwapOutPagesPerSecond: 45000 * phase, PressureSomePercent: 84 * phase, PressureFullPercent: 61 * phase},
 		}
 		switch {
 		case phase > 0.8:
@@ -349,9 +347,11 @@ func TestInFlightBound(t *testing.T) {
 func TestThinKeepsPeaks(t *testing.T) {
 	var pts []history.Point
 	for i := range 3600 {
-		p := history.Point{UnixMilli: int64(i) * 250, SwapIn: 1, State: 0, WorkingSetRatio: float32(math.NaN())}
+		p := history.Point{UnixMilli: int64(i) * 250, State: 0, WorkingSetRatio: float32(math.NaN())}
+		p.SetHost(sampler.Host{SwapInPagesPerSecond: 1})
 		if i == 1234 {
-			p.SwapIn, p.State, p.WorkingSetRatio = 50000, 2, 3
+			p.SetHost(sampler.Host{SwapInPagesPerSecond: 50000})
+			p.State, p.WorkingSetRatio = 2, 3
 		}
 		pts = append(pts, p)
 	}
@@ -361,11 +361,11 @@ func TestThinKeepsPeaks(t *testing.T) {
 	}
 	var peak history.Point
 	for _, p := range out {
-		if p.SwapIn > peak.SwapIn {
+		if p.Host().SwapInPagesPerSecond > peak.Host().SwapInPagesPerSecond {
 			peak = p
 		}
 	}
-	if peak.SwapIn != 50000 || peak.State != 2 || peak.WorkingSetRatio != 3 {
+	if peak.Host().SwapInPagesPerSecond != 50000 || peak.State != 2 || peak.WorkingSetRatio != 3 {
 		t.Errorf("the one-sample burst was lost: peak %+v", peak)
 	}
 	if short := thin(pts[:10], maxPlotPoints); len(short) != 10 {

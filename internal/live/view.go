@@ -85,7 +85,7 @@ func faults(r history.ProcessRow) float64 {
 var funcs = template.FuncMap{
 	"rate":    rate,
 	"bytes":   humanBytes,
-	"percent": func(v float32) string { return fmt.Sprintf("%.0f %%", v) },
+	"percent": func(v float64) string { return fmt.Sprintf("%.0f %%", v) },
 	"ratio": func(v float32) string {
 		if v != v {
 			return "–"
@@ -117,14 +117,7 @@ var funcs = template.FuncMap{
 }
 
 // rate prints a per-second figure compactly: 0, 7.5, 312, 46.6k.
-func rate(v any) string {
-	var f float64
-	switch x := v.(type) {
-	case float32:
-		f = float64(x)
-	case float64:
-		f = x
-	}
+func rate(f float64) string {
 	switch a := math.Abs(f); {
 	case a >= 1e4:
 		return fmt.Sprintf("%.1fk", f/1e3)

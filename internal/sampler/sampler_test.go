@@ -292,9 +292,8 @@ func TestRatesBetween(t *testing.T) {
 		Pressure: &procfs.Pressure{SomeTotal: 2 * time.Second, FullTotal: 500 * time.Millisecond},
 	}
 	r := RatesBetween(prev, cur)
-	want := Rates{Seconds: 2, CPUUserPercent: 40, CPUSystemPercent: 20, CPUIOWaitPercent: 20, CPUBusyPercent: 60,
-		SwapInPagesPerSecond: 100, SwapOutPagesPerSecond: 0, PagedInKiBPerSecond: 200, MajorFaultsPerSecond: 10,
-		PressureSomePercent: 50, PressureFullPercent: 25}
+	want := Rates{
+		Host: Host{CPUUserPercent: 40, CPUSystemPercent: 20, CPUIOWaitPercent: 20, SwapInPagesPerSecond: 100, SwapOutPagesPerSecond: 0, PagedInKiBPerSecond: 200, MajorFaultsPerSecond: 10, PressureSomePercent: 50, PressureFullPercent: 25}, Seconds: 2, CPUBusyPercent: 60}
 	if r != want {
 		t.Errorf("got  %+v\nwant %+v", r, want)
 	}

@@ -10,6 +10,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/thrashscope/thrashscope/internal/run"
+	"github.com/thrashscope/thrashscope/internal/sampler"
 	"github.com/thrashscope/thrashscope/internal/strictjson"
 )
 
@@ -40,17 +41,24 @@ var (
 	pidBound      = bound{0, 1 << 22, false} // PID_MAX_LIMIT
 )
 
-var sampleBounds = map[string]bound{
-	"elapsed_seconds":  elapsedBound,
-	"cpu_user_percent": percentBound, "cpu_system_percent": percentBound, "cpu_iowait_percent": percentBound,
-	"swap_in_pages_per_second": rateBound, "swap_out_pages_per_second": rateBound,
-	"paged_in_kib_per_second": rateBound, "paged_out_kib_per_second": rateBound,
-	"major_faults_per_second": rateBound,
-	"pressure_some_percent":   percentBound, "pressure_full_percent": percentBound,
+var sampleBounds = withHostBounds(map[string]bound{
+	"elapsed_seconds":        elapsedBound,
 	"memory_available_bytes": bytesBound, "swap_free_bytes": bytesBound,
 	"consumers_active": consumerBound, "consumers_planned": consumerBound,
 	"demand_bytes": bytesBound, "cgroup_usage_bytes": bytesBound,
 	"consumer_stall_percent": stallBound,
+})
+
+// withHostBounds adds the host's indicators' bounds: a share 0-100, or a
+// rate.
+func withHostBounds(m map[string]bound) map[string]bound {
+	for _, c := range sampler.HostColumns {
+		m[c.Name] = rateBound
+		if c.Percent {
+			m[c.Name] = percentBound
+		}
+	}
+	return m
 }
 
 var processBounds = map[string]bound{

@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/thrashscope/thrashscope/internal/sampler"
 )
 
 func TestProcessTableRoundTrip(t *testing.T) {
@@ -83,8 +85,8 @@ func TestParseProcessesErrorsNameTheProblem(t *testing.T) {
 
 func TestParseSamplesReadsWhatCSVWrites(t *testing.T) {
 	var tb Table
-	want := Row{ElapsedSeconds: 2, CPUUserPercent: 12.5, CPUSystemPercent: 40.25, SwapInPagesPerSecond: 41000,
-		SwapOutPagesPerSecond: 39000, PressureSomePercent: 80, PressureFullPercent: 61.5, MajorFaultsPerSecond: 41100,
+	want := Row{
+		Host: sampler.Host{CPUUserPercent: 12.5, CPUSystemPercent: 40.25, SwapInPagesPerSecond: 41000, SwapOutPagesPerSecond: 39000, PressureSomePercent: 80, PressureFullPercent: 61.5, MajorFaultsPerSecond: 41100}, ElapsedSeconds: 2,
 		MemoryAvailableBytes: 1 << 33, SwapFreeBytes: 1 << 32, ConsumersActive: 24, ConsumersPlanned: 25,
 		DemandBytes: 240_000_000, CgroupUsageBytes: 104857600, ConsumerStallPercent: -1}
 	tb.Append(want)

@@ -2,8 +2,11 @@ package store
 
 import (
 	"fmt"
+	"slices"
 	"strconv"
 	"sync"
+
+	"github.com/thrashscope/thrashscope/internal/sampler"
 )
 
 // Row is one sample interval of a run, a line of samples.csv: the paper's
@@ -11,15 +14,13 @@ import (
 // thrashscope adds. Rates are per second over the interval, CPU shares of
 // all CPUs 0-100, PSI shares of the interval 0-100.
 type Row struct {
-	ElapsedSeconds                                     float64
-	CPUUserPercent, CPUSystemPercent, CPUIOWaitPercent float64
-	SwapInPagesPerSecond, SwapOutPagesPerSecond        float64
-	PagedInKiBPerSecond, PagedOutKiBPerSecond          float64 // KiB of all block I/O
-	MajorFaultsPerSecond                               float64
-	PressureSomePercent, PressureFullPercent           float64
-	MemoryAvailableBytes, SwapFreeBytes                uint64
-	ConsumersActive, ConsumersPlanned                  int
-	DemandBytes, CgroupUsageBytes                      int64
+	ElapsedSeconds float64
+	// Host is the host's indicators, the columns from cpu_user_percent to
+	// pressure_full_percent.
+	sampler.Host
+	MemoryAvailableBytes, SwapFreeBytes uint64
+	ConsumersActive, ConsumersPlanned   int
+	DemandBytes, CgroupUsageBytes       int64
 	// ConsumerStallPercent is the consumers' summed memory-stall time over
 	// the interval, as a share of one CPU; Unknown without the stall probe.
 	ConsumerStallPercent float64
@@ -30,29 +31,35 @@ func (r Row) ConsumerStall() (float64, bool) {
 	return r.ConsumerStallPercent, r.ConsumerStallPercent != Unknown
 }
 
-// Columns is the samples.csv header.
-var Columns = []string{
-	"elapsed_seconds", "cpu_user_percent", "cpu_system_percent",
-	"swap_in_pages_per_second", "swap_out_pages_per_second",
-	"cpu_iowait_percent", "paged_in_kib_per_second", "paged_out_kib_per_second",
-	"major_faults_per_second", "pressure_some_percent", "pressure_full_percent",
+// Columns is the samples.csv header: the elapsed time, the host's
+// indicators (sampler.HostColumns), then the run's own.
+var Columns = slices.Concat([]string{"elapsed_seconds"}, hostColumnNames(), []string{
 	"memory_available_bytes", "swap_free_bytes",
 	"consumers_active", "consumers_planned", "demand_bytes", "cgroup_usage_bytes",
 	"consumer_stall_percent",
+})
+
+func hostColumnNames() []string {
+	names := make([]string, len(sampler.HostColumns))
+	for i, c := range sampler.HostColumns {
+		names[i] = c.Name
+	}
+	return names
 }
 
 func (r Row) record() []string {
 	f := func(v float64) string { return strconv.FormatFloat(v, 'f', 3, 64) }
 	i := func(v int64) string { return strconv.FormatInt(v, 10) }
-	return []string{
-		f(r.ElapsedSeconds), f(r.CPUUserPercent), f(r.CPUSystemPercent),
-		f(r.SwapInPagesPerSecond), f(r.SwapOutPagesPerSecond),
-		f(r.CPUIOWaitPercent), f(r.PagedInKiBPerSecond), f(r.PagedOutKiBPerSecond),
-		f(r.MajorFaultsPerSecond), f(r.PressureSomePercent), f(r.PressureFullPercent),
+	rec := make([]string, 0, len(Columns))
+	rec = append(rec, f(r.ElapsedSeconds))
+	for _, c := range sampler.HostColumns {
+		rec = append(rec, f(*c.Field(&r.Host)))
+	}
+	return append(rec,
 		strconv.FormatUint(r.MemoryAvailableBytes, 10), strconv.FormatUint(r.SwapFreeBytes, 10),
 		i(int64(r.ConsumersActive)), i(int64(r.ConsumersPlanned)), i(r.DemandBytes), i(r.CgroupUsageBytes),
 		f(r.ConsumerStallPercent),
-	}
+	)
 }
 
 // Table is a run's growing sample table. It is safe for concurrent use:
@@ -107,16 +114,9 @@ func ParseSamples(b []byte) ([]Row, error) {
 		p := parser{rec: rec, col: col, bounds: sampleBounds}
 		var r Row
 		r.ElapsedSeconds = p.float("elapsed_seconds")
-		r.CPUUserPercent = p.float("cpu_user_percent")
-		r.CPUSystemPercent = p.float("cpu_system_percent")
-		r.SwapInPagesPerSecond = p.float("swap_in_pages_per_second")
-		r.SwapOutPagesPerSecond = p.float("swap_out_pages_per_second")
-		r.CPUIOWaitPercent = p.float("cpu_iowait_percent")
-		r.PagedInKiBPerSecond = p.float("paged_in_kib_per_second")
-		r.PagedOutKiBPerSecond = p.float("paged_out_kib_per_second")
-		r.MajorFaultsPerSecond = p.float("major_faults_per_second")
-		r.PressureSomePercent = p.float("pressure_some_percent")
-		r.PressureFullPercent = p.float("pressure_full_percent")
+		for _, c := range sampler.HostColumns {
+			*c.Field(&r.Host) = p.float(c.Name)
+		}
 		r.MemoryAvailableBytes = uint64(p.int("memory_available_bytes"))
 		r.SwapFreeBytes = uint64(p.int("swap_free_bytes"))
 		r.ConsumersActive = int(p.int("consumers_active"))
