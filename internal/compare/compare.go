@@ -18,6 +18,7 @@ import (
 
 	"gonum.org/v1/plot/vg"
 
+	"github.com/thrashscope/thrashscope/internal/analysis"
 	"github.com/thrashscope/thrashscope/internal/engine"
 	"github.com/thrashscope/thrashscope/internal/figures"
 	"github.com/thrashscope/thrashscope/internal/outdir"
@@ -109,7 +110,7 @@ func Run(ctx context.Context, cfg Config) ([]Result, error) {
 	}
 	var results []Result
 	for _, r := range recorded {
-		results = append(results, Measure(r))
+		results = append(results, resultOf(analysis.Measure(r)))
 	}
 	return results, Write(cfg.OutDir, results)
 }
@@ -153,125 +154,22 @@ func Redraw(dir string) ([]Result, error) {
 	}
 	var results []Result
 	for _, r := range recorded {
-		results = append(results, Measure(r))
+		results = append(results, resultOf(analysis.Measure(r)))
 	}
 	return results, Write(dir, results)
 }
 
-// Result sums up one run.
+// Result is one run as the comparison presents it: its id and state and
+// its figures (package analysis measures them).
 type Result struct {
-	ID, Policy, State string
-	MakespanSeconds   float64
-	// SwapIns and MajorFaults are the host's over the run (pages; faults),
-	// from the samples' rates.
-	SwapIns, MajorFaults float64
-	// MeanSlowdown and WorstSlowdown are over the consumers that finished
-	// their work; NaN without a baseline.
-	MeanSlowdown, WorstSlowdown float64
-	PeakPSIFull                 float64 // % of an interval
-	// MeanLatenessSeconds is past t_f, for a timed run; NaN for a run of
-	// fixed work.
-	MeanLatenessSeconds float64
-	// Cycles is the write cycles every consumer did; CyclesPerSwapIn the
-	// progress each swap-in bought (Maziero et al. 2013 compare policies
-	// by it).
-	Cycles          uint64
-	CyclesPerSwapIn float64
-	// Consumers are each consumer's own figures.
-	Consumers []ConsumerResult
+	ID, State string
+	analysis.Totals
+	PeakPSIFull float64 // % of an interval
 }
 
-// ConsumerResult is one consumer's share of a run.
-type ConsumerResult struct {
-	Index int
-	// MajorFaults are its own, from the per-process table (maj_flt).
-	MajorFaults float64
-	// HeldSeconds is how long the policy held it (protected or frozen).
-	HeldSeconds float64
-	Slowdown    float64 // NaN without one
-}
-
-// Measure sums up one ended run from its record and samples.
-func Measure(r report.Recorded) Result {
-	rec := r.Record
-	res := Result{ID: rec.ID, Policy: rec.Spec.Policy, State: rec.State, MakespanSeconds: rec.MakespanSeconds,
-		MeanSlowdown: math.NaN(), WorstSlowdown: math.NaN()}
-	if res.MakespanSeconds == 0 {
-		res.MakespanSeconds = math.NaN() // a timed run, or one that did not finish its work
-	}
-	if res.Policy == "" {
-		res.Policy = policy.None
-	}
-	prev := 0.0
-	for _, row := range r.Samples {
-		dt := row.ElapsedSeconds - prev
-		prev = row.ElapsedSeconds
-		res.SwapIns += row.SwapInPagesPerSecond * dt
-		res.MajorFaults += row.MajorFaultsPerSecond * dt
-		res.PeakPSIFull = max(res.PeakPSIFull, row.PressureFullPercent)
-	}
-	var slow, late []float64
-	for _, c := range rec.Consumers {
-		res.Cycles += c.Cycles
-		late = append(late, c.LatenessSeconds)
-		if c.Slowdown > 0 {
-			slow = append(slow, c.Slowdown)
-		}
-	}
-	if len(slow) > 0 {
-		res.MeanSlowdown, _ = stats.MeanSD(slow)
-		res.WorstSlowdown = slices.Max(slow)
-	}
-	res.MeanLatenessSeconds = math.NaN()
-	if len(late) > 0 && rec.Spec.Cycles == 0 {
-		// Lateness is against t_f, the timed plan's: a run of fixed work
-		// has a makespan and slowdowns instead.
-		res.MeanLatenessSeconds, _ = stats.MeanSD(late)
-	}
-	if res.SwapIns > 0 {
-		res.CyclesPerSwapIn = float64(res.Cycles) / res.SwapIns
-	}
-	res.Consumers = consumersOf(r)
-	return res
-}
-
-// consumersOf sums up each consumer: its major faults over the run (rate ×
-// interval, per row of the per-process table) and how long the policy
-// held it.
-func consumersOf(r report.Recorded) []ConsumerResult {
-	rec := r.Record
-	out := make([]ConsumerResult, len(rec.Consumers))
-	last := map[int]float64{}
-	for i, c := range rec.Consumers {
-		out[i] = ConsumerResult{Index: i, Slowdown: math.NaN()}
-		if c.Slowdown > 0 {
-			out[i].Slowdown = c.Slowdown
-		}
-		if c.ActualStart != nil {
-			last[i] = c.ActualStart.Sub(rec.StartedAt).Seconds()
-		}
-	}
-	for _, p := range r.Processes {
-		if p.Consumer < 0 || p.Consumer >= len(out) {
-			continue
-		}
-		from, ok := last[p.Consumer]
-		last[p.Consumer] = p.ElapsedSeconds
-		if v, has := p.MajorFaultRate(); has && ok {
-			out[p.Consumer].MajorFaults += v * max(0, p.ElapsedSeconds-from)
-		}
-	}
-	end := 0.0
-	if rec.EndedAt != nil {
-		end = rec.EndedAt.Sub(rec.StartedAt).Seconds()
-	}
-	for i := range out {
-		spans, _ := report.HeldSpans(rec, i, end)
-		for _, sp := range spans {
-			out[i].HeldSeconds += sp[1] - sp[0]
-		}
-	}
-	return out
+// resultOf presents one run's figures.
+func resultOf(f analysis.Figures) Result {
+	return Result{ID: f.Summary.ID, State: f.Summary.State, Totals: f.Totals, PeakPSIFull: f.Summary.PeakPSIFull}
 }
 
 // metric is one column of the table and one panel of the figure.
@@ -364,10 +262,10 @@ func consumerTable(b *strings.Builder, order []string, groups map[string][]Resul
 	for _, p := range order {
 		fmt.Fprintf(b, "| %s |", p)
 		for i := range n {
-			for _, of := range []func(ConsumerResult) float64{
-				func(c ConsumerResult) float64 { return c.MajorFaults },
-				func(c ConsumerResult) float64 { return c.HeldSeconds },
-				func(c ConsumerResult) float64 { return c.Slowdown },
+			for _, of := range []func(analysis.ConsumerTotals) float64{
+				func(c analysis.ConsumerTotals) float64 { return c.MajorFaults },
+				func(c analysis.ConsumerTotals) float64 { return c.HeldSeconds },
+				func(c analysis.ConsumerTotals) float64 { return c.Slowdown },
 			} {
 				var vs []float64
 				for _, r := range groups[p] {

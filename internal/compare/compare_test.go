@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/thrashscope/thrashscope/internal/report"
+	"github.com/thrashscope/thrashscope/internal/analysis"
 	"github.com/thrashscope/thrashscope/internal/run"
 	"github.com/thrashscope/thrashscope/internal/sampler"
 	"github.com/thrashscope/thrashscope/internal/store"
@@ -44,7 +44,7 @@ func TestValidate(t *testing.T) {
 	}
 }
 
-func recorded(id, pol string, slowdowns []float64, swapRates []float64) report.Recorded {
+func recorded(id, pol string, slowdowns []float64, swapRates []float64) analysis.Recorded {
 	rec := testenv.Record(id, run.StateCompleted, time.Date(2026, 1, 2, 3, 4, 0, 0, time.UTC))
 	rec.Spec.Policy, rec.Spec.Consumers, rec.MakespanSeconds = pol, len(slowdowns), 30
 	for i, s := range slowdowns {
@@ -54,11 +54,14 @@ func recorded(id, pol string, slowdowns []float64, swapRates []float64) report.R
 	for i, r := range swapRates {
 		rows = append(rows, store.Row{Host: sampler.Host{SwapInPagesPerSecond: r, MajorFaultsPerSecond: 2 * r, PressureFullPercent: r / 10}, ElapsedSeconds: float64(i + 1)})
 	}
-	return report.Recorded{Record: rec, Samples: rows}
+	return analysis.Recorded{Record: rec, Samples: rows}
 }
 
+// measure is a run's figures as the comparison presents them.
+func measure(r analysis.Recorded) Result { return resultOf(analysis.Measure(r)) }
+
 func TestMeasure(t *testing.T) {
-	r := Measure(recorded("a", "binpack", []float64{2, 4, 0}, []float64{100, 300, 50}))
+	r := measure(recorded("a", "binpack", []float64{2, 4, 0}, []float64{100, 300, 50}))
 	if r.Policy != "binpack" || r.SwapIns != 450 || r.MajorFaults != 900 || r.PeakPSIFull != 30 {
 		t.Errorf("%+v: want binpack, 450 swap-ins, 900 major faults, peak PSI full 30", r)
 	}
@@ -69,20 +72,20 @@ func TestMeasure(t *testing.T) {
 	}
 	work := recorded("w", "none", []float64{2}, []float64{1})
 	work.Record.Spec.Cycles = 100
-	if m := Measure(work); !math.IsNaN(m.MeanLatenessSeconds) {
+	if m := measure(work); !math.IsNaN(m.MeanLatenessSeconds) {
 		t.Errorf("a run of fixed work: lateness %g, want NaN (it has no t_f)", m.MeanLatenessSeconds)
 	}
-	if old := Measure(recorded("b", "", nil, nil)); old.Policy != "none" || !math.IsNaN(old.MeanSlowdown) {
+	if old := measure(recorded("b", "", nil, nil)); old.Policy != "none" || !math.IsNaN(old.MeanSlowdown) {
 		t.Errorf("a record without a policy or slowdowns: %+v, want none and NaN slowdowns", old)
 	}
 }
 
 func TestTableAndFigure(t *testing.T) {
 	rs := []Result{
-		Measure(recorded("n1", "none", []float64{2}, []float64{100})),
-		Measure(recorded("b1", "binpack", []float64{3}, []float64{10})),
-		Measure(recorded("n2", "none", []float64{4}, []float64{300})),
-		Measure(recorded("b2", "binpack", []float64{3}, []float64{30})),
+		measure(recorded("n1", "none", []float64{2}, []float64{100})),
+		measure(recorded("b1", "binpack", []float64{3}, []float64{10})),
+		measure(recorded("n2", "none", []float64{4}, []float64{300})),
+		measure(recorded("b2", "binpack", []float64{3}, []float64{30})),
 	}
 	tab := Table(rs)
 	for _, want := range []string{
@@ -164,36 +167,6 @@ func TestRedrawComparesTheRunsUnderOut(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(dir, "compare.txt")); !os.IsNotExist(err) {
 		t.Errorf("compare.txt was written: %v", err)
-	}
-}
-
-func TestConsumersOf(t *testing.T) {
-	t0 := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
-	at := func(s float64) time.Time { return t0.Add(time.Duration(s * float64(time.Second))) }
-	start, end := at(10), at(40)
-	rec := run.Record{StartedAt: t0, EndedAt: &end, Spec: run.Resolved{Policy: "tpf"},
-		Consumers: []run.ConsumerRecord{{Index: 0, ActualStart: &start, Slowdown: 2.5}, {Index: 1, ActualStart: &start}},
-		Decisions: []run.Decision{
-			{At: at(12), Kind: "protect", Consumer: 1},
-			{At: at(15), Kind: "release", Consumer: 1},
-			{At: at(20), Kind: "protect", Consumer: 0, Error: "refused"},
-			{At: at(30), Kind: "protect", Consumer: 1}, // held to the end
-		}}
-	rows := []store.ProcessRow{
-		{ElapsedSeconds: 11, Consumer: 0, MajorFaultsPerSecond: store.Unknown},
-		{ElapsedSeconds: 11, Consumer: 1, MajorFaultsPerSecond: 100}, // 1 s since its start
-		{ElapsedSeconds: 13, Consumer: 0, MajorFaultsPerSecond: 50},  // 2 s
-		{ElapsedSeconds: 13, Consumer: 1, MajorFaultsPerSecond: 10},  // 2 s
-	}
-	got := consumersOf(report.Recorded{Record: rec, Processes: rows})
-	if len(got) != 2 || got[0].MajorFaults != 100 || got[1].MajorFaults != 120 {
-		t.Errorf("%+v: want 100 and 120 major faults", got)
-	}
-	if got[0].HeldSeconds != 0 || got[1].HeldSeconds != 13 {
-		t.Errorf("%+v: want consumer 0 never held (its protection failed), consumer 1 for 3 + 10 s", got)
-	}
-	if got[0].Slowdown != 2.5 || !math.IsNaN(got[1].Slowdown) {
-		t.Errorf("%+v: want slowdowns 2.5 and NaN", got)
 	}
 }
 

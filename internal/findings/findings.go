@@ -16,6 +16,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/thrashscope/thrashscope/internal/analysis"
 	"github.com/thrashscope/thrashscope/internal/report"
 	"github.com/thrashscope/thrashscope/internal/run"
 	"github.com/thrashscope/thrashscope/internal/stats"
@@ -24,7 +25,7 @@ import (
 
 // Runs are the runs of a reproduction by preset, each preset's in the order
 // they started.
-type Runs map[string][]report.Recorded
+type Runs map[string][]analysis.Recorded
 
 // Finding is one observation of the paper, checked.
 type Finding struct {
@@ -109,7 +110,7 @@ func Check(runs Runs) ([]Finding, error) {
 	if len(runs["fig12"]) < 2 {
 		return nil, errors.New("one fig12 run: the stability finding compares repeats; run fig12 three times as the paper did")
 	}
-	d := reproduction{runs: runs, e1: of(runs["e1"][0]), e2: of(runs["e2"][0]), e3: of(runs["e3"][0]), e4: of(runs["e4"][0])}
+	d := reproduction{runs: runs, e1: analysis.Measure(runs["e1"][0]), e2: analysis.Measure(runs["e2"][0]), e3: analysis.Measure(runs["e3"][0]), e4: analysis.Measure(runs["e4"][0])}
 	out := make([]Finding, 0, len(rules))
 	for _, r := range rules {
 		f := Finding{Claim: r.claim, Paper: r.paper, Rule: r.rule}
@@ -123,7 +124,7 @@ func Check(runs Runs) ([]Finding, error) {
 // each of e1-e4 as a series.
 type reproduction struct {
 	runs           Runs
-	e1, e2, e3, e4 *series
+	e1, e2, e3, e4 analysis.Figures
 }
 
 // A finding's rule: the paper's claim and what the paper shows, the test
@@ -140,7 +141,7 @@ var rules = []findingRule{
 		claim: "e2 thrashes in a window", paper: "about 400 s to about 1300 s",
 		rule: fmt.Sprintf("onset and recovery of the swap-in episode each within %.0f s of the paper's", timeTolerance),
 		judge: func(d reproduction) (string, bool) {
-			ep := d.e2.sum.SwapIn
+			ep := d.e2.Summary.SwapIn
 			if ep == nil || !ep.Recovered {
 				return episodeText(ep), false
 			}
@@ -154,10 +155,9 @@ var rules = []findingRule{
 		judge: func(d reproduction) (string, bool) {
 			holds := true
 			var peaks []string
-			for _, p := range []string{"e1", "e2", "e3"} {
-				m := Measure(d.runs[p][0])
-				peaks = append(peaks, fmt.Sprintf("%s %.0f s", p, m.PeakAt))
-				holds = holds && m.PeaksOnPlateau()
+			for _, f := range []analysis.Figures{d.e1, d.e2, d.e3} {
+				peaks = append(peaks, fmt.Sprintf("%s %.0f s", f.Summary.Preset, f.Shape.PeakAt))
+				holds = holds && PeaksOnPlateau(f.Shape)
 			}
 			return strings.Join(peaks, ", "), holds
 		},
@@ -166,8 +166,8 @@ var rules = []findingRule{
 		claim: "more W, more paging (e1 < e2)", paper: "e1's paging below e2's",
 		rule: "mean swap-ins/s over the plateau, e1 below e2",
 		judge: func(d reproduction) (string, bool) {
-			return fmt.Sprintf("e1 %s, e2 %s swap-ins/s (peak PSI memory full: e1 %.0f %%, e2 %.0f %%)", num(d.e1.plateauMean()), num(d.e2.plateauMean()), d.e1.sum.PeakPSIFull, d.e2.sum.PeakPSIFull),
-				d.e1.plateauMean() < d.e2.plateauMean()
+			return fmt.Sprintf("e1 %s, e2 %s swap-ins/s (peak PSI memory full: e1 %.0f %%, e2 %.0f %%)", num(d.e1.Shape.PlateauMean), num(d.e2.Shape.PlateauMean), d.e1.Summary.PeakPSIFull, d.e2.Summary.PeakPSIFull),
+				d.e1.Shape.PlateauMean < d.e2.Shape.PlateauMean
 		},
 	},
 	{
@@ -176,18 +176,18 @@ var rules = []findingRule{
 		judge: func(d reproduction) (string, bool) {
 			e2, e3 := d.e2, d.e3
 			return fmt.Sprintf("e3 %s, e2 %s swap-ins/s (peak PSI memory full: e3 %.0f %%, e2 %.0f %%); e3 %s",
-					num(e3.plateauMean()), num(e2.plateauMean()), e3.sum.PeakPSIFull, e2.sum.PeakPSIFull, episodeText(e3.sum.SwapIn)),
-				e3.plateauMean() < e2.plateauMean() && e3.sum.SwapIn != nil && math.Abs(e3.sum.SwapIn.Onset-750) <= timeTolerance
+					num(e3.Shape.PlateauMean), num(e2.Shape.PlateauMean), e3.Summary.PeakPSIFull, e2.Summary.PeakPSIFull, episodeText(e3.Summary.SwapIn)),
+				e3.Shape.PlateauMean < e2.Shape.PlateauMean && e3.Summary.SwapIn != nil && math.Abs(e3.Summary.SwapIn.Onset-750) <= timeTolerance
 		},
 	},
 	{
 		claim: "t_c = 1 s: a shorter, sharper thrash (e4)", paper: "activity between about 5 s and 40 s of 60 s",
 		rule: "e4's episode shorter than e2's, and its rise from onset to the smoothed peak shorter",
 		judge: func(d reproduction) (string, bool) {
-			d2, r2, ok2 := d.e2.durationRise()
-			d4, r4, ok4 := d.e4.durationRise()
-			return fmt.Sprintf("e4 %s (rise %.0f s), e2 lasts %.0f s (rise %.0f s)", episodeText(d.e4.sum.SwapIn), r4, d2, r2),
-				ok2 && ok4 && d4 < d2 && r4 < r2
+			d2, r2 := d.e2.Shape.EpisodeSeconds, d.e2.Shape.RiseSeconds
+			d4, r4 := d.e4.Shape.EpisodeSeconds, d.e4.Shape.RiseSeconds
+			return fmt.Sprintf("e4 %s (rise %.0f s), e2 lasts %.0f s (rise %.0f s)", episodeText(d.e4.Summary.SwapIn), r4, d2, r2),
+				d4 < d2 && r4 < r2 // false when either is NaN: not recovered
 		},
 	},
 	{
@@ -204,15 +204,15 @@ var rules = []findingRule{
 		judge: func(d reproduction) (string, bool) {
 			holds := true
 			var lags []string
-			for _, c := range []*series{d.e1, d.e2, d.e3, d.e4} {
-				lag, ok := c.recoveryLag()
-				if !ok {
-					lags = append(lags, c.preset+" not recovered")
+			for _, f := range []analysis.Figures{d.e1, d.e2, d.e3, d.e4} {
+				lag := f.Shape.RecoveryLagSeconds
+				if math.IsNaN(lag) {
+					lags = append(lags, f.Summary.Preset+" not recovered")
 					holds = false
 					continue
 				}
-				lags = append(lags, fmt.Sprintf("%s %.0f s", c.preset, lag))
-				holds = holds && lag <= recoveryIntervs*c.tc
+				lags = append(lags, fmt.Sprintf("%s %.0f s", f.Summary.Preset, lag))
+				holds = holds && lag <= recoveryIntervs*f.Shape.IntervalSeconds
 			}
 			return strings.Join(lags, ", "), holds
 		},
@@ -220,7 +220,7 @@ var rules = []findingRule{
 }
 
 // paperRun refuses a run that is not the paper's experiment.
-func paperRun(r report.Recorded) error {
+func paperRun(r analysis.Recorded) error {
 	rec := r.Record
 	if rec.State != run.StateCompleted {
 		return fmt.Errorf("run %s (%s) is %s, not completed: a cut-short run is not the paper's experiment; run it again", rec.ID, rec.Spec.Preset, rec.State)
@@ -247,184 +247,36 @@ func paperRun(r report.Recorded) error {
 	return nil
 }
 
-// Measures are the figures of one run the findings read, by the findings'
-// own rules: for a run on a compressed timeline as for the paper's.
-type Measures struct {
-	// PeakAt is when swap-ins/s, averaged over ±t_c, peak (s since start).
-	PeakAt float64
-	// PlateauFrom and PlateauTo are when every consumer is planned active.
-	PlateauFrom, PlateauTo float64
-	// PlateauMean is the mean swap-ins/s over the plateau.
-	PlateauMean float64
-	// IntervalSeconds is t_c.
-	IntervalSeconds float64
-	// Overload is when the planned demand first passes the limit, and
-	// UnderLimit when it falls back under it (s since start).
-	Overload, UnderLimit float64
-	// Episode is the swap-in episode (summary.txt's rule); nil when none.
-	Episode *report.Episode
-}
-
-// FollowsDemand says whether the thrash starts as the planned demand passes
+// FollowsDemand says whether a run's shape shows the thrash starts as the planned demand passes
 // the limit, in the first half of the ramp from there to the plateau (not
 // at the plateau, as the paper's e3), and ends within recoveryIntervs t_c
 // of the demand falling back under: the shape of the window and recovery
 // findings on this machine. The onset's bound is the ramp's, not a number
 // of t_c: on a compressed timeline the lag is the consumers' fill and t_s,
 // which do not shrink with t_c.
-func (m Measures) FollowsDemand() bool {
+func FollowsDemand(m analysis.Shape) bool {
 	e := m.Episode
 	return e != nil && e.Recovered && e.Onset >= m.Overload-1 && e.Onset <= m.Overload+(m.PlateauFrom-m.Overload)/2 &&
 		e.Recovery >= m.UnderLimit-2*m.IntervalSeconds && e.Recovery <= m.UnderLimit+recoveryIntervs*m.IntervalSeconds
 }
 
-// PeaksOnPlateau says whether the peak falls while every consumer is
+// PeaksOnPlateau says whether a run's peak falls while every consumer is
 // active, within one t_c.
-func (m Measures) PeaksOnPlateau() bool {
+func PeaksOnPlateau(m analysis.Shape) bool {
 	return m.PeakAt >= m.PlateauFrom-m.IntervalSeconds && m.PeakAt <= m.PlateauTo+m.IntervalSeconds
-}
-
-// Measure reads a run's measures.
-func Measure(r report.Recorded) Measures {
-	c := of(r)
-	from, to := c.plateau()
-	m := Measures{PeakAt: c.smoothPeakAt(), PlateauFrom: from, PlateauTo: to, PlateauMean: c.plateauMean(), IntervalSeconds: c.tc, Episode: c.sum.SwapIn}
-	if d, ok := c.spec.Onset(); ok {
-		m.Overload = d.Seconds()
-	}
-	m.UnderLimit, _ = c.underLimit()
-	return m
-}
-
-// series is one run's series and the figures the findings read from them.
-type series struct {
-	preset          string
-	spec            run.Resolved
-	tc              float64 // t_c, seconds
-	elapsed, swapIn []float64
-	sum             report.Summary
-}
-
-func of(r report.Recorded) *series {
-	c := &series{preset: r.Record.Spec.Preset, spec: r.Record.Spec, tc: r.Record.Spec.Interval.D().Seconds()}
-	for _, row := range r.Samples {
-		c.elapsed = append(c.elapsed, row.ElapsedSeconds)
-		c.swapIn = append(c.swapIn, row.SwapInPagesPerSecond)
-	}
-	c.sum = report.Summarise(r.Record, r.Samples)
-	return c
-}
-
-func (c *series) plateau() (from, to float64) {
-	f, t := c.spec.Plateau()
-	return f.Seconds(), t.Seconds()
-}
-
-// smooth averages swap-ins/s over ±t_c around each sample: one consumer
-// interval either side, the scale of the schedule's own steps.
-func (c *series) smooth() []float64 {
-	return movingMean(c.elapsed, c.swapIn, c.tc)
-}
-
-func movingMean(xs, ys []float64, half float64) []float64 {
-	out := make([]float64, len(ys))
-	lo, sum := 0, 0.0
-	hi := 0
-	for i, x := range xs {
-		for hi < len(xs) && xs[hi] <= x+half {
-			sum += ys[hi]
-			hi++
-		}
-		for xs[lo] < x-half {
-			sum -= ys[lo]
-			lo++
-		}
-		out[i] = sum / float64(hi-lo)
-	}
-	return out
-}
-
-func (c *series) smoothPeakAt() float64 {
-	s := c.smooth()
-	if len(s) == 0 {
-		return math.NaN()
-	}
-	return c.elapsed[argmax(s)]
-}
-
-func argmax(xs []float64) int {
-	best := 0
-	for i, v := range xs {
-		if v > xs[best] {
-			best = i
-		}
-	}
-	return best
-}
-
-// plateauMean is the mean swap-ins/s while every consumer is planned active.
-func (c *series) plateauMean() float64 {
-	from, to := c.plateau()
-	var sum float64
-	n := 0
-	for i, t := range c.elapsed {
-		if t >= from && t <= to {
-			sum += c.swapIn[i]
-			n++
-		}
-	}
-	if n == 0 {
-		return math.NaN()
-	}
-	return sum / float64(n)
-}
-
-// durationRise is the swap-in episode's length and the time from its onset
-// to the smoothed peak.
-func (c *series) durationRise() (duration, rise float64, ok bool) {
-	ep := c.sum.SwapIn
-	if ep == nil || !ep.Recovered {
-		return math.NaN(), math.NaN(), false
-	}
-	return ep.Recovery - ep.Onset, max(0, c.smoothPeakAt()-ep.Onset), true
-}
-
-// underLimit is when the planned demand falls back under the memory limit:
-// the end of the consumer after which those left fit.
-func (c *series) underLimit() (float64, bool) {
-	s := c.spec
-	for i := range s.Consumers {
-		left := int64(s.Consumers - i - 1)
-		if left*s.SizeBytes <= s.MemoryLimitBytes {
-			return s.Slot(i).End.Seconds(), true
-		}
-	}
-	return 0, false
-}
-
-// recoveryLag is the time from demand falling under the limit to the
-// swap-in episode's recovery (swap-ins below 10 % of the peak).
-func (c *series) recoveryLag() (float64, bool) {
-	ep := c.sum.SwapIn
-	at, ok := c.underLimit()
-	if ep == nil || !ep.Recovered || !ok {
-		return math.NaN(), false
-	}
-	return max(0, ep.Recovery-at), true
 }
 
 // stability is the fig12 runs' spread: at each second, the SD across runs of
 // swap-ins/s averaged over ±t_c; its mean over the run, over the mean of
 // the runs' mean. Runs are aligned on whole seconds since their start.
-func stability(runs []report.Recorded) (spread float64, n int) {
+func stability(runs []analysis.Recorded) (spread float64, n int) {
 	var series [][]float64
 	length := math.MaxInt
 	for _, r := range runs {
-		c := of(r)
-		s := c.smooth()
-		byS := make([]float64, int(c.spec.Duration()/time.Second))
+		elapsed, s := analysis.SmoothedSwapIns(r)
+		byS := make([]float64, int(r.Record.Spec.Duration()/time.Second))
 		seen := make([]bool, len(byS))
-		for i, t := range c.elapsed {
+		for i, t := range elapsed {
 			k := int(math.Round(t))
 			if k >= 0 && k < len(byS) && !seen[k] {
 				byS[k], seen[k] = s[i], true
@@ -456,7 +308,7 @@ func stability(runs []report.Recorded) (spread float64, n int) {
 	return sdSum / meanSum, len(series)
 }
 
-func episodeText(ep *report.Episode) string {
+func episodeText(ep *analysis.Episode) string {
 	switch {
 	case ep == nil:
 		return "no thrash episode"

@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/thrashscope/thrashscope/internal/report"
+	"github.com/thrashscope/thrashscope/internal/analysis"
 	"github.com/thrashscope/thrashscope/internal/run"
 	"github.com/thrashscope/thrashscope/internal/sampler"
 	"github.com/thrashscope/thrashscope/internal/store"
@@ -29,7 +29,7 @@ func (s shape) at(t float64) float64 {
 
 // synthetic is a completed run of preset at scale 1 whose swap-ins follow s,
 // times (1 + wobble·sin) to tell repeats apart.
-func synthetic(t *testing.T, preset string, s shape, wobble float64) report.Recorded {
+func synthetic(t *testing.T, preset string, s shape, wobble float64) analysis.Recorded {
 	t.Helper()
 	spec, err := run.Resolve(run.Spec{Preset: preset})
 	if err != nil {
@@ -46,7 +46,7 @@ func synthetic(t *testing.T, preset string, s shape, wobble float64) report.Reco
 		x := float64(k)
 		rows = append(rows, store.Row{Host: sampler.Host{SwapInPagesPerSecond: s.at(x) * (1 + wobble*math.Sin(x/7))}, ElapsedSeconds: x})
 	}
-	return report.Recorded{Record: rec, Samples: rows}
+	return analysis.Recorded{Record: rec, Samples: rows}
 }
 
 // paperLike is a reproduction shaped as the paper describes it.
@@ -153,17 +153,6 @@ func TestCheckRefusesRunsThatAreNotThePapers(t *testing.T) {
 	}
 }
 
-func TestMovingMean(t *testing.T) {
-	xs := []float64{0, 1, 2, 3, 4}
-	got := movingMean(xs, []float64{0, 0, 10, 0, 0}, 1)
-	want := []float64{0, 10.0 / 3, 10.0 / 3, 10.0 / 3, 0}
-	for i := range want {
-		if math.Abs(got[i]-want[i]) > 1e-9 {
-			t.Fatalf("%v, want %v", got, want)
-		}
-	}
-}
-
 func TestNum(t *testing.T) {
 	for v, want := range map[float64]string{0: "0", 999: "999", 1000: "1,000", 1234567: "1,234,567", -4321: "-4,321", math.NaN(): "-"} {
 		if got := num(v); got != want {
@@ -193,7 +182,7 @@ func TestCommittedReproduction(t *testing.T) {
 	// The shape the compressed test in internal/observer checks: on this
 	// machine the thrash follows the planned demand over the limit.
 	for _, p := range []string{"e1", "e2", "e3"} {
-		if m := Measure(runs[p][0]); !m.FollowsDemand() {
+		if m := analysis.Measure(runs[p][0]).Shape; !FollowsDemand(m) {
 			t.Errorf("%s: the swap-in episode %+v does not follow the demand over the limit (%.0f-%.0f s)", p, m.Episode, m.Overload, m.UnderLimit)
 		}
 	}

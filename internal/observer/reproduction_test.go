@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/thrashscope/thrashscope/internal/analysis"
 	"github.com/thrashscope/thrashscope/internal/findings"
 	"github.com/thrashscope/thrashscope/internal/report"
 	"github.com/thrashscope/thrashscope/internal/run"
@@ -30,7 +31,7 @@ func TestReproductionCompressed(t *testing.T) {
 	testenv.RequirePrivileged(t)
 	testenv.RequireSwap(t)
 	d := startDaemon(t, t.TempDir())
-	m := map[string]findings.Measures{}
+	m := map[string]analysis.Shape{}
 	for _, preset := range []string{"e2", "e3"} {
 		rec := d.startRun(t, fmt.Sprintf(`{"preset":%q,"scale":%g,"interval":"3s"}`, preset, compressedScale))
 		waitFor(t, rec.Spec.Duration()+2*time.Minute, preset+" to end", func() bool {
@@ -50,7 +51,7 @@ func TestReproductionCompressed(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		mm := findings.Measure(runs[0])
+		mm := analysis.Measure(runs[0]).Shape
 		m[preset] = mm
 		episode := "none"
 		if e := mm.Episode; e != nil {
@@ -58,11 +59,11 @@ func TestReproductionCompressed(t *testing.T) {
 		}
 		t.Logf("%s: demand over the limit %.0f-%.0f s, swap-in episode %s; plateau [%.0f, %.0f] s, %.0f swap-ins/s over it, smoothed peak at %.1f s; %d OOM rescues",
 			preset, mm.Overload, mm.UnderLimit, episode, mm.PlateauFrom, mm.PlateauTo, mm.PlateauMean, mm.PeakAt, final.OOMRescues)
-		if !mm.FollowsDemand() {
+		if !findings.FollowsDemand(mm) {
 			t.Errorf("%s: the thrash (%s) does not follow the planned demand over the limit (%.0f-%.0f s): want it to start in the first half of the ramp to the plateau and end within 4 t_c",
 				preset, episode, mm.Overload, mm.UnderLimit)
 		}
 	}
 	t.Logf("the paper's orderings, not asserted: e3 below e2 over the plateau: %v; e2 peaks on the plateau: %v; e3: %v",
-		m["e3"].PlateauMean < m["e2"].PlateauMean, m["e2"].PeaksOnPlateau(), m["e3"].PeaksOnPlateau())
+		m["e3"].PlateauMean < m["e2"].PlateauMean, findings.PeaksOnPlateau(m["e2"]), findings.PeaksOnPlateau(m["e3"]))
 }

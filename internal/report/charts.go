@@ -8,6 +8,7 @@ import (
 
 	"gonum.org/v1/plot/vg"
 
+	"github.com/thrashscope/thrashscope/internal/analysis"
 	"github.com/thrashscope/thrashscope/internal/figures"
 	"github.com/thrashscope/thrashscope/internal/run"
 	"github.com/thrashscope/thrashscope/internal/store"
@@ -56,7 +57,7 @@ func size(b int64) string {
 
 // paperFigure is the paper's figure pair for a run, raw on the left and
 // Bézier-smoothed on the right, as Fig 3 shows them.
-func paperFigure(r Recorded) figure {
+func paperFigure(r analysis.Recorded) figure {
 	n := len(r.Samples)
 	x, user, system, in, out := make([]float64, n), make([]float64, n), make([]float64, n), make([]float64, n), make([]float64, n)
 	for i, s := range r.Samples {
@@ -91,7 +92,7 @@ const maxProcessPanels = 5
 // processFigure draws TPF's memory allocation demand against RSS (Jiang and
 // Zhang 2001): one panel for all consumers against the cgroup limit, then
 // chosen consumers one by one.
-func processFigure(r Recorded) figure {
+func processFigure(r analysis.Recorded) figure {
 	rec := r.Record
 	end := r.Samples[len(r.Samples)-1].ElapsedSeconds
 	if rec.EndedAt != nil {
@@ -138,7 +139,7 @@ type pick struct {
 // chooseConsumers picks up to maxProcessPanels consumers that have rows:
 // the first, middle and last to start, the one with the most major faults,
 // the latest to finish and the first the OOM killer took.
-func chooseConsumers(r Recorded, rows map[int][]store.ProcessRow) []pick {
+func chooseConsumers(r analysis.Recorded, rows map[int][]store.ProcessRow) []pick {
 	n := len(r.Record.Consumers)
 	faults := func(i int) float64 {
 		var sum float64
@@ -201,7 +202,7 @@ func chooseConsumers(r Recorded, rows map[int][]store.ProcessRow) []pick {
 
 // consumerChart is one consumer's demand (a step from its actual start to
 // its actual end), RSS, swap and working set, in MiB.
-func consumerChart(r Recorded, p pick, rows []store.ProcessRow, end float64) figures.Chart {
+func consumerChart(r analysis.Recorded, p pick, rows []store.ProcessRow, end float64) figures.Chart {
 	rec := r.Record
 	c := rec.Consumers[p.index]
 	var dx, dy []float64
@@ -246,39 +247,10 @@ func consumerChart(r Recorded, p pick, rows []store.ProcessRow, end float64) fig
 	}
 }
 
-// HeldSpans are the times, in seconds since the run started, that the
-// run's policy held consumer i (protected, or frozen), from the record's
-// decisions that acted; a hold still on at the end lasts to end. How is
-// "protected" or "frozen", empty when it was never held.
-func HeldSpans(rec run.Record, i int, end float64) (spans [][2]float64, how string) {
-	from, held := 0.0, false
-	for _, d := range rec.Decisions {
-		if d.Consumer != i || d.Error != "" {
-			continue
-		}
-		at := d.At.Sub(rec.StartedAt).Seconds()
-		switch d.Kind {
-		case "protect", "freeze":
-			if !held {
-				from, held = at, true
-			}
-			how = map[string]string{"protect": "protected", "freeze": "frozen"}[d.Kind]
-		case "release", "thaw":
-			if held {
-				spans, held = append(spans, [2]float64{from, at}), false
-			}
-		}
-	}
-	if held {
-		spans = append(spans, [2]float64{from, max(from, end)})
-	}
-	return spans, how
-}
-
 // heldSteps marks where the run's policy held consumer i: a step up to
 // 1.1 × S while held, 0 otherwise; nil when it was never held.
 func heldSteps(rec run.Record, i int, end float64) (x, y []float64, name string) {
-	spans, how := HeldSpans(rec, i, end)
+	spans, how := analysis.HeldSpans(rec, i, end)
 	if how == "" {
 		return nil, nil, ""
 	}
@@ -292,12 +264,12 @@ func heldSteps(rec run.Record, i int, end float64) (x, y []float64, name string)
 
 // stabilityFigure overlays the runs' smoothed swap-in and CPU curves on one
 // time axis, as Fig 12 overlays the paper's three repeats.
-func stabilityFigure(runs []Recorded) figure {
+func stabilityFigure(runs []analysis.Recorded) figure {
 	in := figures.Chart{Title: "Swap-in, Bézier-smoothed", XLabel: timeAxis, YLabel: "pages/s", Smooth: true}
 	cpu := figures.Chart{Title: "CPU user + system, Bézier-smoothed", XLabel: timeAxis, YLabel: "CPU (% of all CPUs)", Smooth: true}
 	// Runs at several scales are compared per MiB of their limit: a scale
 	// that keeps the physics gives the same curve.
-	scaled := slices.ContainsFunc(runs, func(r Recorded) bool { return r.Record.Spec.Scale != runs[0].Record.Spec.Scale })
+	scaled := slices.ContainsFunc(runs, func(r analysis.Recorded) bool { return r.Record.Spec.Scale != runs[0].Record.Spec.Scale })
 	if scaled {
 		in.Title, in.YLabel = "Swap-in per MiB of limit, Bézier-smoothed", "pages/s per MiB"
 	}
@@ -332,7 +304,7 @@ func stabilityFigure(runs []Recorded) figure {
 
 // fillFigure is seed 002's result: the fill time of each chunk, mean ± 1 SD
 // over the repeats, and the free memory and swap as the fill went on.
-func fillFigure(r Recorded) figure {
+func fillFigure(r analysis.Recorded) figure {
 	var x, mean, sd, free, swap []float64
 	repeats := 0
 	for _, f := range r.Fill {

@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/thrashscope/thrashscope/internal/analysis"
 	"github.com/thrashscope/thrashscope/internal/outdir"
 	"github.com/thrashscope/thrashscope/internal/run"
 	"github.com/thrashscope/thrashscope/internal/store"
@@ -26,20 +27,10 @@ type Config struct {
 	OutDir  string
 }
 
-// Recorded is one ended run as recorded: its record and tables.
-type Recorded struct {
-	Record  run.Record
-	Samples []store.Row
-	// Processes is nil for runs recorded before processes.csv existed.
-	Processes []store.ProcessRow
-	// Fill is the fill preset's table; nil for other presets.
-	Fill []store.FillRow
-}
-
 // Result lists what Build wrote.
 type Result struct {
 	Files     []string // paths, in the order written
-	Summaries []Summary
+	Summaries []analysis.Summary
 }
 
 // Build loads the runs, checks they can be reported together, and writes
@@ -65,7 +56,7 @@ func Build(cfg Config) (Result, error) {
 		if err != nil {
 			return res, err
 		}
-		res.Summaries = append(res.Summaries, Summarise(r.Record, r.Samples))
+		res.Summaries = append(res.Summaries, analysis.Measure(r).Summary)
 		w.both(dir, "paper", paperFigure(r))
 		if r.Processes != nil {
 			w.both(dir, "processes", processFigure(r))
@@ -85,7 +76,7 @@ func Build(cfg Config) (Result, error) {
 // Load reads the runs from the data directory, refusing what cannot be
 // reported: an unknown id (the error lists the ones there are), a run still
 // going, a run without samples, or runs of different presets together.
-func Load(dataDir string, ids []string) ([]Recorded, error) {
+func Load(dataDir string, ids []string) ([]analysis.Recorded, error) {
 	if len(ids) == 0 {
 		return nil, errors.New("no run given: name one or more with --run ID")
 	}
@@ -93,7 +84,7 @@ func Load(dataDir string, ids []string) ([]Recorded, error) {
 	if err != nil {
 		return nil, err
 	}
-	var runs []Recorded
+	var runs []analysis.Recorded
 	seen := map[string]bool{}
 	for _, id := range ids {
 		if seen[id] {
@@ -115,8 +106,8 @@ func Load(dataDir string, ids []string) ([]Recorded, error) {
 	return runs, nil
 }
 
-func loadRun(d *store.Dir, id string) (Recorded, error) {
-	var r Recorded
+func loadRun(d *store.Dir, id string) (analysis.Recorded, error) {
+	var r analysis.Recorded
 	rec, err := d.LoadRecord(id)
 	if errors.Is(err, store.ErrNotFound) {
 		return r, fmt.Errorf("no run %q in %s: %s", id, d.Path(), available(d))

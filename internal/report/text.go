@@ -5,6 +5,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/thrashscope/thrashscope/internal/analysis"
 	"github.com/thrashscope/thrashscope/internal/run"
 	"github.com/thrashscope/thrashscope/internal/stats"
 	"github.com/thrashscope/thrashscope/internal/store"
@@ -12,7 +13,7 @@ import (
 
 // SummaryText is summary.txt: each run's figures, then, for several runs,
 // their mean ± SD, then how each figure is defined.
-func SummaryText(runs []Recorded, sums []Summary) string {
+func SummaryText(runs []analysis.Recorded, sums []analysis.Summary) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "thrashscope run report: %d run(s)\n", len(runs))
 	for i, s := range sums {
@@ -41,7 +42,7 @@ func line(b *strings.Builder, label, format string, args ...any) {
 	fmt.Fprintf(b, "  %-28s %s\n", label, fmt.Sprintf(format, args...))
 }
 
-func runText(b *strings.Builder, r Recorded, s Summary) {
+func runText(b *strings.Builder, r analysis.Recorded, s analysis.Summary) {
 	fmt.Fprintf(b, "run %s\n", s.ID)
 	line(b, "spec", "%s", describe(r.Record))
 	state := s.State
@@ -56,14 +57,14 @@ func runText(b *strings.Builder, r Recorded, s Summary) {
 	p := s.Primary()
 	switch {
 	case p == nil:
-		line(b, "thrashing onset", "none (no detector transition to thrashing, and swap-in never held %d samples above its threshold)", sustainSamples)
+		line(b, "thrashing onset", "none (no detector transition to thrashing, and swap-in never held %d samples above its threshold)", analysis.SustainSamples)
 	default:
-		line(b, "thrashing onset", "%.1f s (%s)%s", p.Onset, p.Source, other(s, func(e *Episode) string { return fmt.Sprintf("%.1f s", e.Onset) }))
+		line(b, "thrashing onset", "%.1f s (%s)%s", p.Onset, p.Source, other(s, func(e *analysis.Episode) string { return fmt.Sprintf("%.1f s", e.Onset) }))
 		rec := "not before the run ended"
 		if p.Recovered {
 			rec = fmt.Sprintf("%.1f s (%s), %.1f s after onset", p.Recovery, p.Source, p.Recovery-p.Onset)
 		}
-		line(b, "recovery", "%s%s", rec, other(s, func(e *Episode) string {
+		line(b, "recovery", "%s%s", rec, other(s, func(e *analysis.Episode) string {
 			if !e.Recovered {
 				return "none"
 			}
@@ -105,7 +106,7 @@ func runText(b *strings.Builder, r Recorded, s Summary) {
 
 // other is the other source's reading of an episode, in brackets, when both
 // sources have one.
-func other(s Summary, f func(*Episode) string) string {
+func other(s analysis.Summary, f func(*analysis.Episode) string) string {
 	if s.Detector == nil || s.SwapIn == nil {
 		return ""
 	}
@@ -122,9 +123,9 @@ func fillText(b *strings.Builder, rows []store.FillRow) {
 }
 
 // acrossText is the runs' mean ± SD of each figure, over the runs that have it.
-func acrossText(b *strings.Builder, sums []Summary) {
+func acrossText(b *strings.Builder, sums []analysis.Summary) {
 	fmt.Fprintf(b, "across %d runs (mean ± SD, over the runs that have the figure)\n", len(sums))
-	stat := func(label, unit string, prec int, get func(Summary) (float64, bool)) {
+	stat := func(label, unit string, prec int, get func(analysis.Summary) (float64, bool)) {
 		var xs []float64
 		for _, s := range sums {
 			if v, ok := get(s); ok {
@@ -138,34 +139,34 @@ func acrossText(b *strings.Builder, sums []Summary) {
 		m, sd := stats.MeanSD(xs)
 		line(b, label, "%.*f ± %.*f%s (n=%d)", prec, m, prec, sd, unit, len(xs))
 	}
-	stat("thrashing onset", " s", 1, func(s Summary) (float64, bool) {
+	stat("thrashing onset", " s", 1, func(s analysis.Summary) (float64, bool) {
 		if p := s.Primary(); p != nil {
 			return p.Onset, true
 		}
 		return 0, false
 	})
-	stat("recovery", " s", 1, func(s Summary) (float64, bool) {
+	stat("recovery", " s", 1, func(s analysis.Summary) (float64, bool) {
 		if p := s.Primary(); p != nil && p.Recovered {
 			return p.Recovery, true
 		}
 		return 0, false
 	})
-	stat("peak swap-in", " pages/s", 0, func(s Summary) (float64, bool) { return s.PeakSwapIn, true })
-	stat("peak swap-in per MiB of limit", " pages/s", 2, func(s Summary) (float64, bool) {
+	stat("peak swap-in", " pages/s", 0, func(s analysis.Summary) (float64, bool) { return s.PeakSwapIn, true })
+	stat("peak swap-in per MiB of limit", " pages/s", 2, func(s analysis.Summary) (float64, bool) {
 		return s.PeakSwapIn / (float64(s.Spec.MemoryLimitBytes) / mib), s.Spec.MemoryLimitBytes > 0
 	})
-	stat("thrash length", " s", 1, func(s Summary) (float64, bool) {
+	stat("thrash length", " s", 1, func(s analysis.Summary) (float64, bool) {
 		if p := s.Primary(); p != nil && p.Recovered {
 			return p.Recovery - p.Onset, true
 		}
 		return 0, false
 	})
-	stat("peak swap-out", " pages/s", 0, func(s Summary) (float64, bool) { return s.PeakSwapOut, true })
-	stat("peak PSI memory full", " %", 1, func(s Summary) (float64, bool) { return s.PeakPSIFull, true })
-	stat("peak consumer stall", " % of one CPU", 1, func(s Summary) (float64, bool) { return s.PeakConsumerStall, s.PeakConsumerStall >= 0 })
-	stat("max consumer lateness", " s", 2, func(s Summary) (float64, bool) { return s.Lateness.Max, s.Lateness.Finished > 0 })
-	stat("late consumers", "", 1, func(s Summary) (float64, bool) { return float64(s.Lateness.Late), s.Lateness.Finished > 0 })
-	stat("consumers OOM-killed", "", 1, func(s Summary) (float64, bool) { return float64(len(s.OOMKilled)), true })
+	stat("peak swap-out", " pages/s", 0, func(s analysis.Summary) (float64, bool) { return s.PeakSwapOut, true })
+	stat("peak PSI memory full", " %", 1, func(s analysis.Summary) (float64, bool) { return s.PeakPSIFull, true })
+	stat("peak consumer stall", " % of one CPU", 1, func(s analysis.Summary) (float64, bool) { return s.PeakConsumerStall, s.PeakConsumerStall >= 0 })
+	stat("max consumer lateness", " s", 2, func(s analysis.Summary) (float64, bool) { return s.Lateness.Max, s.Lateness.Finished > 0 })
+	stat("late consumers", "", 1, func(s analysis.Summary) (float64, bool) { return float64(s.Lateness.Late), s.Lateness.Finished > 0 })
+	stat("consumers OOM-killed", "", 1, func(s analysis.Summary) (float64, bool) { return float64(len(s.OOMKilled)), true })
 }
 
 var definitions = fmt.Sprintf(`definitions
@@ -189,13 +190,13 @@ var definitions = fmt.Sprintf(`definitions
     over the consumers that started and were not OOM-killed; late means more
     than t_s + %.0f s past t_f (one cycle's sleep, plus slack).
   across runs: mean ± sample standard deviation (n-1).
-`, 100*thresholdShare, minSwapInThreshold, sustainSamples, sustainSamples, lateSlack.Seconds())
+`, 100*analysis.ThresholdShare, analysis.MinSwapInThreshold, analysis.SustainSamples, analysis.SustainSamples, analysis.LateSlack.Seconds())
 
 // byScale groups summaries by their spec's scale, in the order first seen.
-func byScale(sums []Summary) [][]Summary {
-	var groups [][]Summary
+func byScale(sums []analysis.Summary) [][]analysis.Summary {
+	var groups [][]analysis.Summary
 	for _, s := range sums {
-		i := slices.IndexFunc(groups, func(g []Summary) bool { return g[0].Spec.Scale == s.Spec.Scale })
+		i := slices.IndexFunc(groups, func(g []analysis.Summary) bool { return g[0].Spec.Scale == s.Spec.Scale })
 		if i < 0 {
 			groups = append(groups, nil)
 			i = len(groups) - 1

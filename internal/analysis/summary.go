@@ -1,4 +1,4 @@
-package report
+package analysis
 
 import (
 	"slices"
@@ -12,17 +12,17 @@ import (
 // The swap-in rule, for runs without detector transitions (loadgen run
 // standalone, or a detector that never said thrashing): the host thrashes
 // while swap-ins stay at or above a tenth of the run's peak, and at least
-// minSwapInThreshold pages/s, for sustainSamples samples in a row.
+// MinSwapInThreshold pages/s, for SustainSamples samples in a row.
 const (
-	thresholdShare     = 0.1
-	minSwapInThreshold = 100
-	sustainSamples     = 3
+	ThresholdShare     = 0.1
+	MinSwapInThreshold = 100
+	SustainSamples     = 3
 )
 
-// lateSlack is how far past t_f a consumer may finish and still be on time,
+// LateSlack is how far past t_f a consumer may finish and still be on time,
 // beyond one sleep t_s: it checks t_f once per cycle, so an unhurried
 // consumer ends within a cycle of it.
-const lateSlack = time.Second
+const LateSlack = time.Second
 
 // Episode is when a run thrashed: from Onset to Recovery, in seconds since
 // the run started.
@@ -72,7 +72,7 @@ func (s Summary) Primary() *Episode {
 // Lateness is how late the consumers finished past their t_f.
 type Lateness struct {
 	Finished   int // consumers that ran and ended
-	Late       int // of them, more than t_s + lateSlack past t_f
+	Late       int // of them, more than t_s + LateSlack past t_f
 	Max, Mean  float64
 	MaxIndex   int
 	LateCutoff float64
@@ -140,16 +140,16 @@ func DetectorEpisode(rec run.Record) *Episode {
 }
 
 // SwapInEpisode applies the swap-in rule to a run's samples: onset is the
-// first sample of the first stretch of sustainSamples or more at or above
+// first sample of the first stretch of SustainSamples or more at or above
 // the threshold; recovery is the first sample after the last such stretch
-// that begins sustainSamples below it. Times are the samples' elapsed
+// that begins SustainSamples below it. Times are the samples' elapsed
 // seconds (each row's rates cover the interval ending then). Nil when the
 // rates never stay up.
 func SwapInEpisode(elapsed, swapIn []float64) *Episode {
 	if len(swapIn) == 0 {
 		return nil
 	}
-	th := max(thresholdShare*slices.Max(swapIn), minSwapInThreshold)
+	th := max(ThresholdShare*slices.Max(swapIn), MinSwapInThreshold)
 	var first, lastEnd = -1, -1 // first stretch's start; last stretch's end (exclusive)
 	for i := 0; i < len(swapIn); {
 		if swapIn[i] < th {
@@ -160,7 +160,7 @@ func SwapInEpisode(elapsed, swapIn []float64) *Episode {
 		for j < len(swapIn) && swapIn[j] >= th {
 			j++
 		}
-		if j-i >= sustainSamples {
+		if j-i >= SustainSamples {
 			if first < 0 {
 				first = i
 			}
@@ -172,9 +172,9 @@ func SwapInEpisode(elapsed, swapIn []float64) *Episode {
 		return nil
 	}
 	e := &Episode{Source: "swap-in", Onset: elapsed[first], Threshold: th}
-	for i := lastEnd; i+sustainSamples <= len(swapIn); i++ {
+	for i := lastEnd; i+SustainSamples <= len(swapIn); i++ {
 		quiet := true
-		for _, v := range swapIn[i : i+sustainSamples] {
+		for _, v := range swapIn[i : i+SustainSamples] {
 			quiet = quiet && v < th
 		}
 		if quiet {
@@ -187,9 +187,9 @@ func SwapInEpisode(elapsed, swapIn []float64) *Episode {
 
 // ConsumerLateness summarises how late the consumers finished past t_f.
 // Consumers that never started, or that the OOM killer ended, are left out:
-// they did not finish. Late means more than t_s + lateSlack past t_f.
+// they did not finish. Late means more than t_s + LateSlack past t_f.
 func ConsumerLateness(rec run.Record) Lateness {
-	l := Lateness{MaxIndex: -1, LateCutoff: (rec.Spec.Sleep.D() + lateSlack).Seconds()}
+	l := Lateness{MaxIndex: -1, LateCutoff: (rec.Spec.Sleep.D() + LateSlack).Seconds()}
 	var sum float64
 	for _, c := range rec.Consumers {
 		if c.ActualStart == nil || c.ActualEnd == nil || c.Exit == "oom-killed" {
