@@ -20,66 +20,148 @@ type chunkSample struct {
 	memFree, swapFree uint64
 }
 
-// rotateSlowest moves to the current second's bucket. Called with r.mu held.
-func (r *Master) rotateSlowest(now time.Time) {
-	sec := now.Unix()
-	switch {
-	case sec == r.slowestAt:
-	case sec == r.slowestAt+1:
-		r.slowest = [2]time.Duration{0, r.slowest[0]}
-	default:
-		r.slowest = [2]time.Duration{}
-	}
-	r.slowestAt = sec
+// cycleStats are a run's cycle statistics: the slowest cycle in the last
+// two seconds, and the fill preset's chunk samples. Master.mu guards them;
+// they read no clock and no process, so their tests need neither.
+type cycleStats struct {
+	// slowest[0] is the slowest cycle in the current second, [1] in the
+	// one before.
+	slowest   [2]time.Duration
+	slowestAt int64           // the unix second slowest[0] belongs to
+	chunks    [][]chunkSample // per chunk, one sample a repeat; nil unless fill
 }
 
+// rotate moves to now's second's bucket.
+func (s *cycleStats) rotate(now time.Time) {
+	sec := now.Unix()
+	switch {
+	case sec == s.slowestAt:
+	case sec == s.slowestAt+1:
+		s.slowest = [2]time.Duration{0, s.slowest[0]}
+	default:
+		s.slowest = [2]time.Duration{}
+	}
+	s.slowestAt = sec
+}
+
+// cycle counts a cycle of d that ended at now.
+func (s *cycleStats) cycle(now time.Time, d time.Duration) {
+	s.rotate(now)
+	s.slowest[0] = max(s.slowest[0], d)
+}
+
+// slowestCycle is the slowest cycle in the second of now and the one
+// before.
+func (s *cycleStats) slowestCycle(now time.Time) time.Duration {
+	s.rotate(now)
+	return max(s.slowest[0], s.slowest[1])
+}
+
+// chunk records one repeat's fill of chunk i; one out of range is dropped.
+func (s *cycleStats) chunk(i int, c chunkSample) {
+	if i >= 0 && i < len(s.chunks) {
+		s.chunks[i] = append(s.chunks[i], c)
+	}
+}
+
+// chunksDone is how many chunk fills were recorded.
+func (s *cycleStats) chunksDone() int {
+	n := 0
+	for _, rep := range s.chunks {
+		n += len(rep)
+	}
+	return n
+}
+
+// fillRows are the fill experiment's table: per chunk, the mean and
+// standard deviation of its fill time over the repeats, with the host's
+// free memory and swap when it was filled. Nil for other presets.
+func (s *cycleStats) fillRows(chunkBytes int64) []store.FillRow {
+	if s.chunks == nil {
+		return nil
+	}
+	rows := []store.FillRow{}
+	for i, reps := range s.chunks {
+		if len(reps) == 0 {
+			continue
+		}
+		var secs []float64
+		var free, swap float64
+		for _, c := range reps {
+			secs = append(secs, c.seconds)
+			free += float64(c.memFree)
+			swap += float64(c.swapFree)
+		}
+		mean, sd := stats.MeanSD(secs) // never empty here
+		n := float64(len(reps))
+		rows = append(rows, store.FillRow{
+			Chunk: i, AllocatedBytes: int64(i+1) * chunkBytes, Repeats: len(reps),
+			MeanSeconds: mean, SDSeconds: sd, MemoryFreeBytes: free / n, SwapFreeBytes: swap / n,
+		})
+	}
+	return rows
+}
+
+// applyMessage is what a consumer's message adds to its record c: a start,
+// a cycle, its end (with lateness past t_f, and the run time and slowdown
+// of a run of fixed work against the consumer that ran alone). It reports
+// whether the record changed in a way worth saving. The other kinds are
+// the master's (apply).
+func applyMessage(c *run.ConsumerRecord, m consumer.Message, spec run.Resolved, alone *run.AloneRecord) (changed bool) {
+	switch m.Kind {
+	case consumer.KindStarted:
+		t := time.Unix(0, m.A)
+		c.ActualStart = &t
+		return true
+	case consumer.KindCycle:
+		c.Cycles++
+	case consumer.KindDone:
+		t := time.Unix(0, m.A)
+		c.ActualEnd = &t
+		c.Cycles = uint64(m.B)
+		if late := t.Sub(c.PlannedEnd); late > 0 && spec.Preset != run.PresetFill {
+			c.LatenessSeconds = late.Seconds()
+		}
+		if spec.Cycles > 0 && c.ActualStart != nil {
+			c.RunSeconds = t.Sub(*c.ActualStart).Seconds()
+			if alone != nil && alone.RunSeconds > 0 && !m.Terminated() {
+				c.Slowdown = c.RunSeconds / alone.RunSeconds
+			}
+		}
+		return true
+	}
+	return false
+}
+
+// apply takes one message of consumer i: its record (applyMessage), the
+// cycle statistics, and what the levers and the log need.
 func (r *Master) apply(i int, rep consumer.Message) {
-	changed := false
 	var cycles []time.Duration
 	defer func() { r.observe(i, cycles) }()
 	r.mu.Lock()
+	if rep.Kind == consumer.KindDone {
+		cycles = r.takeLocked(i, cycles) // the board's last, before the count the message gives
+	}
 	c := &r.rec.Consumers[i]
+	changed := applyMessage(c, rep, r.cfg.Spec, r.rec.Alone)
 	switch rep.Kind {
-	case consumer.KindStarted:
-		t := time.Unix(0, rep.A)
-		c.ActualStart = &t
-		changed = true
 	case consumer.KindCycle:
-		c.Cycles++
 		d := time.Duration(rep.B)
-		r.rotateSlowest(r.cfg.Now())
-		r.slowest[0] = max(r.slowest[0], d)
+		r.cycles.cycle(r.cfg.Now(), d)
 		defer r.cfg.OnCycle(i, d)
 	case consumer.KindChunk:
 		_, chunk := rep.Chunk()
-		if chunk < len(r.chunks) {
-			var free, swap uint64
-			if r.cfg.HostMemory != nil {
-				free, swap = r.cfg.HostMemory()
-			}
-			r.chunks[chunk] = append(r.chunks[chunk], chunkSample{seconds: time.Duration(rep.B).Seconds(), memFree: free, swapFree: swap})
+		var free, swap uint64
+		if r.cfg.HostMemory != nil {
+			free, swap = r.cfg.HostMemory()
 		}
+		r.cycles.chunk(chunk, chunkSample{seconds: time.Duration(rep.B).Seconds(), memFree: free, swapFree: swap})
 	case consumer.KindRegion:
 		r.gov.levers[i].region = [2]uintptr{uintptr(rep.A), uintptr(rep.B)}
 	case consumer.KindLocked:
 		if rep.B != 0 {
 			r.cfg.Logger.Warn("a consumer could not lock or unlock its region", "run", r.cfg.ID, "consumer", i, "err", syscall.Errno(rep.B).Error())
 		}
-	case consumer.KindDone:
-		cycles = r.takeLocked(i, cycles)
-		t := time.Unix(0, rep.A)
-		c.ActualEnd = &t
-		c.Cycles = uint64(rep.B)
-		if late := t.Sub(c.PlannedEnd); late > 0 && r.cfg.Spec.Preset != run.PresetFill {
-			c.LatenessSeconds = late.Seconds()
-		}
-		if r.cfg.Spec.Cycles > 0 && c.ActualStart != nil {
-			c.RunSeconds = t.Sub(*c.ActualStart).Seconds()
-			if a := r.rec.Alone; a != nil && a.RunSeconds > 0 && !rep.Terminated() {
-				c.Slowdown = c.RunSeconds / a.RunSeconds
-			}
-		}
-		changed = true
 	}
 	pid := c.PID
 	r.mu.Unlock()
@@ -113,9 +195,9 @@ func (r *Master) takeLocked(i int, ds []time.Duration) []time.Duration {
 	if r.board == nil {
 		return ds
 	}
-	r.rotateSlowest(r.cfg.Now())
+	now := r.cfg.Now()
 	n := r.board.Take(i, func(_ int64, d time.Duration) {
-		r.slowest[0] = max(r.slowest[0], d)
+		r.cycles.cycle(now, d)
 		ds = append(ds, d)
 	})
 	r.rec.Consumers[i].Cycles += n
@@ -147,33 +229,9 @@ func makespan(cs []run.ConsumerRecord) float64 {
 	return last.Sub(first).Seconds()
 }
 
-// FillRows are the fill experiment's table: per chunk, the mean and
-// standard deviation of its fill time over the repeats, with the host's
-// free memory and swap when it was filled. Nil for other presets.
+// FillRows are the fill experiment's table (see cycleStats.fillRows).
 func (r *Master) FillRows() []store.FillRow {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if r.chunks == nil {
-		return nil
-	}
-	rows := []store.FillRow{}
-	for i, reps := range r.chunks {
-		if len(reps) == 0 {
-			continue
-		}
-		var secs []float64
-		var free, swap float64
-		for _, c := range reps {
-			secs = append(secs, c.seconds)
-			free += float64(c.memFree)
-			swap += float64(c.swapFree)
-		}
-		mean, sd := stats.MeanSD(secs) // never empty here
-		n := float64(len(reps))
-		rows = append(rows, store.FillRow{
-			Chunk: i, AllocatedBytes: int64(i+1) * r.cfg.Spec.SizeBytes, Repeats: len(reps),
-			MeanSeconds: mean, SDSeconds: sd, MemoryFreeBytes: free / n, SwapFreeBytes: swap / n,
-		})
-	}
-	return rows
+	return r.cycles.fillRows(r.cfg.Spec.SizeBytes)
 }

@@ -83,13 +83,10 @@ type Master struct {
 	cancel context.CancelCauseFunc
 	done   chan struct{}
 
-	mu    sync.Mutex
-	rec   run.Record
-	procs []*os.Process // by index; nil until spawned
-	// slowest[0] is the slowest cycle in the current second, [1] in the one before.
-	slowest   [2]time.Duration
-	slowestAt int64 // the unix second slowest[0] belongs to
-	chunks    [][]chunkSample
+	mu        sync.Mutex
+	rec       run.Record
+	procs     []*os.Process // by index; nil until spawned
+	cycles    cycleStats
 	oomBefore uint64
 	board     *consumer.CycleBoard // nil: cycles come on the message pipes
 	guard     *cgroup.OOMGuard     // nil when it could not be set up
@@ -159,7 +156,7 @@ func Start(cfg Config) (*Master, error) {
 	r.rec = plannedRecord(cfg, start, cg.Path, gov.protection)
 	r.procs = make([]*os.Process, n)
 	if cfg.Spec.Preset == run.PresetFill {
-		r.chunks = make([][]chunkSample, cfg.Spec.Consumers)
+		r.cycles.chunks = make([][]chunkSample, cfg.Spec.Consumers)
 	} else if r.board, err = consumer.NewCycleBoard(n); err != nil {
 		cfg.Logger.Warn("no cycle board; each write cycle is sent on its consumer's pipe", "run", cfg.ID, "err", err)
 		r.board = nil
@@ -265,23 +262,32 @@ func (r *Master) Progress() run.Progress {
 	now := r.cfg.Now()
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	p := progressAt(r.cfg.Spec, &r.rec, r.start, now, r.cycles.chunksDone())
+	p.SlowestCycle = r.cycles.slowestCycle(now)
+	return p
+}
+
+// progressAt is a run's progress at now from its record: the plan's
+// consumers and the started, active and ended ones, each one's cycles and
+// lateness, and the demand. It reads nothing else.
+func progressAt(spec run.Resolved, rec *run.Record, start, now time.Time, chunksDone int) run.Progress {
 	p := run.Progress{
-		Elapsed:    now.Sub(r.start),
-		Total:      r.cfg.Spec.Duration(), // the plan; a run of fixed work has none (below)
-		Planned:    r.cfg.Spec.ActiveAt(now.Sub(r.start)),
-		LimitBytes: r.cfg.Spec.MemoryLimitBytes,
+		Elapsed:    now.Sub(start),
+		Total:      spec.Duration(), // the plan; a run of fixed work has none (below)
+		Planned:    spec.ActiveAt(now.Sub(start)),
+		LimitBytes: spec.MemoryLimitBytes,
 	}
-	work := r.cfg.Spec.Cycles > 0
+	work := spec.Cycles > 0
 	if work {
 		// Its consumers end when their work is done: the plan has its
 		// starts only, and a consumer is planned from its start to its end.
 		p.Total, p.Planned = 0, 0
 	}
-	for _, c := range r.rec.Consumers {
+	for _, c := range rec.Consumers {
 		if c.ActualStart != nil {
 			p.Started++
 		}
-		if work && r.rec.Alone != nil && r.rec.Alone.Exit != "" && !now.Before(c.PlannedStart) && c.ActualEnd == nil && c.Exit == "" {
+		if work && rec.Alone != nil && rec.Alone.Exit != "" && !now.Before(c.PlannedStart) && c.ActualEnd == nil && c.Exit == "" {
 			p.Planned++
 		}
 		if c.Exit != "" || c.ActualEnd != nil {
@@ -296,17 +302,13 @@ func (r *Master) Progress() run.Progress {
 		}
 		p.LatenessSeconds = append(p.LatenessSeconds, late)
 	}
-	if r.cfg.Spec.Preset == run.PresetFill {
-		for _, rep := range r.chunks {
-			p.ChunksDone += len(rep)
-		}
+	if spec.Preset == run.PresetFill {
+		p.ChunksDone = chunksDone
 		p.Planned = min(p.Active, 1)
-		p.DemandBytes = int64(p.ChunksDone%max(r.cfg.Spec.Consumers, 1)) * r.cfg.Spec.SizeBytes
+		p.DemandBytes = int64(p.ChunksDone%max(spec.Consumers, 1)) * spec.SizeBytes
 	} else {
-		p.DemandBytes = int64(p.Active) * r.cfg.Spec.SizeBytes
+		p.DemandBytes = int64(p.Active) * spec.SizeBytes
 	}
-	r.rotateSlowest(now)
-	p.SlowestCycle = max(r.slowest[0], r.slowest[1])
 	return p
 }
 
