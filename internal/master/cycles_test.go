@@ -64,7 +64,9 @@ func TestApplyMessage(t *testing.T) {
 // second forgets the first, and a gap forgets both.
 func TestSlowestCycle(t *testing.T) {
 	t0 := time.Unix(2_000_000, 0)
-	sec := func(s, ms int) time.Time { return t0.Add(time.Duration(s)*time.Second + time.Duration(ms)*time.Millisecond) }
+	sec := func(s, ms int) time.Time {
+		return t0.Add(time.Duration(s)*time.Second + time.Duration(ms)*time.Millisecond)
+	}
 	var s cycleStats
 	for _, step := range []struct {
 		at    time.Time
@@ -126,7 +128,7 @@ func TestProgressAt(t *testing.T) {
 	cs := []run.ConsumerRecord{
 		{Index: 0, ActualStart: at(1), ActualEnd: at(9), LatenessSeconds: 1.5, Cycles: 10, PlannedStart: *at(1), PlannedEnd: *at(7.5)},
 		{Index: 1, ActualStart: at(2), Cycles: 4, PlannedStart: *at(2), PlannedEnd: *at(8)}, // running past its t_f
-		{Index: 2, PlannedStart: *at(30), PlannedEnd: *at(40)},                             // not started
+		{Index: 2, PlannedStart: *at(30), PlannedEnd: *at(40)},                              // not started
 		{Index: 3, ActualStart: at(3), Exit: "killed", PlannedStart: *at(3), PlannedEnd: *at(9)},
 	}
 	p := progressAt(e4, &run.Record{Consumers: cs}, t0, *at(12), 0)
