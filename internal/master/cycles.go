@@ -157,7 +157,7 @@ func (r *Master) apply(i int, rep consumer.Message) {
 		}
 		r.cycles.chunk(chunk, chunkSample{seconds: time.Duration(rep.B).Seconds(), memFree: free, swapFree: swap})
 	case consumer.KindRegion:
-		r.gov.levers[i].region = [2]uintptr{uintptr(rep.A), uintptr(rep.B)}
+		r.gov.mapped(i, uintptr(rep.A), uintptr(rep.B))
 	case consumer.KindLocked:
 		if rep.B != 0 {
 			r.cfg.Logger.Warn("a consumer could not lock or unlock its region", "run", r.cfg.ID, "consumer", i, "err", syscall.Errno(rep.B).Error())

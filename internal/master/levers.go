@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"sync"
@@ -56,10 +57,19 @@ type lever struct {
 	protected bool
 }
 
-// governor is the run's policy and its levers.
+// governor is the run's policy and its levers, one per consumer: it
+// decides (the policy's Step) and acts (freeze, thaw, protect, release),
+// and knows nothing of the run's processes or record but what the master
+// hands it. Its own mu guards the levers, so its tests need neither a run
+// nor root.
 type governor struct {
 	name string
 	pol  policy.Policy
+	// runID, spec and logger are the run's, for the protection's bounds
+	// and the log.
+	runID  string
+	spec   run.Resolved
+	logger *slog.Logger
 	// freezeRoot is the run's group in the unified hierarchy, made where
 	// the memory controller is on cgroup v1; nil otherwise.
 	freezeRoot *cgroup.Cgroup
@@ -71,7 +81,7 @@ type governor struct {
 	stepMu sync.Mutex // one Govern at a time, and none after closing
 	closed bool
 
-	// Guarded by the master's mu:
+	mu      sync.Mutex // guards what follows
 	levers  []lever
 	on      bool // the plan runs: not before the consumer alone ends
 	counts  map[policy.Kind]uint64
@@ -89,7 +99,8 @@ func newGovernor(cfg Config, memGroups []*cgroup.Cgroup, n int) (*governor, erro
 	if err != nil {
 		return nil, err
 	}
-	g := &governor{name: cfg.Spec.Policy, pol: pol, levers: make([]lever, n), counts: map[policy.Kind]uint64{}}
+	g := &governor{name: cfg.Spec.Policy, pol: pol, runID: cfg.ID, spec: cfg.Spec, logger: cfg.Logger,
+		levers: make([]lever, n), counts: map[policy.Kind]uint64{}}
 	if g.name == "" {
 		g.name = policy.None
 	}
@@ -154,17 +165,16 @@ func (g *governor) destroy() error {
 // attach gives consumer i's levers once it is started, before anything
 // can reap it: its pidfd, its control pipe, and (where the memory
 // cgroup is on v1) its place in its freeze group.
-func (r *Master) attach(i, pid int, ctl io.Writer) error {
-	g := r.gov
+func (g *governor) attach(i, pid int, ctl io.Writer) error {
 	fd, err := unix.PidfdOpen(pid, 0)
 	if err != nil {
 		fd = -1 // no page-out; freezing and locking still work
-		r.cfg.Logger.Warn("no pidfd for a consumer: it will not be paged out when frozen", "run", r.cfg.ID, "consumer", i, "err", err)
+		g.logger.Warn("no pidfd for a consumer: it will not be paged out when frozen", "run", g.runID, "consumer", i, "err", err)
 	}
-	r.mu.Lock()
+	g.mu.Lock()
 	l := &g.levers[i]
 	l.pidfd, l.ctl = fd, ctl
-	r.mu.Unlock()
+	g.mu.Unlock()
 	if g.freezeRoot != nil {
 		if err := l.group.Add(pid); err != nil {
 			return fmt.Errorf("putting consumer %d in its freeze group: %w", i, err)
@@ -174,15 +184,37 @@ func (r *Master) attach(i, pid int, ctl io.Writer) error {
 }
 
 // detach drops consumer i's levers once it has exited.
-func (r *Master) detach(i int) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	l := &r.gov.levers[i]
+func (g *governor) detach(i int) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	l := &g.levers[i]
 	l.ctl, l.frozen, l.protected = nil, false, false
 	if l.pidfd >= 0 {
 		unix.Close(l.pidfd)
 		l.pidfd = -1
 	}
+}
+
+// mapped is told where consumer i's region is, for its page-out.
+func (g *governor) mapped(i int, addr, length uintptr) {
+	g.mu.Lock()
+	g.levers[i].region = [2]uintptr{addr, length}
+	g.mu.Unlock()
+}
+
+// start lets the policy act: the plan runs (the consumer alone, before it,
+// runs under Linux as it is).
+func (g *governor) start() {
+	g.mu.Lock()
+	g.on = true
+	g.mu.Unlock()
+}
+
+// frozen says whether consumer i is held frozen.
+func (g *governor) frozen(i int) bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.levers[i].frozen
 }
 
 // Govern steps the run's policy with what the run looks like now and
@@ -193,21 +225,15 @@ func (r *Master) Govern(t policy.Tick) {
 	g := r.gov
 	g.stepMu.Lock()
 	defer g.stepMu.Unlock()
-	r.mu.Lock()
+	g.mu.Lock()
 	on := g.on
-	r.mu.Unlock()
+	g.mu.Unlock()
 	if g.closed || !on || r.ctx.Err() != nil {
 		return
 	}
 	for _, a := range g.pol.Step(t) {
-		err := r.act(a)
-		d := run.Decision{At: r.cfg.Now(), Kind: string(a.Kind), Consumer: a.Consumer, Why: run.Printable(a.Why)}
-		if err != nil {
-			d.Error = run.Printable(err.Error())
-			r.cfg.Logger.Warn("a policy's action failed", "run", r.cfg.ID, "policy", g.name, "action", a.String(), "err", err)
-		}
+		d := g.act(r.ctx, a, r.cfg.Now)
 		r.mu.Lock()
-		g.counts[a.Kind]++
 		if len(r.rec.Decisions) < run.MaxDecisions {
 			r.rec.Decisions = append(r.rec.Decisions, d)
 		} else {
@@ -218,33 +244,47 @@ func (r *Master) Govern(t policy.Tick) {
 	}
 }
 
+// act carries out one action and says what it did: the decision, with its
+// error if it failed. Only Govern calls it, one at a time; g.mu is held
+// for the lever's state, not across the kernel's work.
+func (g *governor) act(ctx context.Context, a policy.Action, now func() time.Time) run.Decision {
+	err := g.pull(ctx, a)
+	d := run.Decision{At: now(), Kind: string(a.Kind), Consumer: a.Consumer, Why: run.Printable(a.Why)}
+	if err != nil {
+		d.Error = run.Printable(err.Error())
+		g.logger.Warn("a policy's action failed", "run", g.runID, "policy", g.name, "action", a.String(), "err", err)
+	}
+	g.mu.Lock()
+	g.counts[a.Kind]++
+	g.mu.Unlock()
+	return d
+}
+
 // protectHeadroom is the share of the limit a protected consumer must
 // leave to the others: locked pages cannot be reclaimed, and a consumer
 // locking the whole limit would stall the rest for good.
 const protectHeadroom = 8
 
-// act carries out one action on a consumer of the run. Only Govern calls
-// it, one at a time; r.mu is held for the lever's state, not across the
-// kernel's work.
-func (r *Master) act(a policy.Action) error {
-	r.mu.Lock()
-	if a.Consumer < 0 || a.Consumer >= len(r.gov.levers) {
-		r.mu.Unlock()
+// pull pulls the lever an action names on its consumer.
+func (g *governor) pull(ctx context.Context, a policy.Action) error {
+	g.mu.Lock()
+	if a.Consumer < 0 || a.Consumer >= len(g.levers) {
+		g.mu.Unlock()
 		return fmt.Errorf("no consumer %d in this run", a.Consumer)
 	}
-	l := &r.gov.levers[a.Consumer]
+	l := &g.levers[a.Consumer]
 	group := l.group
-	r.mu.Unlock()
+	g.mu.Unlock()
 	switch a.Kind {
 	case policy.Freeze:
 		if group == nil {
 			return errors.New("the run has no freezer")
 		}
-		if err := group.Freeze(r.ctx); err != nil {
+		if err := group.Freeze(ctx); err != nil {
 			_ = group.Thaw() // half-frozen is worse than running
 			return err
 		}
-		r.mu.Lock()
+		g.mu.Lock()
 		l.frozen = true
 		// The page-out has its own copy of the pidfd: the consumer's
 		// exit closes the lever's.
@@ -252,15 +292,14 @@ func (r *Master) act(a policy.Action) error {
 		if l.pidfd >= 0 && region[1] > 0 {
 			pidfd, _ = unix.FcntlInt(uintptr(l.pidfd), unix.F_DUPFD_CLOEXEC, 0)
 		}
-		r.mu.Unlock()
+		g.mu.Unlock()
 		if pidfd >= 0 {
-			g := r.gov
 			g.pageout.Add(1)
 			go func() {
 				defer g.pageout.Done()
 				defer unix.Close(pidfd)
 				if err := pageOut(pidfd, region[0], region[1]); err != nil {
-					r.cfg.Logger.Warn("paging out a frozen consumer", "run", r.cfg.ID, "consumer", a.Consumer, "err", err)
+					g.logger.Warn("paging out a frozen consumer", "run", g.runID, "consumer", a.Consumer, "err", err)
 				}
 			}()
 		}
@@ -272,12 +311,12 @@ func (r *Master) act(a policy.Action) error {
 		if err := group.Thaw(); err != nil {
 			return err
 		}
-		r.mu.Lock()
+		g.mu.Lock()
 		l.frozen = false
-		r.mu.Unlock()
+		g.mu.Unlock()
 		return nil
 	case policy.Protect, policy.Release:
-		return r.lock(l, a.Kind == policy.Protect)
+		return g.lock(l, a.Kind == policy.Protect)
 	}
 	return fmt.Errorf("unknown action %q", a.Kind)
 }
@@ -285,35 +324,35 @@ func (r *Master) act(a policy.Action) error {
 // lock protects a consumer's region from reclaim, or ends the protection:
 // memory.min on its memory cgroup where memory is on v2, else the consumer
 // locks its own region.
-func (r *Master) lock(l *lever, on bool) error {
-	r.mu.Lock()
-	defer r.mu.Unlock()
+func (g *governor) lock(l *lever, on bool) error {
+	g.mu.Lock()
+	defer g.mu.Unlock()
 	if on {
-		if lim := r.cfg.Spec.MemoryLimitBytes; r.cfg.Spec.SizeBytes > lim-lim/protectHeadroom {
-			return fmt.Errorf("refused: its %d MiB would leave under 1/%d of the %d MiB limit to the others", r.cfg.Spec.SizeBytes>>20, protectHeadroom, lim>>20)
+		if lim := g.spec.MemoryLimitBytes; g.spec.SizeBytes > lim-lim/protectHeadroom {
+			return fmt.Errorf("refused: its %d MiB would leave under 1/%d of the %d MiB limit to the others", g.spec.SizeBytes>>20, protectHeadroom, lim>>20)
 		}
 		if l.ctl == nil {
 			return errors.New("it is not running")
 		}
-		if err := r.protect(l, true); err != nil {
+		if err := g.protect(l, true); err != nil {
 			return err
 		}
 		l.protected = true
 		return nil
 	}
 	l.protected = false
-	if l.ctl == nil && r.gov.protection != ProtectMemoryMin {
+	if l.ctl == nil && g.protection != ProtectMemoryMin {
 		return nil // it exited: nothing is locked
 	}
-	return r.protect(l, false)
+	return g.protect(l, false)
 }
 
-// protect pulls the run's protection lever on l. Called with r.mu held.
-func (r *Master) protect(l *lever, on bool) error {
-	if r.gov.protection == ProtectMemoryMin {
+// protect pulls the run's protection lever on l. Called with g.mu held.
+func (g *governor) protect(l *lever, on bool) error {
+	if g.protection == ProtectMemoryMin {
 		n := int64(0)
 		if on {
-			n = r.cfg.Spec.SizeBytes + protectSlack
+			n = g.spec.SizeBytes + protectSlack
 		}
 		return l.mem.Protect(n)
 	}
@@ -329,17 +368,16 @@ func (r *Master) protect(l *lever, on bool) error {
 
 // releaseAll ends every protection and thaws every consumer, for good:
 // the run is ending, and no consumer may be left frozen or locked.
-func (r *Master) releaseAll() {
-	g := r.gov
+func (g *governor) releaseAll() {
 	g.stepMu.Lock()
 	g.closed = true
 	g.stepMu.Unlock()
-	r.mu.Lock()
+	g.mu.Lock()
 	for i := range g.levers {
 		l := &g.levers[i]
 		if l.protected && (l.ctl != nil || g.protection == ProtectMemoryMin) {
-			if err := r.protect(l, false); err != nil {
-				r.cfg.Logger.Warn("ending a consumer's protection at the run's end", "run", r.cfg.ID, "consumer", i, "err", err)
+			if err := g.protect(l, false); err != nil {
+				g.logger.Warn("ending a consumer's protection at the run's end", "run", g.runID, "consumer", i, "err", err)
 			}
 		}
 		l.protected = false
@@ -347,12 +385,12 @@ func (r *Master) releaseAll() {
 			// Thaw whatever the flag says: a freeze cut short by the
 			// run's end may have reached the kernel.
 			if err := l.group.Thaw(); err != nil {
-				r.cfg.Logger.Warn("thawing a consumer at the run's end", "run", r.cfg.ID, "consumer", i, "err", err)
+				g.logger.Warn("thawing a consumer at the run's end", "run", g.runID, "consumer", i, "err", err)
 			}
 		}
 		l.frozen = false
 	}
-	r.mu.Unlock()
+	g.mu.Unlock()
 	g.pageout.Wait()
 }
 
@@ -377,9 +415,21 @@ func pageOut(pidfd int, addr, length uintptr) error {
 // PolicyState is what the run's policy is doing, for metrics and the live
 // page.
 func (r *Master) PolicyState() run.PolicyState {
-	g := r.gov
+	s := r.gov.state()
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	if n := len(r.rec.Decisions); n > 0 {
+		d := r.rec.Decisions[n-1]
+		s.Last = &d
+	}
+	return s
+}
+
+// state is the policy's counts and what it holds; the last decision is
+// the record's.
+func (g *governor) state() run.PolicyState {
+	g.mu.Lock()
+	defer g.mu.Unlock()
 	s := run.PolicyState{Policy: g.name, Decisions: map[string]uint64{}}
 	for k, n := range g.counts {
 		s.Decisions[string(k)] = n
@@ -394,10 +444,6 @@ func (r *Master) PolicyState() run.PolicyState {
 	}
 	if b, ok := g.pol.(policy.Binned); ok {
 		s.Bin, s.Bins = b.Bin()
-	}
-	if n := len(r.rec.Decisions); n > 0 {
-		d := r.rec.Decisions[n-1]
-		s.Last = &d
 	}
 	return s
 }

@@ -332,9 +332,7 @@ func (r *Master) drive() {
 		if r.cfg.Spec.Cycles > 0 {
 			r.alone()
 		}
-		r.mu.Lock()
-		r.gov.on = true // the plan starts: the policy may act
-		r.mu.Unlock()
+		r.gov.start() // the plan starts: the policy may act
 		r.spawnAll(&wg)
 		for _, f := range r.joins {
 			f.Close() // every consumer that will join holds its own copy
@@ -379,7 +377,7 @@ wait:
 	<-spawned // at once when cancelled: no consumer starts after this
 	// Nothing frozen or locked from here on: a frozen consumer would not
 	// see its SIGTERM.
-	r.releaseAll()
+	r.gov.releaseAll()
 	r.terminate(allExited)
 
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)

@@ -47,7 +47,7 @@ func (r *Master) watchProgress(now time.Time) {
 		// From its spawn: one stopped while it waits for its start would
 		// never start.
 		if r.procs[i] != nil && c.ActualEnd == nil && c.Exit == "" {
-			ws = append(ws, watched{index: i, pid: c.PID, cycles: c.Cycles, held: r.gov.levers[i].frozen})
+			ws = append(ws, watched{index: i, pid: c.PID, cycles: c.Cycles, held: r.gov.frozen(i)})
 		}
 	}
 	if a := r.rec.Alone; a != nil && a.Exit == "" && a.ActualEnd == nil {

@@ -96,14 +96,14 @@ func (r *Master) spawn(i int, wg *sync.WaitGroup) error {
 
 	// Its levers before anything can reap it: the pid is its own until
 	// the Wait below.
-	leverErr := r.attach(i, cmd.Process.Pid, ctl)
+	leverErr := r.gov.attach(i, cmd.Process.Pid, ctl)
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
 		r.readMessages(i, repR)
 		repR.Close()
 		err := cmd.Wait()
-		r.detach(i)
+		r.gov.detach(i)
 		ctl.Close()
 		r.exited(i, cmd.ProcessState, err, stderr.Last())
 	}()

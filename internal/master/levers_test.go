@@ -1,0 +1,97 @@
+package master
+
+import (
+	"bytes"
+	"context"
+	"log/slog"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/thrashscope/thrashscope/internal/consumer"
+	"github.com/thrashscope/thrashscope/internal/policy"
+	"github.com/thrashscope/thrashscope/internal/run"
+)
+
+// The levers of a TPF run where memory is on cgroup v1: a protection is
+// the consumer's own lock, asked for on its control pipe; each action is
+// recorded as a decision, with the reason it failed; the run's end
+// releases what is held. No run and no root: the control pipe is a buffer.
+func TestLeversOfAProtectingPolicy(t *testing.T) {
+	spec := run.Resolved{Policy: policy.TPF, SizeBytes: 10 << 20, MemoryLimitBytes: 100 << 20}
+	g, err := newGovernor(Config{ID: "t", Spec: spec, Logger: slog.New(slog.DiscardHandler)}, nil, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if g.protection != ProtectMlock || g.freezeRoot != nil {
+		t.Fatalf("protection %q, freeze root %v: want mlock and no freezer on v1 for tpf", g.protection, g.freezeRoot)
+	}
+	var ctl bytes.Buffer
+	if err := g.attach(0, os.Getpid(), &ctl); err != nil { // consumer 0 runs; 1 has not started
+		t.Fatal(err)
+	}
+	now := func() time.Time { return time.Unix(100, 0) }
+	ctx := context.Background()
+	for _, c := range []struct {
+		action    policy.Action
+		wantErr   string // "" for none
+		wantBytes []byte
+		protected int
+	}{
+		{policy.Action{Kind: policy.Protect, Consumer: 0, Why: "lowest fault rate"}, "", []byte{byte(consumer.ControlLock)}, 1},
+		{policy.Action{Kind: policy.Protect, Consumer: 1}, "it is not running", nil, 1},
+		{policy.Action{Kind: policy.Freeze, Consumer: 0}, "the run has no freezer", nil, 1},
+		{policy.Action{Kind: policy.Protect, Consumer: 5}, "no consumer 5", nil, 1},
+		{policy.Action{Kind: policy.Release, Consumer: 0}, "", []byte{byte(consumer.ControlUnlock)}, 0},
+		{policy.Action{Kind: policy.Release, Consumer: 1}, "", nil, 0}, // not running: nothing is locked
+	} {
+		ctl.Reset()
+		d := g.act(ctx, c.action, now)
+		if d.Kind != string(c.action.Kind) || d.Consumer != c.action.Consumer || !d.At.Equal(now()) || d.Why != c.action.Why {
+			t.Errorf("%s: decision %+v does not say what was done", c.action, d)
+		}
+		if (c.wantErr == "") != (d.Error == "") || !strings.Contains(d.Error, c.wantErr) {
+			t.Errorf("%s: error %q, want %q", c.action, d.Error, c.wantErr)
+		}
+		if !bytes.Equal(ctl.Bytes(), c.wantBytes) {
+			t.Errorf("%s: the control pipe got %v, want %v", c.action, ctl.Bytes(), c.wantBytes)
+		}
+		if st := g.state(); st.Protected != c.protected {
+			t.Errorf("%s: %d protected, want %d", c.action, st.Protected, c.protected)
+		}
+	}
+	st := g.state()
+	if st.Policy != policy.TPF || st.Decisions[string(policy.Protect)] != 3 || st.Decisions[string(policy.Release)] != 2 || st.Decisions[string(policy.Freeze)] != 1 {
+		t.Errorf("state %+v: want tpf with 3 protects, 2 releases and 1 freeze counted (failed ones too)", st)
+	}
+
+	// At the run's end a held protection is released, and none is left.
+	ctl.Reset()
+	g.act(ctx, policy.Action{Kind: policy.Protect, Consumer: 0}, now)
+	ctl.Reset()
+	g.releaseAll()
+	if !bytes.Equal(ctl.Bytes(), []byte{byte(consumer.ControlUnlock)}) || g.state().Protected != 0 {
+		t.Errorf("release at the end: the pipe got %v, %d still protected", ctl.Bytes(), g.state().Protected)
+	}
+	g.detach(0)
+	if g.levers[0].pidfd != -1 || g.levers[0].ctl != nil {
+		t.Error("detach left the consumer's pidfd or control pipe")
+	}
+}
+
+// A consumer whose region would leave the others under an eighth of the
+// limit is refused protection: locked pages cannot be reclaimed.
+func TestProtectionRefusedPastTheHeadroom(t *testing.T) {
+	spec := run.Resolved{Policy: policy.TPF, SizeBytes: 90 << 20, MemoryLimitBytes: 100 << 20}
+	g, err := newGovernor(Config{ID: "t", Spec: spec, Logger: slog.New(slog.DiscardHandler)}, nil, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ctl bytes.Buffer
+	g.levers[0].ctl = &ctl
+	d := g.act(context.Background(), policy.Action{Kind: policy.Protect, Consumer: 0}, time.Now)
+	if !strings.Contains(d.Error, "refused") || ctl.Len() != 0 || g.state().Protected != 0 {
+		t.Errorf("a 90 MiB consumer in 100 MiB: %q, pipe %v; want it refused and nothing asked", d.Error, ctl.Bytes())
+	}
+}
