@@ -77,3 +77,44 @@ func TestAsyncOutsideRunObservesInline(t *testing.T) {
 		t.Fatalf("the sink saw %d ticks; want the one handed", len(r.cur))
 	}
 }
+
+// Run starts an asynchronous sink beside the steps and stops it before
+// it returns: it sees the ticks while the pipeline runs, and, stopped,
+// observes in line again.
+func TestRunStartsAndStopsTheAsyncSinks(t *testing.T) {
+	r := &recorder{}
+	var mu sync.Mutex
+	seen := 0
+	a := NewAsync(SinkFunc(func(prev, cur *Tick) {
+		mu.Lock()
+		seen++
+		mu.Unlock()
+		r.Observe(prev, cur)
+	}))
+	p := New(Config{Sampler: newSampler(t), Sinks: []Sink{a}, Interval: 10 * time.Millisecond})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { p.Run(ctx); close(done) }()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		mu.Lock()
+		n := seen
+		mu.Unlock()
+		if n >= 3 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the async sink saw %d ticks in 10 s of a 10 ms pipeline", n)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	cancel()
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("Run did not return once its context ended")
+	}
+	if a.running.Load() {
+		t.Error("the async sink still runs after Run returned")
+	}
+}
