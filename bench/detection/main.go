@@ -53,13 +53,51 @@ func detect(ctx context.Context, observerBin, promBin, rulesDir, spec string, af
 	}
 	defer os.RemoveAll(tmp)
 	obsAddr, promAddr := freeAddr(), freeAddr()
-	obs, err := start(tmp, "observer", observerBin, "--web.listen-address="+obsAddr, "--data.dir="+filepath.Join(tmp, "data"), "--sample.interval=1s")
+	stop, err := startStack(ctx, tmp, observerBin, promBin, rulesDir, obsAddr, promAddr)
+	defer stop()
 	if err != nil {
 		return err
 	}
-	defer benchproc.Stop(obs, 20*time.Second)
+	time.Sleep(5 * time.Second) // a few scrapes of the quiet host first
+
+	rec, abort, err := startRun(obsAddr, spec)
+	if err != nil {
+		return err
+	}
+	defer abort()
+	onsetOffset, ok := rec.Spec.Onset()
+	if !ok {
+		return fmt.Errorf("the run never overcommits its limit: nothing to detect")
+	}
+	onset := rec.StartedAt.Add(onsetOffset)
+	end := rec.StartedAt.Add(rec.Spec.Duration()).Add(after)
+	fmt.Fprintf(out, "run %s: %s, demand exceeds the %d MiB limit at %s; watching until %s after the run\n",
+		rec.ID, strings.TrimSpace(spec), rec.Spec.MemoryLimitBytes>>20, onsetOffset, after)
+	ds, err := watch(ctx, obsAddr, promAddr, onset, end)
+	if err != nil {
+		return err
+	}
+	report(out, ds, time.Since(onset))
+	return nil
+}
+
+// startStack starts the observer and a Prometheus that scrapes it every
+// second with the project's rules, and waits until both are ready; stop
+// stops whichever started, and is never nil.
+func startStack(ctx context.Context, tmp, observerBin, promBin, rulesDir, obsAddr, promAddr string) (stop func(), err error) {
+	var stops []func()
+	stop = func() {
+		for i := len(stops) - 1; i >= 0; i-- {
+			stops[i]()
+		}
+	}
+	obs, err := start(tmp, "observer", observerBin, "--web.listen-address="+obsAddr, "--data.dir="+filepath.Join(tmp, "data"), "--sample.interval=1s")
+	if err != nil {
+		return stop, err
+	}
+	stops = append(stops, func() { benchproc.Stop(obs, 20*time.Second) })
 	if err := benchproc.WaitReady(ctx, "http://"+obsAddr+"/readyz", 30*time.Second); err != nil {
-		return fmt.Errorf("observer: %w (log in %s)", err, tmp)
+		return stop, fmt.Errorf("observer: %w (log in %s)", err, tmp)
 	}
 	rulesAbs, _ := filepath.Abs(rulesDir)
 	cfg := fmt.Sprintf(`global: {scrape_interval: 1s, evaluation_interval: 1s}
@@ -69,47 +107,46 @@ scrape_configs:
     static_configs: [{targets: [%q]}]
 `, filepath.Join(rulesAbs, "thrashscope.yml"), filepath.Join(rulesAbs, "node-exporter-baseline.yml"), obsAddr)
 	if err := os.WriteFile(filepath.Join(tmp, "prometheus.yml"), []byte(cfg), 0o600); err != nil {
-		return err
+		return stop, err
 	}
 	prom, err := start(tmp, "prometheus", promBin, "--config.file="+filepath.Join(tmp, "prometheus.yml"),
 		"--storage.tsdb.path="+filepath.Join(tmp, "tsdb"), "--web.listen-address="+promAddr)
 	if err != nil {
-		return err
+		return stop, err
 	}
-	defer benchproc.Stop(prom, 20*time.Second)
+	stops = append(stops, func() { benchproc.Stop(prom, 20*time.Second) })
 	if err := benchproc.WaitReady(ctx, "http://"+promAddr+"/-/ready", 30*time.Second); err != nil {
-		return fmt.Errorf("prometheus: %w (log in %s)", err, tmp)
+		return stop, fmt.Errorf("prometheus: %w (log in %s)", err, tmp)
 	}
-	time.Sleep(5 * time.Second) // a few scrapes of the quiet host first
+	return stop, nil
+}
 
+// startRun posts the spec to the observer; abort ends the run.
+func startRun(obsAddr, spec string) (rec run.Record, abort func(), err error) {
 	resp, err := http.Post("http://"+obsAddr+"/api/v1/runs", "application/json", strings.NewReader(spec))
 	if err != nil {
-		return err
+		return rec, nil, err
 	}
 	body, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
 	if resp.StatusCode != http.StatusCreated {
-		return fmt.Errorf("starting the run: %d %s", resp.StatusCode, body)
+		return rec, nil, fmt.Errorf("starting the run: %d %s", resp.StatusCode, body)
 	}
-	var rec run.Record
 	if err := json.Unmarshal(body, &rec); err != nil {
-		return err
+		return rec, nil, err
 	}
-	defer func() {
+	return rec, func() {
 		req, _ := http.NewRequest(http.MethodDelete, "http://"+obsAddr+"/api/v1/runs/"+rec.ID, nil)
 		if r, err := http.DefaultClient.Do(req); err == nil {
 			r.Body.Close()
 		}
-	}()
-	onsetOffset, ok := rec.Spec.Onset()
-	if !ok {
-		return fmt.Errorf("the run never overcommits its limit: nothing to detect")
-	}
-	onset := rec.StartedAt.Add(onsetOffset)
-	end := rec.StartedAt.Add(rec.Spec.Duration()).Add(after)
-	fmt.Fprintf(out, "run %s: %s, demand exceeds the %d MiB limit at %s; watching until %s after the run\n",
-		rec.ID, strings.TrimSpace(spec), rec.Spec.MemoryLimitBytes>>20, onsetOffset, after)
+	}, nil
+}
 
+// watch polls each detector until end: the observer's state every 100 ms,
+// the host's PSI, and Prometheus's alerts every second; each detection is
+// the time from onset to the first poll that saw it.
+func watch(ctx context.Context, obsAddr, promAddr string, onset, end time.Time) ([]detection, error) {
 	ds := []detection{{name: "thrashing_state=2 (observer)"}, {name: "PSI memory some avg10 > 10%"},
 		{name: "ThrashscopeHostThrashing alert firing"}, {name: "node_exporter-style rule firing"}}
 	mark := func(i int, ok bool) {
@@ -120,7 +157,7 @@ scrape_configs:
 	lastProm := time.Time{}
 	for time.Now().Before(end) {
 		if ctx.Err() != nil {
-			return ctx.Err()
+			return nil, ctx.Err()
 		}
 		mark(0, scrapeHas("http://"+obsAddr+"/metrics", "thrashscope_thrashing_state 2"))
 		mark(1, psiSomeAvg10() > 10)
@@ -132,8 +169,7 @@ scrape_configs:
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
-	report(out, ds, time.Since(onset))
-	return nil
+	return ds, nil
 }
 
 func freeAddr() string {
