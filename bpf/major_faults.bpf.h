@@ -107,6 +107,7 @@ int major_fault(struct bpf_perf_event_data *ctx)
 	__u32 tgid = bpf_get_current_pid_tgid() >> 32;
 	struct task_struct *task = bpf_get_current_task_btf();
 	struct major_faults zero = {}, *mf;
+	struct cgroup_stats *cs;
 	struct fault_task *ft;
 	struct latency_hist *hist;
 	__u32 kind = FAULT_UNKNOWN;
@@ -141,6 +142,18 @@ int major_fault(struct bpf_perf_event_data *ctx)
 	else
 		__sync_fetch_and_add(&mf->count[FAULT_UNKNOWN], 1);
 
+	cs = current_cgroup_stats();
+	if (!cs)
+		; // off, or counted lost
+	else if (kind == FAULT_ANON)
+		__sync_fetch_and_add(&cs->faults[FAULT_ANON], 1);
+	else if (kind == FAULT_SHMEM)
+		__sync_fetch_and_add(&cs->faults[FAULT_SHMEM], 1);
+	else if (kind == FAULT_FILE)
+		__sync_fetch_and_add(&cs->faults[FAULT_FILE], 1);
+	else
+		__sync_fetch_and_add(&cs->faults[FAULT_UNKNOWN], 1);
+
 	if (!latency_armed)
 		return 0;
 
@@ -167,6 +180,12 @@ int major_fault(struct bpf_perf_event_data *ctx)
 		if (slot < LATENCY_SLOTS)
 			hist->slots[slot] += 1;
 		hist->sum_ns += delta;
+		if (cs) {
+			barrier_var(slot);
+			if (slot < LATENCY_SLOTS)
+				__sync_fetch_and_add(&cs->latency.slots[slot], 1);
+			__sync_fetch_and_add(&cs->latency.sum_ns, delta);
+		}
 	}
 	ft->start_ns = 0;
 	return 0;

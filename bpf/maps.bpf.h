@@ -26,6 +26,13 @@
 // log2 buckets of nanoseconds: slot i holds [2^i, 2^(i+1)) ns, up to ~18 min.
 #define LATENCY_SLOTS 40
 
+// Cgroups whose faults and stalls are counted at once: every cgroup a
+// faulting or stalling task runs in, until internal/probe sees it removed
+// and drops it. A full map refuses the new cgroup, and the event is counted
+// in cgroup_events_lost. Preallocated (perf_event programs use it, and
+// kernels before 6.1 give them no other): about 0.8 MiB.
+#define MAX_CGROUPS 2048
+
 enum fault_kind {
 	FAULT_ANON = 0, // private anonymous memory read back from swap
 	FAULT_SHMEM = 1, // shared anonymous memory or tmpfs read back from swap
@@ -78,6 +85,16 @@ struct stall_time {
 struct latency_hist {
 	__u64 slots[LATENCY_SLOTS];
 	__u64 sum_ns;
+};
+
+// A cgroup's counters: its tasks' major faults by kind, their memory-stall
+// time, and the service time of their major faults (all kinds together).
+// Keyed by the cgroup's id in the cgroup v2 hierarchy (its directory's
+// inode number there), which a task has on a hybrid host too.
+struct cgroup_stats {
+	__u64 faults[FAULT_KINDS];
+	struct stall_time stall;
+	struct latency_hist latency;
 };
 
 // What a thread's fault in progress needs to be timed and classed, in the
@@ -137,6 +154,30 @@ struct {
 	__type(key, __u32); // tgid
 	__type(value, struct stall_time);
 } process_memory_stall SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, MAX_CGROUPS);
+	__type(key, __u64); // cgroup v2 id
+	__type(value, struct cgroup_stats);
+} cgroups SEC(".maps");
+
+// A zeroed value to insert from: a struct cgroup_stats is too large for the
+// BPF stack beside a program's own variables. Never written.
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct cgroup_stats);
+} cgroups_zero SEC(".maps");
+
+// Events the full cgroups map could not count.
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, __u64);
+} cgroup_events_lost SEC(".maps");
 
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
@@ -220,6 +261,10 @@ volatile __u32 latency_armed = 0;
 // anon.
 volatile __u32 filemap_hooked = 0;
 
+// Set by internal/probe unless per-cgroup accounting is off
+// (--cgroup.top-k=0): while clear, no program touches cgroups.
+volatile __u32 cgroups_on = 0;
+
 // Kernels before 6.13 keep mm_lock_seq as an int; later ones as a seqcount.
 struct mm_struct___seqcount {
 	seqcount_t mm_lock_seq;
@@ -263,6 +308,41 @@ static __always_inline struct stall_time *stall_of(__u32 tgid)
 	if (!ms)
 		count_lost(PROBE_MEMORY_STALL);
 	return ms;
+}
+
+// The counters of the cgroup with v2 id id, made on its first event; NULL
+// while per-cgroup accounting is off, or when the map is full (counted).
+static __always_inline struct cgroup_stats *cgroup_stats_of(__u64 id)
+{
+	struct cgroup_stats *cs;
+	__u32 key = 0;
+	void *zero;
+
+	if (!cgroups_on)
+		return NULL;
+	cs = bpf_map_lookup_elem(&cgroups, &id);
+	if (cs)
+		return cs;
+	zero = bpf_map_lookup_elem(&cgroups_zero, &key);
+	if (!zero)
+		return NULL;
+	bpf_map_update_elem(&cgroups, &id, zero, BPF_NOEXIST);
+	cs = bpf_map_lookup_elem(&cgroups, &id);
+	if (!cs)
+		count_one(&cgroup_events_lost);
+	return cs;
+}
+
+// The cgroup of the current task, in the v2 hierarchy.
+static __always_inline struct cgroup_stats *current_cgroup_stats(void)
+{
+	return cgroups_on ? cgroup_stats_of(bpf_get_current_cgroup_id()) : NULL;
+}
+
+// The cgroup of another task (sched_switch's next), in the v2 hierarchy.
+static __always_inline struct cgroup_stats *task_cgroup_stats(struct task_struct *task)
+{
+	return cgroups_on ? cgroup_stats_of(BPF_CORE_READ(task, cgroups, dfl_cgrp, kn, id)) : NULL;
 }
 
 static __always_inline __u64 fault_count(struct task_struct *task)

@@ -46,6 +46,7 @@ static __always_inline void reclaim_begin(void)
 static __always_inline void reclaim_end(void)
 {
 	struct task_struct *task = bpf_get_current_task_btf();
+	struct cgroup_stats *cs;
 	struct stall_time *ms;
 	struct stall_thread *st;
 	__u32 tid = task->pid;
@@ -59,6 +60,9 @@ static __always_inline void reclaim_end(void)
 		ms = stall_of(task->tgid);
 		if (ms)
 			__sync_fetch_and_add(&ms->reclaim_ns, now - st->reclaim_since);
+		cs = current_cgroup_stats();
+		if (cs)
+			__sync_fetch_and_add(&cs->stall.reclaim_ns, now - st->reclaim_since);
 	}
 	st->in_reclaim = 0;
 	st->reclaim_since = 0;
@@ -101,6 +105,7 @@ int memory_stall(struct bpf_raw_tracepoint_args *ctx)
 	struct task_struct *prev = bpf_get_current_task_btf();
 	struct task_struct *next = (struct task_struct *)ctx->args[2];
 	struct stall_thread zero = {}, *st;
+	struct cgroup_stats *cs;
 	struct stall_time *ms;
 	__u64 now = 0;
 	__s64 *stalled;
@@ -121,6 +126,10 @@ int memory_stall(struct bpf_raw_tracepoint_args *ctx)
 				ms = stall_of(prev->tgid);
 				if (ms)
 					__sync_fetch_and_add(&ms->reclaim_ns,
+							     now - st->reclaim_since);
+				cs = current_cgroup_stats();
+				if (cs)
+					__sync_fetch_and_add(&cs->stall.reclaim_ns,
 							     now - st->reclaim_since);
 			}
 			st->reclaim_since = 0;
@@ -143,6 +152,9 @@ int memory_stall(struct bpf_raw_tracepoint_args *ctx)
 		ms = stall_of(BPF_CORE_READ(next, tgid));
 		if (ms)
 			__sync_fetch_and_add(&ms->off_cpu_ns, now - st->off_since);
+		cs = task_cgroup_stats(next);
+		if (cs)
+			__sync_fetch_and_add(&cs->stall.off_cpu_ns, now - st->off_since);
 	}
 	st->off_since = 0;
 	__sync_fetch_and_add(stalled, -1);

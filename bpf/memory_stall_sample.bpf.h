@@ -12,6 +12,7 @@ SEC("perf_event")
 int memory_stall_sample(struct bpf_perf_event_data *ctx)
 {
 	struct task_struct *task = bpf_get_current_task_btf();
+	struct cgroup_stats *cs;
 	struct stall_time *ms;
 	struct stall_thread *st;
 	__u32 tid;
@@ -25,6 +26,9 @@ int memory_stall_sample(struct bpf_perf_event_data *ctx)
 	ms = stall_of(task->tgid);
 	if (ms)
 		__sync_fetch_and_add(&ms->sampled_ns, ctx->sample_period);
+	cs = current_cgroup_stats();
+	if (cs)
+		__sync_fetch_and_add(&cs->stall.sampled_ns, ctx->sample_period);
 	return 0;
 }
 

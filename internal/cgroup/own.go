@@ -192,3 +192,29 @@ func unescape(s string) string {
 	}
 	return b.String()
 }
+
+// Hierarchy is where the cgroup2 hierarchy is mounted: Point, the
+// directory, shows the group Root (the whole tree's "/" on a host; a
+// container may see a subtree).
+type Hierarchy struct {
+	Point, Root string
+}
+
+// UnifiedHierarchy finds the cgroup2 mount that shows the most of the
+// tree: the whole of it where one shows its root.
+func UnifiedHierarchy(procRoot string) (Hierarchy, error) {
+	mounts, err := readMountinfo(filepath.Join(procRoot, "self", "mountinfo"))
+	if err != nil {
+		return Hierarchy{}, fmt.Errorf("finding the cgroup2 mount: %w", err)
+	}
+	var best *mount
+	for i, m := range mounts {
+		if isV2(m) && (best == nil || len(m.root) < len(best.root)) {
+			best = &mounts[i]
+		}
+	}
+	if best == nil {
+		return Hierarchy{}, errors.New("no cgroup2 mount: mount cgroup2 (at /sys/fs/cgroup, or /sys/fs/cgroup/unified beside a v1 memory hierarchy) to see workloads")
+	}
+	return Hierarchy{Point: best.point, Root: best.root}, nil
+}

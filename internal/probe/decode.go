@@ -43,3 +43,12 @@ func unseenEvents(prev, perfCount, seen uint64) uint64 {
 	}
 	return prev
 }
+
+// decodeCgroup turns a cgroup's map value into its counters.
+func decodeCgroup(v thrashscopeCgroupStats) readout.CgroupCounters {
+	return readout.CgroupCounters{
+		MajorFaults: readout.FaultCounts(v.Faults),
+		Stall:       decodeStall(v.Stall),
+		Latency:     mergeLatency([]thrashscopeLatencyHist{v.Latency}),
+	}
+}

@@ -45,6 +45,9 @@ type Options struct {
 	// StallSamplePeriod is the CPU-clock period of the stall samples; zero
 	// means DefaultStallSamplePeriod.
 	StallSamplePeriod time.Duration
+	// Cgroups counts faults and stalls per cgroup too (the cgroups map),
+	// for the workloads' series.
+	Cgroups bool
 }
 
 // DefaultCalm keeps the on-demand hooks through the lulls of a thrash, and
@@ -69,6 +72,8 @@ type Probe struct {
 	// filemap: mm_filemap_fault is attached, so a swap-in of a private
 	// file mapping's written page is told from a page-cache read.
 	filemap bool
+	// cgroups: the programs count per cgroup too.
+	cgroups bool
 	// notLoaded are the BPF objects this kernel refused, with why.
 	notLoaded map[string]error
 }
@@ -135,6 +140,9 @@ func Load(opts Options) (*Probe, error) {
 	for name, err := range failed {
 		opts.Logger.Warn("a BPF object this kernel does not take; the probes that need it are down", "object", name, "err", err)
 	}
+	if opts.Cgroups {
+		p.startCgroups()
+	}
 
 	cpus, cpuErr := onlineCPUs(opts.SysfsPath)
 	p.status = append(p.status,
@@ -164,6 +172,23 @@ func Load(opts Options) (*Probe, error) {
 	}
 	return p, nil
 }
+
+// startCgroups turns the per-cgroup counters on, where the kernel took
+// their map.
+func (p *Probe) startCgroups() {
+	if p.objs.Cgroups == nil || p.objs.CgroupsOn == nil {
+		p.logger.Warn("no per-cgroup counters: this kernel did not take the cgroups map", "err", p.notLoaded["cgroups"])
+		return
+	}
+	if err := p.objs.CgroupsOn.Set(uint32(1)); err != nil {
+		p.logger.Warn("no per-cgroup counters", "err", err)
+		return
+	}
+	p.cgroups = true
+}
+
+// Cgroups reports whether faults and stalls are counted per cgroup.
+func (p *Probe) Cgroups() bool { return p.cgroups }
 
 func (p *Probe) attachRawTracepoint(name, tracepoint, progName string, prog *ebpf.Program) readout.Status {
 	st := readout.Status{Name: name, Required: true, Detail: "raw_tp/" + tracepoint}

@@ -45,6 +45,10 @@ func (p *Probe) Read() (readout.Snapshot, error) {
 		return snap, fmt.Errorf("reading mapping_lookups: %w", err)
 	}
 
+	if err := p.readCgroups(&snap); err != nil {
+		return snap, err
+	}
+
 	err = readHash(p.objs.ProcessMajorFaults, func(tgid uint32, v thrashscopeMajorFaults) {
 		c := snap.Processes[tgid]
 		c.MajorFaults = readout.FaultCounts(v.Count)
@@ -143,10 +147,36 @@ func sumPerCPU(m *ebpf.Map) (uint64, error) {
 	return sum(perCPU), nil
 }
 
+// readCgroups reads the per-cgroup counters, when they are on.
+func (p *Probe) readCgroups(snap *readout.Snapshot) error {
+	if !p.cgroups {
+		return nil
+	}
+	snap.Cgroups = make(map[uint64]readout.CgroupCounters)
+	err := readHash(p.objs.Cgroups, func(id uint64, v thrashscopeCgroupStats) {
+		snap.Cgroups[id] = decodeCgroup(v)
+	})
+	if err != nil {
+		return fmt.Errorf("reading cgroups: %w", err)
+	}
+	if snap.CgroupEventsLost, err = sumPerCPU(p.objs.CgroupEventsLost); err != nil {
+		return fmt.Errorf("reading cgroup_events_lost: %w", err)
+	}
+	return nil
+}
+
+// ForgetCgroup drops a removed cgroup's counters, so that the map holds
+// the live ones only (a cgroup's id is never reused while the host runs).
+func (p *Probe) ForgetCgroup(id uint64) {
+	if p.cgroups {
+		_ = p.objs.Cgroups.Delete(id) // gone already: nothing to drop
+	}
+}
+
 // readHash walks a hash map in batches, falling back to one key at a time on
 // kernels without batch lookups.
-func readHash[V any](m *ebpf.Map, fn func(uint32, V)) error {
-	keys := make([]uint32, batchSize)
+func readHash[K comparable, V any](m *ebpf.Map, fn func(K, V)) error {
+	keys := make([]K, batchSize)
 	vals := make([]V, batchSize)
 	var cursor ebpf.MapBatchCursor
 	for {
@@ -165,8 +195,8 @@ func readHash[V any](m *ebpf.Map, fn func(uint32, V)) error {
 	}
 }
 
-func iterateHash[V any](m *ebpf.Map, fn func(uint32, V)) error {
-	var k uint32
+func iterateHash[K comparable, V any](m *ebpf.Map, fn func(K, V)) error {
+	var k K
 	var v V
 	it := m.Iterate()
 	for it.Next(&k, &v) {

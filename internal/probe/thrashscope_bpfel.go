@@ -13,6 +13,13 @@ import (
 	"github.com/cilium/ebpf"
 )
 
+type thrashscopeCgroupStats struct {
+	_       structs.HostLayout
+	Faults  [4]uint64
+	Stall   thrashscopeStallTime
+	Latency thrashscopeLatencyHist
+}
+
 type thrashscopeFaultKind uint32
 
 const (
@@ -88,6 +95,9 @@ type thrashscopeStallTime struct {
 //
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
+	thrashscopeMapCgroupEventsLost    = "cgroup_events_lost"
+	thrashscopeMapCgroups             = "cgroups"
+	thrashscopeMapCgroupsZero         = "cgroups_zero"
 	thrashscopeMapFaultTasks          = "fault_tasks"
 	thrashscopeMapMajorFaultLatency   = "major_fault_latency"
 	thrashscopeMapMajorFaultsSeen     = "major_faults_seen"
@@ -110,6 +120,7 @@ const (
 	thrashscopeProgReclaimBeginMemcg  = "reclaim_begin_memcg"
 	thrashscopeProgReclaimEndDirect   = "reclaim_end_direct"
 	thrashscopeProgReclaimEndMemcg    = "reclaim_end_memcg"
+	thrashscopeVarCgroupsOn           = "cgroups_on"
 	thrashscopeVarFilemapHooked       = "filemap_hooked"
 	thrashscopeVarLatencyArmed        = "latency_armed"
 	thrashscopeVarUnusedFaultKind     = "unused_fault_kind"
@@ -175,6 +186,9 @@ type thrashscopeProgramSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type thrashscopeMapSpecs struct {
+	CgroupEventsLost   *ebpf.MapSpec `ebpf:"cgroup_events_lost"`
+	Cgroups            *ebpf.MapSpec `ebpf:"cgroups"`
+	CgroupsZero        *ebpf.MapSpec `ebpf:"cgroups_zero"`
 	FaultTasks         *ebpf.MapSpec `ebpf:"fault_tasks"`
 	MajorFaultLatency  *ebpf.MapSpec `ebpf:"major_fault_latency"`
 	MajorFaultsSeen    *ebpf.MapSpec `ebpf:"major_faults_seen"`
@@ -192,6 +206,7 @@ type thrashscopeMapSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type thrashscopeVariableSpecs struct {
+	CgroupsOn       *ebpf.VariableSpec `ebpf:"cgroups_on"`
 	FilemapHooked   *ebpf.VariableSpec `ebpf:"filemap_hooked"`
 	LatencyArmed    *ebpf.VariableSpec `ebpf:"latency_armed"`
 	UnusedFaultKind *ebpf.VariableSpec `ebpf:"unused_fault_kind"`
@@ -218,6 +233,9 @@ func (o *thrashscopeObjects) Close() error {
 //
 // It can be passed to loadThrashscopeObjects or ebpf.CollectionSpec.LoadAndAssign.
 type thrashscopeMaps struct {
+	CgroupEventsLost   *ebpf.Map `ebpf:"cgroup_events_lost"`
+	Cgroups            *ebpf.Map `ebpf:"cgroups"`
+	CgroupsZero        *ebpf.Map `ebpf:"cgroups_zero"`
 	FaultTasks         *ebpf.Map `ebpf:"fault_tasks"`
 	MajorFaultLatency  *ebpf.Map `ebpf:"major_fault_latency"`
 	MajorFaultsSeen    *ebpf.Map `ebpf:"major_faults_seen"`
@@ -233,6 +251,9 @@ type thrashscopeMaps struct {
 
 func (m *thrashscopeMaps) Close() error {
 	return _ThrashscopeClose(
+		m.CgroupEventsLost,
+		m.Cgroups,
+		m.CgroupsZero,
 		m.FaultTasks,
 		m.MajorFaultLatency,
 		m.MajorFaultsSeen,
@@ -251,6 +272,7 @@ func (m *thrashscopeMaps) Close() error {
 //
 // It can be passed to loadThrashscopeObjects or ebpf.CollectionSpec.LoadAndAssign.
 type thrashscopeVariables struct {
+	CgroupsOn       *ebpf.Variable `ebpf:"cgroups_on"`
 	FilemapHooked   *ebpf.Variable `ebpf:"filemap_hooked"`
 	LatencyArmed    *ebpf.Variable `ebpf:"latency_armed"`
 	UnusedFaultKind *ebpf.Variable `ebpf:"unused_fault_kind"`

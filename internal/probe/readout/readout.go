@@ -102,6 +102,16 @@ type ProcessCounters struct {
 	Stall       StallTime
 }
 
+// CgroupCounters are one cgroup's cumulative counts over every task that
+// ran in it since the probe first saw one fault or stall there: major
+// faults by kind, memory-stall time, and the major faults' service times
+// (all kinds together).
+type CgroupCounters struct {
+	MajorFaults FaultCounts
+	Stall       StallTime
+	Latency     Histogram
+}
+
 // LatencySlots is the number of log2 nanosecond slots in a latency histogram.
 const LatencySlots = 40 // as latency_hist in the BPF C (held by package probe's tests)
 
@@ -149,6 +159,13 @@ type Snapshot struct {
 	Programs []ProgramStats
 	// Activity is what the on-demand hooks follow (see probe.Arm).
 	Activity Activity
+	// Cgroups are the counters of each cgroup a task faulted or stalled
+	// in, by its id in the cgroup v2 hierarchy (its directory's inode
+	// number); nil when per-cgroup accounting is off.
+	Cgroups map[uint64]CgroupCounters
+	// CgroupEventsLost counts the faults and stalls the full cgroup map
+	// could not count.
+	CgroupEventsLost uint64
 }
 
 // Activity is the running totals that say whether the host takes major
