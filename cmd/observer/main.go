@@ -85,6 +85,8 @@ func serveFlags(app *kingpin.Application) *serveOptions {
 	serve.Flag("probes", "auto: BPF when it loads, else procfs alone; bpf: BPF or fail; procfs: no BPF.").Default(observer.ProbesAuto).EnumVar(&cfg.Probes, observer.ProbesAuto, observer.ProbesBPF, observer.ProbesProcfs)
 	serve.Flag("sample.interval", "How often to read the kernel.").Default("1s").DurationVar(&cfg.SampleInterval)
 	serve.Flag("process.top-k", "How many of the busiest processes get per-process series.").Default("20").IntVar(&cfg.TopK)
+	serve.Flag("cgroup.top-k", "How many of the busiest cgroups (workloads: units, containers, pods) get per-cgroup series, by recent major faults and memory stall; 0 turns the per-cgroup accounting off.").Default("20").IntVar(&cfg.CgroupTopK)
+	serve.Flag("cgroup.depth", "Count a cgroup deeper than this many levels in its ancestor at that level (3: a pod's containers in the pod, kubepods/<qos>/<pod>); 0 keeps every level.").Default("0").IntVar(&cfg.CgroupDepth)
 	serve.Flag("data.dir", "Directory for run records and samples.").Default(defaultDataDir).StringVar(&cfg.DataDir)
 	serve.Flag("cgroup.parent", "cgroup to create run cgroups under (default: the observer's own).").Default("").StringVar(&cfg.CgroupParent)
 	serve.Flag("wss.interval", "τ of the working-set estimate (accessed bits cleared, then read τ later) for the tracked processes; 0 turns it off.").Default("1s").DurationVar(&cfg.WSSInterval)

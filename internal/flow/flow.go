@@ -10,18 +10,23 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/thrashscope/thrashscope/internal/cgroup"
 	"github.com/thrashscope/thrashscope/internal/indicators"
 	"github.com/thrashscope/thrashscope/internal/pipeline"
 	"github.com/thrashscope/thrashscope/internal/probe/readout"
 	"github.com/thrashscope/thrashscope/internal/procfs"
 	"github.com/thrashscope/thrashscope/internal/sampler"
+	"github.com/thrashscope/thrashscope/internal/workload"
 )
 
 // Probe is what the flow reads of the BPF probes: the sampler's reading,
-// and each process's stall for its working set.
+// each process's stall for its working set, and whether it counts per
+// cgroup (and the cgroups it may forget).
 type Probe interface {
 	sampler.ProbeReader
 	StallOf(tgid uint32) (readout.StallTime, bool)
+	Cgroups() bool
+	ForgetCgroup(id uint64)
 }
 
 // Run is the run side of the flow: the active run's scope, its recorder (a
@@ -46,11 +51,21 @@ type Options struct {
 	// WSSInterval is τ of the working-set estimate, 0 for none; WSSPeriod
 	// how often each process's is measured.
 	WSSInterval, WSSPeriod time.Duration
+	// Workloads ranks the cgroups the probes count per cgroup; zero TopK,
+	// or a probe that does not count them, is none.
+	Workloads WorkloadOptions
 	// Run is nil where runs are not made (observer --check).
 	Run *Run
 	// Sinks come after the run's recorder and policy.
 	Sinks  []pipeline.Sink
 	Logger *slog.Logger
+}
+
+// WorkloadOptions bound the workloads' series.
+type WorkloadOptions struct {
+	TopK, Depth int
+	// Hierarchy is the cgroup2 mount the ids are named in.
+	Hierarchy cgroup.Hierarchy
 }
 
 // Flow is the declared pipeline, and the working-set estimator it reads,
@@ -106,6 +121,18 @@ func Declare(o Options) (Flow, error) {
 		return Flow{}, err
 	}
 	pc.Indicators = ind
+
+	// 3b. Workloads: the busiest cgroups, named and folded.
+	if w := o.Workloads; w.TopK > 0 && o.Probe != nil && o.Probe.Cgroups() {
+		r, err := workload.NewResolver(w.Hierarchy)
+		if err != nil {
+			return Flow{}, err
+		}
+		pc.Workloads = workload.NewTracker(workload.Config{
+			TopK: w.TopK, Depth: w.Depth, Paths: r, Forget: o.Probe.ForgetCgroup,
+			Logger: o.Logger.With("component", "workloads"),
+		})
+	}
 
 	// 4. Sinks: the run recorder; the active run's policy, which decides
 	// on the verdict and acts on the run's consumers, on a goroutine of

@@ -3,7 +3,8 @@
 // extra reads of the kernel and all series of one scrape agree in time.
 //
 // One file per source: system.go (procfs), process.go (per process),
-// probe.go (the BPF probes themselves), detector.go (the indicators).
+// probe.go (the BPF probes themselves), detector.go (the indicators),
+// workload.go (per cgroup).
 package metrics
 
 import (
@@ -36,7 +37,7 @@ type Collector struct {
 
 // NewCollector builds every descriptor once.
 func NewCollector(src Source) *Collector {
-	return &Collector{src: src, updaters: []updater{newSystem(), newProcesses(), newProbes(), newDetector()}}
+	return &Collector{src: src, updaters: []updater{newSystem(), newProcesses(), newProbes(), newDetector(), newWorkloads()}}
 }
 
 // Describe implements prometheus.Collector.

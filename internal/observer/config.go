@@ -29,8 +29,12 @@ type Config struct {
 	Probes          string
 	SampleInterval  time.Duration
 	TopK            int
-	DataDir         string
-	CgroupParent    string
+	// CgroupTopK is how many workloads (cgroups) get series; 0 turns the
+	// per-cgroup accounting off. CgroupDepth, when above 0, counts a
+	// deeper cgroup in its ancestor at that depth.
+	CgroupTopK, CgroupDepth int
+	DataDir                 string
+	CgroupParent            string
 	// LoadgenBinary is the consumer executable; empty finds loadgen beside
 	// this executable, then on PATH.
 	LoadgenBinary string
@@ -70,6 +74,12 @@ func (c Config) Validate() error {
 	}
 	if c.TopK < 1 || c.TopK > 1000 {
 		errs = append(errs, fmt.Errorf("--process.top-k=%d: want 1 to 1000 (each process adds about ten series)", c.TopK))
+	}
+	if c.CgroupTopK < 0 || c.CgroupTopK > 1000 {
+		errs = append(errs, fmt.Errorf("--cgroup.top-k=%d: want 0 (off) to 1000 (each workload adds about a dozen series)", c.CgroupTopK))
+	}
+	if c.CgroupDepth < 0 || c.CgroupDepth > 32 {
+		errs = append(errs, fmt.Errorf("--cgroup.depth=%d: want 0 (every level) to 32", c.CgroupDepth))
 	}
 	for _, p := range []struct{ flag, path string }{{"--path.procfs", c.ProcfsPath}, {"--path.sysfs", c.SysfsPath}} {
 		if fi, err := os.Stat(p.path); err != nil || !fi.IsDir() {

@@ -18,6 +18,7 @@ func validConfig() Config {
 		Probes:          ProbesAuto,
 		SampleInterval:  time.Second,
 		TopK:            20,
+		CgroupTopK:      20,
 		WSSInterval:     time.Second,
 		WSSPeriod:       5 * time.Second,
 		Detector:        indicators.DefaultDetectorConfig(),
@@ -62,6 +63,10 @@ func TestValidate(t *testing.T) {
 		{"wss period too long", func(c *Config) { c.WSSPeriod = time.Hour }, "--wss.period"},
 		{"top-k zero", func(c *Config) { c.TopK = 0 }, "--process.top-k"},
 		{"top-k huge", func(c *Config) { c.TopK = 100000 }, "--process.top-k"},
+		{"cgroup top-k off", func(c *Config) { c.CgroupTopK = 0 }, ""},
+		{"cgroup top-k negative", func(c *Config) { c.CgroupTopK = -1 }, "--cgroup.top-k"},
+		{"cgroup top-k huge", func(c *Config) { c.CgroupTopK = 5000 }, "--cgroup.top-k"},
+		{"cgroup depth negative", func(c *Config) { c.CgroupDepth = -2 }, "--cgroup.depth"},
 		{"bad procfs", func(c *Config) { c.ProcfsPath = filepath.Join(dir, "nope") }, "--path.procfs"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

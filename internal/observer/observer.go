@@ -74,7 +74,7 @@ func build(cfg Config, logger *slog.Logger, checkOnly bool) (*Observer, error) {
 	o := &Observer{cfg: cfg, logger: logger}
 
 	if cfg.Probes != ProbesProcfs {
-		p, err := probe.Load(probe.Options{SysfsPath: cfg.SysfsPath, Logger: logger.With("component", "probe")})
+		p, err := probe.Load(probe.Options{SysfsPath: cfg.SysfsPath, Cgroups: cfg.CgroupTopK > 0, Logger: logger.With("component", "probe")})
 		switch {
 		case err == nil:
 			o.probe = p

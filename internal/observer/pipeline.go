@@ -3,6 +3,7 @@ package observer
 import (
 	"log/slog"
 
+	"github.com/thrashscope/thrashscope/internal/cgroup"
 	"github.com/thrashscope/thrashscope/internal/flow"
 	"github.com/thrashscope/thrashscope/internal/pipeline"
 	"github.com/thrashscope/thrashscope/internal/procfs"
@@ -10,6 +11,7 @@ import (
 
 // declarePipeline is the daemon's data flow (package flow declares it for
 // every user): the probes when they loaded, top-K, working sets, the
+// workloads (the busiest cgroups, where the probes count per cgroup), the
 // active run's scope, recorder and policy, then the live page's history.
 // The metrics read the latest tick at each scrape; the working-set
 // estimator, on its own clock, serves the indicators its estimates.
@@ -21,6 +23,14 @@ func (o *Observer) declarePipeline(cfg Config, fs procfs.FS, logger *slog.Logger
 	}
 	if o.probe != nil {
 		opts.Probe = o.probe
+		if o.probe.Cgroups() {
+			h, err := cgroup.UnifiedHierarchy(cfg.ProcfsPath)
+			if err != nil {
+				logger.Warn("no workloads' series: "+err.Error(), "component", "workloads")
+			} else {
+				opts.Workloads = flow.WorkloadOptions{TopK: cfg.CgroupTopK, Depth: cfg.CgroupDepth, Hierarchy: h}
+			}
+		}
 	}
 	if o.engine != nil {
 		opts.Run = o.engine.Stages()

@@ -18,6 +18,7 @@ import (
 
 	"github.com/thrashscope/thrashscope/internal/indicators"
 	"github.com/thrashscope/thrashscope/internal/sampler"
+	"github.com/thrashscope/thrashscope/internal/workload"
 )
 
 // Tick is one pass of the pipeline: the host's reading and the verdict on
@@ -28,6 +29,9 @@ type Tick struct {
 	Verdict *indicators.Verdict
 	// Scope is the active run's, when the tick was taken.
 	Scope indicators.Scope
+	// Workloads are the busiest cgroups (top-K), busiest first; nil
+	// without per-cgroup counters.
+	Workloads []workload.Workload
 }
 
 // Sink receives every tick, with the one before it (nil at first), on the
@@ -48,6 +52,9 @@ type Config struct {
 	Sampler *sampler.Sampler
 	// Indicators judge each reading; nil leaves Tick.Verdict nil.
 	Indicators *indicators.Indicators
+	// Workloads follow the per-cgroup counters; nil leaves
+	// Tick.Workloads nil.
+	Workloads *workload.Tracker
 	// Scope is the active run's consumers and limit; nil is no run ever.
 	Scope    func() indicators.Scope
 	Sinks    []Sink
@@ -115,6 +122,9 @@ func (p *Pipeline) Step() error {
 		}
 		v := p.cfg.Indicators.Judge(before, reading, scope)
 		cur.Verdict = &v
+	}
+	if p.cfg.Workloads != nil && reading.Cgroups != nil {
+		cur.Workloads = p.cfg.Workloads.Observe(reading.Time, reading.Cgroups)
 	}
 	p.mu.Lock()
 	p.latest = cur

@@ -78,6 +78,10 @@ type Reading struct {
 	Latency  map[string]readout.Histogram
 	Lost     map[string]uint64
 	Programs []readout.ProgramStats // the probes' own cost, while BPF statistics are on
+	// Cgroups are the probes' per-cgroup counters, by cgroup v2 id; nil
+	// when they are off or the maps failed to read.
+	Cgroups          map[uint64]readout.CgroupCounters
+	CgroupEventsLost uint64
 
 	// Failed holds, for each source this reading could not read, why;
 	// nil for a source read (or one this host does not have). A failed
@@ -205,6 +209,7 @@ func (s *Sampler) Read(pinned []int) (*Reading, error) {
 			s.cfg.Probe.Arm(time.Now(), snap)
 		}
 		smp.Latency, smp.Lost, smp.Programs = snap.Latency, snap.Lost, snap.Programs
+		smp.Cgroups, smp.CgroupEventsLost = snap.Cgroups, snap.CgroupEventsLost
 	} else {
 		smp.Used[SourceProcesses] = true
 	}

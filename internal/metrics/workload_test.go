@@ -1,0 +1,75 @@
+package metrics
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/thrashscope/thrashscope/internal/pipeline"
+	"github.com/thrashscope/thrashscope/internal/probe/readout"
+	"github.com/thrashscope/thrashscope/internal/sampler"
+	"github.com/thrashscope/thrashscope/internal/workload"
+)
+
+// The workloads' series carry every join label, one series per kind seen;
+// a hostile cgroup name (invalid UTF-8, quotes and a newline, 4,000 bytes)
+// keeps every other series in the scrape.
+func TestWorkloadSeries(t *testing.T) {
+	s := &sampler.Reading{Cgroups: map[uint64]readout.CgroupCounters{}, CgroupEventsLost: 3}
+	s.Used[sampler.SourceProbes] = true
+	uid := "3e1d7a2b-54c8-4f0e-9b1a-0c2d3e4f5a6b"
+	var pod readout.CgroupCounters
+	pod.MajorFaults[readout.Anon], pod.MajorFaults[readout.File] = 120, 30
+	pod.Stall = readout.StallTime{OffCPU: 2 * time.Second, Reclaim: time.Second}
+	pod.Latency.Slots[20] = 150
+	pod.Latency.SumSeconds = 0.15
+	tick := &pipeline.Tick{Reading: s, Workloads: []workload.Workload{
+		{Labels: workload.Parse("/kubepods/burstable/pod" + uid), Counters: pod},
+		{Labels: workload.Parse("/system.slice/evil\"} 1\nthrashscope_fake 1\n\xff" + strings.Repeat("x", 4000) + ".service"), Counters: pod},
+		{Labels: workload.Parse("/system.slice/db.service"), Counters: pod},
+	}}
+	reg := prometheus.NewPedanticRegistry()
+	reg.MustRegister(NewCollector(fixedSource{tick}))
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatalf("gather: %v", err)
+	}
+	series := map[string]int{}
+	var podFaults map[string]float64
+	for _, mf := range mfs {
+		if !strings.HasPrefix(mf.GetName(), "thrashscope_cgroup_") {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			series[mf.GetName()]++
+			labels := map[string]string{}
+			for _, l := range m.GetLabel() {
+				labels[l.GetName()] = l.GetValue()
+			}
+			if mf.GetName() == "thrashscope_cgroup_major_faults_total" && labels["pod_uid"] == uid {
+				if podFaults == nil {
+					podFaults = map[string]float64{}
+				}
+				podFaults[labels["kind"]] = m.GetCounter().GetValue()
+				if labels["qos"] != "burstable" || labels["cgroup"] != "/kubepods/burstable/pod"+uid {
+					t.Errorf("pod labels %v", labels)
+				}
+			}
+		}
+	}
+	if podFaults["anon"] != 120 || podFaults["file"] != 30 || podFaults["shmem"] != 0 || len(podFaults) != 3 {
+		t.Errorf("pod faults by kind %v, want anon 120, shmem 0, file 30, and no unknown (none happened)", podFaults)
+	}
+	for name, want := range map[string]int{
+		"thrashscope_cgroup_memory_stall_seconds_total":         3,
+		"thrashscope_cgroup_memory_stall_off_cpu_seconds_total": 3,
+		"thrashscope_cgroup_major_fault_latency_seconds":        3,
+		"thrashscope_cgroup_events_lost_total":                  1,
+	} {
+		if series[name] != want {
+			t.Errorf("%s: %d series, want %d (the hostile name's among them)", name, series[name], want)
+		}
+	}
+}
