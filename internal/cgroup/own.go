@@ -218,3 +218,29 @@ func UnifiedHierarchy(procRoot string) (Hierarchy, error) {
 	}
 	return Hierarchy{Point: best.point, Root: best.root}, nil
 }
+
+// V1MemoryMount is where the v1 memory controller is mounted showing its
+// whole tree, and false where memory is not on v1 (or only a subtree is
+// shown).
+func V1MemoryMount(procRoot string) (string, bool) {
+	mounts, err := readMountinfo(filepath.Join(procRoot, "self", "mountinfo"))
+	if err != nil {
+		return "", false
+	}
+	for _, m := range mounts {
+		if isV1Memory(m) && m.root == "/" {
+			return m.point, true
+		}
+	}
+	return "", false
+}
+
+// Dir is the directory of the group at path, a path from the hierarchy's
+// root as /proc/<pid>/cgroup shows it.
+func (h Hierarchy) Dir(path string) string {
+	rel, ok := strings.CutPrefix(path, h.Root)
+	if !ok {
+		rel = path
+	}
+	return filepath.Join(h.Point, rel)
+}

@@ -104,9 +104,10 @@ func (e *Engine) saveRecovered() bool {
 }
 
 // sweep removes the run cgroups dead observers left under --cgroup.parent.
-// Where memory is on cgroup v1, a run under a policy that freezes had a
-// group in the unified hierarchy too: its consumers died with their master
-// (a frozen task dies of SIGKILL), and the group is left, empty.
+// Where memory is on cgroup v1, a run had a group in the unified hierarchy
+// too (its consumers' PSI and workload, and the freezer): its consumers
+// died with their master (a frozen task dies of SIGKILL), and the group is
+// left, empty.
 func (e *Engine) sweep() error {
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
 	defer cancel()
@@ -120,7 +121,7 @@ func (e *Engine) sweep() error {
 		if unified, err := cgroup.OwnUnified("/proc"); err == nil {
 			swept, err := unified.Sweep(ctx, "run-")
 			for _, p := range swept {
-				e.cfg.Logger.Warn("removed a stale run freeze group", "cgroup", p)
+				e.cfg.Logger.Warn("removed a stale run group in the unified hierarchy", "cgroup", p)
 			}
 			errs = append(errs, err)
 		}

@@ -8,6 +8,8 @@ package flow
 
 import (
 	"log/slog"
+	"os"
+	"path/filepath"
 	"time"
 
 	"github.com/thrashscope/thrashscope/internal/cgroup"
@@ -64,8 +66,27 @@ type Options struct {
 // WorkloadOptions bound the workloads' series.
 type WorkloadOptions struct {
 	TopK, Depth int
-	// Hierarchy is the cgroup2 mount the ids are named in.
+	// Hierarchy is the cgroup2 mount the ids are named in; V1Memory the
+	// v1 memory mount where memory is on v1, whose group at a workload's
+	// path gives its memory readings.
 	Hierarchy cgroup.Hierarchy
+	V1Memory  string
+}
+
+// files are where a workload's cgroup files are.
+func (w WorkloadOptions) files(path string) workload.Files {
+	f := workload.Files{V2: w.Hierarchy.Dir(path)}
+	if w.V1Memory != "" {
+		if dir := filepath.Join(w.V1Memory, path); dirExists(dir) {
+			f.V1Memory = dir
+		}
+	}
+	return f
+}
+
+func dirExists(dir string) bool {
+	fi, err := os.Stat(dir)
+	return err == nil && fi.IsDir()
 }
 
 // Flow is the declared pipeline, and the working-set estimator it reads,
@@ -130,7 +151,7 @@ func Declare(o Options) (Flow, error) {
 		}
 		pc.Workloads = workload.NewTracker(workload.Config{
 			TopK: w.TopK, Depth: w.Depth, Paths: r, Forget: o.Probe.ForgetCgroup,
-			Logger: o.Logger.With("component", "workloads"),
+			Files: w.files, Detector: o.Detector, Logger: o.Logger.With("component", "workloads"),
 		})
 	}
 

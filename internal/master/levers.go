@@ -45,6 +45,11 @@ const protectSlack = 8 << 20
 // lever is what a policy acts through on one consumer.
 type lever struct {
 	group *cgroup.Cgroup // its cgroup v2 group; nil without a freezer
+	// unified is its group in the unified hierarchy where memory is on
+	// v1 (the same as group under a policy that freezes): its PSI, and the
+	// cgroup the probes count it in. Nil on v2, where its memory group is
+	// its cgroup2 group.
+	unified *cgroup.Cgroup
 	// mem is its memory cgroup, where memory is on v2 (memory.min); nil
 	// on v1.
 	mem    *cgroup.Cgroup
@@ -70,9 +75,9 @@ type governor struct {
 	runID  string
 	spec   run.Resolved
 	logger *slog.Logger
-	// freezeRoot is the run's group in the unified hierarchy, made where
+	// unifiedRoot is the run's group in the unified hierarchy, made where
 	// the memory controller is on cgroup v1; nil otherwise.
-	freezeRoot *cgroup.Cgroup
+	unifiedRoot *cgroup.Cgroup
 
 	// protection is the lever a protection pulls, ProtectMemoryMin or
 	// ProtectMlock; "" for a policy that protects none.
@@ -120,51 +125,72 @@ func newGovernor(cfg Config, memGroups []*cgroup.Cgroup, n int) (*governor, erro
 			}
 		}
 	}
-	if !needsFreezer(g.name) {
-		return g, nil
-	}
 	if cfg.Parent.V2 {
-		for i := range n {
-			g.levers[i].group = memGroups[i]
+		if needsFreezer(g.name) {
+			for i := range n {
+				g.levers[i].group = memGroups[i]
+			}
 		}
 		return g, nil
 	}
-	unified := cfg.Unified
-	if unified == nil {
-		p, err := cgroup.OwnUnified("/proc")
-		if err != nil {
+	// Memory on v1: the run has a group in the unified hierarchy too, one
+	// child a consumer, for the consumers' PSI and the cgroup the probes
+	// count them in (the run's workload), and, under a policy that
+	// freezes, for the cgroup v2 freezer.
+	root, err := unifiedRunGroup(cfg, needsFreezer(g.name))
+	if err != nil {
+		if needsFreezer(g.name) {
 			return nil, fmt.Errorf("policy %s freezes consumers through the cgroup v2 freezer: %w", g.name, err)
 		}
-		unified = &p
+		cfg.Logger.Warn("no group in the unified hierarchy for the run: its consumers' stall and workload are counted where the observer runs", "run", cfg.ID, "err", err)
+		return g, nil
 	}
-	root, err := unified.CreateFreezeGroup("run-" + cfg.ID)
-	if err != nil {
-		return nil, fmt.Errorf("policy %s freezes consumers through the cgroup v2 freezer: %w", g.name, err)
-	}
-	g.freezeRoot = root
+	g.unifiedRoot = root
 	for i := range n {
 		ch, err := root.Child(run.ConsumerName(i))
 		if err != nil {
 			return nil, errors.Join(err, g.destroy())
 		}
-		g.levers[i].group = ch
+		g.levers[i].unified = ch
+		if needsFreezer(g.name) {
+			g.levers[i].group = ch
+		}
 	}
 	return g, nil
 }
 
-// destroy removes the freeze groups (and kills anything left in them).
+// unifiedRunGroup makes the run's group in the unified hierarchy, under
+// cfg.Unified (nil: this process's own group there); with freezer, one
+// the cgroup v2 freezer can stop.
+func unifiedRunGroup(cfg Config, freezer bool) (*cgroup.Cgroup, error) {
+	unified := cfg.Unified
+	if unified == nil {
+		p, err := cgroup.OwnUnified("/proc")
+		if err != nil {
+			return nil, err
+		}
+		unified = &p
+	}
+	if freezer {
+		return unified.CreateFreezeGroup("run-" + cfg.ID)
+	}
+	return unified.CreatePressureGroup("run-" + cfg.ID)
+}
+
+// destroy removes the run's groups in the unified hierarchy (and kills
+// anything left in them).
 func (g *governor) destroy() error {
-	if g.freezeRoot == nil {
+	if g.unifiedRoot == nil {
 		return nil
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	return g.freezeRoot.Destroy(ctx)
+	return g.unifiedRoot.Destroy(ctx)
 }
 
 // attach gives consumer i's levers once it is started, before anything
 // can reap it: its pidfd, its control pipe, and (where the memory
-// cgroup is on v1) its place in its freeze group.
+// cgroup is on v1) its place in its unified group.
 func (g *governor) attach(i, pid int, ctl io.Writer) error {
 	fd, err := unix.PidfdOpen(pid, 0)
 	if err != nil {
@@ -175,9 +201,9 @@ func (g *governor) attach(i, pid int, ctl io.Writer) error {
 	l := &g.levers[i]
 	l.pidfd, l.ctl = fd, ctl
 	g.mu.Unlock()
-	if g.freezeRoot != nil {
-		if err := l.group.Add(pid); err != nil {
-			return fmt.Errorf("putting consumer %d in its freeze group: %w", i, err)
+	if l.unified != nil {
+		if err := l.unified.Add(pid); err != nil {
+			return fmt.Errorf("putting consumer %d in its group in the unified hierarchy: %w", i, err)
 		}
 	}
 	return nil

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/thrashscope/thrashscope/internal/cgroup"
 	"github.com/thrashscope/thrashscope/internal/consumer"
 	"github.com/thrashscope/thrashscope/internal/policy"
 	"github.com/thrashscope/thrashscope/internal/run"
@@ -20,12 +21,14 @@ import (
 // releases what is held. No run and no root: the control pipe is a buffer.
 func TestLeversOfAProtectingPolicy(t *testing.T) {
 	spec := run.Resolved{Policy: policy.TPF, SizeBytes: 10 << 20, MemoryLimitBytes: 100 << 20}
-	g, err := newGovernor(Config{ID: "t", Spec: spec, Logger: slog.New(slog.DiscardHandler)}, nil, 2)
+	// Unified: a parent that cannot hold groups (v1), so that the test
+	// makes none: the run goes on without a group there.
+	g, err := newGovernor(Config{ID: "t", Spec: spec, Unified: &cgroup.Parent{}, Logger: slog.New(slog.DiscardHandler)}, nil, 2)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if g.protection != ProtectMlock || g.freezeRoot != nil {
-		t.Fatalf("protection %q, freeze root %v: want mlock and no freezer on v1 for tpf", g.protection, g.freezeRoot)
+	if g.protection != ProtectMlock || g.unifiedRoot != nil || g.levers[0].group != nil {
+		t.Fatalf("protection %q, unified root %v: want mlock and no freezer on v1 for tpf", g.protection, g.unifiedRoot)
 	}
 	var ctl bytes.Buffer
 	if err := g.attach(0, os.Getpid(), &ctl); err != nil { // consumer 0 runs; 1 has not started
@@ -84,7 +87,7 @@ func TestLeversOfAProtectingPolicy(t *testing.T) {
 // limit is refused protection: locked pages cannot be reclaimed.
 func TestProtectionRefusedPastTheHeadroom(t *testing.T) {
 	spec := run.Resolved{Policy: policy.TPF, SizeBytes: 90 << 20, MemoryLimitBytes: 100 << 20}
-	g, err := newGovernor(Config{ID: "t", Spec: spec, Logger: slog.New(slog.DiscardHandler)}, nil, 1)
+	g, err := newGovernor(Config{ID: "t", Spec: spec, Unified: &cgroup.Parent{}, Logger: slog.New(slog.DiscardHandler)}, nil, 1)
 	if err != nil {
 		t.Fatal(err)
 	}

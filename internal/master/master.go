@@ -60,9 +60,10 @@ type Config struct {
 	HostMemory func() (memFree, swapFree uint64)
 	// Now is the clock; nil is time.Now.
 	Now func() time.Time
-	// Unified is where a run's freeze group goes when the memory
-	// controller is on cgroup v1; nil finds this process's own group in
-	// the unified hierarchy.
+	// Unified is where a run's group in the unified hierarchy goes when
+	// the memory controller is on cgroup v1 (its consumers' PSI and
+	// workload, and the freezer); nil finds this process's own group
+	// there.
 	Unified *cgroup.Parent
 	// ProcFS reads the consumers' /proc stat, to see that each makes
 	// progress; the zero FS is /proc.

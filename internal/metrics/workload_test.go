@@ -25,8 +25,14 @@ func TestWorkloadSeries(t *testing.T) {
 	pod.Stall = readout.StallTime{OffCPU: 2 * time.Second, Reclaim: time.Second}
 	pod.Latency.Slots[20] = 150
 	pod.Latency.SumSeconds = 0.15
+	kernel := workload.Kernel{
+		Pressure: workload.Pressure{Some: 3 * time.Second, Full: 2 * time.Second}, HasPressure: true,
+		Events:   map[string]uint64{"high": 4, "max": 2, "oom": 0, "oom_kill": 0},
+		Refaults: map[string]uint64{"anon": 100, "file": 50}, Activations: map[string]uint64{"anon": 10, "file": 5},
+		MajorFaults: 150, HasMajorFaults: true, CurrentBytes: 64 << 20, SwapBytes: 32 << 20, MaxBytes: 64 << 20, HighBytes: -1,
+	}
 	tick := &pipeline.Tick{Reading: s, Workloads: []workload.Workload{
-		{Labels: workload.Parse("/kubepods/burstable/pod" + uid), Counters: pod},
+		{Labels: workload.Parse("/kubepods/burstable/pod" + uid), Counters: pod, Kernel: kernel, HasKernel: true, HasRates: true, State: 2},
 		{Labels: workload.Parse("/system.slice/evil\"} 1\nthrashscope_fake 1\n\xff" + strings.Repeat("x", 4000) + ".service"), Counters: pod},
 		{Labels: workload.Parse("/system.slice/db.service"), Counters: pod},
 	}}
@@ -67,6 +73,17 @@ func TestWorkloadSeries(t *testing.T) {
 		"thrashscope_cgroup_memory_stall_off_cpu_seconds_total": 3,
 		"thrashscope_cgroup_major_fault_latency_seconds":        3,
 		"thrashscope_cgroup_events_lost_total":                  1,
+		// the pod's own files and its detector; the others' not read
+		"thrashscope_cgroup_pressure_memory_stalled_seconds_total": 2,
+		"thrashscope_cgroup_memory_events_total":                   4,
+		"thrashscope_cgroup_workingset_refaults_total":             2,
+		"thrashscope_cgroup_workingset_activations_total":          2,
+		"thrashscope_cgroup_memory_stat_major_faults_total":        1,
+		"thrashscope_cgroup_memory_current_bytes":                  1,
+		"thrashscope_cgroup_memory_swap_current_bytes":             1,
+		"thrashscope_cgroup_memory_max_bytes":                      1,
+		"thrashscope_cgroup_memory_high_bytes":                     0, // unlimited
+		"thrashscope_cgroup_thrashing_state":                       1,
 	} {
 		if series[name] != want {
 			t.Errorf("%s: %d series, want %d (the hostile name's among them)", name, series[name], want)

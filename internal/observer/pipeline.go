@@ -29,6 +29,7 @@ func (o *Observer) declarePipeline(cfg Config, fs procfs.FS, logger *slog.Logger
 				logger.Warn("no workloads' series: "+err.Error(), "component", "workloads")
 			} else {
 				opts.Workloads = flow.WorkloadOptions{TopK: cfg.CgroupTopK, Depth: cfg.CgroupDepth, Hierarchy: h}
+				opts.Workloads.V1Memory, _ = cgroup.V1MemoryMount(cfg.ProcfsPath)
 			}
 		}
 	}

@@ -17,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/thrashscope/thrashscope/internal/cgroup"
 	"github.com/thrashscope/thrashscope/internal/run"
 	"github.com/thrashscope/thrashscope/internal/testenv"
 )
@@ -202,8 +203,9 @@ type alertWatch struct {
 func (w *alertWatch) firing() bool { return !w.fired.IsZero() && w.resolved.IsZero() }
 
 // TestAlertsFireOnARealThrash runs e4 at a tenth under the real observer,
-// scraped by a real Prometheus with the shipped rules: the host and process
-// alerts fire during the thrash and resolve after it. The same run checks
+// scraped by a real Prometheus with the shipped rules: the host, process
+// and workload alerts fire during the thrash and resolve after it, the
+// workload's naming the run's cgroup. The same run checks
 // the Grafana dashboards: every metric they name is in a scrape, and every
 // query they run returns data (dashboards_test.go).
 func TestAlertsFireOnARealThrash(t *testing.T) {
@@ -218,7 +220,7 @@ func TestAlertsFireOnARealThrash(t *testing.T) {
 		return len(p.query(t, `up{job="thrashscope"} == 1`)) == 1 && len(p.query(t, `thrashscope:swap_in_pages:rate10s`)) == 1
 	})
 
-	watched := []string{"ThrashscopeHostThrashing", "ThrashscopeProcessMajorFaults", "ThrashscopeWorkingSetOvercommit"}
+	watched := []string{"ThrashscopeHostThrashing", "ThrashscopeProcessMajorFaults", "ThrashscopeWorkingSetOvercommit", "ThrashscopeWorkloadThrashing"}
 	w := map[string]*alertWatch{}
 	for _, name := range watched {
 		w[name] = &alertWatch{instances: map[string]bool{}}
@@ -254,6 +256,9 @@ func TestAlertsFireOnARealThrash(t *testing.T) {
 				id := a.Labels["instance"]
 				if a.Labels["pid"] != "" {
 					id = a.Labels["comm"] + "/" + a.Labels["pid"]
+				}
+				if a.Labels["cgroup"] != "" {
+					id = a.Labels["cgroup"]
 				}
 				aw.instances[id] = true
 			}
@@ -328,6 +333,17 @@ func TestAlertsFireOnARealThrash(t *testing.T) {
 	if consumers == 0 {
 		t.Error("ThrashscopeProcessMajorFaults fired for no consumer")
 	}
+	// The workload alert names the run's cgroup (a consumer's group in it).
+	runGroup := "/" + cgroup.Prefix + "run-" + rec.ID + "/"
+	named := 0
+	for id := range w["ThrashscopeWorkloadThrashing"].instances {
+		if strings.Contains(id, runGroup) {
+			named++
+		}
+	}
+	if named == 0 {
+		t.Errorf("ThrashscopeWorkloadThrashing named no cgroup of the run (%s): %v", runGroup, w["ThrashscopeWorkloadThrashing"].instances)
+	}
 	if others["ThrashscopeProbeDown"] != "" {
 		t.Errorf("ThrashscopeProbeDown went %s with every probe attached", others["ThrashscopeProbeDown"])
 	}
@@ -353,6 +369,8 @@ func TestAlertsFireOnARealThrash(t *testing.T) {
 		`max_over_time(thrashscope_working_set_ratio[10m])`,
 		`max_over_time(max(sum without (kind) (thrashscope:process_major_faults:rate10s{comm=~"consumer-.*"}))[10m:5s])`,
 		`max_over_time(thrashscope:pressure_memory_stalled_seconds:rate10s{kind="full"}[10m])`,
+		`max_over_time(max(thrashscope_cgroup_thrashing_state)[10m:5s])`,
+		`max_over_time(max(thrashscope:cgroup_pressure_memory_stalled_seconds:rate10s{kind="full"})[10m:5s])`,
 	} {
 		if res := p.query(t, q); len(res) == 0 {
 			t.Logf("%s: no data", q)

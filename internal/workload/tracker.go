@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/thrashscope/thrashscope/internal/indicators"
 	"github.com/thrashscope/thrashscope/internal/probe/readout"
 )
 
@@ -30,7 +31,11 @@ type Config struct {
 	Paths Paths
 	// Forget drops a removed cgroup from the probe's map.
 	Forget func(id uint64)
-	Logger *slog.Logger
+	// Files says where a workload's cgroup files are; nil reads none.
+	Files func(path string) Files
+	// Detector holds the thresholds of each workload's detector.
+	Detector indicators.DetectorConfig
+	Logger   *slog.Logger
 }
 
 // Workload is one workload at one sample: a cgroup (with the cgroups
@@ -47,6 +52,17 @@ type Workload struct {
 	HasRates                           bool
 	// IDs are the cgroups counted in it.
 	IDs []uint64
+	// Kernel is what the cgroup's own files say (read when Config.Files
+	// is set), and PSISomePercent and PSIFullPercent its memory.pressure
+	// shares of the interval, valid when HasPSIRates.
+	Kernel                         Kernel
+	HasKernel                      bool
+	PSISomePercent, PSIFullPercent float64
+	HasPSIRates                    bool
+	// State is its detector's (indicators.Normal, Monitoring or
+	// Thrashing), and Reasons what put it there.
+	State   int
+	Reasons []string
 }
 
 // decay and minActivity are the process ranking's (package sampler): a
@@ -84,6 +100,10 @@ type tracked struct {
 	cur              readout.CgroupCounters
 	faults, stallNow float64
 	hasRates         bool
+	// The cgroup's pressure when last read, and the detector's state.
+	pressure   Pressure
+	pressureAt time.Time
+	state      int
 }
 
 // NewTracker returns a Tracker.
@@ -93,6 +113,9 @@ func NewTracker(cfg Config) *Tracker {
 	}
 	if cfg.Forget == nil {
 		cfg.Forget = func(uint64) {}
+	}
+	if cfg.Detector == (indicators.DetectorConfig{}) {
+		cfg.Detector = indicators.DefaultDetectorConfig()
 	}
 	return &Tracker{cfg: cfg, byPath: map[string]*tracked{}, pathOf: map[uint64]string{}, warnedAt: map[string]bool{}}
 }
@@ -120,15 +143,68 @@ func (t *Tracker) Observe(now time.Time, cgroups map[uint64]readout.CgroupCounte
 	top := t.rank()
 	out := make([]Workload, 0, len(top))
 	for _, w := range top {
-		out = append(out, Workload{
+		wl := Workload{
 			Labels: Parse(w.path), Counters: w.cur, IDs: slices.Sorted(maps.Keys(w.members)),
 			HasRates: w.hasRates, MajorFaultsPerSecond: w.faults, StallPercent: 100 * w.stallNow,
-		})
+		}
+		t.readKernel(now, w, &wl)
+		t.judge(w, &wl)
+		out = append(out, wl)
 	}
 	for _, w := range t.byPath {
 		w.prev, w.hasPrev = w.cur, true
 	}
 	return out
+}
+
+// readKernel reads an exported workload's cgroup files, and its pressure
+// shares since the last read.
+func (t *Tracker) readKernel(now time.Time, w *tracked, wl *Workload) {
+	if t.cfg.Files == nil {
+		return
+	}
+	wl.Kernel, wl.HasKernel = ReadKernel(t.cfg.Files(w.path)), true
+	if len(wl.Kernel.Missing) > 0 {
+		why := strings.Join(wl.Kernel.Missing, "; ")
+		if !t.warnedAt[why] {
+			t.cfg.Logger.Info("a workload's cgroup readings left out", "cgroup", wl.Cgroup, "missing", why)
+			t.warnedAt[why] = true
+		}
+	}
+	if !wl.Kernel.HasPressure {
+		w.pressureAt = time.Time{}
+		return
+	}
+	p := wl.Kernel.Pressure
+	if secs := now.Sub(w.pressureAt).Seconds(); !w.pressureAt.IsZero() && secs > 0 {
+		wl.HasPSIRates = true
+		wl.PSISomePercent = min(100, 100*max(0, (p.Some-w.pressure.Some).Seconds())/secs)
+		wl.PSIFullPercent = min(100, 100*max(0, (p.Full-w.pressure.Full).Seconds())/secs)
+	}
+	w.pressure, w.pressureAt = p, now
+}
+
+// judge steps an exported workload's detector, on its PSI full share
+// where its cgroup has one, else on the probes' stall share, and logs
+// each change of state with why.
+func (t *Tracker) judge(w *tracked, wl *Workload) {
+	if !wl.HasRates {
+		wl.State = w.state
+		return
+	}
+	full := min(100, wl.StallPercent)
+	switch {
+	case wl.HasPSIRates:
+		full = wl.PSIFullPercent
+	case wl.Kernel.HasPressure:
+		full = 0 // its pressure read once: no share yet
+	}
+	state, reasons := judge(t.cfg.Detector, w.state, wl.MajorFaultsPerSecond, full)
+	if state != w.state {
+		t.cfg.Logger.Info("a workload's thrash state changed", "cgroup", wl.Cgroup, "unit", wl.Unit, "pod_uid", wl.PodUID,
+			"from", indicators.StateNames[w.state], "to", indicators.StateNames[state], "why", strings.Join(reasons, "; "))
+	}
+	w.state, wl.State, wl.Reasons = state, state, reasons
 }
 
 // gather resolves each cgroup the probes counted, folds it into its

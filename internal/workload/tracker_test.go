@@ -2,10 +2,14 @@ package workload
 
 import (
 	"fmt"
+	"math"
+	"os"
+	"path/filepath"
 	"slices"
 	"testing"
 	"time"
 
+	"github.com/thrashscope/thrashscope/internal/indicators"
 	"github.com/thrashscope/thrashscope/internal/probe/readout"
 )
 
@@ -130,5 +134,46 @@ func TestFold(t *testing.T) {
 		if got := fold(c.path, c.depth); got != c.want {
 			t.Errorf("fold(%q, %d) = %q, want %q", c.path, c.depth, got, c.want)
 		}
+	}
+}
+
+// An exported workload's own cgroup files are read each sample: its PSI
+// shares over the interval, and its detector on its faults and PSI full.
+func TestTrackerKernelAndDetector(t *testing.T) {
+	dir := t.TempDir()
+	writePressure := func(someUS, fullUS int) {
+		text := fmt.Sprintf("some avg10=0 avg60=0 avg300=0 total=%d\nfull avg10=0 avg60=0 avg300=0 total=%d\n", someUS, fullUS)
+		if err := os.WriteFile(filepath.Join(dir, "memory.pressure"), []byte(text), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	paths := &fakePaths{paths: map[uint64]string{7: "/system.slice/db.service"}, removed: map[uint64]bool{}}
+	var asked string
+	tr := NewTracker(Config{TopK: 5, Paths: paths, Files: func(p string) Files { asked = p; return Files{V2: dir} }})
+	step := func(sec int, faultsSoFar uint64, someUS, fullUS int) Workload {
+		t.Helper()
+		writePressure(someUS, fullUS)
+		got := tr.Observe(t0.Add(time.Duration(sec)*time.Second), map[uint64]readout.CgroupCounters{7: faults(faultsSoFar, 0, 0)})
+		if len(got) != 1 {
+			t.Fatalf("t=%d: %d workloads", sec, len(got))
+		}
+		return got[0]
+	}
+	writePressure(0, 0)
+	tr.Observe(t0, map[uint64]readout.CgroupCounters{7: faults(0, 0, 0)}) // no rates yet: none ranked
+	w := step(1, 500, 400_000, 300_000) // first read of its pressure: no share yet
+	if asked != "/system.slice/db.service" || !w.Kernel.HasPressure || w.HasPSIRates || w.State != indicators.Monitoring {
+		t.Errorf("t=1: asked %q, pressure %v, rates %v, state %d; want db's files read, no share yet, monitoring on its faults", asked, w.Kernel.HasPressure, w.HasPSIRates, w.State)
+	}
+	w = step(2, 1000, 1_200_000, 900_000)
+	if !w.HasPSIRates || math.Abs(w.PSISomePercent-80) > 1e-6 || math.Abs(w.PSIFullPercent-60) > 1e-6 || w.State != indicators.Thrashing {
+		t.Errorf("t=2: PSI some %.1f %% full %.1f %% (rates %v), state %d; want 80 %%, 60 %%, thrashing", w.PSISomePercent, w.PSIFullPercent, w.HasPSIRates, w.State)
+	}
+	if len(w.Reasons) != 2 {
+		t.Errorf("reasons %v, want faults and pressure", w.Reasons)
+	}
+	w = step(3, 1000, 1_200_000, 900_000) // quiet
+	if w.State != indicators.Normal {
+		t.Errorf("t=3 quiet: state %d, want normal", w.State)
 	}
 }

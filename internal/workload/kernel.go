@@ -1,0 +1,216 @@
+package workload
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"math"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Kernel is a workload's readings of its cgroup's own files: what the
+// kernel itself says of the cgroup's memory, beside the probes' counts.
+// A reading the cgroup has no file for is left out, and Missing says why.
+type Kernel struct {
+	// Pressure is memory.pressure, the group's PSI (cgroup2: every group
+	// has it, on a hybrid host too).
+	Pressure    Pressure
+	HasPressure bool
+	// Events are memory.events' high, max, oom and oom_kill (v2); on v1,
+	// max is memory.failcnt and oom_kill memory.oom_control's.
+	Events map[string]uint64
+	// Refaults and Activations are memory.stat's workingset_refault_* and
+	// workingset_activate_* (v1 has no activations), by type.
+	Refaults, Activations map[string]uint64
+	// MajorFaults is memory.stat's pgmajfault (v1: total_pgmajfault).
+	MajorFaults    uint64
+	HasMajorFaults bool
+	// CurrentBytes and SwapBytes are memory.current and
+	// memory.swap.current (v1: usage_in_bytes, memsw less it); -1 unread.
+	CurrentBytes, SwapBytes int64
+	// MaxBytes and HighBytes are memory.max and memory.high (v1:
+	// limit_in_bytes, and no high); -1 when unlimited or unread.
+	MaxBytes, HighBytes int64
+	// Missing names each reading left out, with why.
+	Missing []string
+}
+
+// Pressure is a memory.pressure file's totals.
+type Pressure struct {
+	Some, Full time.Duration
+}
+
+// Event names as in memory.events, in the order they are exported.
+var Events = []string{"high", "max", "oom", "oom_kill"}
+
+// Types of refault and activation, as in memory.stat.
+var Types = []string{"anon", "file"}
+
+// Files says where a workload's cgroup files are: its group in the cgroup2
+// hierarchy, and (where the memory controller is on v1) its group in the
+// v1 memory hierarchy, "" when it has none.
+type Files struct {
+	V2, V1Memory string
+}
+
+// ReadKernel reads a workload's cgroup files.
+func ReadKernel(f Files) Kernel {
+	k := Kernel{CurrentBytes: -1, SwapBytes: -1, MaxBytes: -1, HighBytes: -1}
+	missing := func(what string, err error) {
+		if errors.Is(err, fs.ErrNotExist) {
+			err = errors.New("no such file")
+		}
+		k.Missing = append(k.Missing, fmt.Sprintf("%s (%v)", what, err))
+	}
+	if b, err := os.ReadFile(filepath.Join(f.V2, "memory.pressure")); err != nil {
+		missing("memory.pressure", err)
+	} else if k.Pressure, err = parsePressure(string(b)); err != nil {
+		missing("memory.pressure", err)
+	} else {
+		k.HasPressure = true
+	}
+	if _, err := os.Stat(filepath.Join(f.V2, "memory.current")); err == nil {
+		k.readV2(f.V2, missing)
+	} else if f.V1Memory != "" {
+		k.readV1(f.V1Memory, missing)
+	} else {
+		missing("memory.current, memory.events, memory.stat", errors.New("the memory controller is not on this cgroup2 group, and it has no v1 memory group at the same path"))
+	}
+	return k
+}
+
+func (k *Kernel) readV2(dir string, missing func(string, error)) {
+	if kv, err := readKeyed(filepath.Join(dir, "memory.events")); err != nil {
+		missing("memory.events", err)
+	} else {
+		k.Events = map[string]uint64{}
+		for _, e := range Events {
+			k.Events[e] = kv[e]
+		}
+	}
+	if kv, err := readKeyed(filepath.Join(dir, "memory.stat")); err != nil {
+		missing("memory.stat", err)
+	} else {
+		k.Refaults, k.Activations = map[string]uint64{}, map[string]uint64{}
+		for _, t := range Types {
+			k.Refaults[t], k.Activations[t] = kv["workingset_refault_"+t], kv["workingset_activate_"+t]
+		}
+		k.MajorFaults, k.HasMajorFaults = kv["pgmajfault"], true
+	}
+	k.CurrentBytes = readBytes(filepath.Join(dir, "memory.current"), "memory.current", missing)
+	k.SwapBytes = readBytes(filepath.Join(dir, "memory.swap.current"), "memory.swap.current", missing)
+	k.MaxBytes = readBytes(filepath.Join(dir, "memory.max"), "memory.max", missing)
+	k.HighBytes = readBytes(filepath.Join(dir, "memory.high"), "memory.high", missing)
+}
+
+func (k *Kernel) readV1(dir string, missing func(string, error)) {
+	k.Events = map[string]uint64{}
+	if n := readBytes(filepath.Join(dir, "memory.failcnt"), "memory.failcnt", missing); n >= 0 {
+		k.Events["max"] = uint64(n)
+	}
+	if kv, err := readKeyed(filepath.Join(dir, "memory.oom_control")); err != nil {
+		missing("memory.oom_control", err)
+	} else if n, ok := kv["oom_kill"]; ok {
+		k.Events["oom_kill"] = n
+	}
+	if kv, err := readKeyed(filepath.Join(dir, "memory.stat")); err != nil {
+		missing("memory.stat", err)
+	} else {
+		k.Refaults = map[string]uint64{}
+		for _, t := range Types {
+			k.Refaults[t] = kv["total_workingset_refault_"+t]
+		}
+		k.MajorFaults, k.HasMajorFaults = kv["total_pgmajfault"], true
+	}
+	k.CurrentBytes = readBytes(filepath.Join(dir, "memory.usage_in_bytes"), "memory.usage_in_bytes", missing)
+	if memsw := readBytes(filepath.Join(dir, "memory.memsw.usage_in_bytes"), "memory.memsw.usage_in_bytes (swap accounting off?)", missing); memsw >= 0 && k.CurrentBytes >= 0 {
+		k.SwapBytes = max(0, memsw-k.CurrentBytes)
+	}
+	k.MaxBytes = readBytes(filepath.Join(dir, "memory.limit_in_bytes"), "memory.limit_in_bytes", missing)
+	if k.MaxBytes >= unlimitedV1 {
+		k.MaxBytes = -1
+	}
+}
+
+// unlimitedV1 is where a v1 limit means none: the page-rounded
+// LONG_MAX the kernel shows for an unset limit.
+const unlimitedV1 = math.MaxInt64 &^ (1<<20 - 1)
+
+// readBytes reads a file of one number, or "max" (-1); -1 and a missing
+// entry when it cannot.
+func readBytes(path, what string, missing func(string, error)) int64 {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		missing(what, err)
+		return -1
+	}
+	s := strings.TrimSpace(string(b))
+	if s == "max" {
+		return -1
+	}
+	n, err := strconv.ParseInt(s, 10, 64)
+	if err != nil {
+		missing(what, fmt.Errorf("%q is not a number", s))
+		return -1
+	}
+	return n
+}
+
+// readKeyed reads a flat-keyed file ("key N" a line).
+func readKeyed(path string) (map[string]uint64, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	kv := map[string]uint64{}
+	for line := range strings.Lines(string(b)) {
+		k, v, ok := strings.Cut(strings.TrimSpace(line), " ")
+		if !ok {
+			continue
+		}
+		if n, err := strconv.ParseUint(strings.TrimSpace(v), 10, 64); err == nil {
+			kv[k] = n
+		}
+	}
+	if len(kv) == 0 {
+		return nil, errors.New("empty")
+	}
+	return kv, nil
+}
+
+// parsePressure reads the totals of a memory.pressure file: "some
+// avg10=… total=<µs>" and "full …".
+func parsePressure(text string) (Pressure, error) {
+	var p Pressure
+	seen := 0
+	for line := range strings.Lines(text) {
+		fields := strings.Fields(line)
+		if len(fields) == 0 {
+			continue
+		}
+		for _, f := range fields[1:] {
+			v, ok := strings.CutPrefix(f, "total=")
+			if !ok {
+				continue
+			}
+			us, err := strconv.ParseUint(v, 10, 64)
+			if err != nil {
+				return p, fmt.Errorf("total=%q is not a number", v)
+			}
+			switch fields[0] {
+			case "some":
+				p.Some, seen = time.Duration(us)*time.Microsecond, seen|1
+			case "full":
+				p.Full, seen = time.Duration(us)*time.Microsecond, seen|2
+			}
+		}
+	}
+	if seen&1 == 0 {
+		return p, errors.New("no \"some\" total")
+	}
+	return p, nil
+}

@@ -1,0 +1,99 @@
+package workload
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+func writeFiles(t *testing.T, files map[string]string) string {
+	t.Helper()
+	dir := t.TempDir()
+	for name, text := range files {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(text), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return dir
+}
+
+const pressureText = "some avg10=12.50 avg60=3.00 avg300=0.60 total=2500000\nfull avg10=8.00 avg60=2.00 avg300=0.40 total=1500000\n"
+
+// A cgroup2 group with the memory controller: every reading from its own
+// files, "max" read as no limit.
+func TestReadKernelV2(t *testing.T) {
+	dir := writeFiles(t, map[string]string{
+		"memory.pressure":     pressureText,
+		"memory.events":       "low 0\nhigh 17\nmax 4\noom 1\noom_kill 1\noom_group_kill 0\n",
+		"memory.stat":         "anon 1000\nfile 2000\npgmajfault 4242\nworkingset_refault_anon 300\nworkingset_refault_file 700\nworkingset_activate_anon 30\nworkingset_activate_file 70\n",
+		"memory.current":      "104857600\n",
+		"memory.swap.current": "52428800\n",
+		"memory.max":          "134217728\n",
+		"memory.high":         "max\n",
+	})
+	k := ReadKernel(Files{V2: dir})
+	if len(k.Missing) != 0 {
+		t.Errorf("missing %v, want every reading", k.Missing)
+	}
+	if !k.HasPressure || k.Pressure.Some != 2500*time.Millisecond || k.Pressure.Full != 1500*time.Millisecond {
+		t.Errorf("pressure %+v", k.Pressure)
+	}
+	if k.Events["high"] != 17 || k.Events["max"] != 4 || k.Events["oom"] != 1 || k.Events["oom_kill"] != 1 {
+		t.Errorf("events %v", k.Events)
+	}
+	if k.Refaults["anon"] != 300 || k.Refaults["file"] != 700 || k.Activations["anon"] != 30 || k.Activations["file"] != 70 || k.MajorFaults != 4242 {
+		t.Errorf("stat: refaults %v activations %v pgmajfault %d", k.Refaults, k.Activations, k.MajorFaults)
+	}
+	if k.CurrentBytes != 100<<20 || k.SwapBytes != 50<<20 || k.MaxBytes != 128<<20 || k.HighBytes != -1 {
+		t.Errorf("bytes: current %d swap %d max %d high %d", k.CurrentBytes, k.SwapBytes, k.MaxBytes, k.HighBytes)
+	}
+}
+
+// A hybrid host: the cgroup2 group has memory.pressure only; the rest
+// comes from the v1 memory group (hierarchical totals), and what v1 does
+// not have (high, activations) is left out.
+func TestReadKernelHybrid(t *testing.T) {
+	v2 := writeFiles(t, map[string]string{"memory.pressure": pressureText})
+	v1 := writeFiles(t, map[string]string{
+		"memory.failcnt":              "9\n",
+		"memory.oom_control":          "oom_kill_disable 0\nunder_oom 0\noom_kill 2\n",
+		"memory.stat":                 "pgmajfault 5\nworkingset_refault_anon 1\ntotal_pgmajfault 777\ntotal_workingset_refault_anon 111\ntotal_workingset_refault_file 222\n",
+		"memory.usage_in_bytes":       "67108864\n",
+		"memory.memsw.usage_in_bytes": "100663296\n",
+		"memory.limit_in_bytes":       "9223372036854771712\n",
+	})
+	k := ReadKernel(Files{V2: v2, V1Memory: v1})
+	if len(k.Missing) != 0 {
+		t.Errorf("missing %v", k.Missing)
+	}
+	if k.Events["max"] != 9 || k.Events["oom_kill"] != 2 || k.MajorFaults != 777 || k.Refaults["anon"] != 111 || k.Refaults["file"] != 222 || k.Activations != nil {
+		t.Errorf("v1: events %v pgmajfault %d refaults %v activations %v", k.Events, k.MajorFaults, k.Refaults, k.Activations)
+	}
+	if k.CurrentBytes != 64<<20 || k.SwapBytes != 32<<20 || k.MaxBytes != -1 || k.HighBytes != -1 {
+		t.Errorf("v1 bytes: current %d swap %d max %d (unlimited: -1) high %d", k.CurrentBytes, k.SwapBytes, k.MaxBytes, k.HighBytes)
+	}
+
+	// No v1 group at the same path: PSI only, and why the rest is out.
+	k = ReadKernel(Files{V2: v2})
+	if !k.HasPressure || len(k.Missing) != 1 || !strings.Contains(k.Missing[0], "memory controller is not on this cgroup2 group") {
+		t.Errorf("PSI alone: pressure %v, missing %v", k.HasPressure, k.Missing)
+	}
+	// A group removed meanwhile: nothing, and every reading says so.
+	k = ReadKernel(Files{V2: filepath.Join(v2, "gone")})
+	if k.HasPressure || len(k.Missing) != 2 || !strings.Contains(k.Missing[0], "no such file") {
+		t.Errorf("removed: %+v", k)
+	}
+}
+
+func TestParsePressure(t *testing.T) {
+	for _, bad := range []string{"", "full avg10=0 total=5\n", "some total=x\n"} {
+		if _, err := parsePressure(bad); err == nil {
+			t.Errorf("parsePressure(%q) took it", bad)
+		}
+	}
+	if p, err := parsePressure("some avg10=0.00 avg60=0.00 avg300=0.00 total=7\n"); err != nil || p.Some != 7*time.Microsecond || p.Full != 0 {
+		t.Errorf("a kernel without full: %+v %v", p, err)
+	}
+}
