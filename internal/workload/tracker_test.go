@@ -161,7 +161,7 @@ func TestTrackerKernelAndDetector(t *testing.T) {
 	}
 	writePressure(0, 0)
 	tr.Observe(t0, map[uint64]readout.CgroupCounters{7: faults(0, 0, 0)}) // no rates yet: none ranked
-	w := step(1, 500, 400_000, 300_000) // first read of its pressure: no share yet
+	w := step(1, 500, 400_000, 300_000)                                   // first read of its pressure: no share yet
 	if asked != "/system.slice/db.service" || !w.Kernel.HasPressure || w.HasPSIRates || w.State != indicators.Monitoring {
 		t.Errorf("t=1: asked %q, pressure %v, rates %v, state %d; want db's files read, no share yet, monitoring on its faults", asked, w.Kernel.HasPressure, w.HasPSIRates, w.State)
 	}
