@@ -26,8 +26,8 @@ func all(t *testing.T) []dashboards.File {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(files) != 2 {
-		t.Fatalf("shipped dashboards: %d, want thrashscope.json and fleet.json", len(files))
+	if len(files) != 3 {
+		t.Fatalf("shipped dashboards: %d, want thrashscope.json, fleet.json and workloads.json", len(files))
 	}
 	return files
 }
@@ -629,7 +629,7 @@ func TestProvisioning(t *testing.T) {
 	// That directory is this one, and Grafana loads every .json beneath
 	// it: only the dashboards may be there.
 	err = filepath.WalkDir(".", func(path string, e fs.DirEntry, err error) error {
-		if err == nil && strings.HasSuffix(path, ".json") && path != "thrashscope.json" && path != "fleet.json" {
+		if err == nil && strings.HasSuffix(path, ".json") && path != "thrashscope.json" && path != "fleet.json" && path != "workloads.json" {
 			t.Errorf("%s would be loaded by Grafana as a dashboard", path)
 		}
 		return err

@@ -75,7 +75,7 @@ type WorkloadOptions struct {
 
 // files are where a workload's cgroup files are.
 func (w WorkloadOptions) files(path string) workload.Files {
-	f := workload.Files{V2: w.Hierarchy.Dir(path)}
+	f := workload.Files{V2: w.Hierarchy.Dir(path), V2Root: w.Hierarchy.Point}
 	if w.V1Memory != "" {
 		if dir := filepath.Join(w.V1Memory, path); dirExists(dir) {
 			f.V1Memory = dir

@@ -215,6 +215,6 @@ func (s *Store) Top() Top {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	t := s.top
-	t.Rows = slices.Clone(t.Rows)
+	t.Rows, t.Workloads = slices.Clone(t.Rows), slices.Clone(t.Workloads)
 	return t
 }

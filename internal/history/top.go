@@ -13,6 +13,21 @@ import (
 type Top struct {
 	Time time.Time // zero before the first sample with rates
 	Rows []ProcessRow
+	// Workloads are the busiest cgroups, busiest first; none without
+	// per-cgroup counters.
+	Workloads []WorkloadRow
+}
+
+// WorkloadRow is one watched workload: its cgroup and what its path says,
+// its detector's state, and its rates over the interval.
+type WorkloadRow struct {
+	Cgroup, Unit, PodUID, ContainerID string
+	State                             string
+	MajorFaultsPerSecond              float64
+	StallPercent                      float64 // summed over its tasks, % of one thread
+	PSIFullPercent                    float64 // valid when HasPSI
+	HasPSI, HasRates                  bool
+	CurrentBytes, LimitBytes          int64 // -1 unread
 }
 
 // ProcessRow is one tracked process. Rates need the process in the sample
@@ -59,6 +74,19 @@ func TopOf(tick *pipeline.Tick) Top {
 			row.HasStall, row.StallPercent = p.Rates.HasStall, p.Rates.StallPercent
 		}
 		t.Rows = append(t.Rows, row)
+	}
+	for _, w := range tick.Workloads {
+		row := WorkloadRow{
+			Cgroup: w.Cgroup, Unit: w.Unit, PodUID: w.PodUID, ContainerID: w.ContainerID,
+			State: indicators.StateNames[w.State], HasRates: w.HasRates,
+			MajorFaultsPerSecond: w.MajorFaultsPerSecond, StallPercent: w.StallPercent,
+			HasPSI: w.HasPSIRates, PSIFullPercent: w.PSIFullPercent,
+			CurrentBytes: -1, LimitBytes: -1,
+		}
+		if w.HasKernel {
+			row.CurrentBytes, row.LimitBytes = w.Kernel.CurrentBytes, w.Kernel.LimitBytes
+		}
+		t.Workloads = append(t.Workloads, row)
 	}
 	return t
 }

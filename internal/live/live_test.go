@@ -18,6 +18,7 @@ import (
 	"github.com/thrashscope/thrashscope/internal/probe/readout"
 	"github.com/thrashscope/thrashscope/internal/procfs"
 	"github.com/thrashscope/thrashscope/internal/sampler"
+	"github.com/thrashscope/thrashscope/internal/workload"
 )
 
 var t0 = time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
@@ -52,7 +53,12 @@ func thrash(t testing.TB, s *history.Store, n int) {
 			sampler.Complete(prev.Reading, cur) // the processes' rates, as the sampler does
 			cur.Rates = rates
 		}
-		tick := &pipeline.Tick{Reading: cur, Verdict: v}
+		tick := &pipeline.Tick{Reading: cur, Verdict: v, Workloads: []workload.Workload{
+			{Labels: workload.Parse("/system.slice/db.service"), HasRates: true, MajorFaultsPerSecond: 4200 * phase, StallPercent: 80 * phase,
+				HasPSIRates: true, PSIFullPercent: 60 * phase, State: v.State, HasKernel: true,
+				Kernel: workload.Kernel{CurrentBytes: 96 << 20, LimitBytes: 100 << 20}},
+			{Labels: workload.Parse("/kubepods/burstable/pod3e1d7a2b-54c8-4f0e-9b1a-0c2d3e4f5a6b/" + strings.Repeat("ab", 32)), HasRates: true, MajorFaultsPerSecond: 12},
+		}}
 		s.Observe(prev, tick)
 		prev = tick
 	}
@@ -103,6 +109,8 @@ func TestPageRenders(t *testing.T) {
 		`<progress max="60000" value="22000">`,
 		`<p id="run-policy">policy binpack: 8 frozen, 0 protected, bin 2 of 3 running</p>`,
 		`id="token" type="password"`, `id="run-form"`,
+		`<section id="workloads">`, `<td>/system.slice/db.service</td><td>db.service</td><td>normal</td>`,
+		`<td>pod 3e1d7a2b-54c8-4f0e-9b1a-0c2d3e4f5a6b abababababab</td>`, `<td>96.0 MiB</td><td>100.0 MiB</td>`,
 	} {
 		if !strings.Contains(body, want) {
 			t.Errorf("the page lacks %s", want)
@@ -119,7 +127,7 @@ func TestPageRenders(t *testing.T) {
 	rec = get(t, h, "GET", "/live/status")
 	checkHeaders(t, rec)
 	frag := rec.Body.String()
-	for _, want := range []string{`<section id="summary" data-generation="120">`, `<div id="run">`, `<section id="top">`, "consumer-00"} {
+	for _, want := range []string{`<section id="summary" data-generation="120">`, `<div id="run">`, `<section id="top">`, "consumer-00", `<section id="workloads">`} {
 		if !strings.Contains(frag, want) {
 			t.Errorf("the status fragment lacks %s", want)
 		}

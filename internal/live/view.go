@@ -35,6 +35,8 @@ type view struct {
 
 	Rows   []history.ProcessRow
 	Hidden int // rows past maxRows
+	// Workloads are the busiest cgroups, as the metrics export them.
+	Workloads []history.WorkloadRow
 
 	Run    RunStatus
 	HasRun bool
@@ -75,6 +77,7 @@ func (h *Handler) view() view {
 		rows = rows[:maxRows]
 	}
 	v.Rows = rows
+	v.Workloads = top.Workloads
 	return v
 }
 

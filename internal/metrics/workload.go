@@ -21,7 +21,7 @@ type workloads struct {
 	major, stall, stallOff, latency, lost *prometheus.Desc
 	// From the cgroup's own files.
 	pressure, events, refaults, activations, pgmajfault *prometheus.Desc
-	current, swap, max, high                            *prometheus.Desc
+	current, swap, max, high, limit                     *prometheus.Desc
 	state                                               *prometheus.Desc
 }
 
@@ -43,13 +43,14 @@ func newWorkloads() *workloads {
 		swap:        desc("cgroup_memory_swap_current_bytes", "memory.swap.current (v1: memsw.usage_in_bytes less usage_in_bytes).", with()...),
 		max:         desc("cgroup_memory_max_bytes", "memory.max (v1: limit_in_bytes); absent when unlimited.", with()...),
 		high:        desc("cgroup_memory_high_bytes", "memory.high; absent when unlimited, and on cgroup v1.", with()...),
+		limit:       desc("cgroup_memory_limit_bytes", "The memory limit the cgroup lives under: the tightest memory.max of it and its ancestors (v1: memory.stat hierarchical_memory_limit); absent when none.", with()...),
 		state:       desc("cgroup_thrashing_state", "The workload's detector: 0 normal, 1 monitoring, 2 thrashing. Thrashing while its tasks take --detector.pf-high major faults/s or more (all kinds) and its memory.pressure full share is --detector.psi-full or more; over once either falls below its low mark.", with()...),
 	}
 }
 
 func (m *workloads) describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{m.major, m.stall, m.stallOff, m.latency, m.lost,
-		m.pressure, m.events, m.refaults, m.activations, m.pgmajfault, m.current, m.swap, m.max, m.high, m.state} {
+		m.pressure, m.events, m.refaults, m.activations, m.pgmajfault, m.current, m.swap, m.max, m.high, m.limit, m.state} {
 		ch <- d
 	}
 }
@@ -115,7 +116,7 @@ func (m *workloads) kernel(ch chan<- prometheus.Metric, w workload.Workload, lab
 	for _, g := range []struct {
 		d *prometheus.Desc
 		v int64
-	}{{m.current, k.CurrentBytes}, {m.swap, k.SwapBytes}, {m.max, k.MaxBytes}, {m.high, k.HighBytes}} {
+	}{{m.current, k.CurrentBytes}, {m.swap, k.SwapBytes}, {m.max, k.MaxBytes}, {m.high, k.HighBytes}, {m.limit, k.LimitBytes}} {
 		if g.v >= 0 {
 			send(ch, g.d, prometheus.GaugeValue, float64(g.v), labels...)
 		}

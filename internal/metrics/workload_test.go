@@ -29,7 +29,7 @@ func TestWorkloadSeries(t *testing.T) {
 		Pressure: workload.Pressure{Some: 3 * time.Second, Full: 2 * time.Second}, HasPressure: true,
 		Events:   map[string]uint64{"high": 4, "max": 2, "oom": 0, "oom_kill": 0},
 		Refaults: map[string]uint64{"anon": 100, "file": 50}, Activations: map[string]uint64{"anon": 10, "file": 5},
-		MajorFaults: 150, HasMajorFaults: true, CurrentBytes: 64 << 20, SwapBytes: 32 << 20, MaxBytes: 64 << 20, HighBytes: -1,
+		MajorFaults: 150, HasMajorFaults: true, CurrentBytes: 64 << 20, SwapBytes: 32 << 20, MaxBytes: 64 << 20, HighBytes: -1, LimitBytes: 64 << 20,
 	}
 	tick := &pipeline.Tick{Reading: s, Workloads: []workload.Workload{
 		{Labels: workload.Parse("/kubepods/burstable/pod" + uid), Counters: pod, Kernel: kernel, HasKernel: true, HasRates: true, State: 2},
@@ -83,6 +83,7 @@ func TestWorkloadSeries(t *testing.T) {
 		"thrashscope_cgroup_memory_swap_current_bytes":             1,
 		"thrashscope_cgroup_memory_max_bytes":                      1,
 		"thrashscope_cgroup_memory_high_bytes":                     0, // unlimited
+		"thrashscope_cgroup_memory_limit_bytes":                    1,
 		"thrashscope_cgroup_thrashing_state":                       1,
 	} {
 		if series[name] != want {

@@ -35,6 +35,10 @@ type Kernel struct {
 	// MaxBytes and HighBytes are memory.max and memory.high (v1:
 	// limit_in_bytes, and no high); -1 when unlimited or unread.
 	MaxBytes, HighBytes int64
+	// LimitBytes is the limit the cgroup lives under: the tightest
+	// memory.max of it and its ancestors (v1: memory.stat's
+	// hierarchical_memory_limit); -1 when none or unread.
+	LimitBytes int64
 	// Missing names each reading left out, with why.
 	Missing []string
 }
@@ -55,11 +59,13 @@ var Types = []string{"anon", "file"}
 // v1 memory hierarchy, "" when it has none.
 type Files struct {
 	V2, V1Memory string
+	// V2Root is the cgroup2 mount, where the walk up for the limit stops.
+	V2Root string
 }
 
 // ReadKernel reads a workload's cgroup files.
 func ReadKernel(f Files) Kernel {
-	k := Kernel{CurrentBytes: -1, SwapBytes: -1, MaxBytes: -1, HighBytes: -1}
+	k := Kernel{CurrentBytes: -1, SwapBytes: -1, MaxBytes: -1, HighBytes: -1, LimitBytes: -1}
 	missing := func(what string, err error) {
 		if errors.Is(err, fs.ErrNotExist) {
 			err = errors.New("no such file")
@@ -74,7 +80,7 @@ func ReadKernel(f Files) Kernel {
 		k.HasPressure = true
 	}
 	if _, err := os.Stat(filepath.Join(f.V2, "memory.current")); err == nil {
-		k.readV2(f.V2, missing)
+		k.readV2(f.V2, f.V2Root, missing)
 	} else if f.V1Memory != "" {
 		k.readV1(f.V1Memory, missing)
 	} else {
@@ -83,7 +89,7 @@ func ReadKernel(f Files) Kernel {
 	return k
 }
 
-func (k *Kernel) readV2(dir string, missing func(string, error)) {
+func (k *Kernel) readV2(dir, root string, missing func(string, error)) {
 	if kv, err := readKeyed(filepath.Join(dir, "memory.events")); err != nil {
 		missing("memory.events", err)
 	} else {
@@ -105,6 +111,16 @@ func (k *Kernel) readV2(dir string, missing func(string, error)) {
 	k.SwapBytes = readBytes(filepath.Join(dir, "memory.swap.current"), "memory.swap.current", missing)
 	k.MaxBytes = readBytes(filepath.Join(dir, "memory.max"), "memory.max", missing)
 	k.HighBytes = readBytes(filepath.Join(dir, "memory.high"), "memory.high", missing)
+	k.LimitBytes = k.MaxBytes
+	for d := filepath.Dir(dir); root != "" && strings.HasPrefix(d, root) && d != root; d = filepath.Dir(d) {
+		b, err := os.ReadFile(filepath.Join(d, "memory.max"))
+		if err != nil {
+			break // no memory controller above here
+		}
+		if n, err := strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64); err == nil && (k.LimitBytes < 0 || n < k.LimitBytes) {
+			k.LimitBytes = n
+		}
+	}
 }
 
 func (k *Kernel) readV1(dir string, missing func(string, error)) {
@@ -125,6 +141,9 @@ func (k *Kernel) readV1(dir string, missing func(string, error)) {
 			k.Refaults[t] = kv["total_workingset_refault_"+t]
 		}
 		k.MajorFaults, k.HasMajorFaults = kv["total_pgmajfault"], true
+		if n, ok := kv["hierarchical_memory_limit"]; ok && n < unlimitedV1 {
+			k.LimitBytes = int64(n)
+		}
 	}
 	k.CurrentBytes = readBytes(filepath.Join(dir, "memory.usage_in_bytes"), "memory.usage_in_bytes", missing)
 	if memsw := readBytes(filepath.Join(dir, "memory.memsw.usage_in_bytes"), "memory.memsw.usage_in_bytes (swap accounting off?)", missing); memsw >= 0 && k.CurrentBytes >= 0 {

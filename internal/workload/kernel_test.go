@@ -24,7 +24,12 @@ const pressureText = "some avg10=12.50 avg60=3.00 avg300=0.60 total=2500000\nful
 // A cgroup2 group with the memory controller: every reading from its own
 // files, "max" read as no limit.
 func TestReadKernelV2(t *testing.T) {
-	dir := writeFiles(t, map[string]string{
+	parent := writeFiles(t, map[string]string{"memory.max": "100663296\n"})
+	dir := filepath.Join(parent, "child")
+	if err := os.Mkdir(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	for name, text := range map[string]string{
 		"memory.pressure":     pressureText,
 		"memory.events":       "low 0\nhigh 17\nmax 4\noom 1\noom_kill 1\noom_group_kill 0\n",
 		"memory.stat":         "anon 1000\nfile 2000\npgmajfault 4242\nworkingset_refault_anon 300\nworkingset_refault_file 700\nworkingset_activate_anon 30\nworkingset_activate_file 70\n",
@@ -32,8 +37,12 @@ func TestReadKernelV2(t *testing.T) {
 		"memory.swap.current": "52428800\n",
 		"memory.max":          "134217728\n",
 		"memory.high":         "max\n",
-	})
-	k := ReadKernel(Files{V2: dir})
+	} {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(text), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	k := ReadKernel(Files{V2: dir, V2Root: filepath.Dir(parent)})
 	if len(k.Missing) != 0 {
 		t.Errorf("missing %v, want every reading", k.Missing)
 	}
@@ -46,8 +55,8 @@ func TestReadKernelV2(t *testing.T) {
 	if k.Refaults["anon"] != 300 || k.Refaults["file"] != 700 || k.Activations["anon"] != 30 || k.Activations["file"] != 70 || k.MajorFaults != 4242 {
 		t.Errorf("stat: refaults %v activations %v pgmajfault %d", k.Refaults, k.Activations, k.MajorFaults)
 	}
-	if k.CurrentBytes != 100<<20 || k.SwapBytes != 50<<20 || k.MaxBytes != 128<<20 || k.HighBytes != -1 {
-		t.Errorf("bytes: current %d swap %d max %d high %d", k.CurrentBytes, k.SwapBytes, k.MaxBytes, k.HighBytes)
+	if k.CurrentBytes != 100<<20 || k.SwapBytes != 50<<20 || k.MaxBytes != 128<<20 || k.HighBytes != -1 || k.LimitBytes != 96<<20 {
+		t.Errorf("bytes: current %d swap %d max %d high %d limit %d; want the parent's 96 MiB as the limit", k.CurrentBytes, k.SwapBytes, k.MaxBytes, k.HighBytes, k.LimitBytes)
 	}
 }
 
@@ -59,7 +68,7 @@ func TestReadKernelHybrid(t *testing.T) {
 	v1 := writeFiles(t, map[string]string{
 		"memory.failcnt":              "9\n",
 		"memory.oom_control":          "oom_kill_disable 0\nunder_oom 0\noom_kill 2\n",
-		"memory.stat":                 "pgmajfault 5\nworkingset_refault_anon 1\ntotal_pgmajfault 777\ntotal_workingset_refault_anon 111\ntotal_workingset_refault_file 222\n",
+		"memory.stat":                 "pgmajfault 5\nworkingset_refault_anon 1\nhierarchical_memory_limit 67108864\ntotal_pgmajfault 777\ntotal_workingset_refault_anon 111\ntotal_workingset_refault_file 222\n",
 		"memory.usage_in_bytes":       "67108864\n",
 		"memory.memsw.usage_in_bytes": "100663296\n",
 		"memory.limit_in_bytes":       "9223372036854771712\n",
@@ -71,7 +80,7 @@ func TestReadKernelHybrid(t *testing.T) {
 	if k.Events["max"] != 9 || k.Events["oom_kill"] != 2 || k.MajorFaults != 777 || k.Refaults["anon"] != 111 || k.Refaults["file"] != 222 || k.Activations != nil {
 		t.Errorf("v1: events %v pgmajfault %d refaults %v activations %v", k.Events, k.MajorFaults, k.Refaults, k.Activations)
 	}
-	if k.CurrentBytes != 64<<20 || k.SwapBytes != 32<<20 || k.MaxBytes != -1 || k.HighBytes != -1 {
+	if k.CurrentBytes != 64<<20 || k.SwapBytes != 32<<20 || k.MaxBytes != -1 || k.HighBytes != -1 || k.LimitBytes != 64<<20 {
 		t.Errorf("v1 bytes: current %d swap %d max %d (unlimited: -1) high %d", k.CurrentBytes, k.SwapBytes, k.MaxBytes, k.HighBytes)
 	}
 

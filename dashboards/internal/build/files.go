@@ -10,6 +10,7 @@ func Files() (map[string][]byte, error) {
 	for name, d := range map[string]dashboards.Dashboard{
 		"thrashscope.json": Thrashscope(),
 		"fleet.json":       Fleet(),
+		"workloads.json":   Workloads(),
 	} {
 		b, err := dashboards.Encode(d)
 		if err != nil {
