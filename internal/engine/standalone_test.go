@@ -139,6 +139,10 @@ func TestLoadgenRunCompletes(t *testing.T) {
 			t.Errorf("consumer %d: %+v", c.Index, c)
 		}
 	}
+	// The run cgroup's own PSI and memory events, read as it ended.
+	if _, ok := rec.MemoryEvents["max"]; rec.Pressure == nil || !ok {
+		t.Errorf("record: pressure %+v, memory_events %v; want the run cgroup's memory.pressure and its events (max at least)", rec.Pressure, rec.MemoryEvents)
+	}
 	rows := csvRows(t, filepath.Join(dir, "samples.csv"))
 	if len(rows) < 3 || rows[0][0] != "elapsed_seconds" { // 4 s at 1 s
 		t.Errorf("samples.csv: %v", rows)

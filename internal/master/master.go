@@ -20,6 +20,7 @@ import (
 	"github.com/thrashscope/thrashscope/internal/consumer"
 	"github.com/thrashscope/thrashscope/internal/procfs"
 	"github.com/thrashscope/thrashscope/internal/run"
+	"github.com/thrashscope/thrashscope/internal/workload"
 )
 
 // spawnLead is how long before its planned start a consumer process is
@@ -380,6 +381,7 @@ wait:
 	// see its SIGTERM.
 	r.gov.releaseAll()
 	r.terminate(allExited)
+	r.readKernel()
 
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
@@ -539,3 +541,24 @@ func joinReason(a, b string) string {
 
 // maxReasonLine bounds what of a consumer's error goes into a record.
 const maxReasonLine = 256
+
+// readKernel records what the run cgroup's own files say as it ends,
+// before it is removed: its PSI over the run and its memory events.
+func (r *Master) readKernel() {
+	f := workload.Files{V2: r.cg.Path}
+	if !r.cg.V2 {
+		f = workload.Files{V1Memory: r.cg.Path}
+		if g := r.gov.unifiedRoot; g != nil {
+			f.V2 = g.Path
+		}
+	}
+	k := workload.ReadKernel(f)
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if k.HasPressure {
+		r.rec.Pressure = &run.Pressure{SomeSeconds: k.Pressure.Some.Seconds(), FullSeconds: k.Pressure.Full.Seconds()}
+	}
+	if len(k.Events) > 0 {
+		r.rec.MemoryEvents = k.Events
+	}
+}

@@ -283,6 +283,12 @@ func TestAlertsFireOnARealThrash(t *testing.T) {
 					t.Fatalf("run ended %s: %s", r.State, r.Reason)
 				}
 				end = *r.EndedAt
+				// The thrash, in the run cgroup's own PSI.
+				if r.Pressure == nil || r.Pressure.SomeSeconds <= 0 {
+					t.Errorf("the record's pressure %+v: want the run cgroup's memory.pressure some over the thrash", r.Pressure)
+				} else {
+					t.Logf("run cgroup: PSI some %.1f s, full %.1f s; memory events %v", r.Pressure.SomeSeconds, r.Pressure.FullSeconds, r.MemoryEvents)
+				}
 			}
 		}
 		if !end.IsZero() && !slices.ContainsFunc(watched, func(name string) bool { return w[name].firing() }) {

@@ -52,7 +52,25 @@ type Record struct {
 	// policy that does (tpf): "memory.min" (its memory cgroup's, where
 	// memory is on cgroup v2) or "mlock" (the consumer locks its region).
 	Protection string `json:"protection,omitempty"`
+	// Pressure is the run cgroup's own memory.pressure over the run (its
+	// group in the unified hierarchy where memory is on v1), read as it
+	// ended; nil where the kernel keeps none.
+	Pressure *Pressure `json:"pressure,omitempty"`
+	// MemoryEvents are the run cgroup's memory.events as it ended (high,
+	// max, oom, oom_kill; on v1, max is memory.failcnt and oom_kill
+	// memory.oom_control's).
+	MemoryEvents map[string]uint64 `json:"memory_events,omitempty"`
 }
+
+// Pressure is a cgroup's PSI over a run: the time at least one of its
+// tasks (some) and all of them at once (full) stalled on memory.
+type Pressure struct {
+	SomeSeconds float64 `json:"some_seconds"`
+	FullSeconds float64 `json:"full_seconds"`
+}
+
+// MemoryEventNames are the memory_events keys a record may hold.
+var MemoryEventNames = []string{"high", "max", "oom", "oom_kill"}
 
 // MaxDecisions bounds the decisions a record keeps: binpack decides at
 // every switch, and a run lasts up to MaxRunDuration.

@@ -89,6 +89,19 @@ func (rec *Record) Validate() error {
 	if err := seconds("makespan_seconds", rec.MakespanSeconds); err != nil {
 		return err
 	}
+	if p := rec.Pressure; p != nil {
+		if err := seconds("pressure.some_seconds", p.SomeSeconds); err != nil {
+			return err
+		}
+		if err := seconds("pressure.full_seconds", p.FullSeconds); err != nil {
+			return err
+		}
+	}
+	for k := range rec.MemoryEvents {
+		if !slices.Contains(MemoryEventNames, k) {
+			return fmt.Errorf("memory_events.%s: want one of %s", strictjson.Clip(k), strings.Join(MemoryEventNames, ", "))
+		}
+	}
 	if len(rec.Transitions) > MaxTransitions {
 		return fmt.Errorf("transitions: %d, more than the %d a run can make", len(rec.Transitions), MaxTransitions)
 	}

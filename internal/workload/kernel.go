@@ -72,14 +72,16 @@ func ReadKernel(f Files) Kernel {
 		}
 		k.Missing = append(k.Missing, fmt.Sprintf("%s (%v)", what, err))
 	}
-	if b, err := os.ReadFile(filepath.Join(f.V2, "memory.pressure")); err != nil {
+	if f.V2 == "" {
+		missing("memory.pressure", errors.New("no cgroup2 group"))
+	} else if b, err := os.ReadFile(filepath.Join(f.V2, "memory.pressure")); err != nil {
 		missing("memory.pressure", err)
 	} else if k.Pressure, err = parsePressure(string(b)); err != nil {
 		missing("memory.pressure", err)
 	} else {
 		k.HasPressure = true
 	}
-	if _, err := os.Stat(filepath.Join(f.V2, "memory.current")); err == nil {
+	if _, err := os.Stat(filepath.Join(f.V2, "memory.current")); f.V2 != "" && err == nil {
 		k.readV2(f.V2, f.V2Root, missing)
 	} else if f.V1Memory != "" {
 		k.readV1(f.V1Memory, missing)

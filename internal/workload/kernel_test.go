@@ -89,6 +89,11 @@ func TestReadKernelHybrid(t *testing.T) {
 	if !k.HasPressure || len(k.Missing) != 1 || !strings.Contains(k.Missing[0], "memory controller is not on this cgroup2 group") {
 		t.Errorf("PSI alone: pressure %v, missing %v", k.HasPressure, k.Missing)
 	}
+	// A v1 group alone (no cgroup2 group): the v1 readings, and no PSI.
+	k = ReadKernel(Files{V1Memory: v1})
+	if k.HasPressure || k.Events["max"] != 9 || len(k.Missing) != 1 || !strings.Contains(k.Missing[0], "no cgroup2 group") {
+		t.Errorf("v1 alone: pressure %v, events %v, missing %v", k.HasPressure, k.Events, k.Missing)
+	}
 	// A group removed meanwhile: nothing, and every reading says so.
 	k = ReadKernel(Files{V2: filepath.Join(v2, "gone")})
 	if k.HasPressure || len(k.Missing) != 2 || !strings.Contains(k.Missing[0], "no such file") {
