@@ -82,6 +82,7 @@ func serveFlags(app *kingpin.Application) *serveOptions {
 	serve.Flag("web.api-token-file", "File holding the bearer token that mutating API requests must carry.").Default("").StringVar(&cfg.APITokenFile)
 	serve.Flag("path.procfs", "procfs mount point.").Default("/proc").StringVar(&cfg.ProcfsPath)
 	serve.Flag("path.sysfs", "sysfs mount point.").Default("/sys").StringVar(&cfg.SysfsPath)
+	serve.Flag("path.cgroupfs", "The host's cgroup2 mount, to name workloads in (default: this process's, from /proc/self/mountinfo); in a container, the host's /sys/fs/cgroup mounted read-only.").Default("").StringVar(&cfg.CgroupfsPath)
 	serve.Flag("probes", "auto: BPF when it loads, else procfs alone; bpf: BPF or fail; procfs: no BPF.").Default(observer.ProbesAuto).EnumVar(&cfg.Probes, observer.ProbesAuto, observer.ProbesBPF, observer.ProbesProcfs)
 	serve.Flag("sample.interval", "How often to read the kernel.").Default("1s").DurationVar(&cfg.SampleInterval)
 	serve.Flag("process.top-k", "How many of the busiest processes get per-process series.").Default("20").IntVar(&cfg.TopK)

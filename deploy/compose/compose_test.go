@@ -16,6 +16,7 @@ import (
 	"github.com/compose-spec/compose-go/v2/types"
 	"go.yaml.in/yaml/v3"
 
+	"github.com/thrashscope/thrashscope/internal/cgroup"
 	"github.com/thrashscope/thrashscope/internal/testenv"
 )
 
@@ -175,12 +176,19 @@ func TestObserverPrivileges(t *testing.T) {
 }
 
 // TestBindMounts: every bind mount comes from the repository, exists and is
-// read-only.
+// read-only; the one exception is the observer's read-only view of the
+// host's cgroup2 tree, where --path.cgroupfs says.
 func TestBindMounts(t *testing.T) {
 	root := repoRoot(t)
 	for _, s := range project(t).Services {
 		for _, v := range s.Volumes {
 			if v.Type != types.VolumeTypeBind {
+				continue
+			}
+			if dir, _ := flag(s.Command, "path.cgroupfs"); s.Name == "observer" && v.Source == "/sys/fs/cgroup" && v.Target == dir {
+				if !v.ReadOnly {
+					t.Errorf("observer mounts the host's cgroup tree read-write; it only reads it")
+				}
 				continue
 			}
 			rel, err := filepath.Rel(root, v.Source)
@@ -452,6 +460,13 @@ func TestObserverCommand(t *testing.T) {
 	for _, a := range s.Command {
 		if strings.HasPrefix(a, "--data.dir=") {
 			a = "--data.dir=" + t.TempDir()
+		}
+		if strings.HasPrefix(a, "--path.cgroupfs=") {
+			h, err := cgroup.UnifiedHierarchy("/proc")
+			if err != nil {
+				t.Fatalf("no cgroup2 mount on this host to stand in for the host's: %v", err)
+			}
+			a = "--path.cgroupfs=" + h.Point // the host's, mounted there in the container
 		}
 		args = append(args, a)
 	}

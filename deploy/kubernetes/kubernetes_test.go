@@ -25,6 +25,7 @@ import (
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"sigs.k8s.io/yaml"
 
+	"github.com/thrashscope/thrashscope/internal/cgroup"
 	"github.com/thrashscope/thrashscope/internal/testenv"
 )
 
@@ -496,6 +497,9 @@ func TestObserverArgs(t *testing.T) {
 			args = append(args, "--web.api-token-file="+token)
 			continue
 		}
+		if strings.HasPrefix(a, "--path.cgroupfs=") {
+			a = "--path.cgroupfs=" + hostCgroupfs(t) // the node's, mounted there in the pod
+		}
 		args = append(args, a)
 		noToken = append(noToken, a)
 	}
@@ -508,4 +512,15 @@ func TestObserverArgs(t *testing.T) {
 	if err == nil || !strings.Contains(string(out), "listens beyond loopback") {
 		t.Errorf("observer without the token file: %v\n%s\nwant the listen address refused", err, out)
 	}
+}
+
+// hostCgroupfs is this host's cgroup2 mount, which the pod sees at
+// --path.cgroupfs.
+func hostCgroupfs(t *testing.T) string {
+	t.Helper()
+	h, err := cgroup.UnifiedHierarchy("/proc")
+	if err != nil {
+		t.Fatalf("no cgroup2 mount on this host to stand in for the node's: %v", err)
+	}
+	return h.Point
 }

@@ -6,6 +6,7 @@ import (
 	"io"
 	"net"
 	"os"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -26,9 +27,12 @@ type Config struct {
 	APITokenFile    string
 	ProcfsPath      string
 	SysfsPath       string
-	Probes          string
-	SampleInterval  time.Duration
-	TopK            int
+	// CgroupfsPath is the cgroup2 mount workloads are named in; empty
+	// finds it in /proc/self/mountinfo.
+	CgroupfsPath   string
+	Probes         string
+	SampleInterval time.Duration
+	TopK           int
 	// CgroupTopK is how many workloads (cgroups) get series; 0 turns the
 	// per-cgroup accounting off. CgroupDepth, when above 0, counts a
 	// deeper cgroup in its ancestor at that depth.
@@ -80,6 +84,11 @@ func (c Config) Validate() error {
 	}
 	if c.CgroupDepth < 0 || c.CgroupDepth > 32 {
 		errs = append(errs, fmt.Errorf("--cgroup.depth=%d: want 0 (every level) to 32", c.CgroupDepth))
+	}
+	if c.CgroupfsPath != "" {
+		if fi, err := os.Stat(filepath.Join(c.CgroupfsPath, "cgroup.procs")); err != nil || fi.IsDir() {
+			errs = append(errs, fmt.Errorf("--path.cgroupfs=%q: not a cgroup mount (no cgroup.procs there): mount the host's /sys/fs/cgroup (or /sys/fs/cgroup/unified) there read-only, or leave the flag out", c.CgroupfsPath))
+		}
 	}
 	for _, p := range []struct{ flag, path string }{{"--path.procfs", c.ProcfsPath}, {"--path.sysfs", c.SysfsPath}} {
 		if fi, err := os.Stat(p.path); err != nil || !fi.IsDir() {

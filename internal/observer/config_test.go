@@ -67,6 +67,7 @@ func TestValidate(t *testing.T) {
 		{"cgroup top-k negative", func(c *Config) { c.CgroupTopK = -1 }, "--cgroup.top-k"},
 		{"cgroup top-k huge", func(c *Config) { c.CgroupTopK = 5000 }, "--cgroup.top-k"},
 		{"cgroup depth negative", func(c *Config) { c.CgroupDepth = -2 }, "--cgroup.depth"},
+		{"cgroupfs not a cgroup mount", func(c *Config) { c.CgroupfsPath = dir }, "--path.cgroupfs"},
 		{"bad procfs", func(c *Config) { c.ProcfsPath = filepath.Join(dir, "nope") }, "--path.procfs"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -24,13 +24,7 @@ func (o *Observer) declarePipeline(cfg Config, fs procfs.FS, logger *slog.Logger
 	if o.probe != nil {
 		opts.Probe = o.probe
 		if o.probe.Cgroups() {
-			h, err := cgroup.UnifiedHierarchy(cfg.ProcfsPath)
-			if err != nil {
-				logger.Warn("no workloads' series: "+err.Error(), "component", "workloads")
-			} else {
-				opts.Workloads = flow.WorkloadOptions{TopK: cfg.CgroupTopK, Depth: cfg.CgroupDepth, Hierarchy: h}
-				opts.Workloads.V1Memory, _ = cgroup.V1MemoryMount(cfg.ProcfsPath)
-			}
+			opts.Workloads = workloadOptions(cfg, logger)
 		}
 	}
 	if o.engine != nil {
@@ -42,4 +36,23 @@ func (o *Observer) declarePipeline(cfg Config, fs procfs.FS, logger *slog.Logger
 	}
 	o.wss = f.WorkingSet
 	return f.Pipeline, nil
+}
+
+// workloadOptions are where the workloads are named: --path.cgroupfs (a
+// container's view of the host's cgroup2 mount), else the cgroup2 mount of
+// this process, and the v1 memory mount beside it on a hybrid host.
+func workloadOptions(cfg Config, logger *slog.Logger) flow.WorkloadOptions {
+	w := flow.WorkloadOptions{TopK: cfg.CgroupTopK, Depth: cfg.CgroupDepth}
+	if cfg.CgroupfsPath != "" {
+		w.Hierarchy = cgroup.Hierarchy{Point: cfg.CgroupfsPath, Root: "/"}
+		return w
+	}
+	h, err := cgroup.UnifiedHierarchy(cfg.ProcfsPath)
+	if err != nil {
+		logger.Warn("no workloads' series: "+err.Error(), "component", "workloads")
+		return flow.WorkloadOptions{}
+	}
+	w.Hierarchy = h
+	w.V1Memory, _ = cgroup.V1MemoryMount(cfg.ProcfsPath)
+	return w
 }

@@ -34,13 +34,39 @@ type Resolver struct {
 	paths   map[uint64]string
 }
 
-// NewResolver opens the hierarchy h for resolving.
+// NewResolver opens the hierarchy h for resolving. Without
+// CAP_DAC_READ_SEARCH (a hardened unit grants root only what it needs) it
+// walks from the start, and never asks for a handle it would be refused.
 func NewResolver(h cgroup.Hierarchy) (*Resolver, error) {
+	if fi, err := os.Stat(h.Point); err != nil || !fi.IsDir() {
+		return nil, fmt.Errorf("the cgroup2 mount %s: not a directory (%v)", h.Point, err)
+	}
+	r := &Resolver{h: h, mountFD: -1, paths: map[uint64]string{}}
+	if !mayOpenByHandle() {
+		return r, nil
+	}
 	fd, err := unix.Open(h.Point, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
 	if err != nil {
 		return nil, fmt.Errorf("opening the cgroup2 mount %s: %w", h.Point, err)
 	}
-	return &Resolver{h: h, mountFD: fd, paths: map[uint64]string{}}, nil
+	r.mountFD = fd
+	return r, nil
+}
+
+// mayOpenByHandle says whether this process holds CAP_DAC_READ_SEARCH,
+// which open_by_handle_at needs.
+func mayOpenByHandle() bool {
+	b, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		return false
+	}
+	for line := range strings.Lines(string(b)) {
+		if v, ok := strings.CutPrefix(line, "CapEff:"); ok {
+			caps, err := strconv.ParseUint(strings.TrimSpace(v), 16, 64)
+			return err == nil && caps&(1<<unix.CAP_DAC_READ_SEARCH) != 0
+		}
+	}
+	return false
 }
 
 // Close releases the mount's descriptor.
