@@ -26,9 +26,9 @@ var Steps = []step{
 	// other steps then run on procfs alone.
 	{Step: vmtest.Step{Name: "check (below the floor)", Path: vmtest.GuestBin + "/observer", Args: []string{"--check"}, TimeoutSeconds: 300, Kernels: "nobpf", ExpectFail: true}},
 	// The probes against the kernel's own figures: maj_flt by kind, the
-	// stall against the group's memory.pressure.
+	// stall against the group's memory.pressure, per process and per cgroup.
 	{Package: "internal/probe", Step: vmtest.Step{Name: "probes", GoTest: true, TimeoutSeconds: 1200, Kernels: "bpf",
-		Args: tests("TestMajorFaultKindsAgreeWithMajFlt", "TestMemoryStallAgreesWithPSI", "TestProcessExitClearsCounters", "TestMajorFaultLatencyIsTimed")}},
+		Args: tests("TestMajorFaultKindsAgreeWithMajFlt", "TestMemoryStallAgreesWithPSI", "TestProcessExitClearsCounters", "TestMajorFaultLatencyIsTimed", "TestCgroupCountersAgreeWithTheKernel")}},
 	// Run cgroups under memory.max, the v2 freezer, the OOM guard.
 	{Package: "internal/cgroup", Step: vmtest.Step{Name: "cgroups", GoTest: true, TimeoutSeconds: 900,
 		Args: tests("TestCreateAddDestroy", "TestChildUnderTheLimit", "TestOOMKills", "TestOOMGuard", "TestFreezeStopsAndThawResumes", "TestFrozenProcessDiesOfSIGKILL")}},
