@@ -8,8 +8,6 @@ package flow
 
 import (
 	"log/slog"
-	"os"
-	"path/filepath"
 	"time"
 
 	"github.com/thrashscope/thrashscope/internal/cgroup"
@@ -71,22 +69,18 @@ type WorkloadOptions struct {
 	// path gives its memory readings.
 	Hierarchy cgroup.Hierarchy
 	V1Memory  string
+	// ProcfsPath is where a member process's /proc/<pid>/cgroup names its
+	// v1 memory group.
+	ProcfsPath string
 }
 
 // files are where a workload's cgroup files are.
 func (w WorkloadOptions) files(path string) workload.Files {
 	f := workload.Files{V2: w.Hierarchy.Dir(path), V2Root: w.Hierarchy.Point}
 	if w.V1Memory != "" {
-		if dir := filepath.Join(w.V1Memory, path); dirExists(dir) {
-			f.V1Memory = dir
-		}
+		f.V1Memory = workload.V1MemoryGroup(w.V1Memory, w.ProcfsPath, f.V2, path)
 	}
 	return f
-}
-
-func dirExists(dir string) bool {
-	fi, err := os.Stat(dir)
-	return err == nil && fi.IsDir()
 }
 
 // Flow is the declared pipeline, and the working-set estimator it reads,

@@ -54,5 +54,6 @@ func workloadOptions(cfg Config, logger *slog.Logger) flow.WorkloadOptions {
 	}
 	w.Hierarchy = h
 	w.V1Memory, _ = cgroup.V1MemoryMount(cfg.ProcfsPath)
+	w.ProcfsPath = cfg.ProcfsPath
 	return w
 }
