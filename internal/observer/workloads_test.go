@@ -38,6 +38,9 @@ func TestMain(m *testing.M) {
 	os.Exit(m.Run())
 }
 
+// faultSink keeps the fault child's reads from being optimised away.
+var faultSink byte
+
 // faultChild: spec is "first,n".
 func faultChild(spec, path string) error {
 	var first, n int
@@ -68,7 +71,7 @@ func faultChild(spec, path string) error {
 		for p := first; p < last; p++ {
 			sum += mem[p*page]
 		}
-		_ = sum
+		faultSink = sum // the loads must happen
 		return unix.Munmap(mem)
 	}
 	if n > 0 {
@@ -195,12 +198,16 @@ func TestWorkloadsFromRealCgroups(t *testing.T) {
 
 	var scrape string
 	var major map[string]string
+	began := time.Now()
 	waitFor(t, 30*time.Second, "the three busy workloads in a scrape", func() bool {
 		time.Sleep(500 * time.Millisecond)
 		_, scrape = get(t, d.url+"/metrics")
 		major = cgroupSeries(scrape, "thrashscope_cgroup_major_faults_total")
 		for want := range busy {
 			if _, ok := major[want]; !ok {
+				if time.Since(began) > 25*time.Second {
+					t.Logf("exported: %v; %d cgroup lines", slices.Sorted(maps.Keys(major)), strings.Count(scrape, "\nthrashscope_cgroup_major_faults_total{"))
+				}
 				return false
 			}
 		}
