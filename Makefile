@@ -28,6 +28,7 @@ lint: ## gofmt, go vet, clang-format
 
 bench: build ## what the observer costs the host, and how fast it detects a thrash, each side by side with a baseline (root, swap)
 	$(GO) run ./bench/overhead --observer bin/observer
+	$(GO) run ./bench/cgroupcost
 	$(GO) run ./bench/runcost --observer bin/observer
 	$(GO) run ./bench/detection --observer bin/observer
 
