@@ -278,10 +278,8 @@ func memberPID(dir string) (pid string, below int) {
 	for seen := 0; len(queue) > 0 && seen < 64; seen++ {
 		g := queue[0]
 		queue = queue[1:]
-		if b, err := os.ReadFile(filepath.Join(g.dir, "cgroup.procs")); err == nil {
-			if pid, _, _ := strings.Cut(string(b), "\n"); strings.TrimSpace(pid) != "" {
-				return strings.TrimSpace(pid), g.level
-			}
+		if pid := firstLine(filepath.Join(g.dir, "cgroup.procs")); pid != "" {
+			return pid, g.level
 		}
 		ents, _ := os.ReadDir(g.dir)
 		for _, e := range ents {
@@ -296,4 +294,18 @@ func memberPID(dir string) (pid string, below int) {
 func isDir(dir string) bool {
 	fi, err := os.Stat(dir)
 	return err == nil && fi.IsDir()
+}
+
+// firstLine is a file's first line, read 32 bytes at most: a pid of a
+// group that may hold thousands.
+func firstLine(path string) string {
+	f, err := os.Open(path)
+	if err != nil {
+		return ""
+	}
+	defer f.Close()
+	var b [32]byte
+	n, _ := f.Read(b[:])
+	line, _, _ := strings.Cut(string(b[:n]), "\n")
+	return strings.TrimSpace(line)
 }

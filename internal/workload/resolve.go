@@ -110,6 +110,9 @@ func (r *Resolver) Check(id uint64) bool {
 	return true
 }
 
+// Drop forgets id's path.
+func (r *Resolver) Drop(id uint64) { delete(r.paths, id) }
+
 // relative turns a directory under the mount into the cgroup's path.
 func (r *Resolver) relative(dir string) string {
 	rel, err := filepath.Rel(r.h.Point, dir)
@@ -156,9 +159,11 @@ func (r *Resolver) byHandle(id uint64) (string, error) {
 }
 
 // walk looks for id among the mount's directories, and keeps every path it
-// passes, so that one walk names the cgroups seen with it.
+// passes (and only those: a path not passed is gone), so that one walk
+// names the cgroups seen with it.
 func (r *Resolver) walk(id uint64) (string, error) {
 	found := ""
+	fresh := map[uint64]string{}
 	err := filepath.WalkDir(r.h.Point, func(p string, d fs.DirEntry, err error) error {
 		if err != nil || !d.IsDir() {
 			return nil // a group removed mid-walk
@@ -167,7 +172,7 @@ func (r *Resolver) walk(id uint64) (string, error) {
 		if unix.Lstat(p, &st) != nil {
 			return nil
 		}
-		r.paths[st.Ino] = r.relative(p)
+		fresh[st.Ino] = r.relative(p)
 		if st.Ino == id {
 			found = p
 		}
@@ -176,6 +181,7 @@ func (r *Resolver) walk(id uint64) (string, error) {
 	if err != nil {
 		return "", err
 	}
+	r.paths = fresh
 	if found == "" {
 		return "", ErrGone
 	}

@@ -17,6 +17,8 @@ import (
 type Paths interface {
 	Path(id uint64) (string, error)
 	Check(id uint64) bool
+	// Drop forgets an id whose cgroup is gone.
+	Drop(id uint64)
 }
 
 // Config configures a Tracker.
@@ -71,6 +73,9 @@ const (
 	decay       = 0.87
 	minActivity = 0.01
 )
+
+// maxWarnings bounds the distinct reasons logged once each.
+const maxWarnings = 100
 
 // checkEvery is how many samples apart every known cgroup is checked for
 // removal (one stat each); the exported ones are read every sample.
@@ -166,7 +171,7 @@ func (t *Tracker) readKernel(now time.Time, w *tracked, wl *Workload) {
 	wl.Kernel, wl.HasKernel = ReadKernel(t.cfg.Files(w.path)), true
 	if len(wl.Kernel.Missing) > 0 {
 		why := strings.Join(wl.Kernel.Missing, "; ")
-		if !t.warnedAt[why] {
+		if !t.warnedAt[why] && len(t.warnedAt) < maxWarnings {
 			t.cfg.Logger.Info("a workload's cgroup readings left out", "cgroup", wl.Cgroup, "missing", why)
 			t.warnedAt[why] = true
 		}
@@ -255,6 +260,7 @@ func (t *Tracker) remove(id uint64) {
 	path := t.pathOf[id]
 	delete(t.pathOf, id)
 	t.cfg.Forget(id)
+	t.cfg.Paths.Drop(id)
 	w := t.byPath[path]
 	if w == nil {
 		return

@@ -32,6 +32,8 @@ func (f *fakePaths) Path(id uint64) (string, error) {
 
 func (f *fakePaths) Check(id uint64) bool { return !f.removed[id] && f.paths[id] != "" }
 
+func (f *fakePaths) Drop(uint64) {}
+
 func faults(anon, file uint64, stall time.Duration) readout.CgroupCounters {
 	var c readout.CgroupCounters
 	c.MajorFaults[readout.Anon], c.MajorFaults[readout.File] = anon, file
