@@ -102,6 +102,19 @@ func (rec *Record) Validate() error {
 			return fmt.Errorf("memory_events.%s: want one of %s", strictjson.Clip(k), strings.Join(MemoryEventNames, ", "))
 		}
 	}
+	if err := rec.validateTransitions(); err != nil {
+		return err
+	}
+	if a := rec.Alone; a != nil {
+		if err := processFields("alone.", a.PID, a.Exit, a.RunSeconds); err != nil {
+			return err
+		}
+	}
+	return rec.validateDecisions()
+}
+
+// validateTransitions checks the detector's transitions a record lists.
+func (rec *Record) validateTransitions() error {
 	if len(rec.Transitions) > MaxTransitions {
 		return fmt.Errorf("transitions: %d, more than the %d a run can make", len(rec.Transitions), MaxTransitions)
 	}
@@ -118,11 +131,11 @@ func (rec *Record) Validate() error {
 			}
 		}
 	}
-	if a := rec.Alone; a != nil {
-		if err := processFields("alone.", a.PID, a.Exit, a.RunSeconds); err != nil {
-			return err
-		}
-	}
+	return nil
+}
+
+// validateDecisions checks the policy's decisions a record lists.
+func (rec *Record) validateDecisions() error {
 	if len(rec.Decisions) > MaxDecisions {
 		return fmt.Errorf("decisions: %d, more than the %d a record keeps", len(rec.Decisions), MaxDecisions)
 	}
