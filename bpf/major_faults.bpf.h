@@ -107,7 +107,11 @@ int major_fault(struct bpf_perf_event_data *ctx)
 	__u32 tgid = bpf_get_current_pid_tgid() >> 32;
 	struct task_struct *task = bpf_get_current_task_btf();
 	struct major_faults zero = {}, *mf;
+	struct cgroup_pending *cp;
 	struct cgroup_stats *cs;
+	struct latency_hist *cg_hist = NULL;
+	__u64 *cg_faults = NULL;
+	__u64 cgid;
 	struct fault_task *ft;
 	struct latency_hist *hist;
 	__u32 kind = FAULT_UNKNOWN;
@@ -142,17 +146,32 @@ int major_fault(struct bpf_perf_event_data *ctx)
 	else
 		__sync_fetch_and_add(&mf->count[FAULT_UNKNOWN], 1);
 
-	cs = current_cgroup_stats();
-	if (!cs)
+	// The cgroup's slot on this CPU, or its entry in cgroups while
+	// another cgroup holds the slot.
+	if (cgroups_on) {
+		cgid = task_cgroup_id(task);
+		cp = cgroup_pending_of(cgid, now);
+		if (cp) {
+			cg_faults = cp->faults;
+			cg_hist = &cp->latency;
+		} else {
+			cs = cgroup_stats_for_event(cgid);
+			if (cs) {
+				cg_faults = cs->faults;
+				cg_hist = &cs->latency;
+			}
+		}
+	}
+	if (!cg_faults)
 		; // off, or counted lost
 	else if (kind == FAULT_ANON)
-		__sync_fetch_and_add(&cs->faults[FAULT_ANON], 1);
+		__sync_fetch_and_add(&cg_faults[FAULT_ANON], 1);
 	else if (kind == FAULT_SHMEM)
-		__sync_fetch_and_add(&cs->faults[FAULT_SHMEM], 1);
+		__sync_fetch_and_add(&cg_faults[FAULT_SHMEM], 1);
 	else if (kind == FAULT_FILE)
-		__sync_fetch_and_add(&cs->faults[FAULT_FILE], 1);
+		__sync_fetch_and_add(&cg_faults[FAULT_FILE], 1);
 	else
-		__sync_fetch_and_add(&cs->faults[FAULT_UNKNOWN], 1);
+		__sync_fetch_and_add(&cg_faults[FAULT_UNKNOWN], 1);
 
 	if (!latency_armed)
 		return 0;
@@ -180,11 +199,11 @@ int major_fault(struct bpf_perf_event_data *ctx)
 		if (slot < LATENCY_SLOTS)
 			hist->slots[slot] += 1;
 		hist->sum_ns += delta;
-		if (cs) {
+		if (cg_hist) {
 			barrier_var(slot);
 			if (slot < LATENCY_SLOTS)
-				__sync_fetch_and_add(&cs->latency.slots[slot], 1);
-			__sync_fetch_and_add(&cs->latency.sum_ns, delta);
+				__sync_fetch_and_add(&cg_hist->slots[slot], 1);
+			__sync_fetch_and_add(&cg_hist->sum_ns, delta);
 		}
 	}
 	ft->start_ns = 0;

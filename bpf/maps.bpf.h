@@ -33,6 +33,16 @@
 // kernels before 6.1 give them no other): about 0.8 MiB.
 #define MAX_CGROUPS 2048
 
+// A major fault's per-cgroup counts are kept on its CPU first, in one of a
+// few slots per CPU chosen by the cgroup's id: a fault there costs no hash
+// lookup. A cgroup keeps its slot while it faults; another cgroup of the
+// same slot counts in cgroups directly meanwhile, and takes the slot once
+// the holder has not faulted for CGROUP_SLOT_HOLD_NS, adding the holder's
+// counts into cgroups then. internal/probe reads the slots with the map,
+// so nothing waits unseen.
+#define CGROUP_PENDING_SLOTS 16 // a power of two
+#define CGROUP_SLOT_HOLD_NS 1000000000ULL
+
 enum fault_kind {
 	FAULT_ANON = 0, // private anonymous memory read back from swap
 	FAULT_SHMEM = 1, // shared anonymous memory or tmpfs read back from swap
@@ -162,6 +172,25 @@ struct {
 	__type(value, struct cgroup_stats);
 } cgroups SEC(".maps");
 
+// A CPU's fault counts for one cgroup, not yet in cgroups.
+struct cgroup_pending {
+	__u64 id; // the cgroup v2 id; 0 while the slot is empty
+	// Odd while the slot is being added into cgroups: internal/probe
+	// reads the slots before and after the map, and a slot whose seq moved
+	// or is odd is read again.
+	__u64 seq;
+	__u64 last_ns; // the holder's last fault
+	__u64 faults[FAULT_KINDS];
+	struct latency_hist latency;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, CGROUP_PENDING_SLOTS);
+	__type(key, __u32);
+	__type(value, struct cgroup_pending);
+} cgroups_pending SEC(".maps");
+
 // A zeroed value to insert from: a struct cgroup_stats is too large for the
 // BPF stack beside a program's own variables. Never written.
 struct {
@@ -281,12 +310,17 @@ static __always_inline void count_lost(__u32 probe)
 		*n += 1;
 }
 
-static __always_inline void count_one(void *map)
+static __always_inline void count_n(void *map, __u64 n)
 {
 	__u32 key = 0;
-	__u64 *n = bpf_map_lookup_elem(map, &key);
-	if (n)
-		*n += 1;
+	__u64 *c = bpf_map_lookup_elem(map, &key);
+	if (c)
+		*c += n;
+}
+
+static __always_inline void count_one(void *map)
+{
+	count_n(map, 1);
 }
 
 // Find-or-insert for a per-key map. Returns NULL when the map is full; the
@@ -311,15 +345,13 @@ static __always_inline struct stall_time *stall_of(__u32 tgid)
 }
 
 // The counters of the cgroup with v2 id id, made on its first event; NULL
-// while per-cgroup accounting is off, or when the map is full (counted).
+// when the map is full (the caller counts what it loses).
 static __always_inline struct cgroup_stats *cgroup_stats_of(__u64 id)
 {
 	struct cgroup_stats *cs;
 	__u32 key = 0;
 	void *zero;
 
-	if (!cgroups_on)
-		return NULL;
 	cs = bpf_map_lookup_elem(&cgroups, &id);
 	if (cs)
 		return cs;
@@ -327,22 +359,95 @@ static __always_inline struct cgroup_stats *cgroup_stats_of(__u64 id)
 	if (!zero)
 		return NULL;
 	bpf_map_update_elem(&cgroups, &id, zero, BPF_NOEXIST);
-	cs = bpf_map_lookup_elem(&cgroups, &id);
+	return bpf_map_lookup_elem(&cgroups, &id);
+}
+
+// The counters of the cgroup with v2 id id for one event; NULL while
+// per-cgroup accounting is off, or when the map is full (counted).
+static __always_inline struct cgroup_stats *cgroup_stats_for_event(__u64 id)
+{
+	struct cgroup_stats *cs;
+
+	if (!cgroups_on)
+		return NULL;
+	cs = cgroup_stats_of(id);
 	if (!cs)
 		count_one(&cgroup_events_lost);
 	return cs;
 }
 
+// The cgroup v2 id of a task: plain loads through BTF pointers, which cost
+// no helper call.
+static __always_inline __u64 task_cgroup_id(struct task_struct *task)
+{
+	return task->cgroups->dfl_cgrp->kn->id;
+}
+
 // The cgroup of the current task, in the v2 hierarchy.
 static __always_inline struct cgroup_stats *current_cgroup_stats(void)
 {
-	return cgroups_on ? cgroup_stats_of(bpf_get_current_cgroup_id()) : NULL;
+	return cgroups_on ? cgroup_stats_for_event(bpf_get_current_cgroup_id()) : NULL;
 }
 
 // The cgroup of another task (sched_switch's next), in the v2 hierarchy.
 static __always_inline struct cgroup_stats *task_cgroup_stats(struct task_struct *task)
 {
-	return cgroups_on ? cgroup_stats_of(BPF_CORE_READ(task, cgroups, dfl_cgrp, kn, id)) : NULL;
+	return cgroups_on ? cgroup_stats_for_event(BPF_CORE_READ(task, cgroups, dfl_cgrp, kn, id))
+			  : NULL;
+}
+
+// add_pending adds a slot's counts into its cgroup's and empties it, seq
+// odd meanwhile. A full map loses the slot's faults (counted).
+static __always_inline void add_pending(struct cgroup_pending *p)
+{
+	struct cgroup_stats *cs;
+	__u64 n;
+	int i;
+
+	__sync_fetch_and_add(&p->seq, 1);
+	cs = cgroup_stats_of(p->id);
+	if (cs) {
+		for (i = 0; i < FAULT_KINDS; i++)
+			if (p->faults[i])
+				__sync_fetch_and_add(&cs->faults[i], p->faults[i]);
+		for (i = 0; i < LATENCY_SLOTS; i++)
+			if (p->latency.slots[i])
+				__sync_fetch_and_add(&cs->latency.slots[i], p->latency.slots[i]);
+		if (p->latency.sum_ns)
+			__sync_fetch_and_add(&cs->latency.sum_ns, p->latency.sum_ns);
+	} else {
+		n = p->faults[FAULT_ANON] + p->faults[FAULT_SHMEM] + p->faults[FAULT_FILE] +
+		    p->faults[FAULT_UNKNOWN];
+		count_n(&cgroup_events_lost, n);
+	}
+	for (i = 0; i < FAULT_KINDS; i++)
+		p->faults[i] = 0;
+	for (i = 0; i < LATENCY_SLOTS; i++)
+		p->latency.slots[i] = 0;
+	p->latency.sum_ns = 0;
+	p->id = 0;
+	__sync_fetch_and_add(&p->seq, 1);
+}
+
+// The slot on this CPU of the cgroup with v2 id id, taken from a holder
+// that has not faulted since now - CGROUP_SLOT_HOLD_NS; NULL while another
+// cgroup holds it.
+static __always_inline struct cgroup_pending *cgroup_pending_of(__u64 id, __u64 now)
+{
+	__u32 slot = id & (CGROUP_PENDING_SLOTS - 1);
+	struct cgroup_pending *p = bpf_map_lookup_elem(&cgroups_pending, &slot);
+
+	if (!p)
+		return NULL;
+	if (p->id != id) {
+		if (p->id && now - p->last_ns < CGROUP_SLOT_HOLD_NS)
+			return NULL;
+		if (p->id)
+			add_pending(p);
+		p->id = id;
+	}
+	p->last_ns = now;
+	return p;
 }
 
 static __always_inline __u64 fault_count(struct task_struct *task)

@@ -143,3 +143,104 @@ func cgroupRound(t *testing.T, p *Probe, mode, arg string, limit int64, members 
 	}
 	return id, before, after, majflt, psi, true
 }
+
+// More cgroups faulting than a CPU has slots for their counts (the
+// children all run on CPU 0): each group's major faults still equal its
+// member's maj_flt (within 2 %), none lost. The first wave fills every slot and more, so that some groups
+// count in the map directly; once it has been quiet past the hold, a
+// second wave of groups sharing its slots takes them over, and the first
+// wave's counts move into the map.
+func TestCgroupCountersWhenManyShareTheSlots(t *testing.T) {
+	const groups = 3 * pendingSlots / 2
+	p := loadCgroupsForTest(t)
+	type member struct {
+		c   *child
+		id  uint64
+		m0  uint64
+		was readout.CgroupCounters
+	}
+	ms := make([]*member, groups)
+	slots := map[uint64]int{}
+	for i := range ms {
+		cg := testenv.MemoryCgroup(t, 16<<20)
+		pg := testenv.NewPressureGroup(t, cg)
+		c := startChild(t, "thrash-file", testenv.UncachedFile(t, 32<<20))
+		for _, g := range []*cgroup.Cgroup{cg.Cgroup, pg.Cgroup} {
+			if err := g.Add(c.pid()); err != nil {
+				t.Fatal(err)
+			}
+		}
+		c.expect(t, "ready")
+		ms[i] = &member{c: c, id: groupID(t, pg.Cgroup)}
+		slots[ms[i].id%pendingSlots]++
+	}
+	if len(slots) == groups {
+		t.Fatalf("%d groups in %d slots, none shared", groups, len(slots))
+	}
+	snap, err := readArmed(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lost0 := snap.CgroupEventsLost
+	for _, m := range ms {
+		m.m0, m.was = majFlt(t, m.c.pid()), snap.Cgroups[m.id]
+	}
+	first, second := ms[:pendingSlots+2], ms[pendingSlots+2:]
+	wave := func(ms []*member) {
+		for _, m := range ms {
+			m.c.send(t, "go")
+		}
+		time.Sleep(2 * time.Second)
+		for _, m := range ms {
+			m.c.send(t, "stop")
+		}
+		for _, m := range ms {
+			m.c.expect(t, "done")
+		}
+	}
+	wave(first)
+	time.Sleep(1500 * time.Millisecond) // past CGROUP_SLOT_HOLD_NS
+	wave(second)
+	if snap, err = readArmed(p); err != nil {
+		t.Fatal(err)
+	}
+	var total, moved uint64
+	for _, m := range ms {
+		majflt := majFlt(t, m.c.pid()) - m.m0
+		got := snap.Cgroups[m.id].MajorFaults.Total() - m.was.MajorFaults.Total()
+		total += majflt
+		t.Logf("cgroup %d (slot %d): bpf %d, member's maj_flt %d", m.id, m.id%pendingSlots, got, majflt)
+		if majflt < 100 {
+			t.Fatalf("cgroup %d's member took %d major faults only: it did not thrash, the test proves nothing", m.id, majflt)
+		}
+		if !within(got, majflt, 0.02) {
+			t.Errorf("cgroup %d: major faults %d, its member's maj_flt %d: more than 2%% apart", m.id, got, majflt)
+		}
+	}
+	// A first-wave group alone in its slot in that wave, whose slot a
+	// second-wave group shares: its counts reach the map by a takeover.
+	inFirst, inSecond := map[uint64]int{}, map[uint64]bool{}
+	for _, m := range first {
+		inFirst[m.id%pendingSlots]++
+	}
+	for _, m := range second {
+		inSecond[m.id%pendingSlots] = true
+	}
+	for _, m := range first {
+		if slot := m.id % pendingSlots; inFirst[slot] > 1 || !inSecond[slot] {
+			continue
+		}
+		var v thrashscopeCgroupStats
+		if err := p.objs.Cgroups.Lookup(m.id, &v); err == nil {
+			moved += readout.FaultCounts(v.Faults).Total()
+		}
+	}
+	testenv.Figure(t, "cgroup faults, slots shared", "%d groups in %d slots a CPU, %d major faults, %d moved into the map by a takeover",
+		groups, pendingSlots, total, moved)
+	if moved == 0 {
+		t.Error("none of the first wave's faults is in the map: no slot was taken over, the test proves nothing")
+	}
+	if lost := snap.CgroupEventsLost - lost0; lost != 0 {
+		t.Errorf("%d events lost with %d cgroups in a map of %d", lost, groups, 2048)
+	}
+}

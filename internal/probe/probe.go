@@ -74,6 +74,8 @@ type Probe struct {
 	filemap bool
 	// cgroups: the programs count per cgroup too.
 	cgroups bool
+	// forgotten: removed cgroups, until no CPU's slot holds them.
+	forgotten forgottenCgroups
 	// notLoaded are the BPF objects this kernel refused, with why.
 	notLoaded map[string]error
 }
@@ -176,7 +178,7 @@ func Load(opts Options) (*Probe, error) {
 // startCgroups turns the per-cgroup counters on, where the kernel took
 // their map.
 func (p *Probe) startCgroups() {
-	if p.objs.Cgroups == nil || p.objs.CgroupsOn == nil {
+	if p.objs.Cgroups == nil || p.objs.CgroupsPending == nil || p.objs.CgroupsOn == nil {
 		p.logger.Warn("no per-cgroup counters: this kernel did not take the cgroups map", "err", p.notLoaded["cgroups"])
 		return
 	}

@@ -147,32 +147,6 @@ func sumPerCPU(m *ebpf.Map) (uint64, error) {
 	return sum(perCPU), nil
 }
 
-// readCgroups reads the per-cgroup counters, when they are on.
-func (p *Probe) readCgroups(snap *readout.Snapshot) error {
-	if !p.cgroups {
-		return nil
-	}
-	snap.Cgroups = make(map[uint64]readout.CgroupCounters)
-	err := readHash(p.objs.Cgroups, func(id uint64, v thrashscopeCgroupStats) {
-		snap.Cgroups[id] = decodeCgroup(v)
-	})
-	if err != nil {
-		return fmt.Errorf("reading cgroups: %w", err)
-	}
-	if snap.CgroupEventsLost, err = sumPerCPU(p.objs.CgroupEventsLost); err != nil {
-		return fmt.Errorf("reading cgroup_events_lost: %w", err)
-	}
-	return nil
-}
-
-// ForgetCgroup drops a removed cgroup's counters, so that the map holds
-// the live ones only (a cgroup's id is never reused while the host runs).
-func (p *Probe) ForgetCgroup(id uint64) {
-	if p.cgroups {
-		_ = p.objs.Cgroups.Delete(id) // gone already: nothing to drop
-	}
-}
-
 // readHash walks a hash map in batches, falling back to one key at a time on
 // kernels without batch lookups.
 func readHash[K comparable, V any](m *ebpf.Map, fn func(K, V)) error {

@@ -13,6 +13,15 @@ import (
 	"github.com/cilium/ebpf"
 )
 
+type thrashscopeCgroupPending struct {
+	_       structs.HostLayout
+	Id      uint64
+	Seq     uint64
+	LastNs  uint64
+	Faults  [4]uint64
+	Latency thrashscopeLatencyHist
+}
+
 type thrashscopeCgroupStats struct {
 	_       structs.HostLayout
 	Faults  [4]uint64
@@ -97,6 +106,7 @@ type thrashscopeStallTime struct {
 const (
 	thrashscopeMapCgroupEventsLost    = "cgroup_events_lost"
 	thrashscopeMapCgroups             = "cgroups"
+	thrashscopeMapCgroupsPending      = "cgroups_pending"
 	thrashscopeMapCgroupsZero         = "cgroups_zero"
 	thrashscopeMapFaultTasks          = "fault_tasks"
 	thrashscopeMapMajorFaultLatency   = "major_fault_latency"
@@ -188,6 +198,7 @@ type thrashscopeProgramSpecs struct {
 type thrashscopeMapSpecs struct {
 	CgroupEventsLost   *ebpf.MapSpec `ebpf:"cgroup_events_lost"`
 	Cgroups            *ebpf.MapSpec `ebpf:"cgroups"`
+	CgroupsPending     *ebpf.MapSpec `ebpf:"cgroups_pending"`
 	CgroupsZero        *ebpf.MapSpec `ebpf:"cgroups_zero"`
 	FaultTasks         *ebpf.MapSpec `ebpf:"fault_tasks"`
 	MajorFaultLatency  *ebpf.MapSpec `ebpf:"major_fault_latency"`
@@ -235,6 +246,7 @@ func (o *thrashscopeObjects) Close() error {
 type thrashscopeMaps struct {
 	CgroupEventsLost   *ebpf.Map `ebpf:"cgroup_events_lost"`
 	Cgroups            *ebpf.Map `ebpf:"cgroups"`
+	CgroupsPending     *ebpf.Map `ebpf:"cgroups_pending"`
 	CgroupsZero        *ebpf.Map `ebpf:"cgroups_zero"`
 	FaultTasks         *ebpf.Map `ebpf:"fault_tasks"`
 	MajorFaultLatency  *ebpf.Map `ebpf:"major_fault_latency"`
@@ -253,6 +265,7 @@ func (m *thrashscopeMaps) Close() error {
 	return _ThrashscopeClose(
 		m.CgroupEventsLost,
 		m.Cgroups,
+		m.CgroupsPending,
 		m.CgroupsZero,
 		m.FaultTasks,
 		m.MajorFaultLatency,

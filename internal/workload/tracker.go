@@ -243,7 +243,10 @@ func (t *Tracker) gather(cgroups map[uint64]readout.CgroupCounters) {
 			w = &tracked{path: path, members: map[uint64]readout.CgroupCounters{}}
 			t.byPath[path] = w
 		}
-		w.members[id] = c
+		// A counter never goes back: a read that missed a CPU's
+		// counts on their way into the map (see probe.Probe.Read) is
+		// held at the last.
+		w.members[id] = atLeast(w.members[id], c)
 	}
 	// A cgroup the probes no longer count was removed (its map entry
 	// dropped, here or by a previous observer).
@@ -324,6 +327,21 @@ func add(a, b readout.CgroupCounters) readout.CgroupCounters {
 	}
 	a.Latency.SumSeconds += b.Latency.SumSeconds
 	return a
+}
+
+// atLeast is c, each counter no less than in last.
+func atLeast(last, c readout.CgroupCounters) readout.CgroupCounters {
+	for i := range c.MajorFaults {
+		c.MajorFaults[i] = max(c.MajorFaults[i], last.MajorFaults[i])
+	}
+	c.Stall.OffCPU = max(c.Stall.OffCPU, last.Stall.OffCPU)
+	c.Stall.Reclaim = max(c.Stall.Reclaim, last.Stall.Reclaim)
+	c.Stall.Sampled = max(c.Stall.Sampled, last.Stall.Sampled)
+	for i := range c.Latency.Slots {
+		c.Latency.Slots[i] = max(c.Latency.Slots[i], last.Latency.Slots[i])
+	}
+	c.Latency.SumSeconds = max(c.Latency.SumSeconds, last.Latency.SumSeconds)
+	return c
 }
 
 func sub(a, b uint64) uint64 {

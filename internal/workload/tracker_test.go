@@ -122,6 +122,23 @@ func TestTrackerRemovedAndFolded(t *testing.T) {
 	}
 }
 
+// A read that misses some of a cgroup's counts on their way into the map
+// holds the workload's counters where they were; they never go back.
+func TestTrackerCountersNeverGoBack(t *testing.T) {
+	paths := &fakePaths{paths: map[uint64]string{7: "/system.slice/db.service"}, removed: map[uint64]bool{}}
+	tr := NewTracker(Config{TopK: 5, Paths: paths})
+	var got []Workload
+	for i, n := range []uint64{100, 250, 240, 400} {
+		got = tr.Observe(t0.Add(time.Duration(i)*time.Second), map[uint64]readout.CgroupCounters{7: faults(n, 0, time.Duration(n))})
+		if i == 2 && (len(got) != 1 || got[0].Counters.MajorFaults.Total() != 250 || got[0].Counters.Stall.Total() != 250) {
+			t.Fatalf("after a read 10 short: %+v, want the counters held at 250", got)
+		}
+	}
+	if len(got) != 1 || got[0].Counters.MajorFaults.Total() != 400 || got[0].MajorFaultsPerSecond != 150 {
+		t.Errorf("after catching up: %+v, want 400 faults at 150/s", got)
+	}
+}
+
 func TestFold(t *testing.T) {
 	for _, c := range []struct {
 		path  string

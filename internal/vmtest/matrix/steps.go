@@ -28,7 +28,7 @@ var Steps = []step{
 	// The probes against the kernel's own figures: maj_flt by kind, the
 	// stall against the group's memory.pressure, per process and per cgroup.
 	{Package: "internal/probe", Step: vmtest.Step{Name: "probes", GoTest: true, TimeoutSeconds: 1200, Kernels: "bpf",
-		Args: tests("TestMajorFaultKindsAgreeWithMajFlt", "TestMemoryStallAgreesWithPSI", "TestProcessExitClearsCounters", "TestMajorFaultLatencyIsTimed", "TestCgroupCountersAgreeWithTheKernel")}},
+		Args: tests("TestMajorFaultKindsAgreeWithMajFlt", "TestMemoryStallAgreesWithPSI", "TestProcessExitClearsCounters", "TestMajorFaultLatencyIsTimed", "TestCgroupCountersAgreeWithTheKernel", "TestCgroupCountersWhenManyShareTheSlots")}},
 	// Run cgroups under memory.max, the v2 freezer, the OOM guard.
 	{Package: "internal/cgroup", Step: vmtest.Step{Name: "cgroups", GoTest: true, TimeoutSeconds: 900,
 		Args: tests("TestCreateAddDestroy", "TestChildUnderTheLimit", "TestOOMKills", "TestOOMGuard", "TestFreezeStopsAndThawResumes", "TestFrozenProcessDiesOfSIGKILL")}},
