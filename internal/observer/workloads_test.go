@@ -6,10 +6,12 @@ import (
 	"fmt"
 	"io/fs"
 	"maps"
+	"math"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -278,4 +280,102 @@ func removeTree(t *testing.T, dir string) {
 	if _, err := os.Stat(dir); err == nil {
 		t.Errorf("test cgroups left under %s", dir)
 	}
+}
+
+// TestWorkloadsFoldedAtADepth: a pod's two containers, folded into the
+// pod by --cgroup.depth, give one workload, labelled with the pod and no
+// container, whose major faults are the sum of the containers' processes'
+// (each process's own count, from wait4's rusage); once a container is
+// removed, the pod's counter keeps its faults.
+func TestWorkloadsFoldedAtADepth(t *testing.T) {
+	testenv.RequirePrivileged(t)
+	parent, err := cgroup.OwnUnified("/proc")
+	if err != nil {
+		t.Fatalf("no cgroup2 group of this process to make test groups under: %v", err)
+	}
+	root, err := parent.CreatePressureGroup(fmt.Sprintf("test-depth-%d", os.Getpid()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { removeTree(t, root.Path) })
+	h, err := cgroup.UnifiedHierarchy("/proc")
+	if err != nil {
+		t.Fatal(err)
+	}
+	rel, err := filepath.Rel(h.Point, root.Path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const uid = "5a0c2d3e-1b2c-4d5e-8f90-a1b2c3d4e5f6"
+	podRel := filepath.Join(h.Root, rel, "kubepods/besteffort/pod"+uid)
+	depth := strings.Count(strings.Trim(podRel, "/"), "/") + 1
+	d := startDaemon(t, t.TempDir(), "--probes=bpf", "--cgroup.top-k=5", fmt.Sprintf("--cgroup.depth=%d", depth))
+
+	var want uint64
+	var containers []string
+	for i := range 2 {
+		dir := filepath.Join(root.Path, "kubepods/besteffort/pod"+uid, strings.Repeat(fmt.Sprintf("%02x", i+1), 32))
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		containers = append(containers, dir)
+		c := startInCgroup(t, dir, "0,1024", testenv.UncachedFile(t, 8<<20))
+		if err := c.Wait(); err != nil {
+			t.Fatalf("fault child in %s: %v", dir, err)
+		}
+		ru, ok := c.ProcessState.SysUsage().(*syscall.Rusage)
+		if !ok || ru.Majflt < 1000 {
+			t.Fatalf("fault child in %s: rusage %+v: fewer than the 1,000 major faults it was to take", dir, c.ProcessState.SysUsage())
+		}
+		want += uint64(ru.Majflt)
+	}
+
+	var labels string
+	got, prev := 0.0, -1.0
+	waitFor(t, 30*time.Second, "the pod's workload, its faults the same in two scrapes", func() bool {
+		time.Sleep(500 * time.Millisecond)
+		_, scrape := get(t, d.url+"/metrics")
+		series := cgroupSeries(scrape, "thrashscope_cgroup_major_faults_total")
+		labels, got = series[podRel], cgroupSum(scrape, "thrashscope_cgroup_major_faults_total", podRel)
+		for c := range series {
+			if strings.HasPrefix(c, podRel+"/") {
+				t.Fatalf("a container's own series %q, with --cgroup.depth=%d", c, depth)
+			}
+		}
+		steady := labels != "" && got == prev
+		prev = got
+		return steady
+	})
+	if !strings.Contains(labels, `pod_uid="`+uid+`"`) || !strings.Contains(labels, `container_id=""`) || !strings.Contains(labels, `qos="besteffort"`) {
+		t.Errorf("the pod's labels {%s}: want its pod_uid, qos besteffort and no container_id", labels)
+	}
+	testenv.Figure(t, "folded pod faults", "%.0f, the containers' processes' majflt %d (%+.1f%%)", got, want, 100*(got-float64(want))/float64(want))
+	if math.Abs(got-float64(want)) > 0.02*float64(want) {
+		t.Errorf("the pod's major faults %.0f, its containers' processes' %d: more than 2%% apart", got, want)
+	}
+
+	if err := os.Remove(containers[0]); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(3 * time.Second) // past the removal check
+	_, scrape := get(t, d.url+"/metrics")
+	if after := cgroupSum(scrape, "thrashscope_cgroup_major_faults_total", podRel); after < got {
+		t.Errorf("the pod's major faults went from %.0f to %.0f when a container was removed", got, after)
+	}
+}
+
+// cgroupSum is the sum of a metric's series for one cgroup in a scrape.
+func cgroupSum(scrape, metric, cgroupLabel string) float64 {
+	var sum float64
+	for line := range strings.Lines(scrape) {
+		rest, ok := strings.CutPrefix(line, metric+"{")
+		if !ok || !strings.Contains(rest, `cgroup="`+cgroupLabel+`"`) {
+			continue
+		}
+		v, err := strconv.ParseFloat(strings.TrimSpace(rest[strings.LastIndex(rest, "}")+1:]), 64)
+		if err == nil {
+			sum += v
+		}
+	}
+	return sum
 }

@@ -240,7 +240,10 @@ func (t *Tracker) gather(cgroups map[uint64]readout.CgroupCounters) {
 		}
 		w := t.byPath[path]
 		if w == nil {
-			w = &tracked{path: path, members: map[uint64]readout.CgroupCounters{}}
+			// The probes count a cgroup from zero: a new workload's
+			// counts all came since the last sample, and a burst that
+			// began and ended between two samples is a rate, not lost.
+			w = &tracked{path: path, members: map[uint64]readout.CgroupCounters{}, hasPrev: true}
 			t.byPath[path] = w
 		}
 		// A counter never goes back: a read that missed a CPU's

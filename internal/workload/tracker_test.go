@@ -139,6 +139,18 @@ func TestTrackerCountersNeverGoBack(t *testing.T) {
 	}
 }
 
+// A cgroup whose faults all fell between two samples, first seen with
+// them, is a busy workload at once: the probes count a cgroup from zero.
+func TestTrackerBurstBetweenSamples(t *testing.T) {
+	paths := &fakePaths{paths: map[uint64]string{7: "/system.slice/batch.service"}, removed: map[uint64]bool{}}
+	tr := NewTracker(Config{TopK: 5, Paths: paths})
+	tr.Observe(t0, map[uint64]readout.CgroupCounters{})
+	got := tr.Observe(t0.Add(2*time.Second), map[uint64]readout.CgroupCounters{7: faults(0, 500, 0)})
+	if len(got) != 1 || !got[0].HasRates || got[0].MajorFaultsPerSecond != 250 {
+		t.Fatalf("%+v: want batch.service at 250 faults/s", got)
+	}
+}
+
 func TestFold(t *testing.T) {
 	for _, c := range []struct {
 		path  string
