@@ -126,6 +126,10 @@ struct stall_thread {
 	__u64 reclaim_since; // start of its current on-CPU stretch of reclaim; 0 if none
 	__u32 in_reclaim; // between reclaim begin and end, on CPU or off
 	__u32 pad;
+	// The cgroup v2 id it switched out in: its time off CPU counts there,
+	// read from current then rather than from the incoming task, which
+	// only probe reads could reach.
+	__u64 cgroup;
 };
 
 // The class of the mapping that held an address, and what validates it: the
@@ -386,13 +390,7 @@ static __always_inline __u64 task_cgroup_id(struct task_struct *task)
 // The cgroup of the current task, in the v2 hierarchy.
 static __always_inline struct cgroup_stats *current_cgroup_stats(void)
 {
-	return cgroups_on ? cgroup_stats_for_event(bpf_get_current_cgroup_id()) : NULL;
-}
-
-// The cgroup of another task (sched_switch's next), in the v2 hierarchy.
-static __always_inline struct cgroup_stats *task_cgroup_stats(struct task_struct *task)
-{
-	return cgroups_on ? cgroup_stats_for_event(BPF_CORE_READ(task, cgroups, dfl_cgrp, kn, id))
+	return cgroups_on ? cgroup_stats_for_event(task_cgroup_id(bpf_get_current_task_btf()))
 			  : NULL;
 }
 

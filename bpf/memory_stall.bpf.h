@@ -136,6 +136,7 @@ int memory_stall(struct bpf_raw_tracepoint_args *ctx)
 			if (st->off_since == 0)
 				__sync_fetch_and_add(stalled, 1);
 			st->off_since = now;
+			st->cgroup = cgroups_on ? task_cgroup_id(prev) : 0;
 			count_one(&memory_stalls_seen);
 		}
 	}
@@ -152,7 +153,7 @@ int memory_stall(struct bpf_raw_tracepoint_args *ctx)
 		ms = stall_of(BPF_CORE_READ(next, tgid));
 		if (ms)
 			__sync_fetch_and_add(&ms->off_cpu_ns, now - st->off_since);
-		cs = task_cgroup_stats(next);
+		cs = st->cgroup ? cgroup_stats_for_event(st->cgroup) : NULL;
 		if (cs)
 			__sync_fetch_and_add(&cs->stall.off_cpu_ns, now - st->off_since);
 	}

@@ -91,6 +91,7 @@ type thrashscopeStallThread struct {
 	ReclaimSince uint64
 	InReclaim    uint32
 	Pad          uint32
+	Cgroup       uint64
 }
 
 type thrashscopeStallTime struct {
