@@ -119,6 +119,7 @@ int major_fault(struct bpf_perf_event_data *ctx)
 	int class;
 
 	count_one(&major_faults_seen);
+	wake_sampler(now);
 
 	ft = bpf_task_storage_get(&fault_tasks, task, 0, 0);
 	if (ft && ft->filemap_seq == fault_count(task)) {

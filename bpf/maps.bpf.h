@@ -298,6 +298,30 @@ volatile __u32 filemap_hooked = 0;
 // (--cgroup.top-k=0): while clear, no program touches cgroups.
 volatile __u32 cgroups_on = 0;
 
+// Wakes for the observer's sampler: a record when memory trouble begins (a
+// major fault, a thread switching out stalled) at most every wake_gap_ns,
+// so that a thrash that begins between two samples is judged at once. At
+// rest nothing is written and the reader sleeps. 0 turns it off.
+volatile __u64 wake_gap_ns = 0;
+__u64 last_wake_ns = 0;
+
+struct {
+	__uint(type, BPF_MAP_TYPE_RINGBUF);
+	__uint(max_entries, 4096);
+} wakes SEC(".maps");
+
+// wake_sampler writes a wake unless one went out within wake_gap_ns. Two
+// CPUs may both write one: the reader merges them.
+static __always_inline void wake_sampler(__u64 now)
+{
+	__u64 gap = wake_gap_ns;
+
+	if (!gap || now - last_wake_ns < gap)
+		return;
+	last_wake_ns = now;
+	bpf_ringbuf_output(&wakes, &now, sizeof(now), 0);
+}
+
 // Kernels before 6.13 keep mm_lock_seq as an int; later ones as a seqcount.
 struct mm_struct___seqcount {
 	seqcount_t mm_lock_seq;

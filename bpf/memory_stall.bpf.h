@@ -133,8 +133,10 @@ int memory_stall(struct bpf_raw_tracepoint_args *ctx)
 							     now - st->reclaim_since);
 			}
 			st->reclaim_since = 0;
-			if (st->off_since == 0)
+			if (st->off_since == 0) {
 				__sync_fetch_and_add(stalled, 1);
+				wake_sampler(now);
+			}
 			st->off_since = now;
 			st->cgroup = cgroups_on ? task_cgroup_id(prev) : 0;
 			count_one(&memory_stalls_seen);

@@ -4,7 +4,11 @@
 // schedule's demand first exceeds the memory limit, when each signal fires:
 // thrashscope_thrashing_state=2, PSI memory some avg10 above 10 %, the
 // ThrashscopeHostThrashing alert, and a node_exporter-style major-fault
-// rule evaluated by the same Prometheus on the same data.
+// rule evaluated by the same Prometheus on the same data. It does so
+// --runs times with the observer as shipped and as many with its wakes off
+// (--no-sample.wake, the sampler keeping to its interval),
+// interleaved, each on a fresh observer and Prometheus, and judges the
+// median of thrashing_state with the wakes against --max.
 // Invoked by `make bench`; see bench/README.md.
 package main
 
@@ -31,43 +35,76 @@ import (
 	"github.com/thrashscope/thrashscope/internal/run"
 )
 
+// arm is one way of running the observer.
+type arm struct {
+	name string
+	args []string
+}
+
+var arms = []arm{
+	{name: "wakes on (default)"},
+	{name: "wakes off", args: []string{"--no-sample.wake"}},
+}
+
 func main() {
 	observer := flag.String("observer", "bin/observer", "the observer binary (loadgen beside it)")
 	prometheus := flag.String("prometheus", "prometheus", "the Prometheus server binary")
 	rules := flag.String("rules", "deploy/prometheus/rules", "directory of thrashscope.yml and node-exporter-baseline.yml")
 	spec := flag.String("spec", `{"preset":"e4","scale":0.1,"writes_per_cycle":10000}`, "the run to induce (W = 10,000 kept at scale 0.1: the load the README's detection figures were measured under)")
-	after := flag.Duration("after", 2*time.Minute, "how long to keep watching after the run ends")
+	after := flag.Duration("after", 30*time.Second, "how long to keep watching after each run ends")
+	runs := flag.Int("runs", 5, "runs of each arm, interleaved")
+	maxLatency := flag.Duration("max", time.Second, "most the median of thrashing_state=2 after the onset may be, wakes on")
 	flag.Parse()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	if err := detect(ctx, *observer, *prometheus, *rules, *spec, *after, os.Stdout); err != nil {
-		fmt.Fprintln(os.Stderr, "detection:", err)
+	if *runs < 1 {
+		fmt.Fprintln(os.Stderr, "detection: --runs must be at least 1")
+		os.Exit(2)
+	}
+	results := make([][][]detection, len(arms))
+	for i := range 2 * *runs {
+		a := i % 2
+		if i/2%2 == 1 {
+			a = 1 - a // ABBA: neither arm goes first every time
+		}
+		fmt.Printf("\n== run %d of %d: %s\n", i+1, 2**runs, arms[a].name)
+		ds, err := detect(ctx, *observer, *prometheus, *rules, *spec, *after, arms[a].args, os.Stdout)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "detection:", err)
+			os.Exit(1)
+		}
+		results[a] = append(results[a], ds)
+	}
+	fmt.Println()
+	median := summarize(os.Stdout, results)
+	if median > *maxLatency {
+		fmt.Fprintf(os.Stderr, "detection: thrashing_state=2 came a median %s after the onset with wakes on, past %s\n", median, *maxLatency)
 		os.Exit(1)
 	}
 }
 
-func detect(ctx context.Context, observerBin, promBin, rulesDir, spec string, after time.Duration, out io.Writer) error {
+func detect(ctx context.Context, observerBin, promBin, rulesDir, spec string, after time.Duration, args []string, out io.Writer) ([]detection, error) {
 	tmp, err := os.MkdirTemp("", "thrashscope-detection-")
 	if err != nil {
-		return err
+		return nil, err
 	}
 	defer os.RemoveAll(tmp)
 	obsAddr, promAddr := freeAddr(), freeAddr()
-	stop, err := startStack(ctx, tmp, observerBin, promBin, rulesDir, obsAddr, promAddr)
+	stop, err := startStack(ctx, tmp, observerBin, promBin, rulesDir, obsAddr, promAddr, args)
 	defer stop()
 	if err != nil {
-		return err
+		return nil, err
 	}
 	time.Sleep(5 * time.Second) // a few scrapes of the quiet host first
 
 	rec, abort, err := startRun(obsAddr, spec)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	defer abort()
 	onsetOffset, ok := rec.Spec.Onset()
 	if !ok {
-		return fmt.Errorf("the run never overcommits its limit: nothing to detect")
+		return nil, fmt.Errorf("the run never overcommits its limit: nothing to detect")
 	}
 	onset := rec.StartedAt.Add(onsetOffset)
 	end := rec.StartedAt.Add(rec.Spec.Duration()).Add(after)
@@ -75,23 +112,23 @@ func detect(ctx context.Context, observerBin, promBin, rulesDir, spec string, af
 		rec.ID, strings.TrimSpace(spec), rec.Spec.MemoryLimitBytes>>20, onsetOffset, after)
 	ds, err := watch(ctx, obsAddr, promAddr, onset, end)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	report(out, ds, time.Since(onset))
-	return nil
+	return ds, nil
 }
 
 // startStack starts the observer and a Prometheus that scrapes it every
 // second with the project's rules, and waits until both are ready; stop
 // stops whichever started, and is never nil.
-func startStack(ctx context.Context, tmp, observerBin, promBin, rulesDir, obsAddr, promAddr string) (stop func(), err error) {
+func startStack(ctx context.Context, tmp, observerBin, promBin, rulesDir, obsAddr, promAddr string, args []string) (stop func(), err error) {
 	var stops []func()
 	stop = func() {
 		for i := len(stops) - 1; i >= 0; i-- {
 			stops[i]()
 		}
 	}
-	obs, err := start(tmp, "observer", observerBin, "--web.listen-address="+obsAddr, "--data.dir="+filepath.Join(tmp, "data"), "--sample.interval=1s")
+	obs, err := start(tmp, "observer", observerBin, append([]string{"--web.listen-address=" + obsAddr, "--data.dir=" + filepath.Join(tmp, "data"), "--sample.interval=1s"}, args...)...)
 	if err != nil {
 		return stop, err
 	}

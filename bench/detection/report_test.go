@@ -20,3 +20,26 @@ func TestReport(t *testing.T) {
 		}
 	}
 }
+
+func TestSummarize(t *testing.T) {
+	d := func(after time.Duration, fired bool) []detection {
+		return []detection{{name: "thrashing_state=2", after: after, fired: fired}}
+	}
+	var b strings.Builder
+	got := summarize(&b, [][][]detection{
+		{d(800*time.Millisecond, true), d(600*time.Millisecond, true), d(time.Second, true)},
+		{d(2*time.Second, true), d(0, false), d(1600*time.Millisecond, true)},
+	})
+	if got != 800*time.Millisecond {
+		t.Errorf("judged median %v, want 800ms", got)
+	}
+	out := b.String()
+	for _, want := range []string{"800ms (3 of 3 runs)", "1.8s (2 of 3 runs)", "0.44"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("summary lacks %q:\n%s", want, out)
+		}
+	}
+	if got := summarize(&b, [][][]detection{{d(0, false), d(time.Second, true)}, {d(time.Second, true)}}); got < time.Hour {
+		t.Errorf("a run the state never reached 2 in gave a judged median %v, want past any bound", got)
+	}
+}

@@ -85,6 +85,7 @@ func serveFlags(app *kingpin.Application) *serveOptions {
 	serve.Flag("path.cgroupfs", "The host's cgroup2 mount, to name workloads in (default: this process's, from /proc/self/mountinfo); in a container, the host's /sys/fs/cgroup mounted read-only.").Default("").StringVar(&cfg.CgroupfsPath)
 	serve.Flag("probes", "auto: BPF when it loads, else procfs alone; bpf: BPF or fail; procfs: no BPF.").Default(observer.ProbesAuto).EnumVar(&cfg.Probes, observer.ProbesAuto, observer.ProbesBPF, observer.ProbesProcfs)
 	serve.Flag("sample.interval", "How often to read the kernel.").Default("1s").DurationVar(&cfg.SampleInterval)
+	serve.Flag("sample.wake", "Sample before the interval is up when memory trouble begins (the probes' first major fault or stall, at most every 250 ms; on procfs alone a PSI trigger), so a thrash is judged within a second of its onset. --no-sample.wake keeps to the interval.").Default("true").BoolVar(&cfg.Wake)
 	serve.Flag("process.top-k", "How many of the busiest processes get per-process series.").Default("20").IntVar(&cfg.TopK)
 	serve.Flag("cgroup.top-k", "How many of the busiest cgroups (workloads: units, containers, pods) get per-cgroup series, by recent major faults and memory stall; 0 turns the per-cgroup accounting off.").Default("20").IntVar(&cfg.CgroupTopK)
 	serve.Flag("cgroup.depth", "Count a cgroup deeper than this many levels in its ancestor at that level (3: a pod's containers in the pod, kubepods/<qos>/<pod>); 0 keeps every level.").Default("0").IntVar(&cfg.CgroupDepth)

@@ -57,7 +57,10 @@ type Options struct {
 	// Run is nil where runs are not made (observer --check).
 	Run *Run
 	// Sinks come after the run's recorder and policy.
-	Sinks  []pipeline.Sink
+	Sinks []pipeline.Sink
+	// Wake steps the flow before its tick when memory pressure begins
+	// (see pipeline.Config.Wake); nil keeps to the interval.
+	Wake   <-chan struct{}
 	Logger *slog.Logger
 }
 
@@ -99,7 +102,7 @@ func Declare(o Options) (Flow, error) {
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
-	pc := pipeline.Config{Interval: o.Interval, Logger: o.Logger.With("component", "sampler")}
+	pc := pipeline.Config{Interval: o.Interval, Wake: o.Wake, Logger: o.Logger.With("component", "sampler")}
 
 	// 1. Scope: the active run's consumers (tracked whatever their
 	// activity) and its limit.

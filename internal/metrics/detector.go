@@ -9,7 +9,7 @@ import (
 
 // detector exports the indicators' host-wide verdict.
 type detector struct {
-	state, high, ratio, transitions, scan *prometheus.Desc
+	state, high, ratio, transitions, scan, wakes *prometheus.Desc
 }
 
 func newDetector() *detector {
@@ -19,11 +19,12 @@ func newDetector() *detector {
 		ratio:       desc("working_set_ratio", "The tracked processes' demand (their working sets in their own time, process_working_set_demand_bytes) over the memory available to them (the run cgroup's limit for a run's consumers); above 1 they cannot all fit."),
 		transitions: desc("detector_transitions_total", "Detector transitions, by the state entered.", "to"),
 		scan:        desc("working_set_scan_seconds_total", "Time the working-set estimator has spent clearing and reading accessed bits."),
+		wakes:       desc("sampler_wakes_total", "Samples taken before their interval was up because memory pressure began (a PSI trigger, --detector.wake-stall), while the detector was not yet thrashing."),
 	}
 }
 
 func (m *detector) describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{m.state, m.high, m.ratio, m.transitions, m.scan} {
+	for _, d := range []*prometheus.Desc{m.state, m.high, m.ratio, m.transitions, m.scan, m.wakes} {
 		ch <- d
 	}
 }
@@ -42,4 +43,5 @@ func (m *detector) update(t *pipeline.Tick, ch chan<- prometheus.Metric) {
 		send(ch, m.transitions, prometheus.CounterValue, float64(s.Transitions[state]), to)
 	}
 	send(ch, m.scan, prometheus.CounterValue, s.WorkingSetScanSeconds)
+	send(ch, m.wakes, prometheus.CounterValue, float64(t.Wakes))
 }

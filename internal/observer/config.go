@@ -48,6 +48,10 @@ type Config struct {
 	// multiple of WSSInterval); zero is every WSSInterval, back to back.
 	WSSPeriod time.Duration
 	Detector  indicators.DetectorConfig
+	// Wake wakes the sampler before its tick when memory trouble begins:
+	// the probes' first major fault or stall, or on procfs alone a PSI
+	// trigger.
+	Wake      bool
 	FaultKind string
 	// EnablePprof serves the Go runtime's profiles at /debug/pprof/.
 	EnablePprof bool

@@ -18,6 +18,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/thrashscope/thrashscope/internal/pressure"
+
 	rungroup "github.com/oklog/run"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -53,6 +55,7 @@ type Observer struct {
 	handler  http.Handler
 	engine   *engine.Engine         // nil when runs are unavailable
 	wss      *indicators.WorkingSet // nil when --wss.interval=0
+	wake     *pressure.Trigger      // nil when --detector.wake-stall=0 or the kernel has none
 	history  *history.Store         // the live page's last 15 minutes
 }
 
@@ -74,7 +77,11 @@ func build(cfg Config, logger *slog.Logger, checkOnly bool) (*Observer, error) {
 	o := &Observer{cfg: cfg, logger: logger}
 
 	if cfg.Probes != ProbesProcfs {
-		p, err := probe.Load(probe.Options{SysfsPath: cfg.SysfsPath, Cgroups: cfg.CgroupTopK > 0, Logger: logger.With("component", "probe")})
+		popts := probe.Options{SysfsPath: cfg.SysfsPath, Cgroups: cfg.CgroupTopK > 0, Logger: logger.With("component", "probe")}
+		if cfg.Wake && !checkOnly {
+			popts.WakeGap = pipeline.MinWakeGap
+		}
+		p, err := probe.Load(popts)
 		switch {
 		case err == nil:
 			o.probe = p
@@ -91,6 +98,9 @@ func build(cfg Config, logger *slog.Logger, checkOnly bool) (*Observer, error) {
 		o.engine = newEngine(cfg, fs, logger, cycles.ObserveCycle)
 	}
 	o.history = history.New(cfg.SampleInterval)
+	if !checkOnly && cfg.Wake && o.probe == nil {
+		o.wake = openWake(cfg, logger)
+	}
 	if o.pipeline, err = o.declarePipeline(cfg, fs, logger); err != nil {
 		o.Close()
 		return nil, err
@@ -389,12 +399,34 @@ func (o *Observer) Close() error {
 	if o.engine != nil {
 		o.engine.Close()
 	}
+	if o.wake != nil {
+		o.wake.Close()
+		o.wake = nil
+	}
 	if o.probe == nil {
 		return nil
 	}
 	err := o.probe.Close()
 	o.probe = nil
 	return err
+}
+
+// WakeStall is the memory stall (PSI some) within a PSI trigger's
+// shortest window that wakes the sampler on procfs alone.
+const WakeStall = 50 * time.Millisecond
+
+// openWake arms, on procfs alone, the PSI trigger that wakes the sampler
+// when memory pressure begins, or says why there is none: the sampler
+// then keeps to its interval.
+func openWake(cfg Config, logger *slog.Logger) *pressure.Trigger {
+	t, err := pressure.Open(filepath.Join(cfg.ProcfsPath, "pressure", "memory"), WakeStall, pressure.MinWindow)
+	if err != nil {
+		logger.Warn("the sampler keeps to its interval, woken by no pressure: "+err.Error(), "component", "sampler")
+		return nil
+	}
+	logger.Info("the sampler wakes when memory pressure begins (a PSI trigger)", "component", "sampler",
+		"stall", WakeStall, "window", pressure.MinWindow)
+	return t
 }
 
 // ErrCheckFailed is returned by Check when a required probe did not attach.

@@ -30,6 +30,12 @@ func (o *Observer) declarePipeline(cfg Config, fs procfs.FS, logger *slog.Logger
 	if o.engine != nil {
 		opts.Run = o.engine.Stages()
 	}
+	switch {
+	case o.probe != nil && o.probe.Wakes() != nil:
+		opts.Wake = o.probe.Wakes()
+	case o.wake != nil:
+		opts.Wake = o.wake.C
+	}
 	f, err := flow.Declare(opts)
 	if err != nil {
 		return nil, err

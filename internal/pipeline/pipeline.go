@@ -14,6 +14,7 @@ import (
 	"context"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/thrashscope/thrashscope/internal/indicators"
@@ -32,6 +33,8 @@ type Tick struct {
 	// Workloads are the busiest cgroups (top-K), busiest first; nil
 	// without per-cgroup counters.
 	Workloads []workload.Workload
+	// Wakes counts the steps so far that a wake brought early.
+	Wakes uint64
 }
 
 // Sink receives every tick, with the one before it (nil at first), on the
@@ -59,8 +62,18 @@ type Config struct {
 	Scope    func() indicators.Scope
 	Sinks    []Sink
 	Interval time.Duration
-	Logger   *slog.Logger
+	// Wake steps the pipeline before its tick is due (a PSI trigger's
+	// channel; nil never does): a thrash that begins between two ticks is
+	// judged within a wake, not a tick. A wake is taken only while the
+	// detector is not already thrashing and MinWakeGap after the last step;
+	// the next tick then comes an interval after it. At rest nothing wakes.
+	Wake   <-chan struct{}
+	Logger *slog.Logger
 }
+
+// MinWakeGap is the least time between a step and one a wake brings: the
+// rates of a shorter interval say little.
+const MinWakeGap = 250 * time.Millisecond
 
 // Pipeline runs the stages once per tick and holds the latest Tick.
 type Pipeline struct {
@@ -68,6 +81,7 @@ type Pipeline struct {
 
 	mu     sync.RWMutex
 	latest *Tick
+	wakes  atomic.Uint64
 }
 
 // New returns a pipeline; call Run to start it.
@@ -97,13 +111,40 @@ func (p *Pipeline) Run(ctx context.Context) {
 	defer t.Stop()
 	for {
 		_ = p.Step() // the sampler logs a source as it starts and stops failing
-		select {
-		case <-ctx.Done():
+		t.Reset(p.cfg.Interval)
+		if !p.wait(ctx, t.C) {
 			return
-		case <-t.C:
 		}
 	}
 }
+
+// wait waits for the next tick, or a wake worth a step; false once ctx is
+// done.
+func (p *Pipeline) wait(ctx context.Context, tick <-chan time.Time) bool {
+	stepped := time.Now()
+	for {
+		select {
+		case <-ctx.Done():
+			return false
+		case <-tick:
+			return true
+		case <-p.cfg.Wake:
+			if time.Since(stepped) >= MinWakeGap && !p.thrashing() {
+				p.wakes.Add(1)
+				return true
+			}
+		}
+	}
+}
+
+// thrashing says whether the latest verdict is thrashing.
+func (p *Pipeline) thrashing() bool {
+	t, ok := p.Latest()
+	return ok && t.Verdict != nil && t.Verdict.State == indicators.Thrashing
+}
+
+// Wakes counts the steps a wake brought before their tick.
+func (p *Pipeline) Wakes() uint64 { return p.wakes.Load() }
 
 // Step runs the stages once. A source the sampler could not read is
 // reported; the tick still goes through with what was read.
@@ -114,7 +155,7 @@ func (p *Pipeline) Step() error {
 	}
 	reading, err := p.cfg.Sampler.Read(scope.PIDs)
 	prev, _ := p.Latest()
-	cur := &Tick{Reading: reading, Scope: scope}
+	cur := &Tick{Reading: reading, Scope: scope, Wakes: p.wakes.Load()}
 	if p.cfg.Indicators != nil {
 		var before *sampler.Reading
 		if prev != nil {

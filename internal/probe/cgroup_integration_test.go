@@ -244,3 +244,56 @@ func TestCgroupCountersWhenManyShareTheSlots(t *testing.T) {
 		t.Errorf("%d events lost with %d cgroups in a map of %d", lost, groups, 2048)
 	}
 }
+
+// The programs wake the sampler within moments of major faults beginning,
+// and no faster than the gap while they go on.
+func TestWakesWhenFaultsBegin(t *testing.T) {
+	testenv.RequirePrivileged(t)
+	const gap = 250 * time.Millisecond
+	p, err := Load(Options{WakeGap: gap})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	if p.Wakes() == nil {
+		t.Fatal("no wakes channel with WakeGap set")
+	}
+	cg := testenv.MemoryCgroup(t, 16<<20)
+	c := startChild(t, "thrash-file", testenv.UncachedFile(t, 32<<20))
+	if err := cg.Add(c.pid()); err != nil {
+		t.Fatal(err)
+	}
+	c.expect(t, "ready")
+	for drained := false; !drained; { // wakes from the host before the faults
+		select {
+		case <-p.Wakes():
+		case <-time.After(gap + 50*time.Millisecond):
+			drained = true
+		}
+	}
+	c.send(t, "go")
+	start := time.Now()
+	select {
+	case <-p.Wakes():
+		testenv.Figure(t, "wake", "%v after the faults began", time.Since(start).Round(time.Millisecond))
+	case <-time.After(5 * time.Second):
+		t.Fatal("no wake in 5 s of major faults")
+	}
+	if time.Since(start) > 500*time.Millisecond {
+		t.Errorf("the wake came %v after the faults began, want within 500 ms", time.Since(start))
+	}
+	n, window := 0, 2*time.Second
+	for end := time.After(window); n >= 0; {
+		select {
+		case <-p.Wakes():
+			n++
+		case <-end:
+			if max := int(window/gap) + 1; n > max || n < 2 {
+				t.Errorf("%d wakes in %v of faults, want 2 to %d (one a gap of %v)", n, window, max, gap)
+			}
+			n = -1
+		}
+	}
+	c.send(t, "stop")
+	c.expect(t, "done")
+}

@@ -48,6 +48,9 @@ type Options struct {
 	// Cgroups counts faults and stalls per cgroup too (the cgroups map),
 	// for the workloads' series.
 	Cgroups bool
+	// WakeGap, when positive, has the programs wake the sampler (Wakes)
+	// when memory trouble begins, at most once per gap.
+	WakeGap time.Duration
 }
 
 // DefaultCalm keeps the on-demand hooks through the lulls of a thrash, and
@@ -76,6 +79,7 @@ type Probe struct {
 	cgroups bool
 	// forgotten: removed cgroups, until no CPU's slot holds them.
 	forgotten forgottenCgroups
+	wake      wakeReader
 	// notLoaded are the BPF objects this kernel refused, with why.
 	notLoaded map[string]error
 }
@@ -144,6 +148,9 @@ func Load(opts Options) (*Probe, error) {
 	}
 	if opts.Cgroups {
 		p.startCgroups()
+	}
+	if opts.WakeGap > 0 {
+		p.startWakes(opts.WakeGap)
 	}
 
 	cpus, cpuErr := onlineCPUs(opts.SysfsPath)
@@ -340,6 +347,7 @@ func (p *Probe) Status() []readout.Status {
 // Close detaches every program and frees the objects.
 func (p *Probe) Close() error {
 	var errs []error
+	p.wake.close()
 	errs = append(errs, p.latency.detach())
 	for i := len(p.links) - 1; i >= 0; i-- {
 		errs = append(errs, p.links[i].Close())

@@ -120,6 +120,7 @@ const (
 	thrashscopeMapProcessMemoryStall  = "process_memory_stall"
 	thrashscopeMapStallThreads        = "stall_threads"
 	thrashscopeMapStalledThreads      = "stalled_threads"
+	thrashscopeMapWakes               = "wakes"
 	thrashscopeProgFaultEntryKernel   = "fault_entry_kernel"
 	thrashscopeProgFaultEntryUser     = "fault_entry_user"
 	thrashscopeProgFilemapFault       = "filemap_fault"
@@ -133,9 +134,11 @@ const (
 	thrashscopeProgReclaimEndMemcg    = "reclaim_end_memcg"
 	thrashscopeVarCgroupsOn           = "cgroups_on"
 	thrashscopeVarFilemapHooked       = "filemap_hooked"
+	thrashscopeVarLastWakeNs          = "last_wake_ns"
 	thrashscopeVarLatencyArmed        = "latency_armed"
 	thrashscopeVarUnusedFaultKind     = "unused_fault_kind"
 	thrashscopeVarUnusedProbeId       = "unused_probe_id"
+	thrashscopeVarWakeGapNs           = "wake_gap_ns"
 )
 
 // loadThrashscope returns the embedded CollectionSpec for thrashscope.
@@ -212,6 +215,7 @@ type thrashscopeMapSpecs struct {
 	ProcessMemoryStall *ebpf.MapSpec `ebpf:"process_memory_stall"`
 	StallThreads       *ebpf.MapSpec `ebpf:"stall_threads"`
 	StalledThreads     *ebpf.MapSpec `ebpf:"stalled_threads"`
+	Wakes              *ebpf.MapSpec `ebpf:"wakes"`
 }
 
 // thrashscopeVariableSpecs contains global variables before they are loaded into the kernel.
@@ -220,9 +224,11 @@ type thrashscopeMapSpecs struct {
 type thrashscopeVariableSpecs struct {
 	CgroupsOn       *ebpf.VariableSpec `ebpf:"cgroups_on"`
 	FilemapHooked   *ebpf.VariableSpec `ebpf:"filemap_hooked"`
+	LastWakeNs      *ebpf.VariableSpec `ebpf:"last_wake_ns"`
 	LatencyArmed    *ebpf.VariableSpec `ebpf:"latency_armed"`
 	UnusedFaultKind *ebpf.VariableSpec `ebpf:"unused_fault_kind"`
 	UnusedProbeId   *ebpf.VariableSpec `ebpf:"unused_probe_id"`
+	WakeGapNs       *ebpf.VariableSpec `ebpf:"wake_gap_ns"`
 }
 
 // thrashscopeObjects contains all objects after they have been loaded into the kernel.
@@ -260,6 +266,7 @@ type thrashscopeMaps struct {
 	ProcessMemoryStall *ebpf.Map `ebpf:"process_memory_stall"`
 	StallThreads       *ebpf.Map `ebpf:"stall_threads"`
 	StalledThreads     *ebpf.Map `ebpf:"stalled_threads"`
+	Wakes              *ebpf.Map `ebpf:"wakes"`
 }
 
 func (m *thrashscopeMaps) Close() error {
@@ -279,6 +286,7 @@ func (m *thrashscopeMaps) Close() error {
 		m.ProcessMemoryStall,
 		m.StallThreads,
 		m.StalledThreads,
+		m.Wakes,
 	)
 }
 
@@ -288,9 +296,11 @@ func (m *thrashscopeMaps) Close() error {
 type thrashscopeVariables struct {
 	CgroupsOn       *ebpf.Variable `ebpf:"cgroups_on"`
 	FilemapHooked   *ebpf.Variable `ebpf:"filemap_hooked"`
+	LastWakeNs      *ebpf.Variable `ebpf:"last_wake_ns"`
 	LatencyArmed    *ebpf.Variable `ebpf:"latency_armed"`
 	UnusedFaultKind *ebpf.Variable `ebpf:"unused_fault_kind"`
 	UnusedProbeId   *ebpf.Variable `ebpf:"unused_probe_id"`
+	WakeGapNs       *ebpf.Variable `ebpf:"wake_gap_ns"`
 }
 
 // thrashscopePrograms contains all programs after they have been loaded into the kernel.

@@ -29,8 +29,10 @@ type Config struct {
 	ProcFS   procfs.FS
 	Probe    ProbeReader // nil when running on procfs alone
 	Interval time.Duration
-	TopK     int
-	Logger   *slog.Logger
+	// Now is the clock (time.Now when nil).
+	Now    func() time.Time
+	TopK   int
+	Logger *slog.Logger
 }
 
 // Source is one of the kernel's sources a reading takes.
@@ -145,7 +147,8 @@ type Sampler struct {
 
 type activity struct {
 	startTicks uint64
-	readRound  int // the round its counters were last read
+	readRound  int       // the round its counters were last read
+	readAt     time.Time // and when
 	lastMajor  uint64
 	lastStall  uint64
 	rate       float64 // exponentially decayed major faults per second
@@ -173,6 +176,9 @@ func New(cfg Config) *Sampler {
 	if cfg.Interval <= 0 {
 		cfg.Interval = time.Second
 	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
 	return &Sampler{cfg: cfg, activity: make(map[int]*activity)}
 }
 
@@ -184,7 +190,7 @@ func New(cfg Config) *Sampler {
 // span the gap (a counter read as 0, then back, is a spike). One caller at
 // a time: the pipeline's loop.
 func (s *Sampler) Read(pinned []int) (*Reading, error) {
-	now := time.Now()
+	now := s.cfg.Now()
 	smp := &Reading{Time: now}
 	smp.Used[SourceStat], smp.Used[SourceVMStat], smp.Used[SourceMeminfo] = true, true, true
 	smp.CPU, smp.Failed[SourceStat] = s.cfg.ProcFS.CPU()
@@ -223,7 +229,7 @@ func (s *Sampler) Read(pinned []int) (*Reading, error) {
 		if err != nil {
 			smp.Failed[SourceProcesses] = err
 		} else {
-			smp.Processes = s.track(candidates, alive, pinned)
+			smp.Processes = s.track(now, candidates, alive, pinned)
 		}
 	}
 	var errs []error
@@ -359,15 +365,15 @@ func (s *Sampler) candidates(snap readout.Snapshot, hostMajor uint64, pinned []i
 
 // track updates each candidate's decayed activity, picks the top-K plus the
 // pinned processes, and reads their procfs details.
-func (s *Sampler) track(cands []candidate, alive map[int]bool, pinned []int) []Process {
-	byPID := s.decayActivity(cands, alive)
+func (s *Sampler) track(now time.Time, cands []candidate, alive map[int]bool, pinned []int) []Process {
+	byPID := s.decayActivity(now, cands, alive)
 	return s.processes(s.rank(pinned), byPID)
 }
 
 // decayActivity folds each candidate's faults and stall since its last
 // read into its decayed rates, and forgets the processes that are gone. It
 // returns the candidates by pid.
-func (s *Sampler) decayActivity(cands []candidate, alive map[int]bool) map[int]candidate {
+func (s *Sampler) decayActivity(now time.Time, cands []candidate, alive map[int]bool) map[int]candidate {
 	secs := s.cfg.Interval.Seconds()
 	seen := alive
 	if seen == nil {
@@ -393,14 +399,18 @@ func (s *Sampler) decayActivity(cands []candidate, alive map[int]bool) map[int]c
 		if c.proc != nil && c.proc.StartTicks != a.startTicks {
 			*a = activity{startTicks: c.proc.StartTicks, lastMajor: c.major, readRound: s.round - 1}
 		}
-		// k rounds since the last read (more than one only for a quiet
-		// process on procfs alone): the decay of k rounds, and the rate
-		// over all of them.
-		k := max(s.round-a.readRound, 1)
-		dk := math.Pow(decay, float64(k))
-		a.rate = dk*a.rate + (1-dk)*float64(sub(c.major, a.lastMajor))/(float64(k)*secs)
-		a.stallRate = dk*a.stallRate + (1-dk)*float64(sub(c.stallNS, a.lastStall))/1e9/(float64(k)*secs)
-		a.lastMajor, a.lastStall, a.readRound = c.major, c.stallNS, s.round
+		// The time since the last read: k rounds (more than one only for
+		// a quiet process on procfs alone), shorter than an interval when
+		// a wake brought the round early. The decay is an interval's per
+		// interval of it, the rate over all of it.
+		elapsed := now.Sub(a.readAt).Seconds()
+		if a.readAt.IsZero() || elapsed <= 0 {
+			elapsed = float64(max(s.round-a.readRound, 1)) * secs
+		}
+		dk := math.Pow(decay, elapsed/secs)
+		a.rate = dk*a.rate + (1-dk)*float64(sub(c.major, a.lastMajor))/elapsed
+		a.stallRate = dk*a.stallRate + (1-dk)*float64(sub(c.stallNS, a.lastStall))/1e9/elapsed
+		a.lastMajor, a.lastStall, a.readRound, a.readAt = c.major, c.stallNS, s.round, now
 	}
 	for pid := range s.activity {
 		if !seen[pid] {

@@ -238,7 +238,9 @@ func TestQuietProcessDecaysOut(t *testing.T) {
 	root := procTree(t, map[int]uint64{300: 0})
 	fp := &fakeProbe{snap: readout.Snapshot{Processes: map[uint32]readout.ProcessCounters{300: {MajorFaults: readout.FaultCounts{readout.Anon: 10}}}}}
 	s := newSampler(t, root, fp, 10, nil)
-	quietFor := 0
+	clock := time.Date(2026, 11, 24, 12, 0, 0, 0, time.UTC)
+	s.cfg.Now = func() time.Time { clock = clock.Add(time.Second); return clock }
+	quietFor := -1
 	for i := range 100 {
 		if err := s.SampleOnce(); err != nil {
 			t.Fatal(err)
