@@ -28,7 +28,7 @@ var Steps = []step{
 	// The probes against the kernel's own figures: maj_flt by kind, the
 	// stall against the group's memory.pressure, per process and per cgroup.
 	{Package: "internal/probe", Step: vmtest.Step{Name: "probes", GoTest: true, TimeoutSeconds: 1200, Kernels: "bpf",
-		Args: tests("TestMajorFaultKindsAgreeWithMajFlt", "TestMemoryStallAgreesWithPSI", "TestProcessExitClearsCounters", "TestMajorFaultLatencyIsTimed", "TestCgroupCountersAgreeWithTheKernel", "TestCgroupCountersWhenManyShareTheSlots")}},
+		Args: tests("TestMajorFaultKindsAgreeWithMajFlt", "TestMemoryStallAgreesWithPSI", "TestProcessExitClearsCounters", "TestMajorFaultLatencyIsTimed", "TestCgroupCountersAgreeWithTheKernel", "TestCgroupCountersWhenManyShareTheSlots", "TestWakesWhenFaultsBegin")}},
 	// Run cgroups under memory.max, the v2 freezer, the OOM guard.
 	{Package: "internal/cgroup", Step: vmtest.Step{Name: "cgroups", GoTest: true, TimeoutSeconds: 900,
 		Args: tests("TestCreateAddDestroy", "TestChildUnderTheLimit", "TestOOMKills", "TestOOMGuard", "TestFreezeStopsAndThawResumes", "TestFrozenProcessDiesOfSIGKILL")}},
@@ -37,6 +37,10 @@ var Steps = []step{
 	// then the restart's clean-up.
 	{Package: "internal/observer", Step: vmtest.Step{Name: "runs", GoTest: true, TimeoutSeconds: 1800,
 		Args: tests("TestRunKeepsEveryConsumer", "TestRunAbortLeavesNothing", "TestObserverKilledWithConsumersFrozen")}},
+	// A PSI trigger on a group's memory.pressure wakes its reader in a
+	// thrash (the guest's root has CAP_SYS_RESOURCE: the 500 ms window).
+	{Package: "internal/pressure", Step: vmtest.Step{Name: "pressure", GoTest: true, TimeoutSeconds: 600,
+		Args: tests("TestTriggerFiresOnARealThrash")}},
 	// The policies' levers: calmdown freezes the newest, tpf protects one.
 	{Package: "internal/engine", Step: vmtest.Step{Name: "policies", GoTest: true, TimeoutSeconds: 1800,
 		Args: tests("TestCalmDownStopsTheNewest", "TestTPFProtectsOneConsumer")}},
