@@ -298,25 +298,64 @@ volatile __u32 filemap_hooked = 0;
 // (--cgroup.top-k=0): while clear, no program touches cgroups.
 volatile __u32 cgroups_on = 0;
 
-// Wakes for the observer's sampler: a record when memory trouble begins (a
-// major fault, a thread switching out stalled) at most every wake_gap_ns,
-// so that a thrash that begins between two samples is judged at once. At
-// rest nothing is written and the reader sleeps. 0 turns it off.
+// Wakes for the observer's sampler: records written when memory trouble
+// (major faults, threads switching out stalled) begins on a CPU after a
+// quiet second, at most every wake_gap_ns through that first second, so
+// that a thrash that begins between two samples is judged at once. Trouble
+// is WAKE_BUSY_EVENTS or more in a WAKE_BUCKET_NS bucket (100 a second),
+// so a fault now and then is not; a host at rest writes nothing, and
+// neither does one in trouble all the time: its trouble never begins. Each
+// CPU keeps its own buckets, so no line passes between CPUs per event. 0
+// turns it off.
+#define WAKE_QUIET_NS 1000000000ULL
+#define WAKE_BUCKET_NS 100000000ULL
+#define WAKE_BUSY_EVENTS 10
 volatile __u64 wake_gap_ns = 0;
 __u64 last_wake_ns = 0;
+
+struct wake_cpu {
+	__u64 bucket_start;
+	__u64 events; // in the bucket
+	__u64 busy_last; // the last event of a busy bucket
+	__u64 busy_since; // the first, after a quiet second
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct wake_cpu);
+} wake_cpus SEC(".maps");
 
 struct {
 	__uint(type, BPF_MAP_TYPE_RINGBUF);
 	__uint(max_entries, 4096);
 } wakes SEC(".maps");
 
-// wake_sampler writes a wake unless one went out within wake_gap_ns. Two
-// CPUs may both write one: the reader merges them.
+// wake_sampler counts an event at now on this CPU, and writes a wake within
+// the first second of trouble unless one went out within wake_gap_ns (two
+// CPUs may both write one: the reader merges them).
 static __always_inline void wake_sampler(__u64 now)
 {
 	__u64 gap = wake_gap_ns;
+	struct wake_cpu *w;
+	__u32 key = 0;
 
-	if (!gap || now - last_wake_ns < gap)
+	if (!gap)
+		return;
+	w = bpf_map_lookup_elem(&wake_cpus, &key);
+	if (!w)
+		return;
+	if (now - w->bucket_start >= WAKE_BUCKET_NS) {
+		w->bucket_start = now;
+		w->events = 0;
+	}
+	if (++w->events < WAKE_BUSY_EVENTS)
+		return;
+	if (now - w->busy_last >= WAKE_QUIET_NS)
+		w->busy_since = now;
+	w->busy_last = now;
+	if (now - w->busy_since >= WAKE_QUIET_NS || now - last_wake_ns < gap)
 		return;
 	last_wake_ns = now;
 	bpf_ringbuf_output(&wakes, &now, sizeof(now), 0);

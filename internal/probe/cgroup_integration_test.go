@@ -1,6 +1,7 @@
 package probe
 
 import (
+	"fmt"
 	"strconv"
 	"testing"
 	"time"
@@ -245,8 +246,10 @@ func TestCgroupCountersWhenManyShareTheSlots(t *testing.T) {
 	}
 }
 
-// The programs wake the sampler within moments of major faults beginning,
-// and no faster than the gap while they go on.
+// The programs wake the sampler within moments of major faults beginning
+// after a quiet second, no faster than the gap through that first second,
+// and not at all while the faults go on past it; after a quiet second
+// again, a new burst wakes it again.
 func TestWakesWhenFaultsBegin(t *testing.T) {
 	testenv.RequirePrivileged(t)
 	const gap = 250 * time.Millisecond
@@ -259,41 +262,46 @@ func TestWakesWhenFaultsBegin(t *testing.T) {
 		t.Fatal("no wakes channel with WakeGap set")
 	}
 	cg := testenv.MemoryCgroup(t, 16<<20)
-	c := startChild(t, "thrash-file", testenv.UncachedFile(t, 32<<20))
-	if err := cg.Add(c.pid()); err != nil {
-		t.Fatal(err)
-	}
-	c.expect(t, "ready")
-	for drained := false; !drained; { // wakes from the host before the faults
-		select {
-		case <-p.Wakes():
-		case <-time.After(gap + 50*time.Millisecond):
-			drained = true
-		}
-	}
-	c.send(t, "go")
-	start := time.Now()
-	select {
-	case <-p.Wakes():
-		testenv.Figure(t, "wake", "%v after the faults began", time.Since(start).Round(time.Millisecond))
-	case <-time.After(5 * time.Second):
-		t.Fatal("no wake in 5 s of major faults")
-	}
-	if time.Since(start) > 500*time.Millisecond {
-		t.Errorf("the wake came %v after the faults began, want within 500 ms", time.Since(start))
-	}
-	n, window := 0, 2*time.Second
-	for end := time.After(window); n >= 0; {
-		select {
-		case <-p.Wakes():
-			n++
-		case <-end:
-			if max := int(window/gap) + 1; n > max || n < 2 {
-				t.Errorf("%d wakes in %v of faults, want 2 to %d (one a gap of %v)", n, window, max, gap)
+	file := testenv.UncachedFile(t, 32<<20)
+	count := func(d time.Duration) int {
+		n := 0
+		for end := time.After(d); ; {
+			select {
+			case <-p.Wakes():
+				n++
+			case <-end:
+				return n
 			}
-			n = -1
 		}
 	}
-	c.send(t, "stop")
-	c.expect(t, "done")
+	for round := range 2 {
+		c := startChild(t, "thrash-file", file) // one burst each
+		if err := cg.Add(c.pid()); err != nil {
+			t.Fatal(err)
+		}
+		c.expect(t, "ready")
+		count(1500 * time.Millisecond) // the host's own trouble, then quiet
+		c.send(t, "go")
+		start := time.Now()
+		select {
+		case <-p.Wakes():
+			testenv.Figure(t, fmt.Sprintf("wake %d", round+1), "%v after the faults began", time.Since(start).Round(time.Millisecond))
+		case <-time.After(5 * time.Second):
+			t.Fatal("no wake in 5 s of major faults")
+		}
+		if time.Since(start) > 500*time.Millisecond {
+			t.Errorf("the wake came %v after the faults began, want within 500 ms", time.Since(start))
+		}
+		first := 1 + count(time.Second-time.Since(start))
+		later := count(2 * time.Second)
+		c.send(t, "stop")
+		c.expect(t, "done")
+		t.Logf("burst %d: %d wakes in its first second, %d in the next two", round+1, first, later)
+		if first < 2 || first > int(time.Second/gap)+1 {
+			t.Errorf("%d wakes in the first second of faults, want 2 to %d (one a gap of %v)", first, int(time.Second/gap)+1, gap)
+		}
+		if later != 0 {
+			t.Errorf("%d wakes while the faults went on past their first second, want none", later)
+		}
+	}
 }

@@ -101,6 +101,14 @@ type thrashscopeStallTime struct {
 	SampledNs uint64
 }
 
+type thrashscopeWakeCpu struct {
+	_           structs.HostLayout
+	BucketStart uint64
+	Events      uint64
+	BusyLast    uint64
+	BusySince   uint64
+}
+
 // Names of all BPF objects in the ELF.
 //
 // Used for safe lookups in a Collection or CollectionSpec.
@@ -120,6 +128,7 @@ const (
 	thrashscopeMapProcessMemoryStall  = "process_memory_stall"
 	thrashscopeMapStallThreads        = "stall_threads"
 	thrashscopeMapStalledThreads      = "stalled_threads"
+	thrashscopeMapWakeCpus            = "wake_cpus"
 	thrashscopeMapWakes               = "wakes"
 	thrashscopeProgFaultEntryKernel   = "fault_entry_kernel"
 	thrashscopeProgFaultEntryUser     = "fault_entry_user"
@@ -215,6 +224,7 @@ type thrashscopeMapSpecs struct {
 	ProcessMemoryStall *ebpf.MapSpec `ebpf:"process_memory_stall"`
 	StallThreads       *ebpf.MapSpec `ebpf:"stall_threads"`
 	StalledThreads     *ebpf.MapSpec `ebpf:"stalled_threads"`
+	WakeCpus           *ebpf.MapSpec `ebpf:"wake_cpus"`
 	Wakes              *ebpf.MapSpec `ebpf:"wakes"`
 }
 
@@ -266,6 +276,7 @@ type thrashscopeMaps struct {
 	ProcessMemoryStall *ebpf.Map `ebpf:"process_memory_stall"`
 	StallThreads       *ebpf.Map `ebpf:"stall_threads"`
 	StalledThreads     *ebpf.Map `ebpf:"stalled_threads"`
+	WakeCpus           *ebpf.Map `ebpf:"wake_cpus"`
 	Wakes              *ebpf.Map `ebpf:"wakes"`
 }
 
@@ -286,6 +297,7 @@ func (m *thrashscopeMaps) Close() error {
 		m.ProcessMemoryStall,
 		m.StallThreads,
 		m.StalledThreads,
+		m.WakeCpus,
 		m.Wakes,
 	)
 }
