@@ -19,7 +19,7 @@ func newDetector() *detector {
 		ratio:       desc("working_set_ratio", "The tracked processes' demand (their working sets in their own time, process_working_set_demand_bytes) over the memory available to them (the run cgroup's limit for a run's consumers); above 1 they cannot all fit."),
 		transitions: desc("detector_transitions_total", "Detector transitions, by the state entered.", "to"),
 		scan:        desc("working_set_scan_seconds_total", "Time the working-set estimator has spent clearing and reading accessed bits."),
-		wakes:       desc("sampler_wakes_total", "Samples taken before their interval was up because memory pressure began (a PSI trigger, --detector.wake-stall), while the detector was not yet thrashing."),
+		wakes:       desc("sampler_wakes_total", "Samples taken before their interval was up because memory trouble began (--sample.wake: the probes' wakes, or a PSI trigger on procfs alone), while the detector was not yet thrashing."),
 	}
 }
 

@@ -62,9 +62,9 @@ type Config struct {
 	Scope    func() indicators.Scope
 	Sinks    []Sink
 	Interval time.Duration
-	// Wake steps the pipeline before its tick is due (a PSI trigger's
-	// channel; nil never does): a thrash that begins between two ticks is
-	// judged within a wake, not a tick. A wake is taken only while the
+	// Wake steps the pipeline before its tick is due (the probes' wakes,
+	// or a PSI trigger's; nil never does): a thrash that begins between two
+	// ticks is judged within a wake, not a tick. A wake is taken only while the
 	// detector is not already thrashing and MinWakeGap after the last step;
 	// the next tick then comes an interval after it. At rest nothing wakes.
 	Wake   <-chan struct{}
