@@ -6,10 +6,13 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/thrashscope/thrashscope/internal/kernfile"
 )
 
 // OOMGuard does, for a cgroup v1 run cgroup, the reclaim the kernel gives
@@ -43,12 +46,18 @@ import (
 type OOMGuard struct {
 	c            *Cgroup
 	limit, slack int64
-	efd          int // v1: the OOM event; v2: inotify on memory.events
+	// ev is the OOM event (v1: an eventfd) or inotify on memory.events
+	// (v2), non-blocking, so the loop waits for it in Go's netpoller: a
+	// wait in poll(2) would hold a thread in a system call and keep the
+	// runtime's monitor thread waking every 20 µs to take its P back.
+	ev *os.File
 	// reclaim: memory.reclaim exists (v2); without it the guard only
 	// throttles.
 	reclaim    bool
 	rescues    atomic.Uint64
 	stop, done chan struct{}
+	// files keeps the files the loop polls open (its goroutine's alone).
+	files kernfile.Set
 }
 
 // guardSlack is what a rescue reclaims: 1/256 of the limit (4 MiB of 1 GiB),
@@ -93,7 +102,7 @@ func (c *Cgroup) GuardOOM(limit int64) (*OOMGuard, error) {
 		unix.Close(efd)
 		return nil, fmt.Errorf("OOM guard: turning the OOM killer off in %s: %w", c.Path, hint(err))
 	}
-	g := &OOMGuard{c: c, limit: limit, slack: slack, efd: efd, stop: make(chan struct{}), done: make(chan struct{})}
+	g := &OOMGuard{c: c, limit: limit, slack: slack, ev: os.NewFile(uintptr(efd), "oom eventfd"), stop: make(chan struct{}), done: make(chan struct{})}
 	go g.loop()
 	return g, nil
 }
@@ -118,8 +127,9 @@ func (g *OOMGuard) Close() {
 	default:
 		close(g.stop)
 	}
+	_ = g.ev.SetReadDeadline(time.Now()) // ends a wait at once
 	<-g.done
-	unix.Close(g.efd)
+	g.ev.Close()
 }
 
 // pollEvery bounds how long a parked task can wait should an OOM event be
@@ -141,7 +151,7 @@ func (c *Cgroup) guardV2(limit, slack int64) (*OOMGuard, error) {
 		return nil, fmt.Errorf("OOM guard: watching %s/memory.events: %w", c.Path, err)
 	}
 	_, statErr := os.Stat(filepath.Join(c.Path, "memory.reclaim"))
-	g := &OOMGuard{c: c, limit: limit, slack: slack, efd: fd, reclaim: statErr == nil, stop: make(chan struct{}), done: make(chan struct{})}
+	g := &OOMGuard{c: c, limit: limit, slack: slack, ev: os.NewFile(uintptr(fd), "memory.events inotify"), reclaim: statErr == nil, stop: make(chan struct{}), done: make(chan struct{})}
 	go g.loopV2()
 	return g, nil
 }
@@ -152,7 +162,7 @@ func (g *OOMGuard) Reclaims() bool { return g != nil && (!g.c.V2 || g.reclaim) }
 
 func (g *OOMGuard) loopV2() {
 	defer close(g.done)
-	fds := []unix.PollFd{{Fd: int32(g.efd), Events: unix.POLLIN}}
+	defer g.files.Close()
 	buf := make([]byte, 4096)
 	for {
 		select {
@@ -160,13 +170,7 @@ func (g *OOMGuard) loopV2() {
 			return
 		default:
 		}
-		if n, _ := unix.Poll(fds, int(pollEvery/time.Millisecond)); n > 0 {
-			for {
-				if _, err := unix.Read(g.efd, buf); err != nil {
-					break // drained
-				}
-			}
-		}
+		g.wait(buf)
 		for g.reclaim && g.nearMax() {
 			select {
 			case <-g.stop:
@@ -180,11 +184,29 @@ func (g *OOMGuard) loopV2() {
 	}
 }
 
+// wait waits for an event, at most pollEvery, and reads it (an inotify
+// read takes every queued event that fits buf).
+func (g *OOMGuard) wait(buf []byte) {
+	if err := g.ev.SetReadDeadline(time.Now().Add(pollEvery)); err != nil {
+		// Not in the netpoller (never so for an eventfd or inotify):
+		// poll(2) it.
+		fds := []unix.PollFd{{Fd: int32(g.ev.Fd()), Events: unix.POLLIN}}
+		if n, _ := unix.Poll(fds, int(pollEvery/time.Millisecond)); n == 0 {
+			return
+		}
+	}
+	_, _ = g.ev.Read(buf)
+}
+
 // nearMax reads whether usage is within half a slack of memory.max: past
 // memory.high, where the tasks' own reclaim should have held it; false when
 // the cgroup is gone.
 func (g *OOMGuard) nearMax() bool {
-	cur, err := readInt(filepath.Join(g.c.Path, "memory.current"))
+	b, err := g.files.ReadFile(filepath.Join(g.c.Path, "memory.current"))
+	if err != nil {
+		return false
+	}
+	cur, err := strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64)
 	return err == nil && cur > g.limit-g.slack/2
 }
 
@@ -200,17 +222,15 @@ func (g *OOMGuard) rescueV2() bool {
 
 func (g *OOMGuard) loop() {
 	defer close(g.done)
-	fds := []unix.PollFd{{Fd: int32(g.efd), Events: unix.POLLIN}}
-	var buf [8]byte
+	defer g.files.Close()
+	buf := make([]byte, 8)
 	for {
 		select {
 		case <-g.stop:
 			return
 		default:
 		}
-		if n, _ := unix.Poll(fds, int(pollEvery/time.Millisecond)); n > 0 {
-			_, _ = unix.Read(g.efd, buf[:]) // reset the event count
-		}
+		g.wait(buf) // a read resets the event count
 		for g.underOOM() {
 			select {
 			case <-g.stop:
@@ -227,7 +247,7 @@ func (g *OOMGuard) loop() {
 // underOOM reads whether tasks are parked on a failed charge; false when
 // the cgroup is gone.
 func (g *OOMGuard) underOOM() bool {
-	b, err := os.ReadFile(filepath.Join(g.c.Path, "memory.oom_control"))
+	b, err := g.files.ReadFile(filepath.Join(g.c.Path, "memory.oom_control"))
 	if err != nil {
 		return false
 	}

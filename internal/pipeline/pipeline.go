@@ -96,8 +96,12 @@ func New(cfg Config) *Pipeline {
 }
 
 // Run steps every interval until ctx is done. The asynchronous sinks run
-// beside it, and are stopped before it returns.
+// beside it, and are stopped before it returns; the workloads' files it
+// kept open are closed.
 func (p *Pipeline) Run(ctx context.Context) {
+	if p.cfg.Workloads != nil {
+		defer p.cfg.Workloads.Close()
+	}
 	var wg sync.WaitGroup
 	actx, stop := context.WithCancel(context.Background())
 	for _, s := range p.cfg.Sinks {

@@ -64,8 +64,22 @@ type Files struct {
 	V2Root string
 }
 
-// ReadKernel reads a workload's cgroup files.
-func ReadKernel(f Files) Kernel {
+// Reader reads a file whole, as os.ReadFile does; the slice it returns may
+// be valid only until its next read. A *kernfile.Set keeps each file open
+// between readings.
+type Reader interface {
+	ReadFile(path string) ([]byte, error)
+}
+
+type osReader struct{}
+
+func (osReader) ReadFile(path string) ([]byte, error) { return os.ReadFile(path) }
+
+// ReadKernel reads a workload's cgroup files once.
+func ReadKernel(f Files) Kernel { return ReadKernelFrom(osReader{}, f) }
+
+// ReadKernelFrom reads a workload's cgroup files through r.
+func ReadKernelFrom(r Reader, f Files) Kernel {
 	k := Kernel{CurrentBytes: -1, SwapBytes: -1, MaxBytes: -1, HighBytes: -1, LimitBytes: -1}
 	missing := func(what string, err error) {
 		if errors.Is(err, fs.ErrNotExist) {
@@ -75,25 +89,33 @@ func ReadKernel(f Files) Kernel {
 	}
 	if f.V2 == "" {
 		missing("memory.pressure", errors.New("no cgroup2 group"))
-	} else if b, err := os.ReadFile(filepath.Join(f.V2, "memory.pressure")); err != nil {
+	} else if b, err := r.ReadFile(filepath.Join(f.V2, "memory.pressure")); err != nil {
 		missing("memory.pressure", err)
 	} else if k.Pressure, err = parsePressure(string(b)); err != nil {
 		missing("memory.pressure", err)
 	} else {
 		k.HasPressure = true
 	}
-	if _, err := os.Stat(filepath.Join(f.V2, "memory.current")); f.V2 != "" && err == nil {
-		k.readV2(f.V2, f.V2Root, missing)
+	// memory.current is where the memory controller is on the cgroup2
+	// group: read first, it says which hierarchy the rest is read in.
+	v2 := false
+	if f.V2 != "" {
+		if b, err := r.ReadFile(filepath.Join(f.V2, "memory.current")); err == nil {
+			k.CurrentBytes, v2 = parseBytes(b, "memory.current", missing), true
+		}
+	}
+	if v2 {
+		k.readV2(r, f.V2, f.V2Root, missing)
 	} else if f.V1Memory != "" {
-		k.readV1(f.V1Memory, missing)
+		k.readV1(r, f.V1Memory, missing)
 	} else {
 		missing("memory.current, memory.events, memory.stat", errors.New("the memory controller is not on this cgroup2 group, and it has no v1 memory group at the same path"))
 	}
 	return k
 }
 
-func (k *Kernel) readV2(dir, root string, missing func(string, error)) {
-	if kv, err := readKeyed(filepath.Join(dir, "memory.events")); err != nil {
+func (k *Kernel) readV2(r Reader, dir, root string, missing func(string, error)) {
+	if kv, err := readKeyed(r, filepath.Join(dir, "memory.events")); err != nil {
 		missing("memory.events", err)
 	} else {
 		k.Events = map[string]uint64{}
@@ -101,7 +123,7 @@ func (k *Kernel) readV2(dir, root string, missing func(string, error)) {
 			k.Events[e] = kv[e]
 		}
 	}
-	if kv, err := readKeyed(filepath.Join(dir, "memory.stat")); err != nil {
+	if kv, err := readKeyed(r, filepath.Join(dir, "memory.stat")); err != nil {
 		missing("memory.stat", err)
 	} else {
 		k.Refaults, k.Activations = map[string]uint64{}, map[string]uint64{}
@@ -110,13 +132,12 @@ func (k *Kernel) readV2(dir, root string, missing func(string, error)) {
 		}
 		k.MajorFaults, k.HasMajorFaults = kv["pgmajfault"], true
 	}
-	k.CurrentBytes = readBytes(filepath.Join(dir, "memory.current"), "memory.current", missing)
-	k.SwapBytes = readBytes(filepath.Join(dir, "memory.swap.current"), "memory.swap.current", missing)
-	k.MaxBytes = readBytes(filepath.Join(dir, "memory.max"), "memory.max", missing)
-	k.HighBytes = readBytes(filepath.Join(dir, "memory.high"), "memory.high", missing)
+	k.SwapBytes = readBytes(r, filepath.Join(dir, "memory.swap.current"), "memory.swap.current", missing)
+	k.MaxBytes = readBytes(r, filepath.Join(dir, "memory.max"), "memory.max", missing)
+	k.HighBytes = readBytes(r, filepath.Join(dir, "memory.high"), "memory.high", missing)
 	k.LimitBytes = k.MaxBytes
 	for d := filepath.Dir(dir); root != "" && strings.HasPrefix(d, root) && d != root; d = filepath.Dir(d) {
-		b, err := os.ReadFile(filepath.Join(d, "memory.max"))
+		b, err := r.ReadFile(filepath.Join(d, "memory.max"))
 		if err != nil {
 			break // no memory controller above here
 		}
@@ -126,17 +147,17 @@ func (k *Kernel) readV2(dir, root string, missing func(string, error)) {
 	}
 }
 
-func (k *Kernel) readV1(dir string, missing func(string, error)) {
+func (k *Kernel) readV1(r Reader, dir string, missing func(string, error)) {
 	k.Events = map[string]uint64{}
-	if n := readBytes(filepath.Join(dir, "memory.failcnt"), "memory.failcnt", missing); n >= 0 {
+	if n := readBytes(r, filepath.Join(dir, "memory.failcnt"), "memory.failcnt", missing); n >= 0 {
 		k.Events["max"] = uint64(n)
 	}
-	if kv, err := readKeyed(filepath.Join(dir, "memory.oom_control")); err != nil {
+	if kv, err := readKeyed(r, filepath.Join(dir, "memory.oom_control")); err != nil {
 		missing("memory.oom_control", err)
 	} else if n, ok := kv["oom_kill"]; ok {
 		k.Events["oom_kill"] = n
 	}
-	if kv, err := readKeyed(filepath.Join(dir, "memory.stat")); err != nil {
+	if kv, err := readKeyed(r, filepath.Join(dir, "memory.stat")); err != nil {
 		missing("memory.stat", err)
 	} else {
 		k.Refaults = map[string]uint64{}
@@ -148,11 +169,11 @@ func (k *Kernel) readV1(dir string, missing func(string, error)) {
 			k.LimitBytes = int64(n)
 		}
 	}
-	k.CurrentBytes = readBytes(filepath.Join(dir, "memory.usage_in_bytes"), "memory.usage_in_bytes", missing)
-	if memsw := readBytes(filepath.Join(dir, "memory.memsw.usage_in_bytes"), "memory.memsw.usage_in_bytes (swap accounting off?)", missing); memsw >= 0 && k.CurrentBytes >= 0 {
+	k.CurrentBytes = readBytes(r, filepath.Join(dir, "memory.usage_in_bytes"), "memory.usage_in_bytes", missing)
+	if memsw := readBytes(r, filepath.Join(dir, "memory.memsw.usage_in_bytes"), "memory.memsw.usage_in_bytes (swap accounting off?)", missing); memsw >= 0 && k.CurrentBytes >= 0 {
 		k.SwapBytes = max(0, memsw-k.CurrentBytes)
 	}
-	k.MaxBytes = readBytes(filepath.Join(dir, "memory.limit_in_bytes"), "memory.limit_in_bytes", missing)
+	k.MaxBytes = readBytes(r, filepath.Join(dir, "memory.limit_in_bytes"), "memory.limit_in_bytes", missing)
 	if k.MaxBytes >= unlimitedV1 {
 		k.MaxBytes = -1
 	}
@@ -164,12 +185,17 @@ const unlimitedV1 = math.MaxInt64 &^ (1<<20 - 1)
 
 // readBytes reads a file of one number, or "max" (-1); -1 and a missing
 // entry when it cannot.
-func readBytes(path, what string, missing func(string, error)) int64 {
-	b, err := os.ReadFile(path)
+func readBytes(r Reader, path, what string, missing func(string, error)) int64 {
+	b, err := r.ReadFile(path)
 	if err != nil {
 		missing(what, err)
 		return -1
 	}
+	return parseBytes(b, what, missing)
+}
+
+// parseBytes parses a file of one number, or "max" (-1).
+func parseBytes(b []byte, what string, missing func(string, error)) int64 {
 	s := strings.TrimSpace(string(b))
 	if s == "max" {
 		return -1
@@ -183,8 +209,8 @@ func readBytes(path, what string, missing func(string, error)) int64 {
 }
 
 // readKeyed reads a flat-keyed file ("key N" a line).
-func readKeyed(path string) (map[string]uint64, error) {
-	b, err := os.ReadFile(path)
+func readKeyed(r Reader, path string) (map[string]uint64, error) {
+	b, err := r.ReadFile(path)
 	if err != nil {
 		return nil, err
 	}

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/thrashscope/thrashscope/internal/indicators"
+	"github.com/thrashscope/thrashscope/internal/kernfile"
 	"github.com/thrashscope/thrashscope/internal/probe/readout"
 )
 
@@ -78,7 +79,8 @@ const (
 const maxWarnings = 100
 
 // checkEvery is how many samples apart every known cgroup is checked for
-// removal (one stat each); the exported ones are read every sample.
+// removal (one stat each), and an exported workload's files found again;
+// the exported ones are read every sample.
 const checkEvery = 10
 
 // Tracker follows the cgroups the probes count, folds them into
@@ -91,6 +93,9 @@ type Tracker struct {
 	byPath   map[string]*tracked
 	pathOf   map[uint64]string // resolved ids, with the path they count in
 	warnedAt map[string]bool
+	// open keeps the exported workloads' cgroup files open between
+	// samples; a file no longer read is closed at the end of a sample.
+	open kernfile.Set
 }
 
 type tracked struct {
@@ -105,6 +110,9 @@ type tracked struct {
 	cur              readout.CgroupCounters
 	faults, stallNow float64
 	hasRates         bool
+	// Where its cgroup files are, found in round filesAt (0: not yet).
+	files   Files
+	filesAt int
 	// The cgroup's pressure when last read, and the detector's state.
 	pressure   Pressure
 	pressureAt time.Time
@@ -159,8 +167,12 @@ func (t *Tracker) Observe(now time.Time, cgroups map[uint64]readout.CgroupCounte
 	for _, w := range t.byPath {
 		w.prev, w.hasPrev = w.cur, true
 	}
+	t.open.Sweep()
 	return out
 }
+
+// Close closes the cgroup files the Tracker keeps open.
+func (t *Tracker) Close() { t.open.Close() }
 
 // readKernel reads an exported workload's cgroup files, and its pressure
 // shares since the last read.
@@ -168,7 +180,10 @@ func (t *Tracker) readKernel(now time.Time, w *tracked, wl *Workload) {
 	if t.cfg.Files == nil {
 		return
 	}
-	wl.Kernel, wl.HasKernel = ReadKernel(t.cfg.Files(w.path)), true
+	if w.filesAt == 0 || t.round-w.filesAt >= checkEvery {
+		w.files, w.filesAt = t.cfg.Files(w.path), t.round
+	}
+	wl.Kernel, wl.HasKernel = ReadKernelFrom(&t.open, w.files), true
 	if len(wl.Kernel.Missing) > 0 {
 		why := strings.Join(wl.Kernel.Missing, "; ")
 		if !t.warnedAt[why] && len(t.warnedAt) < maxWarnings {

@@ -1,0 +1,120 @@
+// Package kernfile reads the kernel's pseudo-files that the observer reads
+// again and again (a workload's cgroup files every sample, a run cgroup's
+// OOM state ten times a second). Each is kept open and read from offset 0
+// with pread(2): the kernel generates a seq_file afresh for a read at 0, so
+// a reading costs one or two system calls instead of an open, reads and a
+// close (on the test VM, memory.pressure 1.8 µs instead of 12.8 µs).
+package kernfile
+
+import (
+	"errors"
+	"os"
+	"syscall"
+)
+
+// Set is the files one reader keeps open, by path. Not safe for concurrent
+// use.
+type Set struct {
+	files map[string]*file
+	buf   []byte
+}
+
+type file struct {
+	fd   int
+	read bool // since the last Sweep
+}
+
+// maxSize bounds a file's reading: the largest cgroup file read here
+// (memory.stat) is under 2 KiB.
+const maxSize = 64 << 10
+
+// ReadFile returns the file's content, read afresh. The slice is valid until
+// the next ReadFile on the Set. A file whose reading fails (its cgroup or
+// process gone) is closed and opened again once, so a path that now names
+// another cgroup or process is read, as os.ReadFile would.
+func (s *Set) ReadFile(path string) ([]byte, error) {
+	if s.files == nil {
+		s.files = map[string]*file{}
+	}
+	f, kept := s.files[path]
+	if kept {
+		if b, err := s.read(f.fd); err == nil {
+			f.read = true
+			return b, nil
+		}
+		s.drop(path)
+	}
+	fd, err := open(path)
+	if err != nil {
+		return nil, &os.PathError{Op: "open", Path: path, Err: err}
+	}
+	b, err := s.read(fd)
+	if err != nil {
+		syscall.Close(fd)
+		return nil, &os.PathError{Op: "read", Path: path, Err: err}
+	}
+	s.files[path] = &file{fd: fd, read: true}
+	return b, nil
+}
+
+// read preads fd from 0 to its end into the Set's buffer.
+func (s *Set) read(fd int) ([]byte, error) {
+	if s.buf == nil {
+		s.buf = make([]byte, 4096)
+	}
+	n := 0
+	for {
+		if n == len(s.buf) {
+			if len(s.buf) >= maxSize {
+				return nil, errors.New("larger than 64 KiB")
+			}
+			s.buf = append(s.buf, make([]byte, len(s.buf))...)
+		}
+		m, err := syscall.Pread(fd, s.buf[n:], int64(n))
+		switch {
+		case err == syscall.EINTR:
+			continue
+		case err != nil:
+			return nil, err
+		case m == 0:
+			return s.buf[:n], nil
+		}
+		n += m
+	}
+}
+
+// Sweep closes every file not read since the last Sweep: a reader that
+// sweeps once a round keeps open only what it still reads.
+func (s *Set) Sweep() {
+	for path, f := range s.files {
+		if !f.read {
+			s.drop(path)
+			continue
+		}
+		f.read = false
+	}
+}
+
+// Len is how many files are open.
+func (s *Set) Len() int { return len(s.files) }
+
+// Close closes every file.
+func (s *Set) Close() {
+	for path := range s.files {
+		s.drop(path)
+	}
+}
+
+func (s *Set) drop(path string) {
+	syscall.Close(s.files[path].fd)
+	delete(s.files, path)
+}
+
+func open(path string) (int, error) {
+	for {
+		fd, err := syscall.Open(path, syscall.O_RDONLY|syscall.O_CLOEXEC, 0)
+		if err != syscall.EINTR {
+			return fd, err
+		}
+	}
+}
