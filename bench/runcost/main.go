@@ -34,6 +34,9 @@ type config struct {
 	Scrape                 time.Duration
 	Processes              int
 	Window                 time.Duration
+	// MaxRatio and MaxRSSRatio judge the run part: the observer's CPU and
+	// peak RSS over node_exporter's.
+	MaxRatio, MaxRSSRatio float64
 }
 
 func main() {
@@ -65,6 +68,8 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.DurationVar(&c.Scrape, "scrape", time.Second, "how often both are scraped")
 	fs.IntVar(&c.Processes, "processes", 5000, "sleeping processes for the procfs-alone part; 0 skips it")
 	fs.DurationVar(&c.Window, "window", 30*time.Second, "how long the procfs-alone part is measured")
+	fs.Float64Var(&c.MaxRatio, "max-ratio", 1.0, "exit non-zero when the observer's CPU through the run passes this many times node_exporter's")
+	fs.Float64Var(&c.MaxRSSRatio, "max-rss-ratio", 1.0, "exit non-zero when the observer's peak RSS through the run passes this many times node_exporter's")
 	if err := fs.Parse(args); err != nil {
 		return c, err
 	}
@@ -82,6 +87,8 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 		return c, fmt.Errorf("--processes=%d: want 0 to 30000", c.Processes)
 	case c.Window < 5*time.Second:
 		return c, fmt.Errorf("--window=%s: want at least 5s", c.Window)
+	case c.MaxRatio <= 0 || c.MaxRSSRatio <= 0:
+		return c, fmt.Errorf("--max-ratio=%g, --max-rss-ratio=%g: want each above 0", c.MaxRatio, c.MaxRSSRatio)
 	}
 	if c.NodeExporter == "" {
 		for _, name := range []string{"prometheus-node-exporter", "node_exporter"} {
@@ -107,16 +114,27 @@ func run(ctx context.Context, cfg config, out io.Writer) error {
 	}
 	fmt.Fprintf(out, "through a run: %s at scale %g (W %d; 0: the preset's), both scraped every %s, %.0f s\n", cfg.Preset, cfg.Scale, cfg.Writes, cfg.Scrape, r.Seconds)
 	writeCost(out, r)
-	if cfg.Processes == 0 {
-		return nil
+	if cfg.Processes > 0 {
+		p, err := measureProcfs(ctx, cfg)
+		if err != nil {
+			return fmt.Errorf("procfs part: %w", err)
+		}
+		fmt.Fprintf(out, "procfs alone, %d more processes, both scraped every %s, %.0f s\n", cfg.Processes, cfg.Scrape, p.Seconds)
+		writeCost(out, p)
 	}
-	p, err := measureProcfs(ctx, cfg)
-	if err != nil {
-		return fmt.Errorf("procfs part: %w", err)
+	return judge(r, cfg.MaxRatio, cfg.MaxRSSRatio)
+}
+
+// judge is an error naming each of the run part's ratios past its bound.
+func judge(r cost, maxCPU, maxRSS float64) error {
+	var errs []error
+	if r.ExporterCPU > 0 && r.ObserverCPU/r.ExporterCPU > maxCPU {
+		errs = append(errs, fmt.Errorf("the observer's CPU through the run is %.2f× node_exporter's, past --max-ratio=%g", r.ObserverCPU/r.ExporterCPU, maxCPU))
 	}
-	fmt.Fprintf(out, "procfs alone, %d more processes, both scraped every %s, %.0f s\n", cfg.Processes, cfg.Scrape, p.Seconds)
-	writeCost(out, p)
-	return nil
+	if r.Exporter > 0 && float64(r.ObserverPeakRSS)/float64(r.Exporter) > maxRSS {
+		errs = append(errs, fmt.Errorf("the observer's peak RSS through the run is %.2f× node_exporter's, past --max-rss-ratio=%g", float64(r.ObserverPeakRSS)/float64(r.Exporter), maxRSS))
+	}
+	return errors.Join(errs...)
 }
 
 // cost is what two processes used over one window.
@@ -124,6 +142,10 @@ type cost struct {
 	Seconds                   float64 // the window
 	ObserverCPU, ExporterCPU  float64 // seconds of CPU
 	ObserverPeakRSS, Exporter uint64  // VmHWM, bytes
+	// GuardCPU is the run's OOM guard's share of ObserverCPU: the
+	// kernel's reclaim for the run, charged to the thread that lowers
+	// the limit.
+	GuardCPU float64
 }
 
 // Percent is CPU seconds over the window as a percentage of one core.
@@ -137,6 +159,9 @@ func (c cost) Percent(cpu float64) float64 {
 func writeCost(w io.Writer, c cost) {
 	fmt.Fprintf(w, "  %-14s %6.2f %% of a core  peak RSS %5.1f MiB\n", "observer", c.Percent(c.ObserverCPU), float64(c.ObserverPeakRSS)/(1<<20))
 	fmt.Fprintf(w, "  %-14s %6.2f %% of a core  peak RSS %5.1f MiB\n", "node_exporter", c.Percent(c.ExporterCPU), float64(c.Exporter)/(1<<20))
+	if c.GuardCPU > 0 {
+		fmt.Fprintf(w, "  %-14s %6.2f %% of a core  (of the observer's: the run's reclaim, in the OOM guard's thread)\n", "OOM guard", c.Percent(c.GuardCPU))
+	}
 	if c.ExporterCPU > 0 {
 		fmt.Fprintf(w, "  %-14s %6.2f\n", "ratio", c.ObserverCPU/c.ExporterCPU)
 	}

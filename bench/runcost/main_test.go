@@ -18,6 +18,8 @@ func TestParseFlagsRefusesBadInput(t *testing.T) {
 		{[]string{"--processes=100000"}, "--processes"},
 		{[]string{"--window=1s"}, "--window"},
 		{[]string{"extra"}, "unexpected arguments"},
+		{[]string{"--max-ratio=0"}, "--max-ratio"},
+		{[]string{"--max-rss-ratio=-1"}, "--max-rss-ratio"},
 	} {
 		_, err := parseFlags(append(tc.args, "--node-exporter=/bin/true"), io.Discard)
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
@@ -38,5 +40,21 @@ func TestCostPercent(t *testing.T) {
 	writeCost(&b, c)
 	if !strings.Contains(b.String(), "ratio            0.67") {
 		t.Errorf("no ratio 0.67 in:\n%s", b.String())
+	}
+}
+
+// The run part is judged on both ratios, each named when past its bound.
+func TestJudge(t *testing.T) {
+	under := cost{Seconds: 60, ObserverCPU: 0.5, ExporterCPU: 0.9, ObserverPeakRSS: 20 << 20, Exporter: 21 << 20}
+	if err := judge(under, 1, 1); err != nil {
+		t.Errorf("%v, want none under both bounds", err)
+	}
+	over := cost{Seconds: 60, ObserverCPU: 1.2, ExporterCPU: 0.9, ObserverPeakRSS: 33 << 20, Exporter: 21 << 20}
+	err := judge(over, 1, 1)
+	if err == nil || !strings.Contains(err.Error(), "1.33× node_exporter's, past --max-ratio=1") || !strings.Contains(err.Error(), "1.57× node_exporter's, past --max-rss-ratio=1") {
+		t.Errorf("%v, want both ratios named", err)
+	}
+	if err := judge(over, 0.8, 2); err == nil || strings.Contains(err.Error(), "RSS") {
+		t.Errorf("%v, want the CPU alone named", err)
 	}
 }

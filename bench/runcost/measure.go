@@ -180,8 +180,9 @@ func measureRun(ctx context.Context, cfg config) (cost, error) {
 		return cost{}, err
 	}
 	var r struct {
-		ID        string `json:"id"`
-		State     string `json:"state"`
+		ID        string  `json:"id"`
+		State     string  `json:"state"`
+		GuardCPU  float64 `json:"oom_guard_cpu_seconds"`
 		Consumers []struct {
 			PlannedEnd time.Time `json:"planned_end"`
 		} `json:"consumers"`
@@ -217,7 +218,9 @@ func measureRun(ctx context.Context, cfg config) (cost, error) {
 			return cost{}, fmt.Errorf("reading run %s: %w: %s", r.ID, err, b)
 		}
 	}
-	return w.done()
+	c, err := w.done()
+	c.GuardCPU = r.GuardCPU
+	return c, err
 }
 
 // measureProcfs starts cfg.Processes sleeping processes, then the observer

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -53,8 +54,12 @@ type OOMGuard struct {
 	ev *os.File
 	// reclaim: memory.reclaim exists (v2); without it the guard only
 	// throttles.
-	reclaim    bool
-	rescues    atomic.Uint64
+	reclaim bool
+	rescues atomic.Uint64
+	// cpu is the guard's own CPU time, in ns, from a wake to its next
+	// wait: the reclaim it does for the run's tasks, which the kernel
+	// charges to the thread that writes the limit (this process).
+	cpu        atomic.Int64
 	stop, done chan struct{}
 	// files keeps the files the loop polls open (its goroutine's alone).
 	files kernfile.Set
@@ -116,6 +121,25 @@ func (g *OOMGuard) Rescues() uint64 {
 	return g.rescues.Load()
 }
 
+// CPU is the time the guard's thread spent on the CPU checking and
+// reclaiming for the run's tasks (the kernel's reclaim for a limit write
+// runs in the writer). Zero for a nil guard.
+func (g *OOMGuard) CPU() time.Duration {
+	if g == nil {
+		return 0
+	}
+	return time.Duration(g.cpu.Load())
+}
+
+// threadCPU is the calling thread's user and system time.
+func threadCPU() time.Duration {
+	var ru unix.Rusage
+	if unix.Getrusage(unix.RUSAGE_THREAD, &ru) != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
 // Close stops the guard. The cgroup is left with its OOM killer off: it is
 // about to be removed. Close on a nil guard does nothing.
 func (g *OOMGuard) Close() {
@@ -163,6 +187,8 @@ func (g *OOMGuard) Reclaims() bool { return g != nil && (!g.c.V2 || g.reclaim) }
 func (g *OOMGuard) loopV2() {
 	defer close(g.done)
 	defer g.files.Close()
+	runtime.LockOSThread() // its CPU is its thread's
+	defer runtime.UnlockOSThread()
 	buf := make([]byte, 4096)
 	for {
 		select {
@@ -171,15 +197,22 @@ func (g *OOMGuard) loopV2() {
 		default:
 		}
 		g.wait(buf)
-		for g.reclaim && g.nearMax() {
-			select {
-			case <-g.stop:
-				return
-			default:
-			}
-			if !g.rescueV2() {
-				time.Sleep(10 * time.Millisecond) // reclaim got nothing: let writeback land
-			}
+		t0 := threadCPU()
+		g.reclaimV2()
+		g.cpu.Add(int64(threadCPU() - t0))
+	}
+}
+
+// reclaimV2 reclaims while usage is near memory.max.
+func (g *OOMGuard) reclaimV2() {
+	for g.reclaim && g.nearMax() {
+		select {
+		case <-g.stop:
+			return
+		default:
+		}
+		if !g.rescueV2() {
+			time.Sleep(10 * time.Millisecond) // reclaim got nothing: let writeback land
 		}
 	}
 }
@@ -223,6 +256,8 @@ func (g *OOMGuard) rescueV2() bool {
 func (g *OOMGuard) loop() {
 	defer close(g.done)
 	defer g.files.Close()
+	runtime.LockOSThread() // its CPU is its thread's
+	defer runtime.UnlockOSThread()
 	buf := make([]byte, 8)
 	for {
 		select {
@@ -231,15 +266,22 @@ func (g *OOMGuard) loop() {
 		default:
 		}
 		g.wait(buf) // a read resets the event count
-		for g.underOOM() {
-			select {
-			case <-g.stop:
-				return
-			default:
-			}
-			if !g.rescue() {
-				time.Sleep(10 * time.Millisecond) // reclaim got nothing: let writeback land
-			}
+		t0 := threadCPU()
+		g.rescueParked()
+		g.cpu.Add(int64(threadCPU() - t0))
+	}
+}
+
+// rescueParked reclaims while tasks are parked on a failed charge.
+func (g *OOMGuard) rescueParked() {
+	for g.underOOM() {
+		select {
+		case <-g.stop:
+			return
+		default:
+		}
+		if !g.rescue() {
+			time.Sleep(10 * time.Millisecond) // reclaim got nothing: let writeback land
 		}
 	}
 }

@@ -506,6 +506,7 @@ func (r *Master) finish(destroyErr error) {
 	r.mu.Lock()
 	r.rec.EndedAt = &now
 	r.rec.OOMRescues = r.guard.Rescues()
+	r.rec.OOMGuardCPUSeconds = r.guard.CPU().Seconds()
 	cause := context.Cause(r.ctx)
 	var ab abortError
 	switch {

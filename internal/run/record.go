@@ -34,6 +34,11 @@ type Record struct {
 	// cgroup.OOMGuard): on v1 for consumers parked on a failed charge, on
 	// v2 whenever usage passed memory.high by half the slack.
 	OOMRescues uint64 `json:"oom_rescues,omitempty"`
+	// OOMGuardCPUSeconds is the CPU time the OOM guard's thread spent
+	// checking and reclaiming for the run: the kernel's reclaim for a
+	// limit write runs in the writer, so on v1 much of the run's reclaim
+	// is charged to the process that runs the run (the observer).
+	OOMGuardCPUSeconds float64 `json:"oom_guard_cpu_seconds,omitempty"`
 	// Transitions are the thrash detector's state changes during the run.
 	Transitions []Transition `json:"transitions,omitempty"`
 	// Alone is, for a run of fixed work (spec cycles), the consumer of the
