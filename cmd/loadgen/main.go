@@ -15,6 +15,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"runtime"
+	"strings"
 	"syscall"
 	"time"
 
@@ -27,6 +28,7 @@ import (
 	"github.com/thrashscope/thrashscope/internal/engine"
 	"github.com/thrashscope/thrashscope/internal/indicators"
 	"github.com/thrashscope/thrashscope/internal/policy"
+	"github.com/thrashscope/thrashscope/internal/swapdev"
 	"github.com/thrashscope/thrashscope/internal/run"
 )
 
@@ -105,6 +107,7 @@ type runFlags struct {
 	backing, fill            *string
 	out, cgroupParent, procs string
 	psiFull                  float64
+	swapDevice               swapdev.Spec
 	set                      map[string]*bool
 }
 
@@ -115,7 +118,22 @@ func (f *runFlags) common(cmd *kingpin.CmdClause) {
 	cmd.Flag("out", "Directory for the run record and samples (runs/<id>/).").Default("thrashscope-runs").StringVar(&f.out)
 	cmd.Flag("cgroup.parent", "cgroup to make the run cgroup under (default: this process's own).").Default("").StringVar(&f.cgroupParent)
 	cmd.Flag("path.procfs", "procfs mount point.").Default("/proc").StringVar(&f.procs)
+	f.flag(cmd, "swap-device", "The swap device to emulate with the kernel's I/O throttle: none, "+strings.Join(swapdev.Names()[1:], ", ")+" (docs/runs.md), or limits such as read_iops=200,write_iops=200 (also read_bps, write_bps). On cgroup v1 only swap-ins are throttled; the record says what was.").PlaceHolder("PROFILE|LIMITS").SetValue((*swapFlag)(&f.swapDevice))
 }
+
+// swapFlag reads --swap-device.
+type swapFlag swapdev.Spec
+
+func (v *swapFlag) Set(text string) error {
+	s, err := swapdev.Parse(text)
+	if err != nil {
+		return fmt.Errorf("--swap-device: %w", err)
+	}
+	*v = swapFlag(s)
+	return nil
+}
+
+func (v *swapFlag) String() string { return swapdev.Spec(*v).String() }
 
 // flag declares an optional flag whose absence leaves the preset's value.
 func (f *runFlags) flag(cmd *kingpin.CmdClause, name, help string) *kingpin.FlagClause {
@@ -163,6 +181,9 @@ func (f *runFlags) spec() run.Spec {
 	}
 	if f.isSet("policy") {
 		s.Policy = f.policy
+	}
+	if f.isSet("swap-device") {
+		s.SwapDevice = &f.swapDevice
 	}
 	return s
 }

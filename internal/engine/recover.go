@@ -107,7 +107,7 @@ func (e *Engine) saveRecovered() bool {
 // Where memory is on cgroup v1, a run had a group in the unified hierarchy
 // too (its consumers' PSI and workload, and the freezer): its consumers
 // died with their master (a frozen task dies of SIGKILL), and the group is
-// left, empty.
+// left, empty; so is its group in the v1 blkio hierarchy, if it had one.
 func (e *Engine) sweep() error {
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
 	defer cancel()
@@ -122,6 +122,15 @@ func (e *Engine) sweep() error {
 			swept, err := unified.Sweep(ctx, "run-")
 			for _, p := range swept {
 				e.cfg.Logger.Warn("removed a stale run group in the unified hierarchy", "cgroup", p)
+			}
+			errs = append(errs, err)
+		}
+		// And, for a run that emulated a swap device, a group in the v1
+		// blkio hierarchy, as empty.
+		if blkio, err := cgroup.OwnBlkio("/proc"); err == nil {
+			swept, err := blkio.Sweep(ctx, "run-")
+			for _, p := range swept {
+				e.cfg.Logger.Warn("removed a stale run group in the blkio hierarchy", "cgroup", p)
 			}
 			errs = append(errs, err)
 		}

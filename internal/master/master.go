@@ -75,6 +75,10 @@ type Config struct {
 type Master struct {
 	cfg Config
 	cg  *cgroup.Cgroup
+	// io is the run's group in the v1 blkio hierarchy that its consumers
+	// join, for an emulated swap device where memory is on cgroup v1; nil
+	// otherwise (on v2 the run cgroup carries the throttle).
+	io *cgroup.Cgroup
 	// joins are each consumer's sub-cgroup's cgroup.procs, open for it to
 	// join through (the last one is the consumer that runs alone first);
 	// closed once it started, or when the run ends.
@@ -119,6 +123,12 @@ func Start(cfg Config) (*Master, error) {
 	if err != nil {
 		return nil, &run.UnsafeError{Msg: "cannot make the run cgroup: " + err.Error()}
 	}
+	emulation, ioGroup, err := emulateSwap(cfg, cg)
+	if err != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		return nil, &run.UnsafeError{Msg: errors.Join(fmt.Errorf("cannot emulate swap device %s here: %w", cfg.Spec.SwapDevice, err), cg.Destroy(ctx)).Error()}
+	}
 	// Each consumer in a sub-cgroup of its own, so a policy's lever acts
 	// on one consumer; the run's limit covers them all.
 	n := cfg.Spec.Processes()
@@ -137,7 +147,11 @@ func Start(cfg Config) (*Master, error) {
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
-		return nil, &run.UnsafeError{Msg: errors.Join(err, cg.Destroy(ctx)).Error()}
+		var ioErr error
+		if ioGroup != nil {
+			ioErr = ioGroup.Destroy(ctx)
+		}
+		return nil, &run.UnsafeError{Msg: errors.Join(err, cg.Destroy(ctx), ioErr).Error()}
 	}
 	oom, _ := cg.OOMKills()
 	// A thrash this deep makes memcg reclaim give up with swap still free;
@@ -153,9 +167,10 @@ func Start(cfg Config) (*Master, error) {
 		cfg.Logger.Warn("the OOM guard only throttles here: the kernel has no memory.reclaim (Linux 5.19+)", "run", cfg.ID)
 	}
 	start := cfg.Now()
-	r := &Master{cfg: cfg, cg: cg, guard: guard, joins: joins, start: start, done: make(chan struct{}), oomBefore: oom, gov: gov}
+	r := &Master{cfg: cfg, cg: cg, io: ioGroup, guard: guard, joins: joins, start: start, done: make(chan struct{}), oomBefore: oom, gov: gov}
 	r.ctx, r.cancel = context.WithCancelCause(context.Background())
 	r.rec = plannedRecord(cfg, start, cg.Path, gov.protection)
+	r.rec.SwapEmulation = emulation
 	r.procs = make([]*os.Process, n)
 	if cfg.Spec.Preset == run.PresetFill {
 		r.cycles.chunks = make([][]chunkSample, cfg.Spec.Consumers)
@@ -382,10 +397,11 @@ wait:
 	r.gov.releaseAll()
 	r.terminate(allExited)
 	r.readKernel()
+	r.readIO()
 
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	destroyErr := errors.Join(r.cg.Destroy(ctx), r.gov.destroy())
+	destroyErr := errors.Join(r.cg.Destroy(ctx), r.gov.destroy(), r.destroyIO(ctx))
 	// Destroy killed what was inside; a consumer still waiting to join is
 	// outside, and must not outlive the run either.
 	r.kill()

@@ -163,6 +163,16 @@ func (r *Master) startConsumer(cc consumer.Config) (*exec.Cmd, *os.File, io.Writ
 		return nil, nil, nil, nil, err
 	}
 	repW.Close()
+	if r.io != nil {
+		// Its reads throttled from before it starts: it joins the run's
+		// blkio group now, idle, and its memory cgroup at its start.
+		if err := r.io.Add(cmd.Process.Pid); err != nil {
+			_ = cmd.Process.Kill()
+			_ = cmd.Wait()
+			repR.Close()
+			return nil, nil, nil, nil, fmt.Errorf("starting consumer %d: %w", cc.Index, err)
+		}
+	}
 	if _, err := ctl.Write([]byte{consumer.ControlGo}); err != nil {
 		_ = cmd.Process.Kill()
 		_ = cmd.Wait()

@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/thrashscope/thrashscope/internal/swapdev"
 )
 
 // Run states, as in the run record.
@@ -65,6 +67,10 @@ type Record struct {
 	// max, oom, oom_kill; on v1, max is memory.failcnt and oom_kill
 	// memory.oom_control's).
 	MemoryEvents map[string]uint64 `json:"memory_events,omitempty"`
+	// SwapEmulation is what the spec's swap device was on this host (the
+	// disks throttled, where, which directions, and what the throttle
+	// passed); nil for swap_device none.
+	SwapEmulation *swapdev.Emulation `json:"swap_emulation,omitempty"`
 }
 
 // Pressure is a cgroup's PSI over a run: the time at least one of its

@@ -20,6 +20,7 @@ import (
 
 	"github.com/thrashscope/thrashscope/internal/policy"
 	"github.com/thrashscope/thrashscope/internal/strictjson"
+	"github.com/thrashscope/thrashscope/internal/swapdev"
 )
 
 // Backing and fill values.
@@ -104,6 +105,9 @@ type Spec struct {
 	// Policy is the thrash-control policy the run is put under: none
 	// (Linux as it is; the default), tpf, binpack or calmdown.
 	Policy *string `json:"policy,omitempty"`
+	// SwapDevice is the swap device the run emulates: a profile's name
+	// or explicit limits (package swapdev); none by default.
+	SwapDevice *swapdev.Spec `json:"swap_device,omitempty"`
 }
 
 // Resolved is a spec with every field filled: what a run actually does.
@@ -126,6 +130,8 @@ type Resolved struct {
 	Cycles int64 `json:"cycles,omitempty"`
 	// Policy is the thrash-control policy; "none" by default.
 	Policy string `json:"policy,omitempty"`
+	// SwapDevice is the emulated swap device; profile none by default.
+	SwapDevice swapdev.Spec `json:"swap_device"`
 }
 
 // Preset is a named default spec with the source it reproduces.
@@ -148,6 +154,7 @@ func Presets() []Preset {
 			Preset: name, Consumers: 25, SizeBytes: 100 * mb, WritesPerCycle: w,
 			Sleep: Duration(sleep), Interval: Duration(interval), LeadIn: Duration(10 * time.Second),
 			MemoryLimitBytes: 1 * gib, Scale: 1, Backing: BackingAnon, Fill: FillRandom, Policy: policy.None,
+			SwapDevice: swapdev.Spec{Profile: swapdev.None},
 		}}
 	}
 	syn8 := paper(PresetSyn8, 10_000, 10*time.Millisecond, 100*time.Millisecond,
@@ -273,6 +280,7 @@ func Resolve(s Spec) (Resolved, error) {
 	set(&r.Repeats, s.Repeats)
 	set(&r.Cycles, s.Cycles)
 	set(&r.Policy, s.Policy)
+	set(&r.SwapDevice, s.SwapDevice)
 	if r.Scale <= 0 || r.Scale > 100 || math.IsNaN(r.Scale) {
 		return Resolved{}, &FieldError{Field: "scale", Msg: fmt.Sprintf("%g: want more than 0 and at most 100", r.Scale)}
 	}
@@ -326,6 +334,12 @@ func (r Resolved) Validate() error {
 		return &FieldError{Field: "policy", Msg: fmt.Sprintf("%q: want one of %s", strictjson.Clip(r.Policy), strings.Join(policy.Names, ", "))}
 	case r.LeadIn < 0 || r.LeadIn.D() > time.Hour:
 		return &FieldError{Field: "lead_in", Msg: fmt.Sprintf("%s: want 0 to 1h", r.LeadIn)}
+	}
+	if err := r.SwapDevice.Validate(); err != nil {
+		return &FieldError{Field: "swap_device", Msg: err.Error()}
+	}
+	if !r.SwapDevice.IsNone() && r.Backing != BackingAnon {
+		return &FieldError{Field: "swap_device", Msg: "a swap device throttles swap, and backing=file pages to the data directory's file system, not to swap: want backing anon, or leave swap_device out"}
 	}
 	if fill {
 		switch {

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/thrashscope/thrashscope/internal/swapdev"
 )
 
 func TestPresetsMatchThePaper(t *testing.T) {
@@ -159,6 +161,36 @@ func TestCyclesMakeWork(t *testing.T) {
 	}
 }
 
+// swap_device is none unless asked; a profile resolves to its limits.
+func TestSwapDevice(t *testing.T) {
+	r, err := Resolve(Spec{Preset: "e4"})
+	if err != nil || r.SwapDevice != (swapdev.Spec{Profile: swapdev.None}) {
+		t.Errorf("default swap device %+v (%v), want none", r.SwapDevice, err)
+	}
+	s, err := DecodeSpec([]byte(`{"preset":"e2","swap_device":"hdd-2013"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r, err = Resolve(s); err != nil || r.SwapDevice.Profile != swapdev.HDD2013 || r.SwapDevice.ReadIOPS != 120 || r.SwapDevice.WriteIOPS != 120 {
+		t.Errorf("hdd-2013: %+v (%v)", r.SwapDevice, err)
+	}
+	b, _ := json.Marshal(r)
+	if !strings.Contains(string(b), `"swap_device":{"profile":"hdd-2013","read_iops":120,"write_iops":120}`) {
+		t.Errorf("resolved: %s", b)
+	}
+	// A record from before swap devices ran on none.
+	rec := Record{Spec: r}
+	rec.Spec.SwapDevice = swapdev.Spec{}
+	rec.Normalize()
+	if rec.Spec.SwapDevice.Profile != swapdev.None {
+		t.Errorf("an old record's device: %+v", rec.Spec.SwapDevice)
+	}
+	var fe *FieldError
+	if _, err := DecodeSpec([]byte(`{"preset":"e4","swap_device":{"read_iops":0}}`)); !errors.As(err, &fe) || fe.Field != "swap_device" || !strings.Contains(err.Error(), "swap_device: read_iops: 0: want a whole number") {
+		t.Errorf("read_iops 0: %v", err)
+	}
+}
+
 func TestBadSpecsNameTheField(t *testing.T) {
 	cases := []struct {
 		body, field string
@@ -191,6 +223,13 @@ func TestBadSpecsNameTheField(t *testing.T) {
 		{`{"preset":"fill","policy":"binpack"}`, "policy"},
 		{`{"preset":"fill","repeats":0}`, "repeats"},
 		{`{"preset":"fill","backing":"file"}`, "backing"},
+		{`{"preset":"e4","swap_device":"floppy"}`, "swap_device"},
+		{`{"preset":"e4","swap_device":{"read_iops":0}}`, "swap_device"},
+		{`{"preset":"e4","swap_device":{"write_bps":-1}}`, "swap_device"},
+		{`{"preset":"e4","swap_device":{"read_iops":4294967295}}`, "swap_device"},
+		{`{"preset":"e4","swap_device":{"iops":5}}`, "swap_device"},
+		{`{"preset":"e4","swap_device":5}`, "swap_device"},
+		{`{"preset":"e4","backing":"file","swap_device":"hdd-2013"}`, "swap_device"},
 		{`{"preset":"e4","colour":"red"}`, "colour"},
 		{`{"preset":"e4"} {}`, "body"},
 		{`[1,2]`, "body"},

@@ -11,6 +11,7 @@ import (
 
 	"github.com/thrashscope/thrashscope/internal/policy"
 	"github.com/thrashscope/thrashscope/internal/strictjson"
+	"github.com/thrashscope/thrashscope/internal/swapdev"
 )
 
 // A record read back from a data dir is input, not trusted data: the report,
@@ -45,6 +46,9 @@ var decisionKinds = []string{string(policy.Protect), string(policy.Release), str
 func (rec *Record) Normalize() {
 	if rec.Spec.Policy == "" {
 		rec.Spec.Policy = policy.None
+	}
+	if rec.Spec.SwapDevice.Profile == "" {
+		rec.Spec.SwapDevice.Profile = swapdev.None // before swap devices
 	}
 }
 
@@ -100,6 +104,11 @@ func (rec *Record) Validate() error {
 	for k := range rec.MemoryEvents {
 		if !slices.Contains(MemoryEventNames, k) {
 			return fmt.Errorf("memory_events.%s: want one of %s", strictjson.Clip(k), strings.Join(MemoryEventNames, ", "))
+		}
+	}
+	if e := rec.SwapEmulation; e != nil {
+		if err := e.Validate(); err != nil {
+			return fmt.Errorf("swap_emulation.%w", err)
 		}
 	}
 	if err := rec.validateTransitions(); err != nil {

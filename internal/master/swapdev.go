@@ -1,0 +1,98 @@
+// The run's emulated swap device: the kernel's I/O throttle on the disks
+// under the host's swap, set on the run cgroup (memory and io on cgroup
+// v2) or on the run's group in the v1 blkio hierarchy.
+
+package master
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/thrashscope/thrashscope/internal/cgroup"
+	"github.com/thrashscope/thrashscope/internal/swapdev"
+)
+
+// emulateSwap throttles the swap devices for the run as its spec asks, and
+// says what it emulated. With memory on cgroup v2 the run cgroup carries
+// io.max, which holds swap-ins and swap-outs alike (the kernel charges a
+// swap-out to the page's memory cgroup, the run's); with memory on v1 the
+// run has a group in the v1 blkio hierarchy that its consumers join, which
+// holds their swap-ins only. A host where neither can be set is an error
+// naming why: a run never goes on without the device it asked for.
+func emulateSwap(cfg Config, cg *cgroup.Cgroup) (*swapdev.Emulation, *cgroup.Cgroup, error) {
+	spec := cfg.Spec.SwapDevice
+	if spec.IsNone() {
+		return nil, nil, nil
+	}
+	devs, err := swapdev.SwapDevices("/proc", "/sys")
+	if err != nil {
+		return nil, nil, err
+	}
+	var limits []cgroup.IOLimit
+	for _, d := range devs {
+		limits = append(limits, cgroup.IOLimit{Device: d.Number,
+			ReadIOPS: spec.ReadIOPS, WriteIOPS: spec.WriteIOPS, ReadBPS: spec.ReadBPS, WriteBPS: spec.WriteBPS})
+	}
+	if cg.V2 {
+		if err := cg.ThrottleIO(limits); err != nil {
+			return nil, nil, err
+		}
+		return &swapdev.Emulation{Devices: devs, Cgroup: cg.Path, Controller: "io",
+			Throttled: []string{swapdev.Reads, swapdev.Writes}}, nil, nil
+	}
+	blkio, err := cgroup.OwnBlkio("/proc")
+	if err != nil {
+		return nil, nil, err
+	}
+	g, err := blkio.CreateIOGroup("run-" + cfg.ID)
+	if err != nil {
+		return nil, nil, err
+	}
+	if err := g.ThrottleIO(limits); err != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		return nil, nil, errors.Join(err, g.Destroy(ctx))
+	}
+	return &swapdev.Emulation{Devices: devs, Cgroup: g.Path, Controller: "blkio",
+		Throttled: []string{swapdev.Reads}, Note: swapdev.NoteV1Writes}, g, nil
+}
+
+// readIO adds to the record what the throttle passed on the swap devices.
+func (r *Master) readIO() {
+	if r.rec.SwapEmulation == nil {
+		return
+	}
+	g := r.io
+	if g == nil {
+		g = r.cg
+	}
+	stats, err := g.IOStats()
+	if err != nil {
+		r.cfg.Logger.Warn("reading what the swap device's throttle passed", "run", r.cfg.ID, "err", err)
+		return
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	e := *r.rec.SwapEmulation // a copy: Record's readers share the old one
+	for _, d := range e.Devices {
+		s := stats[d.Number]
+		e.ReadIOs += s.ReadIOs
+		e.WriteIOs += s.WriteIOs
+		e.ReadBytes += s.ReadBytes
+		e.WriteBytes += s.WriteBytes
+	}
+	r.rec.SwapEmulation = &e
+}
+
+// destroyIO removes the run's v1 blkio group, if it has one.
+func (r *Master) destroyIO(ctx context.Context) error {
+	if r.io == nil {
+		return nil
+	}
+	if err := r.io.Destroy(ctx); err != nil {
+		return fmt.Errorf("the run's blkio group: %w", err)
+	}
+	return nil
+}
