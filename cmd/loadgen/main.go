@@ -28,8 +28,8 @@ import (
 	"github.com/thrashscope/thrashscope/internal/engine"
 	"github.com/thrashscope/thrashscope/internal/indicators"
 	"github.com/thrashscope/thrashscope/internal/policy"
-	"github.com/thrashscope/thrashscope/internal/swapdev"
 	"github.com/thrashscope/thrashscope/internal/run"
+	"github.com/thrashscope/thrashscope/internal/swapdev"
 )
 
 // Exit statuses.
@@ -253,6 +253,9 @@ func runExperiment(spec run.Spec, f runFlags) int {
 	fmt.Printf("run %s %s", rec.ID, rec.State)
 	if rec.Reason != "" {
 		fmt.Printf(": %s", rec.Reason)
+	}
+	if d := rec.DeviceLine(); d != "" {
+		fmt.Printf("\nswap device %s", d)
 	}
 	fmt.Printf("\nrecord and samples in %s\n", dir)
 	if rec.State != run.StateCompleted {

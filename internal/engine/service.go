@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/thrashscope/thrashscope/internal/run"
+	"github.com/thrashscope/thrashscope/internal/swapdev"
 	"github.com/thrashscope/thrashscope/internal/store"
 )
 
@@ -111,6 +112,10 @@ type Status struct {
 	Outcomes   map[string]uint64
 	// WriteErrors counts failed writes of run records and tables.
 	WriteErrors uint64
+	// SwapDevice is the run's emulated swap device, and SwapThrottled
+	// the directions the kernel's throttle held (none for none).
+	SwapDevice    swapdev.Spec
+	SwapThrottled []string
 }
 
 // Status returns the most recent run's progress, and false before any run.
@@ -124,5 +129,13 @@ func (s *Service) Status() (Status, bool) {
 		return Status{Outcomes: outcomes, WriteErrors: werr}, false
 	}
 	rec := last.run.Record()
-	return Status{ID: rec.ID, Preset: rec.Spec.Preset, Active: isActive, Progress: last.run.Progress(), Policy: last.run.PolicyState(), Outcomes: outcomes, WriteErrors: werr}, true
+	st := Status{ID: rec.ID, Preset: rec.Spec.Preset, Active: isActive, Progress: last.run.Progress(), Policy: last.run.PolicyState(), Outcomes: outcomes, WriteErrors: werr,
+		SwapDevice: rec.Spec.SwapDevice}
+	if st.SwapDevice.Profile == "" {
+		st.SwapDevice.Profile = swapdev.None
+	}
+	if e := rec.SwapEmulation; e != nil {
+		st.SwapThrottled = e.Throttled
+	}
+	return st, true
 }

@@ -31,6 +31,9 @@ type RunStatus struct {
 	// Policy says what the run's thrash-control policy is doing; empty
 	// under none.
 	Policy string
+	// SwapDevice names the run's emulated swap device and what was
+	// emulated on this host; empty for none.
+	SwapDevice string
 }
 
 // Options configure the page.

@@ -86,7 +86,8 @@ func get(t testing.TB, h http.Handler, method, target string, header ...string) 
 func activeRun() (RunStatus, bool) {
 	return RunStatus{ID: "20260102-030405-abcdef", Preset: "e4", State: "running", Active: true,
 		ConsumersActive: 12, ConsumersPlanned: 12, Consumers: 25, Elapsed: 22 * time.Second, Duration: time.Minute,
-		DemandBytes: 120 << 20, LimitBytes: 100 << 20, Policy: "policy binpack: 8 frozen, 0 protected, bin 2 of 3 running"}, true
+		DemandBytes: 120 << 20, LimitBytes: 100 << 20, Policy: "policy binpack: 8 frozen, 0 protected, bin 2 of 3 running",
+		SwapDevice: "hdd-2013 (120 read I/Os, 120 write I/Os a second); reads throttled on 254:0 (blkio); swap-outs not throttled on cgroup v1"}, true
 }
 
 func TestPageRenders(t *testing.T) {
@@ -108,6 +109,7 @@ func TestPageRenders(t *testing.T) {
 		`22s of 1m0s; consumers 12 holding memory, 12 planned now, 25 in all; demand 120.0 MiB in a 100.0 MiB limit`,
 		`<progress max="60000" value="22000">`,
 		`<p id="run-policy">policy binpack: 8 frozen, 0 protected, bin 2 of 3 running</p>`,
+		`<p id="run-device">swap device hdd-2013 (120 read I/Os, 120 write I/Os a second); reads throttled on 254:0 (blkio); swap-outs not throttled on cgroup v1</p>`,
 		`id="token" type="password"`, `id="run-form"`,
 		`<section id="workloads">`, `<td>/system.slice/db.service</td><td>db.service</td><td>normal</td>`,
 		`<td>pod 3e1d7a2b-54c8-4f0e-9b1a-0c2d3e4f5a6b abababababab</td>`, `<td>96.0 MiB</td><td>100.0 MiB</td>`,

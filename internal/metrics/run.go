@@ -1,6 +1,7 @@
 package metrics
 
 import (
+	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -20,7 +21,7 @@ type RunCollector struct {
 	src       RunSource
 	durations *CycleDurations
 
-	info, active, planned, demand, limit, cycles, lateness, outcomes, writeErrors *prometheus.Desc
+	info, active, planned, demand, limit, cycles, lateness, outcomes, writeErrors, swapDevice *prometheus.Desc
 
 	policy, decisions, frozen, protected, bin, bins *prometheus.Desc
 }
@@ -58,6 +59,8 @@ func NewRunCollector(src RunSource, cycles *CycleDurations) *RunCollector {
 		cycles:    d("run_write_cycles_total", "Write cycles each consumer of the most recent run has finished.", "consumer"),
 		lateness:  d("run_consumer_lateness_seconds", "How long past its planned finish t_f each consumer ended (or, still running, is now).", "consumer"),
 		outcomes:  d("runs_total", "Runs that ended, by outcome.", "outcome"),
+		swapDevice: d("run_swap_device_info", "The emulated swap device of the most recent run (profile none: the host's swap as it is) and what the kernel's I/O throttle held on this host: "+
+			"reads and writes (cgroup v2 io.max), reads (cgroup v1 blkio: swap-ins only), or none; 1.", "profile", "throttled"),
 		policy:    d("run_policy_info", "The thrash-control policy of the most recent run; 1.", "policy"),
 		decisions: d("run_policy_decisions_total", "Actions the most recent run's policy took on its consumers, by kind (protect, release, freeze, thaw).", "kind"),
 		frozen:    d("run_consumers_frozen", "Consumers the run's policy holds frozen now."),
@@ -72,7 +75,7 @@ func NewRunCollector(src RunSource, cycles *CycleDurations) *RunCollector {
 // Describe implements prometheus.Collector.
 func (c *RunCollector) Describe(ch chan<- *prometheus.Desc) {
 	c.durations.h.Describe(ch)
-	for _, d := range []*prometheus.Desc{c.info, c.active, c.planned, c.demand, c.limit, c.cycles, c.lateness, c.outcomes, c.writeErrors,
+	for _, d := range []*prometheus.Desc{c.info, c.active, c.planned, c.demand, c.limit, c.cycles, c.lateness, c.outcomes, c.writeErrors, c.swapDevice,
 		c.policy, c.decisions, c.frozen, c.protected, c.bin, c.bins} {
 		ch <- d
 	}
@@ -94,6 +97,11 @@ func (c *RunCollector) Collect(ch chan<- prometheus.Metric) {
 		send(ch, d, prometheus.GaugeValue, v, labels...)
 	}
 	gauge(c.info, 1, st.ID, st.Preset)
+	throttled := "none"
+	if len(st.SwapThrottled) > 0 {
+		throttled = strings.Join(st.SwapThrottled, " and ")
+	}
+	gauge(c.swapDevice, 1, st.SwapDevice.Profile, throttled)
 	if !st.Active {
 		p.Active, p.Planned, p.DemandBytes = 0, 0, 0
 	}

@@ -182,6 +182,7 @@ func (o *Observer) runStatus() (live.RunStatus, bool) {
 	if rec, err := o.engine.Service().Get(st.ID); err == nil {
 		rs.State = rec.State
 		rs.Active = run.Active(rec.State)
+		rs.SwapDevice = rec.DeviceLine()
 	}
 	return rs, true
 }

@@ -44,9 +44,14 @@ func describe(rec run.Record) string {
 	if s.Preset == run.PresetFill {
 		return fmt.Sprintf("fill (%d chunks of %s into %s, %d repeats)", s.Consumers, size(s.SizeBytes), size(s.MemoryLimitBytes), s.Repeats)
 	}
+	swap := ""
+	if !s.SwapDevice.IsNone() {
+		swap = ", swap " + s.SwapDevice.Profile
+	}
 	// S in decimal MB as the paper gives it; the limit in binary units.
-	return fmt.Sprintf("%s at scale %g (%d × %.3g MB in %s, %s)", s.Preset, s.Scale, s.Consumers, float64(s.SizeBytes)/1e6, size(s.MemoryLimitBytes), s.Backing)
+	return fmt.Sprintf("%s at scale %g (%d × %.3g MB in %s, %s%s)", s.Preset, s.Scale, s.Consumers, float64(s.SizeBytes)/1e6, size(s.MemoryLimitBytes), s.Backing, swap)
 }
+
 
 func size(b int64) string {
 	if b >= 1<<30 {

@@ -35,6 +35,41 @@ func dataDir(t *testing.T) string {
 	return dst
 }
 
+// A run on an emulated swap device says so in its spec line and titles, and
+// what the throttle held on the host it ran on in a line of its own.
+func TestReportNamesTheSwapDevice(t *testing.T) {
+	dir := dataDir(t)
+	file := filepath.Join(dir, "runs", e4Run, "record.json")
+	var rec map[string]any
+	if err := json.Unmarshal([]byte(readFile(t, file)), &rec); err != nil {
+		t.Fatal(err)
+	}
+	rec["spec"].(map[string]any)["swap_device"] = map[string]any{"profile": "hdd-2013", "read_iops": 120, "write_iops": 120}
+	rec["swap_emulation"] = map[string]any{"devices": []any{map[string]any{"device": "254:0", "swap": "/var/tmp/swap"}},
+		"cgroup": "/sys/fs/cgroup/blkio/thrashscope-run-" + e4Run, "controller": "blkio", "throttled": []any{"reads"},
+		"note": "swap-ins only", "read_ios": 7200, "write_ios": 0, "read_bytes": 29491200, "write_bytes": 0}
+	b, _ := json.Marshal(rec)
+	if err := os.WriteFile(file, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(t.TempDir(), "report")
+	if _, err := Build(Config{DataDir: dir, RunIDs: []string{e4Run}, OutDir: out}); err != nil {
+		t.Fatal(err)
+	}
+	summary := readFile(t, filepath.Join(out, "summary.txt"))
+	for _, line := range []string{
+		"spec                         e4 at scale 0.1 (25 × 10 MB in 102 MiB, anon, swap hdd-2013)",
+		"swap device                  hdd-2013 (120 read I/Os, 120 write I/Os a second); reads throttled on 254:0 (blkio); swap-outs not throttled on cgroup v1",
+	} {
+		if !strings.Contains(summary, "  "+line+"\n") {
+			t.Errorf("summary.txt lacks %q:\n%s", line, summary)
+		}
+	}
+	if svg := readFile(t, filepath.Join(out, e4Run, "paper.svg")); !strings.Contains(svg, "swap hdd-2013") {
+		t.Error("paper.svg's title does not name the swap device")
+	}
+}
+
 func TestReportOfARealE4Run(t *testing.T) {
 	out := filepath.Join(t.TempDir(), "report")
 	res, err := Build(Config{DataDir: "testdata/data", RunIDs: []string{e4Run}, OutDir: out})

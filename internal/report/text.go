@@ -45,6 +45,9 @@ func line(b *strings.Builder, label, format string, args ...any) {
 func runText(b *strings.Builder, r analysis.Recorded, s analysis.Summary) {
 	fmt.Fprintf(b, "run %s\n", s.ID)
 	line(b, "spec", "%s", describe(r.Record))
+	if d := r.Record.DeviceLine(); d != "" {
+		line(b, "swap device", "%s", d)
+	}
 	state := s.State
 	if r.Record.Reason != "" {
 		state += ": " + r.Record.Reason

@@ -188,3 +188,18 @@ func (rec *Record) Summary() Summary {
 		OOMRescues: rec.OOMRescues, MakespanSeconds: rec.MakespanSeconds,
 	}
 }
+
+// DeviceLine names the run's emulated swap device and what was emulated on
+// the host it ran on, for the report, the live page and loadgen; empty for
+// none.
+func (rec Record) DeviceLine() string {
+	d := rec.Spec.SwapDevice
+	if d.IsNone() {
+		return ""
+	}
+	line := d.String()
+	if e := rec.SwapEmulation; e != nil {
+		line += "; " + e.Summary()
+	}
+	return line
+}

@@ -127,6 +127,15 @@ func bound(name string) uint64 {
 	return MaxBPS
 }
 
+// MarshalJSON writes the zero Spec as none.
+func (s Spec) MarshalJSON() ([]byte, error) {
+	if s.Profile == "" {
+		s.Profile = None
+	}
+	type plain Spec // without these methods
+	return json.Marshal(plain(s))
+}
+
 // UnmarshalJSON reads a profile's name or an object of limits, strictly:
 // every error names the member and what it wants.
 func (s *Spec) UnmarshalJSON(b []byte) error {
@@ -160,6 +169,9 @@ func (s *Spec) UnmarshalJSON(b []byte) error {
 			}
 			if p == Custom {
 				continue
+			}
+			if p == "" {
+				p = None // the zero Spec
 			}
 			v, err := Named(p)
 			if err != nil {

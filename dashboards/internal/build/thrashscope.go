@@ -205,9 +205,12 @@ func runRow(l *layout) {
 	l.add(4, 8, stat("Most recent run",
 		"The most recent run, active or ended, and its preset: e1-e4 and fig12 are the experiments of Maziero et al. 2013, "+
 			"syn8 the SYN8 workload of Reuven and Wiseman 2006, pair TPF's LU + LU of Jiang and Zhang 2001, fill the progressive fill. "+
-			"Unit: none (the run id and preset).",
+			"Below it, the swap device the run emulated (none: the host's swap as it is; hdd-2013, the papers' 7,200 rpm disk; cloud-3000; custom) "+
+			"and what the kernel's I/O throttle held on this host: reads and writes on cgroup v2, reads (swap-ins) only on cgroup v1. "+
+			"Unit: none (the run id and preset; the device).",
 		unitNone, "name",
 		series("A", `thrashscope_run_info{`+on+`}`, "{{run_id}} ({{preset}})"),
+		series("B", `thrashscope_run_swap_device_info{`+on+`}`, "swap {{profile}} ({{throttled}} throttled)"),
 	))
 	l.add(10, 8, styleQuery(timeseries("Consumers: active and planned",
 		"Consumers of the run holding their memory now (solid) against those the schedule has active now "+

@@ -1,0 +1,177 @@
+package observer
+
+import (
+	"bufio"
+	"fmt"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/thrashscope/thrashscope/internal/cgroup"
+	"github.com/thrashscope/thrashscope/internal/master"
+	"github.com/thrashscope/thrashscope/internal/run"
+	"github.com/thrashscope/thrashscope/internal/swapdev"
+	"github.com/thrashscope/thrashscope/internal/testenv"
+)
+
+// kernelCounts are the kernel's own counts a throttled swap is checked by:
+// the host's swap-ins and swap-outs (pages), the consumers' major faults
+// (maj_flt), and what the run's throttle passed (I/Os).
+type kernelCounts struct {
+	at                      time.Time
+	pswpin, pswpout, majflt uint64
+	io                      cgroup.IOStat
+}
+
+func readKernelCounts(t *testing.T, g *cgroup.Cgroup, devs []swapdev.Device, pids []int) kernelCounts {
+	t.Helper()
+	k := kernelCounts{at: time.Now()}
+	f, err := os.Open("/proc/vmstat")
+	if err != nil {
+		t.Fatal(err)
+	}
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		name, v, _ := strings.Cut(sc.Text(), " ")
+		n, _ := strconv.ParseUint(v, 10, 64)
+		switch name {
+		case "pswpin":
+			k.pswpin = n
+		case "pswpout":
+			k.pswpout = n
+		}
+	}
+	f.Close()
+	for _, pid := range pids {
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+		if err != nil {
+			continue // ended: counted up to its last read
+		}
+		fields := strings.Fields(string(b[strings.LastIndexByte(string(b), ')')+2:]))
+		n, _ := strconv.ParseUint(fields[9], 10, 64) // maj_flt, field 12
+		k.majflt += n
+	}
+	stats, err := g.IOStats()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range devs {
+		s := stats[d.Number]
+		k.io.ReadIOs += s.ReadIOs
+		k.io.WriteIOs += s.WriteIOs
+	}
+	return k
+}
+
+// TestRunOnAnEmulatedSwapDevice: a run asking for the papers' disk
+// (hdd-2013, 120 I/Os a second each way) is held to it by the kernel.
+// While three consumers of 10 MB rewrite their pages in 16 MiB, the
+// throttle's own counts agree with the host's (its reads with pswpin; on
+// cgroup v2 its writes with pswpout), no direction it holds passes 120 a
+// second by more than 15 %, and the one that binds runs within 15 % of it:
+// swap-ins where memory is on v1, which throttles reads only (and the run's
+// blkio group sees no write while the host swaps out: what the record says
+// is what happened); on v2, whichever of swap-ins and swap-outs the device
+// holds back (reclaim waits on its writes: a page written out is not always
+// read back). No more major faults are taken than pages read (a fault reads
+// its page and any readahead).
+func TestRunOnAnEmulatedSwapDevice(t *testing.T) {
+	testenv.RequirePrivileged(t)
+	testenv.RequireSwap(t)
+	hdd, err := swapdev.Named(swapdev.HDD2013)
+	if err != nil {
+		t.Fatal(err)
+	}
+	limit := hdd.ReadIOPS
+	devs, err := swapdev.SwapDevices("/proc", "/sys")
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := startDaemon(t, t.TempDir())
+	rec := d.startRun(t, `{"preset":"e4","consumers":3,"scale":0.1,"memory_limit_bytes":167772160,"interval":"6s","lead_in":"1s","swap_device":"hdd-2013"}`)
+	if rec.Spec.SwapDevice != hdd {
+		t.Errorf("the reply's spec has device %+v, want %+v", rec.Spec.SwapDevice, hdd)
+	}
+	e := rec.SwapEmulation
+	if e == nil {
+		t.Fatalf("the reply has no swap_emulation: %+v", rec)
+	}
+	if !slices.Equal(e.Devices, devs) {
+		t.Errorf("emulated on %+v, the host swaps to %+v", e.Devices, devs)
+	}
+	own, err := cgroup.Own("/proc")
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantThrottled := []string{swapdev.Reads}
+	if own.V2 {
+		wantThrottled = []string{swapdev.Reads, swapdev.Writes}
+	}
+	if !slices.Equal(e.Throttled, wantThrottled) || (own.V2 != (e.Controller == "io")) || (own.V2 != (e.Note == "")) {
+		t.Errorf("memory on cgroup v2 %v: emulation %+v, want %v throttled", own.V2, e, wantThrottled)
+	}
+	g, err := cgroup.Open(e.Cgroup, e.Controller == "io")
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	// The three consumers overlap from 13 s to 25 s: 30 MB in 16 MiB.
+	at := func(s int) time.Time { return rec.StartedAt.Add(time.Duration(s) * time.Second) }
+	time.Sleep(time.Until(at(15)))
+	pids := pidsOf(d.record(t, rec.ID))
+	k0 := readKernelCounts(t, g, e.Devices, pids)
+	time.Sleep(time.Until(at(24)))
+	k1 := readKernelCounts(t, g, e.Devices, pids)
+	dt := k1.at.Sub(k0.at).Seconds()
+	rate := func(a, b uint64) float64 { return float64(b-a) / dt }
+	in, out := rate(k0.pswpin, k1.pswpin), rate(k0.pswpout, k1.pswpout)
+	reads, writes := rate(k0.io.ReadIOs, k1.io.ReadIOs), rate(k0.io.WriteIOs, k1.io.WriteIOs)
+	faults := rate(k0.majflt, k1.majflt)
+	t.Logf("over %.1f s: swap-ins %.0f/s, swap-outs %.0f/s; the throttle's reads %.0f/s, writes %.0f/s; the consumers' major faults %.0f/s", dt, in, out, reads, writes, faults)
+	within := func(v, want float64) bool { return v >= 0.85*want && v <= 1.15*want }
+	ceiling := 1.15 * float64(limit)
+	if !within(reads, in) {
+		t.Errorf("the throttle passed %.0f reads a second, the host swapped in %.0f pages: want them within 15 %%", reads, in)
+	}
+	if reads > ceiling {
+		t.Errorf("the throttle passed %.0f reads a second, more than the device's %d by over 15 %%", reads, limit)
+	}
+	if faults == 0 || faults > 1.05*in {
+		t.Errorf("the consumers took %.0f major faults a second on %.0f swap-ins: want some, and no more than pages read", faults, in)
+	}
+	if own.V2 {
+		if !within(writes, out) || writes > ceiling {
+			t.Errorf("the throttle passed %.0f writes a second, the host swapped out %.0f: want them within 15 %%, and at most %d (+15 %%)", writes, out, limit)
+		}
+		if !within(reads, float64(limit)) && !within(writes, float64(limit)) {
+			t.Errorf("neither direction runs at the device's %d a second (reads %.0f, writes %.0f): want the one that binds within 15 %%", limit, reads, writes)
+		}
+	} else {
+		if !within(in, float64(limit)) {
+			t.Errorf("swap-ins %.0f pages a second, want within 15 %% of the device's %d", in, limit)
+		}
+		if out == 0 || writes != 0 {
+			t.Errorf("memory on v1: the host swapped out %.0f pages a second, the run's blkio group saw %.0f writes: want swap-outs, none of them in the group", out, writes)
+		}
+	}
+
+	// The plan ends at 37 s; a consumer's last cycle may take the grace.
+	var final run.Record
+	waitFor(t, 40*time.Second+master.OverrunGrace+30*time.Second, "the run to end", func() bool {
+		final = d.record(t, rec.ID)
+		time.Sleep(200 * time.Millisecond)
+		return !run.Active(final.State)
+	})
+	if final.State != run.StateCompleted {
+		t.Errorf("run %s: %s", final.State, final.Reason)
+	}
+	if fe := final.SwapEmulation; fe == nil || fe.ReadIOs == 0 || (own.V2 && fe.WriteIOs == 0) {
+		t.Errorf("the ended record's emulation %+v: want the I/Os the throttle passed", fe)
+	}
+	if !gone(e.Cgroup) {
+		t.Errorf("the run's throttled group %s is left behind", e.Cgroup)
+	}
+}
