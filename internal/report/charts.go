@@ -52,7 +52,6 @@ func describe(rec run.Record) string {
 	return fmt.Sprintf("%s at scale %g (%d × %.3g MB in %s, %s%s)", s.Preset, s.Scale, s.Consumers, float64(s.SizeBytes)/1e6, size(s.MemoryLimitBytes), s.Backing, swap)
 }
 
-
 func size(b int64) string {
 	if b >= 1<<30 {
 		return fmt.Sprintf("%.3g GiB", float64(b)/(1<<30))
