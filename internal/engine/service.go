@@ -7,8 +7,8 @@ import (
 	"time"
 
 	"github.com/thrashscope/thrashscope/internal/run"
-	"github.com/thrashscope/thrashscope/internal/swapdev"
 	"github.com/thrashscope/thrashscope/internal/store"
+	"github.com/thrashscope/thrashscope/internal/swapdev"
 )
 
 // Service is the engine as the API's backend (start, the run list, a
