@@ -139,6 +139,30 @@ func (c *Cgroup) throttle(l IOLimit) error {
 	return nil
 }
 
+// LiftIOThrottle removes the cgroup's I/O limits on the devices: what
+// the throttle holds queued is let through at once, so tasks waiting on it
+// (a killed process's last read, a reclaim's writes) finish.
+func (c *Cgroup) LiftIOThrottle(devices []string) error {
+	if err := c.owned(); err != nil {
+		return err
+	}
+	var errs []error
+	for _, d := range devices {
+		if c.V2 {
+			if err := os.WriteFile(filepath.Join(c.Path, "io.max"), []byte(d+" rbps=max wbps=max riops=max wiops=max"), 0); err != nil {
+				errs = append(errs, fmt.Errorf("lifting the throttle on %s in %s: %w", d, c.Path, errno(err)))
+			}
+			continue
+		}
+		for _, f := range []string{"blkio.throttle.read_iops_device", "blkio.throttle.write_iops_device", "blkio.throttle.read_bps_device", "blkio.throttle.write_bps_device"} {
+			if err := os.WriteFile(filepath.Join(c.Path, f), []byte(d+" 0"), 0); err != nil {
+				errs = append(errs, fmt.Errorf("lifting %s on %s in %s: %w", f, d, c.Path, errno(err)))
+			}
+		}
+	}
+	return errors.Join(errs...)
+}
+
 // IOStats reads what the cgroup's I/O throttle saw, by device, over its
 // subtree: io.stat on v2, blkio.throttle.io_serviced_recursive and
 // io_service_bytes_recursive on v1.

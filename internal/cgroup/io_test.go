@@ -56,6 +56,19 @@ func TestThrottleIO(t *testing.T) {
 	if _, err := g.IOStats(); err != nil {
 		t.Errorf("IOStats: %v", err)
 	}
+	// Lifted, nothing is left of it.
+	if err := g.LiftIOThrottle([]string{l.Device}); err != nil {
+		t.Fatal(err)
+	}
+	files := []string{"io.max"}
+	if !g.V2 {
+		files = []string{"blkio.throttle.read_iops_device", "blkio.throttle.write_iops_device", "blkio.throttle.read_bps_device"}
+	}
+	for _, f := range files {
+		if b, _ := os.ReadFile(filepath.Join(g.Path, f)); strings.TrimSpace(string(b)) != "" {
+			t.Errorf("%s after LiftIOThrottle: %q", f, b)
+		}
+	}
 	// A device the kernel does not know is its error, named.
 	if err := g.ThrottleIO([]cgroup.IOLimit{{Device: "4095:1048575", ReadIOPS: 1}}); err == nil || !strings.Contains(err.Error(), "throttling device 4095:1048575") {
 		t.Errorf("an unknown device: %v", err)

@@ -392,6 +392,9 @@ wait:
 		}
 	}
 	<-spawned // at once when cancelled: no consumer starts after this
+	// The teardown at the host's speed: a consumer killed on a slow
+	// device must not wait out its queue.
+	r.unthrottle()
 	// Nothing frozen or locked from here on: a frozen consumer would not
 	// see its SIGTERM.
 	r.gov.releaseAll()

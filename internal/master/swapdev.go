@@ -86,6 +86,27 @@ func (r *Master) readIO() {
 	r.rec.SwapEmulation = &e
 }
 
+// unthrottle lifts the swap device's throttle as the run's teardown
+// begins: the plan is over, and consumers being killed, and reclaim for
+// them, must not wait out a slow device's queue.
+func (r *Master) unthrottle() {
+	e := r.rec.SwapEmulation // set at Start; only readIO, on this goroutine, replaces it
+	if e == nil {
+		return
+	}
+	g := r.io
+	if g == nil {
+		g = r.cg
+	}
+	var devs []string
+	for _, d := range e.Devices {
+		devs = append(devs, d.Number)
+	}
+	if err := g.LiftIOThrottle(devs); err != nil {
+		r.cfg.Logger.Warn("lifting the swap device's throttle for the teardown", "run", r.cfg.ID, "err", err)
+	}
+}
+
 // destroyIO removes the run's v1 blkio group, if it has one.
 func (r *Master) destroyIO(ctx context.Context) error {
 	if r.io == nil {

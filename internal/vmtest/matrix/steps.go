@@ -34,10 +34,9 @@ var Steps = []step{
 		Args: tests("TestCreateAddDestroy", "TestChildUnderTheLimit", "TestOOMKills", "TestOOMGuard", "TestFreezeStopsAndThawResumes", "TestFrozenProcessDiesOfSIGKILL", "TestThrottleIO", "TestThrottleIONamesTheFix")}},
 	// A run over the API with every consumer alive and nothing left after
 	// it and after an abort; kill -9 of the observer with consumers frozen,
-	// then the restart's clean-up; a run on the papers' disk (io.max holds
-	// swap-ins and swap-outs on cgroup v2).
+	// then the restart's clean-up.
 	{Package: "internal/observer", Step: vmtest.Step{Name: "runs", GoTest: true, TimeoutSeconds: 1800,
-		Args: tests("TestRunKeepsEveryConsumer", "TestRunAbortLeavesNothing", "TestObserverKilledWithConsumersFrozen", "TestRunOnAnEmulatedSwapDevice")}},
+		Args: tests("TestRunKeepsEveryConsumer", "TestRunAbortLeavesNothing", "TestObserverKilledWithConsumersFrozen")}},
 	// A PSI trigger on a group's memory.pressure wakes its reader in a
 	// thrash (the guest's root has CAP_SYS_RESOURCE: the 500 ms window).
 	{Package: "internal/pressure", Step: vmtest.Step{Name: "pressure", GoTest: true, TimeoutSeconds: 600,
