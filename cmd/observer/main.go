@@ -36,7 +36,7 @@ func main() {
 	rep.Flag("out", "Directory to write the report to; made if missing.").Required().StringVar(&rc.OutDir)
 	rep.Flag("data.dir", "The observer's --data.dir, or loadgen run's --out, holding runs/<id>/.").Default(defaultDataDir).StringVar(&rc.DataDir)
 
-	fnd := app.Command("findings", "Check the findings of Maziero et al. (2013) against a reproduction (a data directory per preset: e1, e2, e3, e4 and fig12, as docs/reproduction) and print them as the README's table.")
+	fnd := app.Command("findings", "Check the findings of Maziero et al. (2013) against a reproduction (a data directory per preset: e1, e2, e3, e4 and fig12, as docs/reproduction; beside them, <profile>/<preset> for runs on an emulated swap device) and print them as the README's table, a column per device.")
 	findingsDir := fnd.Flag("dir", "The reproduction: <dir>/<preset>/runs/<id>/.").Default("docs/reproduction").String()
 
 	cmpCmd := app.Command("compare", "Run one spec under several thrash-control policies, each repeated, interleaved, standalone (no daemon; run no other thrash meanwhile), and write the comparison (compare.txt: makespan, swap-ins, major faults, slowdowns, peak PSI full, lateness, mean ± SD) and its figure under --out.")
@@ -119,11 +119,11 @@ func runReport(rc report.Config) int {
 }
 
 func runFindings(dir string) int {
-	runs, err := findings.Load(dir)
+	cols, err := findings.LoadColumns(dir)
 	if err == nil {
-		var fs []findings.Finding
-		if fs, err = findings.Check(runs); err == nil {
-			fmt.Print(findings.Table(fs))
+		var rows []findings.Row
+		if rows, err = findings.CheckColumns(cols); err == nil {
+			fmt.Print(findings.Table(cols, rows))
 			return 0
 		}
 	}

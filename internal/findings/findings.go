@@ -2,13 +2,17 @@
 // runs thrashscope recorded: each observation's figure in the paper beside
 // the one measured, the rule that judges it, and whether the data shows it.
 // The repository keeps a reproduction in docs/reproduction, one data
-// directory per preset; `observer findings` prints the table the README
-// carries, and a test derives it from those committed runs.
+// directory per preset, made on the host's own swap, and beside it, under
+// docs/reproduction/<profile>, the runs made on an emulated swap device
+// (hdd-2013: the papers' disk); `observer findings` prints the table the
+// README carries, a column per device, and a test derives it from those
+// committed runs.
 package findings
 
 import (
 	"errors"
 	"fmt"
+	"io/fs"
 	"math"
 	"os"
 	"path/filepath"
@@ -21,6 +25,7 @@ import (
 	"github.com/thrashscope/thrashscope/internal/run"
 	"github.com/thrashscope/thrashscope/internal/stats"
 	"github.com/thrashscope/thrashscope/internal/store"
+	"github.com/thrashscope/thrashscope/internal/swapdev"
 )
 
 // Runs are the runs of a reproduction by preset, each preset's in the order
@@ -34,6 +39,21 @@ type Finding struct {
 	Measured string // thrashscope's
 	Rule     string // how the data is judged, fixed before the runs
 	Holds    bool
+	// NotRun: the runs the finding reads were not made on this device.
+	NotRun bool
+}
+
+// Column is one swap device's reproduction: the runs made on the host's own
+// swap (swapdev.None), or on an emulated device (a profile's name).
+type Column struct {
+	Device string
+	Runs   Runs
+}
+
+// Row is one observation of the paper, checked on each device.
+type Row struct {
+	Claim, Paper, Rule string
+	Cells              []Finding // one per column, in the columns' order
 }
 
 // The presets the findings need.
@@ -92,6 +112,34 @@ func Load(root string) (Runs, error) {
 	return runs, nil
 }
 
+// LoadColumns reads a reproduction on every device it was made on: root's
+// presets on the host's own swap, and <root>/<profile>/'s for each swap
+// device profile that has runs there, in the profiles' order.
+func LoadColumns(root string) ([]Column, error) {
+	own, err := Load(root)
+	if err != nil {
+		return nil, err
+	}
+	cols := []Column{{Device: swapdev.None, Runs: own}}
+	for _, name := range swapdev.Names() {
+		if name == swapdev.None {
+			continue
+		}
+		dir := filepath.Join(root, name)
+		if _, err := os.Stat(dir); errors.Is(err, fs.ErrNotExist) {
+			continue
+		}
+		runs, err := Load(dir)
+		if err != nil {
+			return nil, err
+		}
+		if len(runs) > 0 {
+			cols = append(cols, Column{Device: name, Runs: runs})
+		}
+	}
+	return cols, nil
+}
+
 // Check derives every finding from the runs. It refuses runs that are not
 // the paper's experiment: a missing preset, a timeline other than the
 // preset's, a fraction of pages touched per cycle other than the paper's,
@@ -101,47 +149,134 @@ func Check(runs Runs) ([]Finding, error) {
 		if len(runs[p]) == 0 {
 			return nil, fmt.Errorf("no %s run: the findings need %s; run each at its paper timing", p, strings.Join(needed, ", "))
 		}
+	}
+	if len(runs["fig12"]) < 2 {
+		return nil, errors.New("one fig12 run: the stability finding compares repeats; run fig12 three times as the paper did")
+	}
+	return check(runs, swapdev.None)
+}
+
+// CheckColumns derives every finding on every device: the first column, the
+// host's own swap, must hold every preset (as Check); on an emulated device
+// a finding whose runs were not made there is NotRun. A run kept under a
+// device it was not made on is refused, as Check refuses runs that are not
+// the paper's.
+func CheckColumns(cols []Column) ([]Row, error) {
+	if len(cols) == 0 || cols[0].Device != swapdev.None {
+		return nil, errors.New("no reproduction on the host's own swap: its runs are the first column")
+	}
+	rows := make([]Row, len(rules))
+	for i, r := range rules {
+		rows[i] = Row{Claim: r.claim, Paper: r.paper, Rule: r.rule}
+	}
+	for i, c := range cols {
+		var fs []Finding
+		var err error
+		if i == 0 {
+			fs, err = Check(c.Runs)
+		} else {
+			fs, err = check(c.Runs, c.Device)
+		}
+		if err != nil {
+			return nil, err
+		}
+		for k := range rows {
+			rows[k].Cells = append(rows[k].Cells, fs[k])
+		}
+	}
+	return rows, nil
+}
+
+// devices refuses a run kept in a column other than its device's.
+func devices(c Column) error {
+	want, err := swapdev.Named(c.Device)
+	if err != nil {
+		return err
+	}
+	for _, rs := range c.Runs {
+		for _, r := range rs {
+			got := r.Record.Spec.SwapDevice
+			if got.IsNone() && want.IsNone() {
+				continue
+			}
+			if got != want {
+				return fmt.Errorf("run %s (%s) was made on swap device %s, not %s: keep it under its device's directory (docs/reproduction/<profile>/<preset>, the host's own swap at the top)", r.Record.ID, r.Record.Spec.Preset, got, c.Device)
+			}
+		}
+	}
+	return nil
+}
+
+// check judges every rule whose runs are there; the others are NotRun.
+func check(runs Runs, device string) ([]Finding, error) {
+	if err := devices(Column{Device: device, Runs: runs}); err != nil {
+		return nil, err
+	}
+	for _, p := range needed {
 		for _, r := range runs[p] {
 			if err := paperRun(r); err != nil {
 				return nil, err
 			}
 		}
 	}
-	if len(runs["fig12"]) < 2 {
-		return nil, errors.New("one fig12 run: the stability finding compares repeats; run fig12 three times as the paper did")
+	d := reproduction{runs: runs, figs: map[string]analysis.Figures{}}
+	for _, p := range []string{"e1", "e2", "e3", "e4"} {
+		if len(runs[p]) > 0 {
+			d.figs[p] = analysis.Measure(runs[p][0])
+		}
 	}
-	d := reproduction{runs: runs, e1: analysis.Measure(runs["e1"][0]), e2: analysis.Measure(runs["e2"][0]), e3: analysis.Measure(runs["e3"][0]), e4: analysis.Measure(runs["e4"][0])}
 	out := make([]Finding, 0, len(rules))
 	for _, r := range rules {
 		f := Finding{Claim: r.claim, Paper: r.paper, Rule: r.rule}
-		f.Measured, f.Holds = r.judge(d)
+		if r.ran(runs) {
+			f.Measured, f.Holds = r.judge(d)
+		} else {
+			f.NotRun, f.Measured = true, "not run"
+		}
 		out = append(out, f)
 	}
 	return out, nil
 }
 
 // reproduction is what the rules judge: the runs, and the first run of
-// each of e1-e4 as a series.
+// each of e1-e4 there is as a series.
 type reproduction struct {
-	runs           Runs
-	e1, e2, e3, e4 analysis.Figures
+	runs Runs
+	figs map[string]analysis.Figures
 }
 
+func (d reproduction) e1() analysis.Figures { return d.figs["e1"] }
+func (d reproduction) e2() analysis.Figures { return d.figs["e2"] }
+func (d reproduction) e3() analysis.Figures { return d.figs["e3"] }
+func (d reproduction) e4() analysis.Figures { return d.figs["e4"] }
+
 // A finding's rule: the paper's claim and what the paper shows, the test
-// fixed before the runs, and the judge that measures the runs and applies
-// it.
+// fixed before the runs, the presets it reads (fig12 in at least two runs),
+// and the judge that measures the runs and applies it.
 type findingRule struct {
 	claim, paper, rule string
+	needs              []string
 	judge              func(d reproduction) (measured string, holds bool)
+}
+
+// ran says whether the runs the rule reads are there.
+func (r findingRule) ran(runs Runs) bool {
+	for _, p := range r.needs {
+		if len(runs[p]) == 0 || (p == "fig12" && len(runs[p]) < 2) {
+			return false
+		}
+	}
+	return true
 }
 
 // rules are the paper's findings, in the order of the README's table.
 var rules = []findingRule{
 	{
 		claim: "e2 thrashes in a window", paper: "about 400 s to about 1300 s",
-		rule: fmt.Sprintf("onset and recovery of the swap-in episode each within %.0f s of the paper's", timeTolerance),
+		needs: []string{"e2"},
+		rule:  fmt.Sprintf("onset and recovery of the swap-in episode each within %.0f s of the paper's", timeTolerance),
 		judge: func(d reproduction) (string, bool) {
-			ep := d.e2.Summary.SwapIn
+			ep := d.e2().Summary.SwapIn
 			if ep == nil || !ep.Recovered {
 				return episodeText(ep), false
 			}
@@ -151,11 +286,12 @@ var rules = []findingRule{
 	},
 	{
 		claim: "e1-e3 peak while every consumer is active", paper: "[730 s, 790 s]",
-		rule: "the peak of swap-ins/s, averaged over ±t_c, within t_c of the plateau",
+		needs: []string{"e1", "e2", "e3"},
+		rule:  "the peak of swap-ins/s, averaged over ±t_c, within t_c of the plateau",
 		judge: func(d reproduction) (string, bool) {
 			holds := true
 			var peaks []string
-			for _, f := range []analysis.Figures{d.e1, d.e2, d.e3} {
+			for _, f := range []analysis.Figures{d.e1(), d.e2(), d.e3()} {
 				peaks = append(peaks, fmt.Sprintf("%s %.0f s", f.Summary.Preset, f.Shape.PeakAt))
 				holds = holds && PeaksOnPlateau(f.Shape)
 			}
@@ -164,17 +300,19 @@ var rules = []findingRule{
 	},
 	{
 		claim: "more W, more paging (e1 < e2)", paper: "e1's paging below e2's",
-		rule: "mean swap-ins/s over the plateau, e1 below e2",
+		needs: []string{"e1", "e2"},
+		rule:  "mean swap-ins/s over the plateau, e1 below e2",
 		judge: func(d reproduction) (string, bool) {
-			return fmt.Sprintf("e1 %s, e2 %s swap-ins/s (peak PSI memory full: e1 %.0f %%, e2 %.0f %%)", num(d.e1.Shape.PlateauMean), num(d.e2.Shape.PlateauMean), d.e1.Summary.PeakPSIFull, d.e2.Summary.PeakPSIFull),
-				d.e1.Shape.PlateauMean < d.e2.Shape.PlateauMean
+			return fmt.Sprintf("e1 %s, e2 %s swap-ins/s (peak PSI memory full: e1 %.0f %%, e2 %.0f %%)", num(d.e1().Shape.PlateauMean), num(d.e2().Shape.PlateauMean), d.e1().Summary.PeakPSIFull, d.e2().Summary.PeakPSIFull),
+				d.e1().Shape.PlateauMean < d.e2().Shape.PlateauMean
 		},
 	},
 	{
 		claim: "a longer t_s relieves it (e3 < e2), e3 starts late", paper: "e3's paging below e2's; e3's thrash starts about 750 s",
-		rule: fmt.Sprintf("mean swap-ins/s over the plateau, e3 below e2; e3's onset within %.0f s of 750 s", timeTolerance),
+		needs: []string{"e2", "e3"},
+		rule:  fmt.Sprintf("mean swap-ins/s over the plateau, e3 below e2; e3's onset within %.0f s of 750 s", timeTolerance),
 		judge: func(d reproduction) (string, bool) {
-			e2, e3 := d.e2, d.e3
+			e2, e3 := d.e2(), d.e3()
 			return fmt.Sprintf("e3 %s, e2 %s swap-ins/s (peak PSI memory full: e3 %.0f %%, e2 %.0f %%); e3 %s",
 					num(e3.Shape.PlateauMean), num(e2.Shape.PlateauMean), e3.Summary.PeakPSIFull, e2.Summary.PeakPSIFull, episodeText(e3.Summary.SwapIn)),
 				e3.Shape.PlateauMean < e2.Shape.PlateauMean && e3.Summary.SwapIn != nil && math.Abs(e3.Summary.SwapIn.Onset-750) <= timeTolerance
@@ -182,17 +320,19 @@ var rules = []findingRule{
 	},
 	{
 		claim: "t_c = 1 s: a shorter, sharper thrash (e4)", paper: "activity between about 5 s and 40 s of 60 s",
-		rule: "e4's episode shorter than e2's, and its rise from onset to the smoothed peak shorter",
+		needs: []string{"e2", "e4"},
+		rule:  "e4's episode shorter than e2's, and its rise from onset to the smoothed peak shorter",
 		judge: func(d reproduction) (string, bool) {
-			d2, r2 := d.e2.Shape.EpisodeSeconds, d.e2.Shape.RiseSeconds
-			d4, r4 := d.e4.Shape.EpisodeSeconds, d.e4.Shape.RiseSeconds
-			return fmt.Sprintf("e4 %s (rise %.0f s), e2 lasts %.0f s (rise %.0f s)", episodeText(d.e4.Summary.SwapIn), r4, d2, r2),
+			d2, r2 := d.e2().Shape.EpisodeSeconds, d.e2().Shape.RiseSeconds
+			d4, r4 := d.e4().Shape.EpisodeSeconds, d.e4().Shape.RiseSeconds
+			return fmt.Sprintf("e4 %s (rise %.0f s), e2 lasts %.0f s (rise %.0f s)", episodeText(d.e4().Summary.SwapIn), r4, d2, r2),
 				d4 < d2 && r4 < r2 // false when either is NaN: not recovered
 		},
 	},
 	{
 		claim: "repeats overlap (Fig 12)", paper: "three runs (FreeBSD) of W=10,000, t_s=100 ms, t_c=10 s overlap",
-		rule: fmt.Sprintf("mean over time of the SD across runs of swap-ins/s (averaged over ±t_c), over the mean over time of their mean, at most %.0f %%", 100*spreadLimit),
+		needs: []string{"fig12"},
+		rule:  fmt.Sprintf("mean over time of the SD across runs of swap-ins/s (averaged over ±t_c), over the mean over time of their mean, at most %.0f %%", 100*spreadLimit),
 		judge: func(d reproduction) (string, bool) {
 			spread, n := stability(d.runs["fig12"])
 			return fmt.Sprintf("%d runs: SD across runs %.0f %% of their mean", n, 100*spread), spread <= spreadLimit
@@ -200,11 +340,12 @@ var rules = []findingRule{
 	},
 	{
 		claim: "Linux recovers fast once demand falls", paper: "the fastest recovery of the OSes; e2's thrash ends about 1300 s, 90 s after demand falls under the limit",
-		rule: fmt.Sprintf("from the consumer's end that brings the planned demand under the limit to swap-ins below 10 %% of the peak: at most %d t_c", recoveryIntervs),
+		needs: []string{"e1", "e2", "e3", "e4"},
+		rule:  fmt.Sprintf("from the consumer's end that brings the planned demand under the limit to swap-ins below 10 %% of the peak: at most %d t_c", recoveryIntervs),
 		judge: func(d reproduction) (string, bool) {
 			holds := true
 			var lags []string
-			for _, f := range []analysis.Figures{d.e1, d.e2, d.e3, d.e4} {
+			for _, f := range []analysis.Figures{d.e1(), d.e2(), d.e3(), d.e4()} {
 				lag := f.Shape.RecoveryLagSeconds
 				if math.IsNaN(lag) {
 					lags = append(lags, f.Summary.Preset+" not recovered")
@@ -334,16 +475,32 @@ func num(v float64) string {
 	return b.String()
 }
 
-// Table renders the findings as the README's Markdown table.
-func Table(fs []Finding) string {
+// Table renders the findings as the README's Markdown table: the paper and
+// the rule, then what each device measured and whether it holds.
+func Table(cols []Column, rows []Row) string {
 	var b strings.Builder
-	b.WriteString("| finding | the paper | thrashscope | rule | holds |\n|---|---|---|---|---|\n")
-	for _, f := range fs {
-		holds := "yes"
-		if !f.Holds {
-			holds = "**no**"
+	b.WriteString("| finding | the paper | rule |")
+	for _, c := range cols {
+		if c.Device == swapdev.None {
+			b.WriteString(" thrashscope, this host's swap | holds |")
+		} else {
+			fmt.Fprintf(&b, " thrashscope, `%s` | holds |", c.Device)
 		}
-		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s |\n", f.Claim, f.Paper, f.Measured, f.Rule, holds)
+	}
+	b.WriteString("\n|---|---|---|" + strings.Repeat("---|---|", len(cols)) + "\n")
+	for _, r := range rows {
+		fmt.Fprintf(&b, "| %s | %s | %s |", r.Claim, r.Paper, r.Rule)
+		for _, f := range r.Cells {
+			holds := "yes"
+			switch {
+			case f.NotRun:
+				holds = "-"
+			case !f.Holds:
+				holds = "**no**"
+			}
+			fmt.Fprintf(&b, " %s | %s |", f.Measured, holds)
+		}
+		b.WriteString("\n")
 	}
 	return b.String()
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/thrashscope/thrashscope/internal/run"
 	"github.com/thrashscope/thrashscope/internal/sampler"
 	"github.com/thrashscope/thrashscope/internal/store"
+	"github.com/thrashscope/thrashscope/internal/swapdev"
 )
 
 // shape is a synthetic swap-in curve: 0 until rise, up linearly to peak at
@@ -90,9 +91,67 @@ func TestFindingsHoldOnPaperShapedRuns(t *testing.T) {
 			t.Errorf("%s: %s does not hold (%s)", f.Claim, f.Measured, f.Rule)
 		}
 	}
-	table := Table(fs)
-	if !strings.HasPrefix(table, "| finding | the paper | thrashscope |") || strings.Count(table, "\n") != 9 {
+	cols := []Column{{Device: swapdev.None, Runs: paperLike(t)}}
+	rows, err := CheckColumns(cols)
+	if err != nil {
+		t.Fatal(err)
+	}
+	table := Table(cols, rows)
+	if !strings.HasPrefix(table, "| finding | the paper | rule | thrashscope, this host's swap | holds |\n") || strings.Count(table, "\n") != 9 {
 		t.Errorf("table:\n%s", table)
+	}
+}
+
+// onDevice is runs made on a swap device profile.
+func onDevice(t *testing.T, runs Runs, profile string) Runs {
+	t.Helper()
+	dev, err := swapdev.Named(profile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, rs := range runs {
+		for i := range rs {
+			rs[i].Record.Spec.SwapDevice = dev
+		}
+	}
+	return runs
+}
+
+// A device's column judges the findings whose runs were made on it and says
+// "not run" of the others; a run kept under a device it was not made on is
+// refused, either way round.
+func TestADeviceColumnJudgesWhatRanOnIt(t *testing.T) {
+	hdd := onDevice(t, Runs{"e2": paperLike(t)["e2"]}, swapdev.HDD2013)
+	cols := []Column{{Device: swapdev.None, Runs: paperLike(t)}, {Device: swapdev.HDD2013, Runs: hdd}}
+	rows, err := CheckColumns(cols)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range rows {
+		if len(r.Cells) != 2 {
+			t.Fatalf("%s: %d cells, want 2", r.Claim, len(r.Cells))
+		}
+		own, dev := r.Cells[0], r.Cells[1]
+		if own.NotRun || !own.Holds {
+			t.Errorf("%s on the host's swap: %+v", r.Claim, own)
+		}
+		if wantRun := r.Claim == "e2 thrashes in a window"; dev.NotRun == wantRun || (wantRun && (!dev.Holds || dev.Measured != own.Measured)) {
+			t.Errorf("%s on hdd-2013 with e2 alone: %+v", r.Claim, dev)
+		}
+	}
+	table := Table(cols, rows)
+	if !strings.Contains(table, "| thrashscope, `hdd-2013` | holds |\n|---|---|---|---|---|---|---|\n") || !strings.Contains(table, "| not run | - |") {
+		t.Errorf("table:\n%s", table)
+	}
+
+	wrong := []Column{{Device: swapdev.None, Runs: paperLike(t)}, {Device: swapdev.HDD2013, Runs: Runs{"e2": paperLike(t)["e2"]}}}
+	if _, err := CheckColumns(wrong); err == nil || !strings.Contains(err.Error(), "was made on swap device none, not hdd-2013") {
+		t.Errorf("a run on the host's swap kept under hdd-2013: %v", err)
+	}
+	mixed := paperLike(t)
+	mixed["e3"] = onDevice(t, Runs{"e3": mixed["e3"]}, swapdev.HDD2013)["e3"]
+	if _, err := CheckColumns([]Column{{Device: swapdev.None, Runs: mixed}}); err == nil || !strings.Contains(err.Error(), "was made on swap device hdd-2013 (120 read I/Os, 120 write I/Os a second), not none") {
+		t.Errorf("a run on hdd-2013 kept with the host's: %v", err)
 	}
 }
 
@@ -168,17 +227,20 @@ func TestNum(t *testing.T) {
 // so a run replaced by one that shows something else changes the table and
 // fails here until both say so.
 func TestCommittedReproduction(t *testing.T) {
-	runs, err := Load("../../docs/reproduction")
+	cols, err := LoadColumns("../../docs/reproduction")
 	if err != nil {
 		t.Fatal(err)
 	}
-	fs, err := Check(runs)
+	rows, err := CheckColumns(cols)
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, f := range fs {
-		t.Logf("%s: %s (holds: %v)", f.Claim, f.Measured, f.Holds)
+	for _, r := range rows {
+		for i, f := range r.Cells {
+			t.Logf("%s on %s: %s (holds: %v)", r.Claim, cols[i].Device, f.Measured, f.Holds)
+		}
 	}
+	runs := cols[0].Runs
 	// The shape the compressed test in internal/observer checks: on this
 	// machine the thrash follows the planned demand over the limit.
 	for _, p := range []string{"e1", "e2", "e3"} {
@@ -191,7 +253,7 @@ func TestCommittedReproduction(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if table := Table(fs); !strings.Contains(string(text), table) {
+		if table := Table(cols, rows); !strings.Contains(string(text), table) {
 			t.Errorf("%s's findings table is not the one docs/reproduction gives; run bin/observer findings and put this in it:\n%s", page, table)
 		}
 	}

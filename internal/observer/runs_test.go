@@ -134,6 +134,36 @@ func (d *daemon) record(t *testing.T, id string) run.Record {
 }
 
 // waitFor polls until cond holds or the timeout passes.
+// dumpStuck logs what a run that does not end waits on: the kernel stack of
+// every thread in uninterruptible sleep, then the observer's goroutines
+// (SIGQUIT: the Go runtime writes them to its log, which the cleanup shows
+// when the test failed).
+func (d *daemon) dumpStuck(t *testing.T) {
+	t.Helper()
+	threads, _ := filepath.Glob("/proc/[0-9]*/task/[0-9]*")
+	for _, th := range threads {
+		stat, err := os.ReadFile(filepath.Join(th, "stat"))
+		if err != nil {
+			continue // gone meanwhile
+		}
+		i := strings.LastIndexByte(string(stat), ')')
+		if i < 0 || i+2 >= len(stat) || stat[i+2] != 'D' {
+			continue
+		}
+		stack, _ := os.ReadFile(filepath.Join(th, "stack"))
+		t.Logf("%s in uninterruptible sleep, %s:\n%s", th, stat[:i+1], stack)
+	}
+	_ = d.cmd.Process.Signal(syscall.SIGQUIT)
+	deadline := time.Now().Add(5 * time.Second)
+	for time.Now().Before(deadline) && syscall.Kill(d.cmd.Process.Pid, 0) == nil {
+		if b, _ := os.ReadFile(d.log.Name()); strings.Contains(string(b), "goroutine ") {
+			time.Sleep(500 * time.Millisecond) // the rest of the dump
+			return
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
 func waitFor(t *testing.T, timeout time.Duration, what string, cond func() bool) {
 	t.Helper()
 	deadline := time.Now().Add(timeout)

@@ -160,11 +160,14 @@ func TestRunOnAnEmulatedSwapDevice(t *testing.T) {
 
 	// The plan ends at 37 s; a consumer's last cycle may take the grace.
 	var final run.Record
-	waitFor(t, 40*time.Second+master.OverrunGrace+30*time.Second, "the run to end", func() bool {
-		final = d.record(t, rec.ID)
+	end := time.Now().Add(40*time.Second + master.OverrunGrace + 30*time.Second)
+	for final = d.record(t, rec.ID); run.Active(final.State); final = d.record(t, rec.ID) {
+		if time.Now().After(end) {
+			d.dumpStuck(t)
+			t.Fatalf("run %s still %s %s after its plan ended", rec.ID, final.State, time.Since(at(37)).Round(time.Second))
+		}
 		time.Sleep(200 * time.Millisecond)
-		return !run.Active(final.State)
-	})
+	}
 	if final.State != run.StateCompleted {
 		t.Errorf("run %s: %s", final.State, final.Reason)
 	}
