@@ -29,11 +29,6 @@ import (
 // would reclaim a waiting consumer's pages) delays the plan.
 const spawnLead = 2 * time.Second
 
-// OverrunGrace is how long the master waits past a consumer's t_f for it to
-// finish its last cycle before it is terminated. Lateness within it is what
-// the paper records; beyond it the consumer is stuck, not late.
-const OverrunGrace = 60 * time.Second
-
 // cgroupCheckEvery is how often a run checks that its cgroup still exists.
 const cgroupCheckEvery = time.Second
 
@@ -337,8 +332,9 @@ func (r *Master) drive() {
 	spawned := make(chan struct{})
 	timed := r.cfg.Spec.Preset != run.PresetFill && r.cfg.Spec.Cycles == 0
 	deadline := r.start.Add(r.cfg.Spec.Deadline())
+	grace := r.cfg.Spec.Grace()
 	if timed {
-		deadline = deadline.Add(OverrunGrace) // the last cycles past t_f
+		deadline = deadline.Add(grace) // the last cycles past t_f
 	}
 	// One goroutine on one locked OS thread spawns every consumer: their
 	// PDEATHSIG fires when the spawning thread exits, so that thread must
@@ -380,8 +376,8 @@ wait:
 				r.cancel(errors.New("consumers still running at the run's time bound, " + run.MaxRunDuration.String() + "; ask for fewer cycles"))
 				break wait
 			}
-			r.cfg.Logger.Warn("consumers overran their finish time; terminating them", "run", r.cfg.ID, "grace", OverrunGrace)
-			r.cancel(errors.New("consumers still running " + OverrunGrace.String() + " after the plan ended"))
+			r.cfg.Logger.Warn("consumers overran their finish time; terminating them", "run", r.cfg.ID, "grace", grace)
+			r.cancel(errors.New("consumers still running " + grace.String() + " after the plan ended"))
 			break wait
 		case now := <-check.C:
 			r.takeCycles()

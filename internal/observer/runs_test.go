@@ -22,7 +22,6 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/thrashscope/thrashscope/internal/cgroup"
-	"github.com/thrashscope/thrashscope/internal/master"
 	"github.com/thrashscope/thrashscope/internal/run"
 	"github.com/thrashscope/thrashscope/internal/testenv"
 )
@@ -726,7 +725,7 @@ func TestRunBackingFile(t *testing.T) {
 	d := startDaemon(t, t.TempDir(), "--probes=bpf")
 	rec := d.startRun(t, spec)
 	var fileFaults, anonFaults float64
-	waitFor(t, r.Duration()+master.OverrunGrace+30*time.Second, "the run to end", func() bool {
+	waitFor(t, r.Duration()+r.Grace()+30*time.Second, "the run to end", func() bool {
 		_, scrape := get(t, d.url+"/metrics")
 		f, a := consumerFaults(scrape)
 		fileFaults, anonFaults = max(fileFaults, f), max(anonFaults, a)

@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/thrashscope/thrashscope/internal/cgroup"
-	"github.com/thrashscope/thrashscope/internal/master"
 	"github.com/thrashscope/thrashscope/internal/run"
 	"github.com/thrashscope/thrashscope/internal/swapdev"
 	"github.com/thrashscope/thrashscope/internal/testenv"
@@ -160,7 +159,7 @@ func TestRunOnAnEmulatedSwapDevice(t *testing.T) {
 
 	// The plan ends at 37 s; a consumer's last cycle may take the grace.
 	var final run.Record
-	end := time.Now().Add(40*time.Second + master.OverrunGrace + 30*time.Second)
+	end := time.Now().Add(40*time.Second + rec.Spec.Grace() + 30*time.Second)
 	for final = d.record(t, rec.ID); run.Active(final.State); final = d.record(t, rec.ID) {
 		if time.Now().After(end) {
 			d.dumpStuck(t)

@@ -39,6 +39,22 @@ func (r Resolved) Duration() time.Duration {
 	return r.Slot(r.Consumers - 1).End
 }
 
+// OverrunGrace is how long past its t_f a consumer on the host's own swap
+// may take to finish its last cycle. Lateness within it is what the paper
+// records; beyond it the consumer is stuck, not late.
+const OverrunGrace = 60 * time.Second
+
+// Grace is how long past the plan the master waits for a timed run's last
+// cycles: OverrunGrace, or on an emulated swap device the time the device
+// takes to read every consumer's region back once at its read limits (a
+// cycle there can last that long and still be progressing: at 120 reads a
+// second, 25 consumers of 100 MB share 5 swap-ins a second each), but never
+// so long that the run would pass MaxRunDuration.
+func (r Resolved) Grace() time.Duration {
+	g := max(OverrunGrace, r.SwapDevice.ReadTime(int64(r.Consumers)*r.SizeBytes))
+	return max(OverrunGrace, min(g, MaxRunDuration-r.Duration()))
+}
+
 // Deadline is how long the master lets a run last: a timed run its plan
 // (the master adds a grace for the last cycles); a fill run, or a run of
 // fixed work (Cycles), MaxRunDuration, whatever the plan says.

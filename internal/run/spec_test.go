@@ -416,3 +416,37 @@ func FuzzDecodeSpec(f *testing.F) {
 		}
 	})
 }
+
+// A timed run waits OverrunGrace past its plan on the host's own swap; on
+// an emulated device, the time the device takes to read every consumer's
+// region back once (a late consumer there is still progressing), never
+// past MaxRunDuration.
+func TestGraceFollowsTheDevice(t *testing.T) {
+	cases := []struct {
+		spec string
+		want time.Duration
+	}{
+		{`{"preset":"e2"}`, OverrunGrace},
+		// 25 × 24,414 pages at 120 reads a second.
+		{`{"preset":"e2","swap_device":"hdd-2013"}`, 5086 * time.Second},
+		// 3,000 reads a second binds before 125 MiB/s.
+		{`{"preset":"e2","swap_device":"cloud-3000"}`, 203 * time.Second},
+		// 2.5 GB at 100 kB/s passes the 4 h bound: capped at what is left.
+		{`{"preset":"e2","swap_device":{"read_bps":100000}}`, MaxRunDuration - 1510*time.Second},
+		// A device fast enough keeps the floor.
+		{`{"preset":"e4","scale":0.1,"swap_device":{"read_iops":100000}}`, OverrunGrace},
+	}
+	for _, c := range cases {
+		var s Spec
+		if err := json.Unmarshal([]byte(c.spec), &s); err != nil {
+			t.Fatal(err)
+		}
+		r, err := Resolve(s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := r.Grace().Truncate(time.Second); got != c.want {
+			t.Errorf("%s: grace %s, want %s", c.spec, got, c.want)
+		}
+	}
+}

@@ -17,6 +17,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/thrashscope/thrashscope/internal/strictjson"
 )
@@ -99,6 +100,22 @@ func Named(name string) (Spec, error) {
 	}
 	return Spec{Profile: p.Name, Limits: p.Limits}, nil
 }
+
+// ReadTime is how long the device takes to read n bytes in pages, one
+// page an I/O, at its read limits; 0 when it has none.
+func (l Limits) ReadTime(n int64) time.Duration {
+	var secs float64
+	if l.ReadIOPS > 0 {
+		secs = float64((n+pageSize-1)/pageSize) / float64(l.ReadIOPS)
+	}
+	if l.ReadBPS > 0 {
+		secs = max(secs, float64(n)/float64(l.ReadBPS))
+	}
+	return time.Duration(secs * float64(time.Second))
+}
+
+// pageSize is what one swap-in reads.
+const pageSize = 4096
 
 // IsNone says the run keeps the host's swap as it is.
 func (s Spec) IsNone() bool { return s.Profile == "" || s.Profile == None }

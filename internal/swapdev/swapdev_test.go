@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 )
 
 func TestDecode(t *testing.T) {
@@ -197,6 +198,25 @@ func TestEmulationValidate(t *testing.T) {
 		mut(&e)
 		if err := e.Validate(); err == nil {
 			t.Errorf("%s: valid", name)
+		}
+	}
+}
+
+func TestReadTime(t *testing.T) {
+	cases := []struct {
+		l    Limits
+		n    int64
+		want time.Duration
+	}{
+		{Limits{}, 1 << 30, 0},
+		{Limits{WriteIOPS: 10}, 1 << 30, 0},
+		{Limits{ReadIOPS: 100}, 4096 * 250, 2500 * time.Millisecond},
+		{Limits{ReadIOPS: 100}, 4097, 20 * time.Millisecond}, // a part page is a read
+		{Limits{ReadIOPS: 1000, ReadBPS: 1 << 20}, 4 << 20, 4 * time.Second},
+	}
+	for _, c := range cases {
+		if got := c.l.ReadTime(c.n); got != c.want {
+			t.Errorf("%+v reading %d bytes: %s, want %s", c.l, c.n, got, c.want)
 		}
 	}
 }
