@@ -12,7 +12,9 @@ import (
 // The swap-in rule, for runs without detector transitions (loadgen run
 // standalone, or a detector that never said thrashing): the host thrashes
 // while swap-ins stay at or above a tenth of the run's peak, and at least
-// MinSwapInThreshold pages/s, for SustainSamples samples in a row.
+// MinSwapInThreshold pages/s (on an emulated swap device, at least a tenth
+// of its read I/Os a second when that is lower: see SwapInFloor), for
+// SustainSamples samples in a row.
 const (
 	ThresholdShare     = 0.1
 	MinSwapInThreshold = 100
@@ -105,7 +107,7 @@ func Summarise(rec run.Record, rows []store.Row) Summary {
 		}
 	}
 	s.Detector = DetectorEpisode(rec)
-	s.SwapIn = SwapInEpisode(elapsed, swapIn)
+	s.SwapIn = SwapInEpisode(elapsed, swapIn, SwapInFloor(rec.Spec))
 	s.Lateness = ConsumerLateness(rec)
 	for _, c := range rec.Consumers {
 		if c.Exit == "oom-killed" {
@@ -139,17 +141,30 @@ func DetectorEpisode(rec run.Record) *Episode {
 	return e
 }
 
+// SwapInFloor is the least threshold of the swap-in rule for a run:
+// MinSwapInThreshold, which keeps a fast host's background paging out of
+// an episode; on an emulated swap device that reads fewer than ten times
+// that a second, a tenth of its read I/Os, the same share of the device the
+// rule takes of a run's peak (12 pages/s on hdd-2013, where 100 would be
+// most of what the device serves).
+func SwapInFloor(spec run.Resolved) float64 {
+	if r := spec.SwapDevice.ReadIOPS; r > 0 {
+		return min(MinSwapInThreshold, ThresholdShare*float64(r))
+	}
+	return MinSwapInThreshold
+}
+
 // SwapInEpisode applies the swap-in rule to a run's samples: onset is the
 // first sample of the first stretch of SustainSamples or more at or above
 // the threshold; recovery is the first sample after the last such stretch
 // that begins SustainSamples below it. Times are the samples' elapsed
-// seconds (each row's rates cover the interval ending then). Nil when the
-// rates never stay up.
-func SwapInEpisode(elapsed, swapIn []float64) *Episode {
+// seconds (each row's rates cover the interval ending then); the threshold
+// is a share of the peak, at least floor. Nil when the rates never stay up.
+func SwapInEpisode(elapsed, swapIn []float64, floor float64) *Episode {
 	if len(swapIn) == 0 {
 		return nil
 	}
-	th := max(ThresholdShare*slices.Max(swapIn), MinSwapInThreshold)
+	th := max(ThresholdShare*slices.Max(swapIn), floor)
 	var first, lastEnd = -1, -1 // first stretch's start; last stretch's end (exclusive)
 	for i := 0; i < len(swapIn); {
 		if swapIn[i] < th {

@@ -1,6 +1,7 @@
 package analysis
 
 import (
+	"encoding/json"
 	"math"
 	"testing"
 	"time"
@@ -24,6 +25,7 @@ func TestSwapInEpisode(t *testing.T) {
 		onset, recovery    float64 // 0: none
 		threshold          float64
 		wantNil, recovered bool
+		floor              float64 // 0: MinSwapInThreshold
 	}{
 		{name: "quiet run", swapIn: []float64{0, 5, 80, 20, 0}, wantNil: true},
 		// Peak 10000: threshold 1000. A two-sample blip at 3-4 s is not
@@ -39,6 +41,10 @@ func TestSwapInEpisode(t *testing.T) {
 			onset: 3, threshold: 100},
 		// A single burst below the floor never counts.
 		{name: "floor", swapIn: []float64{0, 90, 90, 90, 90, 0}, wantNil: true},
+		// On a device of 120 reads a second the floor is 12: its plateau
+		// at 90-120 is an episode, a trickle below 12 is not.
+		{name: "a slow device's floor", swapIn: []float64{0, 5, 10, 90, 120, 110, 11, 8, 0, 0, 0},
+			onset: 4, recovery: 7, threshold: 12, recovered: true, floor: 12},
 		// Quiet samples at the very end, fewer than SustainSamples: not recovered.
 		{name: "short tail", swapIn: []float64{0, 300, 300, 300, 0, 0}, onset: 2, threshold: 100},
 		// A NaN (the parsers refuse one; this is the loop's own guard)
@@ -47,7 +53,11 @@ func TestSwapInEpisode(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			e := SwapInEpisode(secs(len(c.swapIn)), c.swapIn)
+			floor := c.floor
+			if floor == 0 {
+				floor = MinSwapInThreshold
+			}
+			e := SwapInEpisode(secs(len(c.swapIn)), c.swapIn, floor)
 			if c.wantNil {
 				if e != nil {
 					t.Fatalf("got %+v, want no episode", e)
@@ -133,3 +143,25 @@ func TestSummarisePeaks(t *testing.T) {
 }
 
 func ptr[T any](v T) *T { return &v }
+
+func TestSwapInFloor(t *testing.T) {
+	for spec, want := range map[string]float64{
+		`{"preset":"e2"}`:                            MinSwapInThreshold,
+		`{"preset":"e2","swap_device":"hdd-2013"}`:   12,
+		`{"preset":"e2","swap_device":"cloud-3000"}`: MinSwapInThreshold,
+		// Bytes alone do not lower it: the rule counts pages, not I/Os.
+		`{"preset":"e2","swap_device":{"write_iops":10,"read_bps":1048576}}`: MinSwapInThreshold,
+	} {
+		var s run.Spec
+		if err := json.Unmarshal([]byte(spec), &s); err != nil {
+			t.Fatal(err)
+		}
+		r, err := run.Resolve(s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := SwapInFloor(r); got != want {
+			t.Errorf("%s: floor %g, want %g", spec, got, want)
+		}
+	}
+}

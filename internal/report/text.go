@@ -180,7 +180,8 @@ var definitions = fmt.Sprintf(`definitions
     of thrashing (to monitoring or normal). Only the observer records them.
   thrashing onset, recovery (swap-in rule), used when the detector recorded
     none: the threshold is %.0f %% of the run's peak swap-in rate, at least
-    %d pages/s. Onset is the first sample of the first %d or more samples in a
+    %d pages/s (on an emulated swap device, at least a tenth of its read
+    I/Os a second when that is lower). Onset is the first sample of the first %d or more samples in a
     row at or above it; recovery the first sample after the last such
     stretch that begins %d samples in a row below it.
   planned demand > limit: when the schedule's active consumers × S first
