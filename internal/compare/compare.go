@@ -8,6 +8,7 @@ package compare
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -110,7 +111,7 @@ func Run(ctx context.Context, cfg Config) ([]Result, error) {
 	}
 	var results []Result
 	for _, r := range recorded {
-		results = append(results, resultOf(analysis.Measure(r)))
+		results = append(results, resultOf(r))
 	}
 	return results, Write(cfg.OutDir, results)
 }
@@ -154,7 +155,7 @@ func Redraw(dir string) ([]Result, error) {
 	}
 	var results []Result
 	for _, r := range recorded {
-		results = append(results, resultOf(analysis.Measure(r)))
+		results = append(results, resultOf(r))
 	}
 	return results, Write(dir, results)
 }
@@ -165,11 +166,28 @@ type Result struct {
 	ID, State string
 	analysis.Totals
 	PeakPSIFull float64 // % of an interval
+	// Device is the emulated swap device the run had, and what was
+	// emulated (run.Record.DeviceLine); empty on the host's own swap.
+	Device string
 }
 
 // resultOf presents one run's figures.
-func resultOf(f analysis.Figures) Result {
-	return Result{ID: f.Summary.ID, State: f.Summary.State, Totals: f.Totals, PeakPSIFull: f.Summary.PeakPSIFull}
+func resultOf(r analysis.Recorded) Result {
+	f := analysis.Measure(r)
+	return Result{ID: f.Summary.ID, State: f.Summary.State, Totals: f.Totals, PeakPSIFull: f.Summary.PeakPSIFull, Device: r.Record.DeviceLine()}
+}
+
+// devices are the comparison's swap devices, in the order first seen: one
+// for a comparison's runs, more for a redraw of runs made apart.
+func devices(rs []Result) []string {
+	var ds []string
+	for _, r := range rs {
+		d := cmp.Or(r.Device, "the host's own swap")
+		if !slices.Contains(ds, d) {
+			ds = append(ds, d)
+		}
+	}
+	return ds
 }
 
 // metric is one column of the table and one panel of the figure.
@@ -205,6 +223,9 @@ func byPolicy(rs []Result) (order []string, groups map[string][]Result) {
 // cell the mean ± SD over its repeats (n in the last column).
 func Table(rs []Result) string {
 	var b strings.Builder
+	if ds := devices(rs); len(ds) > 1 || ds[0] != "the host's own swap" {
+		fmt.Fprintf(&b, "Swap device: %s.\n\n", strings.Join(ds, "; and "))
+	}
 	b.WriteString("| policy |")
 	for _, m := range metrics {
 		if m.unit != "" {
@@ -352,7 +373,15 @@ func Write(dir string, rs []Result) error {
 	rows := [][]figures.Chart{c[:3], c[3:]}
 	for _, f := range []figures.Format{figures.PNG, figures.SVG} {
 		var b bytes.Buffer
-		if err := figures.RenderFigure(&b, f, 15*vg.Inch, 7*vg.Inch, "policies compared", rows...); err != nil {
+		title := "policies compared"
+		if ds := devices(rs); len(ds) > 1 || ds[0] != "the host's own swap" {
+			name, _, _ := strings.Cut(rs[0].Device, ";") // the device, not what was emulated
+			title += ", swap device " + name
+			if len(ds) > 1 {
+				title = "policies compared, on several swap devices"
+			}
+		}
+		if err := figures.RenderFigure(&b, f, 15*vg.Inch, 7*vg.Inch, title, rows...); err != nil {
 			return err
 		}
 		if err := out.WriteFile("compare."+string(f), b.Bytes(), 0o644); err != nil {

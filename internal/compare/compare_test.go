@@ -15,6 +15,7 @@ import (
 	"github.com/thrashscope/thrashscope/internal/run"
 	"github.com/thrashscope/thrashscope/internal/sampler"
 	"github.com/thrashscope/thrashscope/internal/store"
+	"github.com/thrashscope/thrashscope/internal/swapdev"
 	"github.com/thrashscope/thrashscope/internal/testenv"
 )
 
@@ -58,7 +59,7 @@ func recorded(id, pol string, slowdowns []float64, swapRates []float64) analysis
 }
 
 // measure is a run's figures as the comparison presents them.
-func measure(r analysis.Recorded) Result { return resultOf(analysis.Measure(r)) }
+func measure(r analysis.Recorded) Result { return resultOf(r) }
 
 func TestMeasure(t *testing.T) {
 	r := measure(recorded("a", "binpack", []float64{2, 4, 0}, []float64{100, 300, 50}))
@@ -99,6 +100,9 @@ func TestTableAndFigure(t *testing.T) {
 	}
 	if strings.Index(tab, "| none |") > strings.Index(tab, "| binpack |") {
 		t.Errorf("rows out of the order the policies ran in:\n%s", tab)
+	}
+	if strings.Contains(tab, "Swap device") {
+		t.Errorf("runs on the host's own swap, but the table names a device:\n%s", tab)
 	}
 	dir := t.TempDir()
 	if err := Write(dir, rs); err != nil {
@@ -207,5 +211,35 @@ func TestRedrawWritesThroughNoLinkAndTakesNoCraftedPolicy(t *testing.T) {
 	}
 	if b, _ := os.ReadFile(filepath.Join(dir, "compare.txt")); strings.Contains(string(b), "NOPASSWD") {
 		t.Errorf("the crafted policy reached compare.txt:\n%s", b)
+	}
+}
+
+// A comparison on an emulated swap device says so above its table, with
+// what was emulated; runs made on different devices are each named.
+func TestTableNamesTheSwapDevice(t *testing.T) {
+	hdd, err := swapdev.Named(swapdev.HDD2013)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rs []Result
+	for _, id := range []string{"n1", "b1"} {
+		r := recorded(id, "none", []float64{2}, []float64{100})
+		r.Record.Spec.SwapDevice = hdd
+		r.Record.SwapEmulation = &swapdev.Emulation{Devices: []swapdev.Device{{Number: "254:0", Swap: "/var/swap"}}, Cgroup: "/sys/fs/cgroup/blkio/thrashscope-run-" + id, Controller: "blkio", Throttled: []string{swapdev.Reads}, Note: swapdev.NoteV1Writes}
+		rs = append(rs, measure(r))
+	}
+	if d := rs[0].Device; !strings.HasPrefix(d, "hdd-2013 (120 read I/Os, 120 write I/Os a second); ") || !strings.Contains(d, "reads") {
+		t.Errorf("the run's device %q: want the profile, then what was throttled", d)
+	}
+	want := "Swap device: " + rs[0].Device + ".\n\n| policy |"
+	if tab := Table(rs); !strings.HasPrefix(tab, want) {
+		t.Errorf("table on hdd-2013:\n%s\nwant it to begin %q", tab, want)
+	}
+	rs = append(rs, measure(recorded("n2", "none", []float64{2}, []float64{100})))
+	if tab := Table(rs); !strings.HasPrefix(tab, "Swap device: hdd-2013 (") || !strings.Contains(tab, "; and the host's own swap.\n") {
+		t.Errorf("table over two devices:\n%s", tab)
+	}
+	if err := Write(t.TempDir(), rs); err != nil {
+		t.Fatal(err)
 	}
 }
