@@ -20,6 +20,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/thrashscope/thrashscope/internal/kernfile"
 	"golang.org/x/sys/unix"
 )
 
@@ -152,7 +153,7 @@ func (p Parent) create(name string, settings []setting) (*Cgroup, error) {
 	}
 	c.lock = lock
 	for _, s := range settings {
-		err := os.WriteFile(filepath.Join(c.Path, s.file), []byte(s.value), 0)
+		err := kernfile.WriteFile(filepath.Join(c.Path, s.file), []byte(s.value))
 		if err == nil || s.optional && errors.Is(err, fs.ErrNotExist) {
 			continue
 		}
@@ -186,7 +187,7 @@ func (c *Cgroup) Child(name string) (*Cgroup, error) {
 		// The parent holds no process (they are in its children), so the
 		// kernel lets it enable the controller below it. A freeze group,
 		// in a unified hierarchy without memory (memory on v1), has none.
-		if err := os.WriteFile(filepath.Join(c.Path, "cgroup.subtree_control"), []byte("+memory"), 0); err != nil {
+		if err := kernfile.WriteFile(filepath.Join(c.Path, "cgroup.subtree_control"), []byte("+memory")); err != nil {
 			return nil, fmt.Errorf("enabling memory for the children of %s: %w", c.Path, hint(errno(err)))
 		}
 	}
@@ -213,7 +214,7 @@ func (c *Cgroup) Protect(bytes int64) error {
 	if !c.V2 {
 		return errors.New("memory.min is cgroup v2's: on v1 a process protects itself with mlock")
 	}
-	if err := os.WriteFile(filepath.Join(c.Path, "memory.min"), []byte(strconv.FormatInt(bytes, 10)), 0); err != nil {
+	if err := kernfile.WriteFile(filepath.Join(c.Path, "memory.min"), []byte(strconv.FormatInt(bytes, 10))); err != nil {
 		return fmt.Errorf("setting memory.min of %s: %w", c.Path, hint(err))
 	}
 	return nil
@@ -255,7 +256,7 @@ func (c *Cgroup) Add(pid int) error {
 	if err := c.owned(); err != nil {
 		return err
 	}
-	if err := os.WriteFile(filepath.Join(c.Path, "cgroup.procs"), []byte(strconv.Itoa(pid)), 0); err != nil {
+	if err := kernfile.WriteFile(filepath.Join(c.Path, "cgroup.procs"), []byte(strconv.Itoa(pid))); err != nil {
 		return fmt.Errorf("adding pid %d to cgroup %s: %w", pid, c.Path, hint(err))
 	}
 	return nil
@@ -338,7 +339,7 @@ func (c *Cgroup) destroyRound() (done bool, left []int, err error) {
 	if len(left) > 0 {
 		// cgroup.kill (v2, Linux 5.14) cannot hit a reused pid and
 		// catches tasks forked meanwhile; kill(2) is the fallback.
-		if !c.V2 || os.WriteFile(filepath.Join(c.Path, "cgroup.kill"), []byte("1"), 0) != nil {
+		if !c.V2 || kernfile.WriteFile(filepath.Join(c.Path, "cgroup.kill"), []byte("1")) != nil {
 			for _, pid := range left {
 				_ = syscall.Kill(pid, syscall.SIGKILL)
 			}

@@ -27,3 +27,6 @@ func OwnV2(procRoot string) (Parent, bool) {
 	dir, ok := locate(mounts, unified, isV2)
 	return Parent{Path: dir, V2: true}, ok
 }
+
+// RescueV2 is one rescue of the v2 guard, as its loop does one.
+func (g *OOMGuard) RescueV2() bool { return g.rescueV2() }

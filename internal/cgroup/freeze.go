@@ -8,6 +8,8 @@ import (
 	"os"
 	"path/filepath"
 	"time"
+
+	"github.com/thrashscope/thrashscope/internal/kernfile"
 )
 
 // The cgroup v2 freezer (Linux 5.2): cgroup.freeze in every non-root group
@@ -79,7 +81,7 @@ func (c *Cgroup) setFrozen(on bool) error {
 		return fmt.Errorf("freezing cgroup %s: it is on cgroup v1; thrashscope freezes through cgroup v2's cgroup.freeze", c.Path)
 	}
 	v := map[bool]string{true: "1", false: "0"}[on]
-	if err := os.WriteFile(filepath.Join(c.Path, "cgroup.freeze"), []byte(v), 0); err != nil {
+	if err := kernfile.WriteFile(filepath.Join(c.Path, "cgroup.freeze"), []byte(v)); err != nil {
 		return fmt.Errorf("writing %s to %s/cgroup.freeze: %w", v, c.Path, hint(err))
 	}
 	return nil

@@ -10,6 +10,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/thrashscope/thrashscope/internal/kernfile"
 )
 
 // The kernel's I/O throttle (blk-throttle) on a cgroup: cgroup v2's io.max,
@@ -114,7 +116,7 @@ func (c *Cgroup) throttle(l IOLimit) error {
 			if f.v == 0 {
 				continue
 			}
-			if err := os.WriteFile(filepath.Join(c.Path, f.file), fmt.Appendf(nil, "%s %d", l.Device, f.v), 0); err != nil {
+			if err := kernfile.WriteFile(filepath.Join(c.Path, f.file), fmt.Appendf(nil, "%s %d", l.Device, f.v)); err != nil {
 				return fmt.Errorf("%s: %w", f.file, hint(errno(err)))
 			}
 		}
@@ -133,7 +135,7 @@ func (c *Cgroup) throttle(l IOLimit) error {
 			line += fmt.Sprintf(" %s=%d", kv.key, kv.v)
 		}
 	}
-	if err := os.WriteFile(file, []byte(line), 0); err != nil {
+	if err := kernfile.WriteFile(file, []byte(line)); err != nil {
 		return fmt.Errorf("io.max %q: %w", line, hint(errno(err)))
 	}
 	return nil
@@ -149,13 +151,13 @@ func (c *Cgroup) LiftIOThrottle(devices []string) error {
 	var errs []error
 	for _, d := range devices {
 		if c.V2 {
-			if err := os.WriteFile(filepath.Join(c.Path, "io.max"), []byte(d+" rbps=max wbps=max riops=max wiops=max"), 0); err != nil {
+			if err := kernfile.WriteFile(filepath.Join(c.Path, "io.max"), []byte(d+" rbps=max wbps=max riops=max wiops=max")); err != nil {
 				errs = append(errs, fmt.Errorf("lifting the throttle on %s in %s: %w", d, c.Path, errno(err)))
 			}
 			continue
 		}
 		for _, f := range []string{"blkio.throttle.read_iops_device", "blkio.throttle.write_iops_device", "blkio.throttle.read_bps_device", "blkio.throttle.write_bps_device"} {
-			if err := os.WriteFile(filepath.Join(c.Path, f), []byte(d+" 0"), 0); err != nil {
+			if err := kernfile.WriteFile(filepath.Join(c.Path, f), []byte(d+" 0")); err != nil {
 				errs = append(errs, fmt.Errorf("lifting %s on %s in %s: %w", f, d, c.Path, errno(err)))
 			}
 		}

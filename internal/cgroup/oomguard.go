@@ -99,11 +99,11 @@ func (c *Cgroup) GuardOOM(limit int64) (*OOMGuard, error) {
 	}
 	defer ofd.Close()
 	reg := fmt.Sprintf("%d %d", efd, ofd.Fd())
-	if err := os.WriteFile(filepath.Join(c.Path, "cgroup.event_control"), []byte(reg), 0); err != nil {
+	if err := kernfile.WriteFile(filepath.Join(c.Path, "cgroup.event_control"), []byte(reg)); err != nil {
 		unix.Close(efd)
 		return nil, fmt.Errorf("OOM guard: registering for OOM events in %s: %w", c.Path, err)
 	}
-	if err := os.WriteFile(control, []byte("1"), 0); err != nil {
+	if err := kernfile.WriteFile(control, []byte("1")); err != nil {
 		unix.Close(efd)
 		return nil, fmt.Errorf("OOM guard: turning the OOM killer off in %s: %w", c.Path, hint(err))
 	}
@@ -163,7 +163,7 @@ const pollEvery = 100 * time.Millisecond
 // guardV2 sets memory.high a slack under the limit and watches
 // memory.events, which the kernel touches at each high and max event.
 func (c *Cgroup) guardV2(limit, slack int64) (*OOMGuard, error) {
-	if err := os.WriteFile(filepath.Join(c.Path, "memory.high"), []byte(strconv.FormatInt(limit-slack, 10)), 0); err != nil {
+	if err := kernfile.WriteFile(filepath.Join(c.Path, "memory.high"), []byte(strconv.FormatInt(limit-slack, 10))); err != nil {
 		return nil, fmt.Errorf("OOM guard: setting memory.high in %s: %w", c.Path, hint(err))
 	}
 	fd, err := unix.InotifyInit1(unix.IN_CLOEXEC | unix.IN_NONBLOCK)
@@ -246,7 +246,7 @@ func (g *OOMGuard) nearMax() bool {
 // rescueV2 reclaims the slack through memory.reclaim, a rescue when it
 // did; false when the kernel could not (EAGAIN) or the cgroup is gone.
 func (g *OOMGuard) rescueV2() bool {
-	if os.WriteFile(filepath.Join(g.c.Path, "memory.reclaim"), []byte(strconv.FormatInt(g.slack, 10)), 0) != nil {
+	if kernfile.WriteFile(filepath.Join(g.c.Path, "memory.reclaim"), []byte(strconv.FormatInt(g.slack, 10))) != nil {
 		return false
 	}
 	g.rescues.Add(1)
@@ -302,10 +302,10 @@ func (g *OOMGuard) underOOM() bool {
 func (g *OOMGuard) rescue() bool {
 	g.rescues.Add(1)
 	file := filepath.Join(g.c.Path, "memory.limit_in_bytes")
-	reclaimed := os.WriteFile(file, []byte(strconv.FormatInt(g.limit-g.slack, 10)), 0) == nil
+	reclaimed := kernfile.WriteFile(file, []byte(strconv.FormatInt(g.limit-g.slack, 10))) == nil
 	// Raising never needs reclaim; it fails only when the cgroup is gone.
 	for range 3 {
-		err := os.WriteFile(file, []byte(strconv.FormatInt(g.limit, 10)), 0)
+		err := kernfile.WriteFile(file, []byte(strconv.FormatInt(g.limit, 10)))
 		if err == nil || errors.Is(err, os.ErrNotExist) {
 			break
 		}

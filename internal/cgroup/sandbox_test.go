@@ -20,6 +20,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/thrashscope/thrashscope/internal/cgroup"
+	"github.com/thrashscope/thrashscope/internal/kernfile"
 	"github.com/thrashscope/thrashscope/internal/testenv"
 )
 
@@ -597,6 +598,50 @@ func TestOOMGuard(t *testing.T) {
 }
 
 // A parked task is killable: Destroy leaves nothing behind.
+// A reclaim the kernel cannot do comes back: memory.reclaim of a memory
+// cgroup with nothing in it fails with EAGAIN, and the v2 guard's rescue
+// says so at once. Written through package os, that EAGAIN parked the guard
+// in Go's poller for good (kernfs files poll, so os makes them
+// non-blocking, and kernfs never signals them writable): on Linux 6.1 a run
+// under a slow swap device, whose reclaim made no progress, never ended.
+func TestReclaimOfNothingComesBack(t *testing.T) {
+	p := ownParent(t)
+	if !p.V2 {
+		t.Skip("memory.reclaim is cgroup v2's; the memory controller here is on v1 (the kernel matrix runs this on v2)")
+	}
+	const limit = 32 << 20
+	c := create(t, p, uniqueName("test"), cgroup.Limits{MemoryBytes: limit})
+	reclaim := filepath.Join(c.Path, "memory.reclaim")
+	if _, err := os.Stat(reclaim); err != nil {
+		t.Skipf("no memory.reclaim before Linux 5.19: %v", err)
+	}
+	g, err := c.GuardOOM(limit)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer g.Close()
+	type answer struct {
+		write  error
+		rescue bool
+	}
+	done := make(chan answer, 1)
+	go func() {
+		err := kernfile.WriteFile(reclaim, []byte("1048576"))
+		done <- answer{err, g.RescueV2()}
+	}()
+	select {
+	case a := <-done:
+		if !errors.Is(a.write, syscall.EAGAIN) {
+			t.Errorf("memory.reclaim of an empty cgroup: %v, want EAGAIN", a.write)
+		}
+		if a.rescue || g.Rescues() != 0 {
+			t.Errorf("the guard's rescue of an empty cgroup returned %v with %d rescues counted: want false, none", a.rescue, g.Rescues())
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("memory.reclaim of an empty cgroup has not come back in 30 s: the writer is parked")
+	}
+}
+
 func TestOOMGuardDestroyParked(t *testing.T) {
 	p := ownParent(t)
 	if p.V2 {

@@ -31,12 +31,13 @@ var Steps = []step{
 		Args: tests("TestMajorFaultKindsAgreeWithMajFlt", "TestMemoryStallAgreesWithPSI", "TestProcessExitClearsCounters", "TestMajorFaultLatencyIsTimed", "TestCgroupCountersAgreeWithTheKernel", "TestCgroupCountersWhenManyShareTheSlots", "TestWakesWhenFaultsBegin")}},
 	// Run cgroups under memory.max, the v2 freezer, the OOM guard, io.max.
 	{Package: "internal/cgroup", Step: vmtest.Step{Name: "cgroups", GoTest: true, TimeoutSeconds: 900,
-		Args: tests("TestCreateAddDestroy", "TestChildUnderTheLimit", "TestOOMKills", "TestOOMGuard", "TestFreezeStopsAndThawResumes", "TestFrozenProcessDiesOfSIGKILL", "TestThrottleIO", "TestThrottleIONamesTheFix")}},
+		Args: tests("TestCreateAddDestroy", "TestChildUnderTheLimit", "TestOOMKills", "TestOOMGuard", "TestFreezeStopsAndThawResumes", "TestFrozenProcessDiesOfSIGKILL", "TestThrottleIO", "TestThrottleIONamesTheFix", "TestReclaimOfNothingComesBack")}},
 	// A run over the API with every consumer alive and nothing left after
 	// it and after an abort; kill -9 of the observer with consumers frozen,
-	// then the restart's clean-up.
+	// then the restart's clean-up; a run on the papers' disk, held to it by
+	// io.max.
 	{Package: "internal/observer", Step: vmtest.Step{Name: "runs", GoTest: true, TimeoutSeconds: 1800,
-		Args: tests("TestRunKeepsEveryConsumer", "TestRunAbortLeavesNothing", "TestObserverKilledWithConsumersFrozen")}},
+		Args: tests("TestRunKeepsEveryConsumer", "TestRunAbortLeavesNothing", "TestObserverKilledWithConsumersFrozen", "TestRunOnAnEmulatedSwapDevice")}},
 	// A PSI trigger on a group's memory.pressure wakes its reader in a
 	// thrash (the guest's root has CAP_SYS_RESOURCE: the 500 ms window).
 	{Package: "internal/pressure", Step: vmtest.Step{Name: "pressure", GoTest: true, TimeoutSeconds: 600,
