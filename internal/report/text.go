@@ -181,9 +181,10 @@ var definitions = fmt.Sprintf(`definitions
   thrashing onset, recovery (swap-in rule), used when the detector recorded
     none: the threshold is %.0f %% of the run's peak swap-in rate, at least
     %d pages/s (on an emulated swap device, at least a tenth of its read
-    I/Os a second when that is lower). Onset is the first sample of the first %d or more samples in a
-    row at or above it; recovery the first sample after the last such
-    stretch that begins %d samples in a row below it.
+    I/Os a second when that is lower). Onset is the first sample of the
+    first %d or more samples in a row at or above it; recovery the first
+    sample after the last such stretch that begins %d samples in a row
+    below it.
   planned demand > limit: when the schedule's active consumers × S first
     exceed the cgroup's limit.
   peak PSI memory some / full: the highest share of a sample interval in which
