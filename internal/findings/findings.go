@@ -325,8 +325,15 @@ var rules = []findingRule{
 		judge: func(d reproduction) (string, bool) {
 			d2, r2 := d.e2().Shape.EpisodeSeconds, d.e2().Shape.RiseSeconds
 			d4, r4 := d.e4().Shape.EpisodeSeconds, d.e4().Shape.RiseSeconds
-			return fmt.Sprintf("e4 %s (rise %.0f s), e2 lasts %.0f s (rise %.0f s)", episodeText(d.e4().Summary.SwapIn), r4, d2, r2),
-				d4 < d2 && r4 < r2 // false when either is NaN: not recovered
+			e4 := "e4 " + episodeText(d.e4().Summary.SwapIn)
+			if !math.IsNaN(r4) {
+				e4 += fmt.Sprintf(" (rise %.0f s)", r4)
+			}
+			e2 := "e2 " + episodeText(d.e2().Summary.SwapIn)
+			if !math.IsNaN(d2) {
+				e2 = fmt.Sprintf("e2 lasts %.0f s (rise %.0f s)", d2, r2)
+			}
+			return e4 + ", " + e2, d4 < d2 && r4 < r2 // false when either is NaN: not recovered
 		},
 	},
 	{
