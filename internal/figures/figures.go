@@ -1,8 +1,9 @@
-// Package figures draws thrashscope's figures with gonum/plot, to SVG or PNG:
-// the paper's CPU and paging panels (Maziero et al. 2013), raw or
-// Bézier-smoothed, and whatever else a run report or the live page needs. It
-// sits at the end of the data flow and takes plain series, so the live page
-// and the run reports draw alike.
+// Package figures draws thrashscope's figures, package chart's charts, with
+// gonum/plot to SVG or PNG for the run reports and comparisons: the paper's
+// CPU and paging panels (Maziero et al. 2013), raw or Bézier-smoothed, in
+// grids under a title. It sits at the end of the data flow. The daemon does
+// not link it: gonum/plot parses its fonts as it starts (package chart
+// draws the live page's figures).
 package figures
 
 import (
@@ -10,8 +11,6 @@ import (
 	"fmt"
 	"image/color"
 	"io"
-	"math"
-	"strconv"
 
 	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/font"
@@ -21,29 +20,33 @@ import (
 	"gonum.org/v1/plot/vg/draw"
 	"gonum.org/v1/plot/vg/vgimg"
 	"gonum.org/v1/plot/vg/vgsvg"
+
+	"github.com/thrashscope/thrashscope/internal/chart"
 )
 
-// Series is one named curve.
-type Series struct {
-	Name string
-	X, Y []float64
-	// YErr, when set, draws each point with a ±YErr[i] error bar.
-	YErr []float64
-}
+// The chart itself is package chart's, shared with the live page.
+type (
+	Series = chart.Series
+	Chart  = chart.Chart
+)
 
-// Chart is one panel: curves over a shared x axis.
-type Chart struct {
-	Title, XLabel, YLabel string
-	Series                []Series
-	// Smooth draws each curve Bézier-smoothed (Maziero et al. 2013, Fig 3)
-	// instead of raw.
-	Smooth bool
-	// RefLine is an optional dashed horizontal reference line (e.g. 1 for
-	// the working-set ratio).
-	RefLine *float64
-	// YMin and YMax fix the y range when set (e.g. 0..100 for %).
-	YMin, YMax *float64
-}
+// Palette colours series by their index in a chart (package chart's).
+var Palette = chart.Palette
+
+// CPUChart and PagingChart are the paper's figures (package chart's).
+var (
+	CPUChart    = chart.CPUChart
+	PagingChart = chart.PagingChart
+)
+
+// Text sizes, in points (package chart's).
+const (
+	figureTitleSize = chart.FigureTitleSize
+	titleSize       = chart.TitleSize
+	labelSize       = chart.LabelSize
+	tickSize        = chart.TickSize
+	legendSize      = chart.LegendSize
+)
 
 // Format is an image format.
 type Format string
@@ -52,29 +55,6 @@ type Format string
 const (
 	SVG Format = "svg"
 	PNG Format = "png"
-)
-
-// Palette colours series by their index in a chart, so a curve keeps its
-// colour between the raw and the smoothed panel and across small multiples.
-var Palette = []color.Color{
-	color.RGBA{R: 0x1f, G: 0x77, B: 0xb4, A: 0xff}, // blue
-	color.RGBA{R: 0xd6, G: 0x27, B: 0x28, A: 0xff}, // red
-	color.RGBA{R: 0x2c, G: 0xa0, B: 0x2c, A: 0xff}, // green
-	color.RGBA{R: 0xff, G: 0x7f, B: 0x0e, A: 0xff}, // orange
-	color.RGBA{R: 0x94, G: 0x67, B: 0xbd, A: 0xff}, // purple
-	color.RGBA{R: 0x8c, G: 0x56, B: 0x4b, A: 0xff}, // brown
-	color.RGBA{R: 0xe3, G: 0x77, B: 0xc2, A: 0xff}, // pink
-	color.RGBA{R: 0x17, G: 0xbe, B: 0xcf, A: 0xff}, // cyan
-}
-
-// Text sizes, in points; readable when a 900-point-wide figure is shown at
-// half its size in a README.
-const (
-	figureTitleSize = 14
-	titleSize       = 13
-	labelSize       = 11
-	tickSize        = 10
-	legendSize      = 10
 )
 
 // smoothPoints bounds the points drawn of a smoothed curve: more than a
@@ -133,7 +113,7 @@ func RenderFigure(w io.Writer, f Format, width, height vg.Length, title string, 
 		PadTop: vg.Points(4), PadBottom: vg.Points(4), PadLeft: vg.Points(4), PadRight: vg.Points(8)}
 	for r, row := range rows {
 		for col, ch := range row {
-			if err := ch.draw(tiles.At(dc, col, r)); err != nil {
+			if err := drawChart(ch, tiles.At(dc, col, r)); err != nil {
 				return err
 			}
 		}
@@ -144,10 +124,10 @@ func RenderFigure(w io.Writer, f Format, width, height vg.Length, title string, 
 
 // draw draws the chart on c: the plot, then its legend on a white box so
 // curves passing under it do not hide it.
-func (ch Chart) draw(c draw.Canvas) error {
-	p := ch.newPlot()
+func drawChart(ch Chart, c draw.Canvas) error {
+	p := newPlot(ch)
 	legend := newLegend()
-	drawn, err := ch.addSeries(p, &legend)
+	drawn, err := addSeries(ch, p, &legend)
 	if err != nil {
 		return err
 	}
@@ -158,7 +138,7 @@ func (ch Chart) draw(c draw.Canvas) error {
 		p.Add(ref)
 		p.Y.Min, p.Y.Max = min(p.Y.Min, v), max(p.Y.Max, v)
 	}
-	ch.setRanges(p, drawn)
+	setRanges(ch, p, drawn)
 	if drawn > 0 && ch.YMax == nil {
 		// Headroom above the data for the legend in the top corner, so
 		// no curve runs under it.
@@ -178,7 +158,7 @@ func (ch Chart) draw(c draw.Canvas) error {
 }
 
 // newPlot is the chart's plot with its title, labels, ticks and grid.
-func (ch Chart) newPlot() *plot.Plot {
+func newPlot(ch Chart) *plot.Plot {
 	p := plot.New()
 	p.Title.Text = ch.Title
 	p.Title.TextStyle.Font.Size = titleSize
@@ -207,7 +187,7 @@ func newLegend() plot.Legend {
 // addSeries adds each series with points as a line (smoothed when the
 // chart is, error bars when it has them) and its legend entry; it returns
 // how many it drew.
-func (ch Chart) addSeries(p *plot.Plot, legend *plot.Legend) (int, error) {
+func addSeries(ch Chart, p *plot.Plot, legend *plot.Legend) (int, error) {
 	drawn := 0
 	for i, s := range ch.Series {
 		if len(s.X) != len(s.Y) {
@@ -241,7 +221,7 @@ func (ch Chart) addSeries(p *plot.Plot, legend *plot.Legend) (int, error) {
 
 // setRanges applies the chart's own bounds and keeps both axes non-empty;
 // an empty chart still gets axes, so a page never shows a hole.
-func (ch Chart) setRanges(p *plot.Plot, drawn int) {
+func setRanges(ch Chart, p *plot.Plot, drawn int) {
 	if drawn == 0 {
 		p.X.Min, p.X.Max = 0, 1
 		p.Y.Min, p.Y.Max = 0, 1
@@ -300,7 +280,7 @@ func finite(xs, ys []float64) (fx, fy []float64) {
 	return fx, fy
 }
 
-func isFinite(v float64) bool { return !math.IsNaN(v) && !math.IsInf(v, 0) }
+func isFinite(v float64) bool { return chart.IsFinite(v) }
 
 type errPoints struct {
 	plotter.XYs
@@ -333,83 +313,17 @@ func addErrorBars(p *plot.Plot, s Series, col color.Color) error {
 	return nil
 }
 
-// siTicks put about five labelled ticks on round values (steps of 1, 2 or 5
-// times a power of ten; gonum's default labels only two or three) with
-// unlabelled ticks between, labelled with SI prefixes (40k, 1.5M) so an axis
-// of swap-ins per second stays narrow.
+// siTicks are package chart's round, SI-labelled ticks as gonum/plot's.
 type siTicks struct{}
 
 func (siTicks) Ticks(lo, hi float64) []plot.Tick {
-	if !(hi > lo) || !isFinite(lo) || !isFinite(hi) {
+	ts := chart.Ticks(lo, hi)
+	if ts == nil {
 		return plot.DefaultTicks{}.Ticks(lo, hi)
 	}
-	// The round step giving closest to six labels (the larger on a tie).
-	step, minor, best := 0.0, 0, math.MaxInt
-	e := math.Floor(math.Log10(hi - lo))
-	for k := e - 2; k <= e+1; k++ {
-		for _, m := range []struct {
-			f     float64
-			minor int
-		}{{1, 5}, {2, 4}, {5, 5}} {
-			st := m.f * math.Pow(10, k)
-			n := int(math.Floor(hi/st+1e-9) - math.Ceil(lo/st-1e-9) + 1)
-			if d := abs(n - 6); d < best || (d == best && st > step) {
-				step, minor, best = st, m.minor, d
-			}
-		}
+	out := make([]plot.Tick, len(ts))
+	for i, t := range ts {
+		out[i] = plot.Tick{Value: t.Value, Label: t.Label}
 	}
-	var ticks []plot.Tick
-	sub := step / float64(minor)
-	for i := math.Ceil(lo / sub); i*sub <= hi+sub*1e-9; i++ {
-		v := i * sub
-		if math.Abs(v) < sub*1e-9 {
-			v = 0
-		}
-		t := plot.Tick{Value: v}
-		if int(math.Round(i))%minor == 0 {
-			t.Label = siLabel(v)
-		}
-		ticks = append(ticks, t)
-	}
-	return ticks
-}
-
-func abs(n int) int { return max(n, -n) }
-
-func siLabel(v float64) string {
-	a := math.Abs(v)
-	switch {
-	case a >= 1e9:
-		return strconv.FormatFloat(v/1e9, 'g', 4, 64) + "G"
-	case a >= 1e6:
-		return strconv.FormatFloat(v/1e6, 'g', 4, 64) + "M"
-	case a >= 1e4:
-		return strconv.FormatFloat(v/1e3, 'g', 4, 64) + "k"
-	default:
-		return strconv.FormatFloat(v, 'g', 4, 64)
-	}
-}
-
-// CPUChart is the paper's CPU figure (Maziero et al. 2013, Figs 4, 6, 8, 10):
-// user and system CPU in % of all CPUs over time in seconds.
-func CPUChart(x, user, system []float64) Chart {
-	lo, hi := 0.0, 100.0
-	return Chart{
-		Title:  "CPU usage",
-		XLabel: "time (s)", YLabel: "CPU (% of all CPUs)",
-		Series: []Series{{Name: "user", X: x, Y: user}, {Name: "system", X: x, Y: system}},
-		YMin:   &lo, YMax: &hi,
-	}
-}
-
-// PagingChart is the paper's paging figure (Maziero et al. 2013, Figs 5, 7,
-// 9, 11): pages swapped in and out per second over time in seconds.
-func PagingChart(x, swapIn, swapOut []float64) Chart {
-	lo := 0.0
-	return Chart{
-		Title:  "Paging activity",
-		XLabel: "time (s)", YLabel: "pages/s",
-		Series: []Series{{Name: "swap-in", X: x, Y: swapIn}, {Name: "swap-out", X: x, Y: swapOut}},
-		YMin:   &lo,
-	}
+	return out
 }

@@ -11,9 +11,7 @@ import (
 	"sync"
 	"sync/atomic"
 
-	"gonum.org/v1/plot/vg"
-
-	"github.com/thrashscope/thrashscope/internal/figures"
+	"github.com/thrashscope/thrashscope/internal/chart"
 	"github.com/thrashscope/thrashscope/internal/history"
 )
 
@@ -21,7 +19,7 @@ import (
 var FigureNames = []string{"cpu", "paging", "pressure", "detector"}
 
 // Every figure has this one size: no request can ask for another.
-var figureWidth, figureHeight = 6.5 * vg.Inch, 3 * vg.Inch
+const figureWidth, figureHeight = 6.5 * 72.0, 3 * 72.0 // points: 6.5 × 3 inches
 
 // maxPlotPoints bounds a curve's points: at the default 1 s interval the
 // 15 minutes fit whole; at shorter intervals each drawn point is the peak
@@ -109,7 +107,7 @@ func (c *figureCache) get(r *http.Request, name string, f *figure) ([]byte, uint
 	var buf bytes.Buffer
 	if len(pts) < 2 {
 		buf.WriteString(placeholder(name, "waiting for samples"))
-	} else if err := figures.Render(&buf, figures.SVG, figureWidth, figureHeight, chart(name, pts)); err != nil {
+	} else if err := chart.WriteSVG(&buf, figureWidth, figureHeight, chartOf(name, pts)); err != nil {
 		return nil, 0, err
 	}
 	c.renders.Add(1)
@@ -117,8 +115,8 @@ func (c *figureCache) get(r *http.Request, name string, f *figure) ([]byte, uint
 	return f.svg, gen, nil
 }
 
-// chart builds a figure from the points, x in seconds before the newest.
-func chart(name string, pts []history.Point) figures.Chart {
+// chartOf builds a figure from the points, x in seconds before the newest.
+func chartOf(name string, pts []history.Point) chart.Chart {
 	pts = thin(pts, maxPlotPoints)
 	newest := pts[len(pts)-1].UnixMilli
 	x := make([]float64, len(pts))
@@ -132,25 +130,25 @@ func chart(name string, pts []history.Point) figures.Chart {
 		}
 		return out
 	}
-	var c figures.Chart
+	var c chart.Chart
 	switch name {
 	case "cpu":
-		c = figures.CPUChart(x, col(func(p history.Point) float64 { return p.Host().CPUUserPercent }), col(func(p history.Point) float64 { return p.Host().CPUSystemPercent }))
+		c = chart.CPUChart(x, col(func(p history.Point) float64 { return p.Host().CPUUserPercent }), col(func(p history.Point) float64 { return p.Host().CPUSystemPercent }))
 	case "paging":
-		c = figures.PagingChart(x, col(func(p history.Point) float64 { return p.Host().SwapInPagesPerSecond }), col(func(p history.Point) float64 { return p.Host().SwapOutPagesPerSecond }))
+		c = chart.PagingChart(x, col(func(p history.Point) float64 { return p.Host().SwapInPagesPerSecond }), col(func(p history.Point) float64 { return p.Host().SwapOutPagesPerSecond }))
 	case "pressure":
 		lo, hi := 0.0, 100.0
-		c = figures.Chart{
+		c = chart.Chart{
 			Title: "Memory pressure (PSI)", YLabel: "% of time stalled",
-			Series: []figures.Series{
+			Series: []chart.Series{
 				{Name: "some", X: x, Y: col(func(p history.Point) float64 { return p.Host().PressureSomePercent })},
 				{Name: "full", X: x, Y: col(func(p history.Point) float64 { return p.Host().PressureFullPercent })},
 			},
 			YMin: &lo, YMax: &hi,
 		}
 	case "detector":
-		// A state of -1 (detector off) and a NaN ratio are gaps; the
-		// figures package leaves non-finite points out.
+		// A state of -1 (detector off) and a NaN ratio are gaps in
+		// the curves.
 		state := col(func(p history.Point) float64 {
 			if p.State < 0 {
 				return nan
@@ -165,9 +163,9 @@ func chart(name string, pts []history.Point) figures.Chart {
 				hi = max(hi, 1.15*r)
 			}
 		}
-		c = figures.Chart{
+		c = chart.Chart{
 			Title: "Thrash detector: 0 normal, 1 monitoring, 2 thrashing", YLabel: "state; working-set ratio",
-			Series: []figures.Series{
+			Series: []chart.Series{
 				{Name: "state", X: x, Y: state},
 				{Name: "working-set ratio", X: x, Y: ratio},
 			},
@@ -202,7 +200,7 @@ func placeholder(name, msg string) string {
 	var title, text bytes.Buffer
 	_ = xml.EscapeText(&title, []byte(name))
 	_ = xml.EscapeText(&text, []byte(msg))
-	w, h := figureWidth.Points(), figureHeight.Points()
+	w, h := figureWidth, figureHeight
 	return fmt.Sprintf(`<svg xmlns="http://www.w3.org/2000/svg" width="%gpt" height="%gpt" viewBox="0 0 %g %g">`+
 		`<title>%s</title><rect width="100%%" height="100%%" fill="#fff"/>`+
 		`<text x="50%%" y="50%%" text-anchor="middle" font-family="sans-serif" font-size="14" fill="#666">%s</text></svg>`,

@@ -219,11 +219,16 @@ func TestPageStates(t *testing.T) {
 	})
 }
 
-// wellFormed parses an SVG as XML and returns how many paths it draws.
-func wellFormed(t *testing.T, svg string) int {
+// drawing is what an SVG figure draws: its paths, its curves (the paths
+// clipped to the data area, the reference line not counted) and its text.
+type drawing struct{ paths, curves, texts int }
+
+// wellFormed parses an SVG as XML and counts what it draws.
+func wellFormed(t *testing.T, svg string) drawing {
 	t.Helper()
 	d := xml.NewDecoder(strings.NewReader(svg))
-	paths, root := 0, ""
+	var got drawing
+	root := ""
 	for {
 		tok, err := d.Token()
 		if err == io.EOF {
@@ -232,19 +237,32 @@ func wellFormed(t *testing.T, svg string) int {
 		if err != nil {
 			t.Fatalf("not well-formed XML: %v", err)
 		}
-		if se, ok := tok.(xml.StartElement); ok {
-			if root == "" {
-				root = se.Name.Local
+		se, ok := tok.(xml.StartElement)
+		if !ok {
+			continue
+		}
+		if root == "" {
+			root = se.Name.Local
+		}
+		switch se.Name.Local {
+		case "path":
+			got.paths++
+			clipped, dashed := false, false
+			for _, a := range se.Attr {
+				clipped = clipped || a.Name.Local == "clip-path"
+				dashed = dashed || a.Name.Local == "stroke-dasharray"
 			}
-			if se.Name.Local == "path" {
-				paths++
+			if clipped && !dashed {
+				got.curves++
 			}
+		case "text":
+			got.texts++
 		}
 	}
 	if root != "svg" {
 		t.Errorf("root element %q, want svg", root)
 	}
-	return paths
+	return got
 }
 
 func TestFigures(t *testing.T) {
@@ -255,9 +273,10 @@ func TestFigures(t *testing.T) {
 			t.Fatalf("%s: %d %q %s", n, rec.Code, rec.Header().Get("Content-Type"), rec.Body)
 		}
 		checkHeaders(t, rec)
-		// Axes, grid, ticks and two curves at least.
-		if paths := wellFormed(t, rec.Body.String()); paths < 10 {
-			t.Errorf("%s draws %d paths", n, paths)
+		// Axes, grid and ticks (three paths), two curves with their
+		// legend's swatches, and the title, axis labels and tick labels.
+		if d := wellFormed(t, rec.Body.String()); d.curves != 2 || d.paths < 3+2*d.curves || d.texts < 8 {
+			t.Errorf("%s draws %+v, want 2 curves, their swatches, axes, grid and ticks, and 8 texts or more", n, d)
 		}
 		if etag := rec.Header().Get("ETag"); etag != `"300"` {
 			t.Errorf("%s: ETag %q, want the store generation", n, etag)

@@ -91,8 +91,9 @@ func message(t *testing.T, ctx context.Context) (code, text string) {
 	return m["code"], m["text"]
 }
 
-// svgPaths fetches a figure and counts the paths it draws.
-func svgPaths(t *testing.T, url string) int {
+// svgPaths counts an SVG figure's paths, and its curves among them (the
+// paths clipped to the data area, the dashed reference line not counted).
+func svgPaths(t *testing.T, url string) (paths, curves int) {
 	t.Helper()
 	resp, err := http.Get(url)
 	if err != nil {
@@ -103,17 +104,26 @@ func svgPaths(t *testing.T, url string) int {
 		t.Fatalf("GET %s: %d %s", url, resp.StatusCode, resp.Header.Get("Content-Type"))
 	}
 	d := xml.NewDecoder(resp.Body)
-	paths := 0
 	for {
 		tok, err := d.Token()
 		if err == io.EOF {
-			return paths
+			return paths, curves
 		}
 		if err != nil {
 			t.Fatalf("%s is not well-formed SVG: %v", url, err)
 		}
-		if se, ok := tok.(xml.StartElement); ok && se.Name.Local == "path" {
-			paths++
+		se, ok := tok.(xml.StartElement)
+		if !ok || se.Name.Local != "path" {
+			continue
+		}
+		paths++
+		clipped, dashed := false, false
+		for _, a := range se.Attr {
+			clipped = clipped || a.Name.Local == "clip-path"
+			dashed = dashed || a.Name.Local == "stroke-dasharray"
+		}
+		if clipped && !dashed {
+			curves++
 		}
 	}
 }
@@ -155,15 +165,15 @@ func TestLivePageInBrowser(t *testing.T) {
 	// Major faults of this very process, so the table has a row before
 	// any run; and two samples, so the figures have curves.
 	takeFileFaults(t, 4000)
-	waitFor(t, 10*time.Second, "the figures to draw", func() bool { return svgPaths(t, d.url+"/live/figures/cpu.svg") > 0 })
+	waitFor(t, 10*time.Second, "the figures to draw", func() bool { paths, _ := svgPaths(t, d.url+"/live/figures/cpu.svg"); return paths > 0 })
 
 	do(t, ctx, chromedp.Navigate(d.url+"/"))
 	poll(t, ctx, "the four figures to load", figuresLoaded, 10*time.Second)
 	sizes := eval[[]string](t, ctx, figuresLoaded)
 	t.Logf("figures' natural sizes: %v", sizes)
 	for _, name := range []string{"cpu", "paging", "pressure", "detector"} {
-		if n := svgPaths(t, d.url+"/live/figures/"+name+".svg"); n < 10 {
-			t.Errorf("%s.svg draws %d paths, want axes, grid and curves", name, n)
+		if paths, curves := svgPaths(t, d.url+"/live/figures/"+name+".svg"); curves < 1 || paths < 3+curves {
+			t.Errorf("%s.svg draws %d paths of which %d curves, want axes, grid, ticks and a curve at least", name, paths, curves)
 		}
 	}
 	if state := eval[string](t, ctx, `document.getElementById('state').textContent`); state != "normal" && state != "monitoring" && state != "thrashing" {
