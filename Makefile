@@ -6,7 +6,7 @@ GOFILES  = $(shell git ls-files '*.go' | grep -v '_bpfel.go$$')
 
 .PHONY: build run test test-kernels generate lint bench soak fuzz vmlinux
 
-build: ## bin/observer and bin/loadgen, static (no libc mapped: 1.5 MiB less RSS); the committed BPF objects mean no clang is needed
+build: ## bin/observer, bin/loadgen and bin/thrashtool (reports, comparisons, findings), static (no libc mapped: 1.5 MiB less RSS); the committed BPF objects mean no clang is needed
 	CGO_ENABLED=0 $(GO) build -ldflags "$(LDFLAGS)" -o bin/ ./cmd/...
 
 run: build ## the observer in the foreground on http://127.0.0.1:9752 (root for BPF)

@@ -1,8 +1,9 @@
 // Command observer is the thrashscope daemon: it watches memory thrashing on
-// this host and serves it as Prometheus metrics. `observer report` draws the
-// report of ended runs, and `observer findings` checks the paper's findings
-// against a reproduction. main only wires flags, logging and shutdown; the
-// daemon lives in internal/observer, the report in internal/report.
+// this host and serves it as Prometheus metrics. `observer report`, `observer
+// compare` and `observer findings` hand over to bin/thrashtool beside it,
+// which draws with gonum/plot: the daemon's binary stays without it, its
+// fonts and their memory. main only wires flags, logging and shutdown; the
+// daemon lives in internal/observer.
 package main
 
 import (
@@ -11,54 +12,54 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"slices"
 	"syscall"
 
 	"github.com/alecthomas/kingpin/v2"
 	"github.com/prometheus/common/version"
 
-	"github.com/thrashscope/thrashscope/internal/compare"
-	"github.com/thrashscope/thrashscope/internal/findings"
 	"github.com/thrashscope/thrashscope/internal/indicators"
 	"github.com/thrashscope/thrashscope/internal/observer"
-	"github.com/thrashscope/thrashscope/internal/report"
-	"github.com/thrashscope/thrashscope/internal/run"
 )
 
 const defaultDataDir = "/var/lib/thrashscope"
+
+type command struct{ name, help string }
+
+// offline are the commands bin/thrashtool carries.
+var offline = []command{
+	{"report", "Draw the report of ended runs."},
+	{"compare", "Run one spec under several thrash-control policies and compare them."},
+	{"findings", "Check the findings of Maziero et al. (2013) against a reproduction."},
+}
+
+// handOver runs thrashtool with args in place of this process, named
+// observer so its messages name the command as typed.
+func handOver(args []string) int {
+	tool, ok := observer.FindBinary("thrashtool")
+	if !ok {
+		fmt.Fprintf(os.Stderr, "observer %s: needs thrashtool, beside observer or on PATH (make build makes bin/thrashtool; install it beside observer)\n", args[0])
+		return 2
+	}
+	err := syscall.Exec(tool, append([]string{"observer"}, args...), os.Environ())
+	fmt.Fprintf(os.Stderr, "observer %s: running %s: %v\n", args[0], tool, err)
+	return 2
+}
 
 func main() {
 	app := kingpin.New("observer", "thrashscope: a live memory-thrashing observatory for this host.")
 	sf := serveFlags(app)
 
-	rep := app.Command("report", "Draw the report of ended runs: the paper's figures raw and smoothed, demand vs RSS per consumer, the stability overlay of several runs, and summary.txt.")
-	var rc report.Config
-	rep.Flag("run", "Run id to report on. Repeat it for several runs of one preset (the stability overlay).").Required().StringsVar(&rc.RunIDs)
-	rep.Flag("out", "Directory to write the report to; made if missing.").Required().StringVar(&rc.OutDir)
-	rep.Flag("data.dir", "The observer's --data.dir, or loadgen run's --out, holding runs/<id>/.").Default(defaultDataDir).StringVar(&rc.DataDir)
-
-	fnd := app.Command("findings", "Check the findings of Maziero et al. (2013) against a reproduction (a data directory per preset: e1, e2, e3, e4 and fig12, as docs/reproduction; beside them, <profile>/<preset> for runs on an emulated swap device) and print them as the README's table, a column per device.")
-	findingsDir := fnd.Flag("dir", "The reproduction: <dir>/<preset>/runs/<id>/.").Default("docs/reproduction").String()
-
-	cmpCmd := app.Command("compare", "Run one spec under several thrash-control policies, each repeated, interleaved, standalone (no daemon; run no other thrash meanwhile), and write the comparison (compare.txt: makespan, swap-ins, major faults, slowdowns, peak PSI full, lateness, mean ± SD) and its figure under --out.")
-	var cc compare.Config
-	cmpSpec := cmpCmd.Flag("spec", `The run spec, as POST /api/v1/runs takes it, without a policy; e.g. {"preset":"syn8","consumers":25}.`).String()
-	cmpCmd.Flag("policy", "A policy to compare; repeat it (none, tpf, binpack, calmdown).").StringsVar(&cc.Policies)
-	cmpRedraw := cmpCmd.Flag("redraw", "Run nothing: compare the ended runs already under --out (an interrupted comparison, or to draw one anew).").Bool()
-	cmpCmd.Flag("repeats", "Runs of each policy.").Default("3").IntVar(&cc.Repeats)
-	cmpCmd.Flag("out", "Directory for the runs and the comparison; made if missing.").Required().StringVar(&cc.OutDir)
-	cmpCmd.Flag("loadgen", "The consumer binary; default: beside observer, else on PATH.").Default("").StringVar(&cc.Binary)
+	for _, c := range offline {
+		app.Command(c.name, c.help+" Runs thrashtool "+c.name+" (see thrashtool "+c.name+" --help).")
+	}
 
 	app.Version(version.Print("observer"))
 	app.HelpFlag.Short('h')
-	cmd := kingpin.MustParse(app.Parse(os.Args[1:]))
-	switch cmd {
-	case rep.FullCommand():
-		os.Exit(runReport(rc))
-	case cmpCmd.FullCommand():
-		os.Exit(runCompare(cc, *cmpSpec, *cmpRedraw))
-	case fnd.FullCommand():
-		os.Exit(runFindings(*findingsDir))
+	if len(os.Args) > 1 && slices.ContainsFunc(offline, func(c command) bool { return c.name == os.Args[1] }) {
+		os.Exit(handOver(os.Args[1:]))
 	}
+	kingpin.MustParse(app.Parse(os.Args[1:]))
 	os.Exit(runServe(sf))
 }
 
@@ -106,31 +107,6 @@ func serveFlags(app *kingpin.Application) *serveOptions {
 	return o
 }
 
-func runReport(rc report.Config) int {
-	res, err := report.Build(rc)
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "observer report:", err)
-		return 1
-	}
-	for _, f := range res.Files {
-		fmt.Println(f)
-	}
-	return 0
-}
-
-func runFindings(dir string) int {
-	cols, err := findings.LoadColumns(dir)
-	if err == nil {
-		var rows []findings.Row
-		if rows, err = findings.CheckColumns(cols); err == nil {
-			fmt.Print(findings.Table(cols, rows))
-			return 0
-		}
-	}
-	fmt.Fprintln(os.Stderr, "observer findings:", err)
-	return 1
-}
-
 // runServe runs the daemon, or --check.
 func runServe(opts *serveOptions) int {
 	cfg := opts.cfg
@@ -167,41 +143,5 @@ func runServe(opts *serveOptions) int {
 		logger.Error("observer stopped", "err", err)
 		return 1
 	}
-	return 0
-}
-
-// runCompare is observer compare.
-func runCompare(cc compare.Config, specJSON string, redraw bool) int {
-	if redraw {
-		results, err := compare.Redraw(cc.OutDir)
-		if err != nil {
-			fmt.Fprintln(os.Stderr, "observer compare --redraw:", err)
-			return 1
-		}
-		fmt.Print(compare.Table(results))
-		return 0
-	}
-	if specJSON == "" {
-		fmt.Fprintln(os.Stderr, "observer compare: --spec is required (or --redraw)")
-		return 2
-	}
-	spec, err := run.DecodeSpec([]byte(specJSON))
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "observer compare: --spec:", err)
-		return 2
-	}
-	cc.Spec, cc.ProcfsPath, cc.Progress = spec, "/proc", os.Stderr
-	if cc.Binary == "" {
-		cc.Binary = observer.FindLoadgen()
-	}
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
-	defer stop()
-	results, err := compare.Run(ctx, cc)
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "observer compare:", err)
-		return 1
-	}
-	fmt.Print(compare.Table(results))
-	fmt.Fprintf(os.Stderr, "wrote %s/compare.txt, compare.png and compare.svg\n", cc.OutDir)
 	return 0
 }

@@ -10,10 +10,12 @@ import (
 	"github.com/thrashscope/thrashscope/internal/testenv"
 )
 
-// The report subcommand, run as a user would, on the report package's
-// committed e4 run; the daemon's flat flags still parse beside it.
-func TestReportCommand(t *testing.T) {
-	bin := testenv.Binary(t, "observer")
+// observer report hands over to thrashtool beside it, whose messages then
+// name the command as typed; without thrashtool it says what to install.
+// The daemon's flat flags still parse.
+func TestOfflineCommandsHandOver(t *testing.T) {
+	testenv.Binary(t, "thrashtool")
+	bin := testenv.Binary(t, "observer") // the same directory
 	data := filepath.Join("..", "..", "internal", "report", "testdata", "data")
 	const id = "20261122-032121-67c5ed"
 	out := filepath.Join(t.TempDir(), "report")
@@ -21,25 +23,39 @@ func TestReportCommand(t *testing.T) {
 	if err != nil {
 		t.Fatalf("observer report: %v\n%s", err, b)
 	}
-	for _, f := range []string{"summary.txt", id + "/paper.png", id + "/processes.svg"} {
-		if _, err := os.Stat(filepath.Join(out, f)); err != nil {
-			t.Errorf("%s: %v", f, err)
-		}
-		if !strings.Contains(string(b), filepath.Join(out, f)) {
-			t.Errorf("the output does not list %s:\n%s", f, b)
+	if _, err := os.Stat(filepath.Join(out, id, "paper.png")); err != nil || !strings.Contains(string(b), "summary.txt") {
+		t.Errorf("observer report drew no report: %v\n%s", err, b)
+	}
+	b, err = exec.Command(bin, "report", "--run", "nope", "--data.dir", data, "--out", out).CombinedOutput()
+	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 1 || !strings.Contains(string(b), `observer report: no run "nope"`) {
+		t.Errorf("unknown run: %v\n%s", err, b)
+	}
+
+	// observer alone, with no thrashtool beside it or on PATH.
+	alone := filepath.Join(t.TempDir(), "observer")
+	raw, err := os.ReadFile(bin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(alone, raw, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []string{"report", "compare", "findings"} {
+		cmd := exec.Command(alone, c)
+		cmd.Env = append(os.Environ(), "PATH="+t.TempDir())
+		b, err := cmd.CombinedOutput()
+		if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 2 || !strings.Contains(string(b), "observer "+c+": needs thrashtool, beside observer or on PATH") {
+			t.Errorf("observer %s without thrashtool: %v\n%s", c, err, b)
 		}
 	}
 
-	b, err = exec.Command(bin, "report", "--run", "nope", "--data.dir", data, "--out", out).CombinedOutput()
-	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 1 || !strings.Contains(string(b), `observer report: no run "nope"`) || !strings.Contains(string(b), id) {
-		t.Errorf("unknown run: %v\n%s", err, b)
-	}
-	if b, err := exec.Command(bin, "report", "--data.dir", data).CombinedOutput(); err == nil || !strings.Contains(string(b), "--run") {
-		t.Errorf("report without --run: %v\n%s", err, b)
-	}
 	// The daemon is the default command: its flags need no "serve".
 	b, err = exec.Command(bin, "--web.listen-address=127.0.0.1:0", "--data.dir="+t.TempDir(), "--probes=procfs", "--bogus").CombinedOutput()
 	if err == nil || !strings.Contains(string(b), "unknown long flag '--bogus'") {
 		t.Errorf("flat daemon flags: %v\n%s", err, b)
+	}
+	// Its help lists the handed-over commands.
+	if b, _ := exec.Command(bin, "--help").CombinedOutput(); !strings.Contains(string(b), "Runs thrashtool report") {
+		t.Errorf("observer --help does not list report:\n%s", b)
 	}
 }

@@ -72,8 +72,8 @@ func observerPath(t *testing.T) string {
 }
 
 // TestDockerfile holds the recipe against the repository: the Go it builds
-// with is go.mod's, it builds with make build, and it puts loadgen beside
-// the observer where the entrypoint runs it.
+// with is go.mod's, it builds with make build, and it puts loadgen and
+// thrashtool beside the observer where the entrypoint runs it.
 func TestDockerfile(t *testing.T) {
 	root := repoRoot(t)
 	ins := dockerfile(t)
@@ -138,8 +138,8 @@ func TestDockerfile(t *testing.T) {
 		}
 	}
 	slices.Sort(binaries)
-	if want := []string{bin + "/loadgen", bin + "/observer"}; !slices.Equal(binaries, want) {
-		t.Errorf("the image holds %v, want %v: the observer finds loadgen beside itself", binaries, want)
+	if want := []string{bin + "/loadgen", bin + "/observer", bin + "/thrashtool"}; !slices.Equal(binaries, want) {
+		t.Errorf("the image holds %v, want %v: the observer finds loadgen and thrashtool beside itself", binaries, want)
 	}
 }
 

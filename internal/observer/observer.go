@@ -228,19 +228,27 @@ func listenHosts(addrs []string) []string {
 	return hosts
 }
 
-// findLoadgen finds the consumer binary beside this executable, then on PATH.
 // FindLoadgen finds the consumer binary: beside observer, else on PATH.
 func FindLoadgen() string {
-	if exe, err := os.Executable(); err == nil {
-		p := filepath.Join(filepath.Dir(exe), "loadgen")
-		if _, err := os.Stat(p); err == nil {
-			return p
-		}
-	}
-	if p, err := exec.LookPath("loadgen"); err == nil {
+	if p, ok := FindBinary("loadgen"); ok {
 		return p
 	}
 	return "loadgen (not found beside observer or on PATH)"
+}
+
+// FindBinary finds one of thrashscope's binaries beside this executable,
+// else on PATH.
+func FindBinary(name string) (string, bool) {
+	if exe, err := os.Executable(); err == nil {
+		p := filepath.Join(filepath.Dir(exe), name)
+		if _, err := os.Stat(p); err == nil {
+			return p, true
+		}
+	}
+	if p, err := exec.LookPath(name); err == nil {
+		return p, true
+	}
+	return "", false
 }
 
 // Handler serves the observer's endpoints.
