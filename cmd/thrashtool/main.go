@@ -50,6 +50,7 @@ func main() {
 	cmpCmd.Flag("policy", "A policy to compare; repeat it (none, tpf, binpack, calmdown).").StringsVar(&cc.Policies)
 	cmpRedraw := cmpCmd.Flag("redraw", "Run nothing: compare the ended runs already under --out (an interrupted comparison, or to draw one anew).").Bool()
 	cmpCmd.Flag("repeats", "Runs of each policy.").Default("3").IntVar(&cc.Repeats)
+	cmpCmd.Flag("timeout", "Abort a run still going after this long and go on with the next; the comparison keeps it as aborted, with the work it did (0: no bound but a run's own 4 h).").Default("0").DurationVar(&cc.Timeout)
 	cmpCmd.Flag("out", "Directory for the runs and the comparison; made if missing.").Required().StringVar(&cc.OutDir)
 	cmpCmd.Flag("loadgen", "The consumer binary; default: beside this one, else on PATH.").Default("").StringVar(&cc.Binary)
 

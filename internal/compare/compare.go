@@ -16,6 +16,7 @@ import (
 	"math"
 	"slices"
 	"strings"
+	"time"
 
 	"gonum.org/v1/plot/vg"
 
@@ -45,6 +46,11 @@ type Config struct {
 	ProcfsPath string
 	// Progress receives a line per run started and ended.
 	Progress io.Writer
+	// Timeout, when set, bounds each run: one still going after it is
+	// aborted, kept as aborted with the work it did, and the comparison
+	// goes on. A policy that makes no progress on a slow swap device
+	// would otherwise hold the host for the 4 h a run may last.
+	Timeout time.Duration
 }
 
 // Order is the interleaved order of the runs: each policy once, repeated.
@@ -77,6 +83,9 @@ func (c Config) Validate() error {
 	if c.Spec.Policy != nil {
 		return errors.New("the spec names a policy: leave it out, --policy gives them")
 	}
+	if c.Timeout < 0 || c.Timeout > run.MaxRunDuration {
+		return fmt.Errorf("--timeout=%s: want 0 (none) up to %s, the longest a run may last", c.Timeout, run.MaxRunDuration)
+	}
 	return nil
 }
 
@@ -94,7 +103,7 @@ func Run(ctx context.Context, cfg Config) ([]Result, error) {
 		fmt.Fprintf(cfg.Progress, "run %d of %d: policy %s\n", i+1, len(cfg.Policies)*cfg.Repeats, pol)
 		rec, err := engine.RunStandalone(ctx, engine.StandaloneConfig{
 			Spec: spec, OutDir: cfg.OutDir, Binary: cfg.Binary, ProcfsPath: cfg.ProcfsPath,
-			Progress: io.Discard,
+			Progress: io.Discard, Timeout: cfg.Timeout,
 		})
 		if err != nil {
 			return nil, fmt.Errorf("run %d (policy %s): %w", i+1, pol, err)
@@ -164,6 +173,11 @@ func Redraw(dir string) ([]Result, error) {
 // its figures (package analysis measures them).
 type Result struct {
 	ID, State string
+	// Reason is why a run did not complete (aborted, failed).
+	Reason string
+	// PlannedCycles is the work a run of fixed work was given, over all
+	// its consumers; 0 for a timed run.
+	PlannedCycles uint64
 	analysis.Totals
 	PeakPSIFull float64 // % of an interval
 	// Device is the emulated swap device the run had, and what was
@@ -174,7 +188,9 @@ type Result struct {
 // resultOf presents one run's figures.
 func resultOf(r analysis.Recorded) Result {
 	f := analysis.Measure(r)
-	return Result{ID: f.Summary.ID, State: f.Summary.State, Totals: f.Totals, PeakPSIFull: f.Summary.PeakPSIFull, Device: r.Record.DeviceLine()}
+	return Result{ID: f.Summary.ID, State: f.Summary.State, Reason: r.Record.Reason,
+		PlannedCycles: uint64(r.Record.Spec.Cycles) * uint64(len(r.Record.Consumers)),
+		Totals:        f.Totals, PeakPSIFull: f.Summary.PeakPSIFull, Device: r.Record.DeviceLine()}
 }
 
 // devices are the comparison's swap devices, in the order first seen: one
@@ -255,7 +271,29 @@ func Table(rs []Result) string {
 		fmt.Fprintf(&b, " %d (%s) |\n", len(groups[p]), strings.Join(ids, ", "))
 	}
 	consumerTable(&b, order, groups)
+	unfinished(&b, rs)
 	return b.String()
+}
+
+// unfinished names each run that did not complete, why, and how much of
+// its work it did: its makespan and slowdowns are left out of the table
+// above, its swap-ins and cycles per swap-in are what it did until then.
+func unfinished(b *strings.Builder, rs []Result) {
+	first := true
+	for _, r := range rs {
+		if r.State == run.StateCompleted {
+			continue
+		}
+		if first {
+			b.WriteString("\nRuns that did not complete (no makespan or slowdown; their other figures are up to their end):\n")
+			first = false
+		}
+		fmt.Fprintf(b, "- %s (%s): %s, %s", r.ID, r.Policy, r.State, cmp.Or(r.Reason, "no reason recorded"))
+		if r.PlannedCycles > 0 {
+			fmt.Fprintf(b, "; %d of its %d write cycles done (%.1f %%)", r.Cycles, r.PlannedCycles, 100*float64(r.Cycles)/float64(r.PlannedCycles))
+		}
+		b.WriteString("\n")
+	}
 }
 
 // maxConsumerColumns bounds the per-consumer table: runs of a few

@@ -38,6 +38,8 @@ func TestValidate(t *testing.T) {
 		{Config{Policies: []string{"none"}, Repeats: 0}, "--repeats=0"},
 		{Config{Policies: []string{"none"}, Repeats: MaxRepeats + 1}, "--repeats"},
 		{Config{Policies: []string{"none"}, Repeats: 1, Spec: run.Spec{Policy: &pol}}, "leave it out"},
+		{Config{Policies: []string{"none"}, Repeats: 1, Timeout: -time.Second}, "--timeout=-1s"},
+		{Config{Policies: []string{"none"}, Repeats: 1, Timeout: run.MaxRunDuration + time.Second}, "the longest a run may last"},
 	} {
 		if err := c.cfg.Validate(); err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%+v: %v, want an error with %q", c.cfg, err, c.want)
@@ -112,6 +114,30 @@ func TestTableAndFigure(t *testing.T) {
 		if fi, err := os.Stat(filepath.Join(dir, f)); err != nil || fi.Size() == 0 {
 			t.Errorf("%s: %v", f, err)
 		}
+	}
+}
+
+// A run aborted past --timeout keeps its work in the table (swap-ins,
+// cycles per swap-in), has no makespan, and is named below the table with
+// its reason and how much of its work it did.
+func TestTableNamesRunsThatDidNotComplete(t *testing.T) {
+	done := recorded("n1", "none", []float64{2, 2}, []float64{100})
+	done.Record.Spec.Cycles = 100
+	cut := recorded("b1", "binpack", []float64{0, 0}, []float64{50})
+	cut.Record.Spec.Cycles, cut.Record.State, cut.Record.MakespanSeconds = 100, run.StateAborted, 0
+	cut.Record.Reason = "still running after the timeout of 20m0s"
+	cut.Record.Consumers[0].Cycles, cut.Record.Consumers[1].Cycles = 3, 4
+	tab := Table([]Result{measure(done), measure(cut)})
+	for _, want := range []string{
+		"| binpack | – | 50.0 |", // no makespan; the swap-ins it took
+		"- b1 (binpack): aborted, still running after the timeout of 20m0s; 7 of its 200 write cycles done (3.5 %)",
+	} {
+		if !strings.Contains(tab, want) {
+			t.Errorf("table lacks %q:\n%s", want, tab)
+		}
+	}
+	if strings.Contains(tab, "n1 (none)") {
+		t.Errorf("a completed run is named among the unfinished:\n%s", tab)
 	}
 }
 

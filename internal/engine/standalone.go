@@ -35,6 +35,10 @@ type StandaloneConfig struct {
 	// Detector is what a policy sees as thrashing; the zero value is
 	// DefaultDetectorConfig.
 	Detector indicators.DetectorConfig
+	// Timeout, when set, aborts a run still going after it, with a reason
+	// that names it: a bound on one run of a comparison, kept as aborted
+	// with what it did.
+	Timeout time.Duration
 }
 
 // RunStandalone runs one experiment to its end, or until ctx is cancelled
@@ -100,9 +104,20 @@ func RunStandalone(ctx context.Context, cfg StandaloneConfig) (run.Record, error
 func follow(ctx context.Context, cfg StandaloneConfig, s *Service, id string, r Running, line *pipeline.Pipeline) {
 	tick := time.NewTicker(time.Second)
 	defer tick.Stop()
+	var timeout <-chan time.Time
+	if cfg.Timeout > 0 {
+		t := time.NewTimer(cfg.Timeout)
+		defer t.Stop()
+		timeout = t.C
+	}
 	lastPrint := time.Time{}
 	for {
 		select {
+		case <-timeout:
+			fmt.Fprintf(cfg.Progress, "\nstill running after %s: stopping the consumers and removing the run cgroup\n", cfg.Timeout)
+			r.Abort(fmt.Sprintf("still running after the timeout of %s", cfg.Timeout))
+			<-r.Done()
+			return
 		case <-ctx.Done():
 			fmt.Fprintln(cfg.Progress, "\naborting: stopping the consumers and removing the run cgroup")
 			s.Abort(id)
