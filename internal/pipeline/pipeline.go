@@ -96,9 +96,10 @@ func New(cfg Config) *Pipeline {
 }
 
 // Run steps every interval until ctx is done. The asynchronous sinks run
-// beside it, and are stopped before it returns; the workloads' files it
-// kept open are closed.
+// beside it, and are stopped before it returns; the files the sampler and
+// the workloads kept open are closed.
 func (p *Pipeline) Run(ctx context.Context) {
+	defer p.cfg.Sampler.Close()
 	if p.cfg.Workloads != nil {
 		defer p.cfg.Workloads.Close()
 	}

@@ -13,6 +13,8 @@ import (
 	"unicode/utf8"
 
 	promprocfs "github.com/prometheus/procfs"
+
+	"github.com/thrashscope/thrashscope/internal/kernfile"
 )
 
 // userHZ is the unit of the tick fields in /proc/<pid>/stat. It is 100 on
@@ -66,6 +68,34 @@ func (fs FS) Process(pid int) (Process, error) {
 	if err != nil {
 		return Process{}, processErr(pid, "status", err)
 	}
+	return withStatus(proc, b)
+}
+
+// ProcessFrom is Process read through files, which keeps a process's
+// files open from one reading to the next: a process read every sample
+// (a ranked one, a run's consumer) costs a pread of each instead of an
+// open, a read and a close. A kept file of an exited process fails its
+// read and is opened afresh, so a reused pid reads the new process.
+func (fs FS) ProcessFrom(files *kernfile.Set, pid int) (Process, error) {
+	b, err := files.ReadFile(fs.pidFile(pid, "stat"))
+	if err != nil {
+		return Process{}, processErr(pid, "", err)
+	}
+	proc, err := parseStat(b)
+	if err != nil {
+		return Process{}, processErr(pid, "stat", err)
+	}
+	proc.PID = pid
+	if b, err = files.ReadFile(fs.pidFile(pid, "status")); err != nil {
+		return Process{}, processErr(pid, "status", err)
+	}
+	return withStatus(proc, b)
+}
+
+// withStatus adds what /proc/<pid>/status holds, b, to proc.
+func withStatus(proc Process, b []byte) (Process, error) {
+	pid := proc.PID
+	var err error
 	// The kernel always writes Name first, so without it the read was empty.
 	if !bytes.HasPrefix(b, []byte("Name:")) {
 		return Process{}, processErr(pid, "status", io.ErrUnexpectedEOF)

@@ -5,7 +5,11 @@ import (
 	"os"
 	"os/exec"
 	"slices"
+	"syscall"
 	"testing"
+	"time"
+
+	"github.com/thrashscope/thrashscope/internal/kernfile"
 )
 
 func TestProcess(t *testing.T) {
@@ -213,5 +217,81 @@ func BenchmarkProcessStat(b *testing.B) {
 		if _, err := fs.ProcessStat(pid); err != nil {
 			b.Fatal(err)
 		}
+	}
+}
+
+// ProcessFrom reads what Process reads through files kept open: a child
+// read again through the same files sees its state change, then is gone
+// once reaped, and its files are closed.
+func TestProcessFromKeptFiles(t *testing.T) {
+	if _, err := os.Stat("/proc/self/stat"); err != nil {
+		t.Skipf("no procfs at /proc: %v", err)
+	}
+	fs := newTestFS(t, "/proc")
+	cmd := exec.Command("sleep", "30")
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer cmd.Process.Kill()
+	pid := cmd.Process.Pid
+	var files kernfile.Set
+	defer files.Close()
+
+	kept, err := fs.ProcessFrom(&files, pid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fresh, err := fs.Process(pid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if kept.PID != pid || kept.StartTicks != fresh.StartTicks || kept.StartTicks == 0 {
+		t.Errorf("through kept files %+v, opened afresh %+v", kept, fresh)
+	}
+	if files.Len() != 2 {
+		t.Errorf("%d files kept, want stat and status", files.Len())
+	}
+	// The same files again: a stopped process reads T, then not T.
+	if err := cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	waitState(t, &files, fs, pid, func(s byte) bool { return s == 'T' })
+	if err := cmd.Process.Signal(syscall.SIGCONT); err != nil {
+		t.Fatal(err)
+	}
+	waitState(t, &files, fs, pid, func(s byte) bool { return s != 'T' })
+	if files.Len() != 2 {
+		t.Errorf("%d files kept after reading again, want the same 2", files.Len())
+	}
+
+	cmd.Process.Kill()
+	_ = cmd.Wait()
+	if _, err := fs.ProcessFrom(&files, pid); !errors.Is(err, ErrProcessGone) {
+		t.Errorf("a reaped child through kept files: %v, want ErrProcessGone", err)
+	}
+	// Its stat is closed at the failed read, its status by the sweeps
+	// that find it no longer read.
+	files.Sweep()
+	files.Sweep()
+	if files.Len() != 0 {
+		t.Errorf("%d files kept of a reaped process after two sweeps, want none", files.Len())
+	}
+}
+
+func waitState(t *testing.T, files *kernfile.Set, fs FS, pid int, ok func(byte) bool) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		p, err := fs.ProcessFrom(files, pid)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ok(p.State) {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("pid %d still in state %c after 5 s", pid, p.State)
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 }

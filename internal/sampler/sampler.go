@@ -12,6 +12,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/thrashscope/thrashscope/internal/kernfile"
 	"github.com/thrashscope/thrashscope/internal/probe/readout"
 	"github.com/thrashscope/thrashscope/internal/procfs"
 )
@@ -143,6 +144,9 @@ type Sampler struct {
 	hasHost     bool
 	pids        []int // the last listing of processes, on procfs alone
 	listedRound int
+	// files keeps the tracked processes' stat and status open from one
+	// reading to the next; a process no longer tracked has them closed.
+	files kernfile.Set
 }
 
 type activity struct {
@@ -246,6 +250,10 @@ func (s *Sampler) Read(pinned []int) (*Reading, error) {
 	s.prev = smp
 	return smp, errors.Join(errs...)
 }
+
+// Close closes the tracked processes' files it keeps open; a Read after it
+// opens them again.
+func (s *Sampler) Close() { s.files.Close() }
 
 // note counts a source's failed read, and logs when a source starts
 // failing and when it reads again: once, not at every interval.
@@ -446,9 +454,10 @@ func (s *Sampler) rank(pinned []int) []int {
 // processes reads each ranked process and puts its counters with it; one
 // that exited since is left out.
 func (s *Sampler) processes(ranked []int, byPID map[int]candidate) []Process {
+	defer s.files.Sweep()
 	out := make([]Process, 0, len(ranked))
 	for _, pid := range ranked {
-		p, err := s.cfg.ProcFS.Process(pid)
+		p, err := s.cfg.ProcFS.ProcessFrom(&s.files, pid)
 		if err != nil {
 			continue // exited since: its series goes away
 		}
