@@ -35,7 +35,7 @@ func (p *Probe) readCgroups(snap *readout.Snapshot) error {
 		if before, err = readPending(p.objs.CgroupsPending); err != nil {
 			return err
 		}
-		if snap.Cgroups, err = readCgroupMap(p.objs.Cgroups); err != nil {
+		if snap.Cgroups, err = readCgroupMap(p.objs.Cgroups, &p.reading.groups); err != nil {
 			return err
 		}
 		if after, err = readPending(p.objs.CgroupsPending); err != nil {
@@ -51,9 +51,9 @@ func (p *Probe) readCgroups(snap *readout.Snapshot) error {
 	return nil
 }
 
-func readCgroupMap(m *ebpf.Map) (map[uint64]readout.CgroupCounters, error) {
+func readCgroupMap(m *ebpf.Map, b *batch[uint64, thrashscopeCgroupStats]) (map[uint64]readout.CgroupCounters, error) {
 	cgroups := make(map[uint64]readout.CgroupCounters)
-	err := readHash(m, func(id uint64, v thrashscopeCgroupStats) {
+	err := b.read(m, func(id uint64, v thrashscopeCgroupStats) {
 		cgroups[id] = decodeCgroup(v)
 	})
 	if err != nil {

@@ -12,6 +12,7 @@ import (
 
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/asm"
+	"github.com/cilium/ebpf/btf"
 	"golang.org/x/sys/unix"
 )
 
@@ -22,30 +23,31 @@ import (
 // own, the programs sharing the maps: whatever this kernel takes loads,
 // and what it does not is returned by name with why. Its field in objs
 // stays nil; the probe that needs it reports it down.
-func loadObjects(objs *thrashscopeObjects) (map[string]error, error) {
+func loadObjects(objs *thrashscopeObjects, kernel *btf.Spec) (map[string]error, error) {
 	spec, err := loadThrashscope()
 	if err != nil {
 		return nil, fmt.Errorf("reading the BPF objects: %w", err)
 	}
-	return loadObjectsFrom(spec, objs)
+	return loadObjectsFrom(spec, objs, kernel)
 }
 
 // loadObjectsFrom is loadObjects for a given spec.
-func loadObjectsFrom(spec *ebpf.CollectionSpec, objs *thrashscopeObjects) (map[string]error, error) {
-	if err := spec.LoadAndAssign(objs, nil); err == nil {
+func loadObjectsFrom(spec *ebpf.CollectionSpec, objs *thrashscopeObjects, kernel *btf.Spec) (map[string]error, error) {
+	base := ebpf.CollectionOptions{Programs: ebpf.ProgramOptions{KernelTypes: kernel}}
+	if err := spec.LoadAndAssign(objs, &base); err == nil {
 		return nil, nil
 	}
 	failed := map[string]error{}
 	loaded := map[string]*ebpf.Map{}
 	for _, name := range slices.Sorted(maps.Keys(spec.Maps)) {
-		v, err := loadOne(spec, name, reflect.TypeFor[*ebpf.Map](), nil)
+		v, err := loadOne(spec, name, reflect.TypeFor[*ebpf.Map](), &base)
 		if err != nil {
 			failed[name] = refusal(err, spec.Maps[name].Type)
 			continue
 		}
 		loaded[name] = v.(*ebpf.Map)
 	}
-	opts := &ebpf.CollectionOptions{MapReplacements: loaded}
+	opts := &ebpf.CollectionOptions{MapReplacements: loaded, Programs: base.Programs}
 	progs := map[string]*ebpf.Program{}
 	for _, name := range slices.Sorted(maps.Keys(spec.Programs)) {
 		if missing := missingMaps(spec.Programs[name], loaded); len(missing) > 0 {

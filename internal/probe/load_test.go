@@ -29,8 +29,12 @@ func TestAProgramTheKernelRefusesLeavesTheOthers(t *testing.T) {
 		asm.Mov.Reg(asm.R0, asm.R7),
 		asm.Return(),
 	}
+	kernel, err := kernelBTF("/sys")
+	if err != nil {
+		t.Fatal(err)
+	}
 	var objs thrashscopeObjects
-	failed, err := loadObjectsFrom(spec, &objs)
+	failed, err := loadObjectsFrom(spec, &objs, kernel)
 	if err != nil {
 		t.Fatal(err)
 	}

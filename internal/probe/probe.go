@@ -17,6 +17,7 @@ import (
 	"log/slog"
 	"maps"
 	"os"
+	"runtime/debug"
 	"slices"
 	"strings"
 	"time"
@@ -60,6 +61,10 @@ const DefaultCalm = 30 * time.Second
 // DefaultStallSamplePeriod samples stalled CPUs at 1 kHz while stalls occur:
 // over 1 s of sampled stall the standard error is about 32 ms, 3 %.
 const DefaultStallSamplePeriod = time.Millisecond
+
+// loadGCPercent is GOGC while the probes load: the garbage of decoding BTF
+// is collected when the heap has grown a fifth, not doubled.
+const loadGCPercent = 20
 
 // Probe holds the loaded objects and their links. Close releases them in
 // reverse order: links, perf events, then objects.
@@ -125,7 +130,14 @@ func Load(opts Options) (*Probe, error) {
 	if opts.StallSamplePeriod <= 0 {
 		opts.StallSamplePeriod = DefaultStallSamplePeriod
 	}
-	if err := checkKernelBTF(opts.SysfsPath); err != nil {
+	// Loading decodes the kernel's BTF and the objects: megabytes of
+	// garbage within milliseconds, which at the usual GC pace would set the
+	// daemon's peak RSS for good. Collect often while it lasts, and give
+	// the memory back once the programs are in the kernel.
+	defer debug.FreeOSMemory()
+	defer debug.SetGCPercent(debug.SetGCPercent(loadGCPercent))
+	kernel, err := kernelBTF(opts.SysfsPath)
+	if err != nil {
 		return nil, err
 	}
 	// Kernels before 5.11 charge BPF memory to RLIMIT_MEMLOCK.
@@ -138,7 +150,8 @@ func Load(opts Options) (*Probe, error) {
 		latency:  latencyHooks{calm: opts.Calm},
 		sampling: stallSampling{calm: opts.Calm},
 	}
-	failed, err := loadObjects(&p.objs)
+	failed, err := loadObjects(&p.objs, kernel)
+	kernel = nil // done with: only the relocations needed it
 	if err != nil {
 		return nil, fmt.Errorf("%w: loading objects: %w (%s)", ErrUnavailable, err, describeFailed(failed))
 	}
@@ -380,15 +393,20 @@ func WriteStatusTable(w io.Writer, statuses []readout.Status) {
 	}
 }
 
-func checkKernelBTF(sysfs string) error {
+// kernelBTF reads the kernel's BTF once, for every program's CO-RE
+// relocations: a collection left to find it itself decodes it again, and
+// each program loaded apart (a kernel that refused one) once more. It is
+// dropped once the programs are loaded.
+func kernelBTF(sysfs string) (*btf.Spec, error) {
 	path := sysfs + "/kernel/btf/vmlinux"
 	if _, err := os.Stat(path); err != nil {
-		return fmt.Errorf("%w: kernel BTF not found at %s (%w): use a kernel built with CONFIG_DEBUG_INFO_BTF=y, or run with --probes=procfs", ErrUnavailable, path, err)
+		return nil, fmt.Errorf("%w: kernel BTF not found at %s (%w): use a kernel built with CONFIG_DEBUG_INFO_BTF=y, or run with --probes=procfs", ErrUnavailable, path, err)
 	}
-	if _, err := btf.LoadKernelSpec(); err != nil {
-		return fmt.Errorf("%w: reading kernel BTF: %w", ErrUnavailable, err)
+	spec, err := btf.LoadKernelSpec()
+	if err != nil {
+		return nil, fmt.Errorf("%w: reading kernel BTF: %w", ErrUnavailable, err)
 	}
-	return nil
+	return spec, nil
 }
 
 func explainLoadError(err error) error {

@@ -11,6 +11,12 @@ import (
 
 type readState struct {
 	unseen uint64
+	// The maps' batch buffers, kept from one read to the next: a read of
+	// the cgroups map would otherwise allocate 512 of its 280-byte values,
+	// each second, for the collector to sweep.
+	faults batch[uint32, thrashscopeMajorFaults]
+	stalls batch[uint32, thrashscopeStallTime]
+	groups batch[uint64, thrashscopeCgroupStats]
 }
 
 const batchSize = 512
@@ -49,7 +55,7 @@ func (p *Probe) Read() (readout.Snapshot, error) {
 		return snap, err
 	}
 
-	err = readHash(p.objs.ProcessMajorFaults, func(tgid uint32, v thrashscopeMajorFaults) {
+	err = p.reading.faults.read(p.objs.ProcessMajorFaults, func(tgid uint32, v thrashscopeMajorFaults) {
 		c := snap.Processes[tgid]
 		c.MajorFaults = readout.FaultCounts(v.Count)
 		snap.Processes[tgid] = c
@@ -57,7 +63,7 @@ func (p *Probe) Read() (readout.Snapshot, error) {
 	if err != nil {
 		return snap, fmt.Errorf("reading process_major_faults: %w", err)
 	}
-	err = readHash(p.objs.ProcessMemoryStall, func(tgid uint32, v thrashscopeStallTime) {
+	err = p.reading.stalls.read(p.objs.ProcessMemoryStall, func(tgid uint32, v thrashscopeStallTime) {
 		c := snap.Processes[tgid]
 		c.Stall = decodeStall(v)
 		snap.Processes[tgid] = c
@@ -147,16 +153,23 @@ func sumPerCPU(m *ebpf.Map) (uint64, error) {
 	return sum(perCPU), nil
 }
 
-// readHash walks a hash map in batches, falling back to one key at a time on
-// kernels without batch lookups.
-func readHash[K comparable, V any](m *ebpf.Map, fn func(K, V)) error {
-	keys := make([]K, batchSize)
-	vals := make([]V, batchSize)
+// batch holds the keys and values of a batch lookup, reused by each read.
+type batch[K comparable, V any] struct {
+	keys []K
+	vals []V
+}
+
+// read walks a hash map in batches, falling back to one key at a time on
+// kernels without batch lookups. One reader at a time.
+func (b *batch[K, V]) read(m *ebpf.Map, fn func(K, V)) error {
+	if b.keys == nil {
+		b.keys, b.vals = make([]K, batchSize), make([]V, batchSize)
+	}
 	var cursor ebpf.MapBatchCursor
 	for {
-		n, err := m.BatchLookup(&cursor, keys, vals, nil)
+		n, err := m.BatchLookup(&cursor, b.keys, b.vals, nil)
 		for i := range n {
-			fn(keys[i], vals[i])
+			fn(b.keys[i], b.vals[i])
 		}
 		switch {
 		case errors.Is(err, ebpf.ErrKeyNotExist):
