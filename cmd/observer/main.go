@@ -12,6 +12,7 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"runtime"
 	"slices"
 	"syscall"
 
@@ -65,10 +66,11 @@ func main() {
 
 // serveOptions are the daemon's flags.
 type serveOptions struct {
-	cfg      observer.Config
-	psiFull  *float64
-	check    *bool
-	logLevel *string
+	cfg        observer.Config
+	psiFull    *float64
+	check      *bool
+	logLevel   *string
+	gomaxprocs *int
 }
 
 // serveFlags declares the daemon's flags on its command, the default one,
@@ -103,12 +105,20 @@ func serveFlags(app *kingpin.Application) *serveOptions {
 	serve.Flag("web.enable-pprof", "Serve the Go runtime's profiles at /debug/pprof/, to see what the observer itself costs.").Default("false").BoolVar(&cfg.EnablePprof)
 	o.check = serve.Flag("check", "Load and attach every probe, print their status, and exit non-zero if a required one failed.").Bool()
 	o.logLevel = serve.Flag("log.level", "debug, info, warn or error.").Default("info").Enum("debug", "info", "warn", "error")
+	o.gomaxprocs = serve.Flag("runtime.gomaxprocs", "How many CPUs the Go runtime runs the daemon's code on at once (GOMAXPROCS); 0 is every CPU. One keeps its idle threads from spinning for work on the others; its work is a sample a second and a scrape.").Default("1").Int()
 	cfg.Detector.MinHigh = indicators.DefaultDetectorConfig().MinHigh
 	return o
 }
 
 // runServe runs the daemon, or --check.
 func runServe(opts *serveOptions) int {
+	if *opts.gomaxprocs < 0 {
+		fmt.Fprintf(os.Stderr, "observer: --runtime.gomaxprocs=%d: want 0 (every CPU) or more\n", *opts.gomaxprocs)
+		return 2
+	}
+	if *opts.gomaxprocs > 0 {
+		runtime.GOMAXPROCS(*opts.gomaxprocs)
+	}
 	cfg := opts.cfg
 	cfg.Detector.PSIFullHigh, cfg.Detector.PSIFullLow = *opts.psiFull, *opts.psiFull/2
 	var level slog.Level
