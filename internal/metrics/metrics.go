@@ -4,7 +4,7 @@
 //
 // One file per source: system.go (procfs), process.go (per process),
 // probe.go (the BPF probes themselves), detector.go (the indicators),
-// workload.go (per cgroup).
+// workload.go (per cgroup, a collector of its own).
 package metrics
 
 import (
@@ -29,7 +29,8 @@ type updater interface {
 	update(t *pipeline.Tick, ch chan<- prometheus.Metric)
 }
 
-// Collector is the thrashscope_* collector.
+// Collector is the thrashscope_* collector, but for the per-cgroup series
+// (WorkloadCollector).
 type Collector struct {
 	src      Source
 	updaters []updater
@@ -37,7 +38,7 @@ type Collector struct {
 
 // NewCollector builds every descriptor once.
 func NewCollector(src Source) *Collector {
-	return &Collector{src: src, updaters: []updater{newSystem(), newProcesses(), newProbes(), newDetector(), newWorkloads()}}
+	return &Collector{src: src, updaters: []updater{newSystem(), newProcesses(), newProbes(), newDetector()}}
 }
 
 // Describe implements prometheus.Collector.

@@ -1,7 +1,13 @@
 package metrics
 
 import (
+	"slices"
+	"strings"
+	"sync"
+
 	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/thrashscope/thrashscope/internal/pipeline"
 	"github.com/thrashscope/thrashscope/internal/probe/readout"
@@ -15,8 +21,133 @@ import (
 // systemd's).
 var workloadLabels = []string{"cgroup", "unit", "slice", "pod_uid", "container_id", "qos"}
 
-// workloads exports the busiest cgroups (the pipeline's top-K): a cgroup
-// removed, or no longer among the busiest, is absent from the next scrape.
+// WorkloadCollector exports the busiest cgroups (the pipeline's top-K): a
+// cgroup removed, or no longer among the busiest, is absent from the next
+// scrape.
+//
+// A series carries only the labels its cgroup's path gives: cgroup always,
+// and unit and slice, or pod_uid, qos and container_id, where the path has
+// their shape. Prometheus reads a missing label as an empty one, so every
+// query and join is the same, and a scrape's per-cgroup lines (most of a
+// scrape on a busy host) are a quarter shorter to encode and compress. As
+// the label names vary from cgroup to cgroup, it is an unchecked collector
+// (it describes nothing). Each cgroup's label pairs are built once and kept
+// while it is exported, not at every scrape.
+type WorkloadCollector struct {
+	src Source
+	m   *workloads
+	mu  sync.Mutex // one scrape at a time uses the cache
+	// pairs are the label pairs of each series shape, by cgroup and extra
+	// label; used those of this scrape, so the rest are dropped after it.
+	pairs map[pairKey][]*dto.LabelPair
+	used  map[pairKey]bool
+}
+
+// NewWorkloadCollector builds every descriptor once.
+func NewWorkloadCollector(src Source) *WorkloadCollector {
+	return &WorkloadCollector{src: src, m: newWorkloads(), pairs: map[pairKey][]*dto.LabelPair{}, used: map[pairKey]bool{}}
+}
+
+// Describe implements prometheus.Collector: nothing, as an unchecked
+// collector.
+func (c *WorkloadCollector) Describe(chan<- *prometheus.Desc) {}
+
+// Collect implements prometheus.Collector.
+func (c *WorkloadCollector) Collect(ch chan<- prometheus.Metric) {
+	t, ok := c.src.Latest()
+	if !ok {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.m.update(t, ch, c.labelPairs)
+	for k := range c.pairs {
+		if !c.used[k] {
+			delete(c.pairs, k)
+		}
+	}
+	clear(c.used)
+}
+
+// pairKey is one series shape: a cgroup's labels and the extra label
+// (kind, event, type) a family adds, if any.
+type pairKey struct {
+	labels      workload.Labels
+	name, value string
+}
+
+// labelPairs are the series' label pairs, sorted by name, the empty ones
+// left out, each value valid UTF-8; built once per shape while it is
+// exported.
+func (c *WorkloadCollector) labelPairs(l workload.Labels, name, value string) []*dto.LabelPair {
+	k := pairKey{l, name, value}
+	c.used[k] = true
+	if p, ok := c.pairs[k]; ok {
+		return p
+	}
+	values := labelsOf(l)
+	var p []*dto.LabelPair
+	for i, n := range workloadLabels {
+		if values[i] != "" {
+			p = append(p, &dto.LabelPair{Name: proto.String(n), Value: proto.String(Label(values[i]))})
+		}
+	}
+	if name != "" {
+		p = append(p, &dto.LabelPair{Name: proto.String(name), Value: proto.String(Label(value))})
+	}
+	slices.SortFunc(p, func(a, b *dto.LabelPair) int { return strings.Compare(a.GetName(), b.GetName()) })
+	c.pairs[k] = p
+	return p
+}
+
+// pairsFunc gives a series' label pairs.
+type pairsFunc func(l workload.Labels, name, value string) []*dto.LabelPair
+
+// sample is one counter or gauge with label pairs built beforehand.
+type sample struct {
+	desc  *prometheus.Desc
+	pairs []*dto.LabelPair
+	vt    prometheus.ValueType
+	v     float64
+}
+
+func (s sample) Desc() *prometheus.Desc { return s.desc }
+
+func (s sample) Write(m *dto.Metric) error {
+	m.Label = s.pairs
+	if s.vt == prometheus.CounterValue {
+		m.Counter = &dto.Counter{Value: proto.Float64(s.v)}
+	} else {
+		m.Gauge = &dto.Gauge{Value: proto.Float64(s.v)}
+	}
+	return nil
+}
+
+// latencySample is a cgroup's fault-latency histogram with label pairs
+// built beforehand.
+type latencySample struct {
+	desc  *prometheus.Desc
+	pairs []*dto.LabelPair
+	h     readout.Histogram
+}
+
+func (s latencySample) Desc() *prometheus.Desc { return s.desc }
+
+func (s latencySample) Write(m *dto.Metric) error {
+	m.Label = s.pairs
+	h := &dto.Histogram{SampleCount: proto.Uint64(s.h.Count()), SampleSum: proto.Float64(s.h.SumSeconds)}
+	var cum uint64
+	for i := 0; i <= lastLatencySlot && i < readout.LatencySlots; i++ {
+		cum += s.h.Slots[i]
+		if i >= firstLatencySlot {
+			h.Bucket = append(h.Bucket, &dto.Bucket{UpperBound: proto.Float64(float64(uint64(1)<<(i+1)) / 1e9), CumulativeCount: proto.Uint64(cum)})
+		}
+	}
+	m.Histogram = h
+	return nil
+}
+
+// workloads are the per-cgroup series' descriptors.
 type workloads struct {
 	major, stall, stallOff, latency, lost *prometheus.Desc
 	// From the cgroup's own files.
@@ -48,77 +179,67 @@ func newWorkloads() *workloads {
 	}
 }
 
-func (m *workloads) describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{m.major, m.stall, m.stallOff, m.latency, m.lost,
-		m.pressure, m.events, m.refaults, m.activations, m.pgmajfault, m.current, m.swap, m.max, m.high, m.limit, m.state} {
-		ch <- d
-	}
-}
-
-func (m *workloads) update(t *pipeline.Tick, ch chan<- prometheus.Metric) {
+func (m *workloads) update(t *pipeline.Tick, ch chan<- prometheus.Metric, pairs pairsFunc) {
 	s := t.Reading
 	if s.Cgroups == nil || !s.OK(sampler.SourceProbes) {
 		return // off, or the maps failed to read: nothing is sent as 0
 	}
 	send(ch, m.lost, prometheus.CounterValue, float64(s.CgroupEventsLost))
 	for _, w := range t.Workloads {
-		labels := labelsOf(w.Labels)
-		with := func(extra string) []string { return append(append([]string(nil), labels...), extra) }
+		l := w.Labels
+		base := pairs(l, "", "")
 		for i, kind := range readout.Kinds {
 			if skipKind(kind, w.Counters.MajorFaults[i], true) {
 				continue
 			}
-			send(ch, m.major, prometheus.CounterValue, float64(w.Counters.MajorFaults[i]), with(kind)...)
+			ch <- sample{m.major, pairs(l, "kind", kind), prometheus.CounterValue, float64(w.Counters.MajorFaults[i])}
 		}
-		send(ch, m.stall, prometheus.CounterValue, w.Counters.Stall.Total().Seconds(), labels...)
-		send(ch, m.stallOff, prometheus.CounterValue, w.Counters.Stall.OffCPU.Seconds(), labels...)
-		h := w.Counters.Latency
-		hm, err := prometheus.NewConstHistogram(m.latency, h.Count(), h.SumSeconds, h.CumulativeBuckets(firstLatencySlot, lastLatencySlot), labels...)
-		if err != nil {
-			hm = prometheus.NewInvalidMetric(m.latency, err)
-		}
-		ch <- hm
-		m.kernel(ch, w, labels)
+		ch <- sample{m.stall, base, prometheus.CounterValue, w.Counters.Stall.Total().Seconds()}
+		ch <- sample{m.stallOff, base, prometheus.CounterValue, w.Counters.Stall.OffCPU.Seconds()}
+		ch <- latencySample{m.latency, base, w.Counters.Latency}
+		m.kernel(ch, w, base, pairs)
 		if w.HasRates {
-			send(ch, m.state, prometheus.GaugeValue, float64(w.State), labels...)
+			ch <- sample{m.state, base, prometheus.GaugeValue, float64(w.State)}
 		}
 	}
 }
 
 // kernel exports what the cgroup's own files said; a reading left out is
 // absent, never 0.
-func (m *workloads) kernel(ch chan<- prometheus.Metric, w workload.Workload, labels []string) {
+func (m *workloads) kernel(ch chan<- prometheus.Metric, w workload.Workload, base []*dto.LabelPair, pairs pairsFunc) {
 	if !w.HasKernel {
 		return
 	}
-	k := w.Kernel
-	with := func(extra string) []string { return append(append([]string(nil), labels...), extra) }
+	k, l := w.Kernel, w.Labels
+	counter := func(d *prometheus.Desc, name, value string, v float64) {
+		ch <- sample{d, pairs(l, name, value), prometheus.CounterValue, v}
+	}
 	if k.HasPressure {
-		send(ch, m.pressure, prometheus.CounterValue, k.Pressure.Some.Seconds(), with("some")...)
-		send(ch, m.pressure, prometheus.CounterValue, k.Pressure.Full.Seconds(), with("full")...)
+		counter(m.pressure, "kind", "some", k.Pressure.Some.Seconds())
+		counter(m.pressure, "kind", "full", k.Pressure.Full.Seconds())
 	}
 	for _, e := range workload.Events {
 		if n, ok := k.Events[e]; ok {
-			send(ch, m.events, prometheus.CounterValue, float64(n), with(e)...)
+			counter(m.events, "event", e, float64(n))
 		}
 	}
 	for _, t := range workload.Types {
 		if n, ok := k.Refaults[t]; ok {
-			send(ch, m.refaults, prometheus.CounterValue, float64(n), with(t)...)
+			counter(m.refaults, "type", t, float64(n))
 		}
 		if n, ok := k.Activations[t]; ok {
-			send(ch, m.activations, prometheus.CounterValue, float64(n), with(t)...)
+			counter(m.activations, "type", t, float64(n))
 		}
 	}
 	if k.HasMajorFaults {
-		send(ch, m.pgmajfault, prometheus.CounterValue, float64(k.MajorFaults), labels...)
+		ch <- sample{m.pgmajfault, base, prometheus.CounterValue, float64(k.MajorFaults)}
 	}
 	for _, g := range []struct {
 		d *prometheus.Desc
 		v int64
 	}{{m.current, k.CurrentBytes}, {m.swap, k.SwapBytes}, {m.max, k.MaxBytes}, {m.high, k.HighBytes}, {m.limit, k.LimitBytes}} {
 		if g.v >= 0 {
-			send(ch, g.d, prometheus.GaugeValue, float64(g.v), labels...)
+			ch <- sample{g.d, base, prometheus.GaugeValue, float64(g.v)}
 		}
 	}
 }

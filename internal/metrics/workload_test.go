@@ -1,6 +1,8 @@
 package metrics
 
 import (
+	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -13,9 +15,10 @@ import (
 	"github.com/thrashscope/thrashscope/internal/workload"
 )
 
-// The workloads' series carry every join label, one series per kind seen;
-// a hostile cgroup name (invalid UTF-8, quotes and a newline, 4,000 bytes)
-// keeps every other series in the scrape.
+// The workloads' series carry the join labels their cgroup's path gives and
+// no empty ones, one series per kind seen; a hostile cgroup name (invalid
+// UTF-8, quotes and a newline, 4,000 bytes) keeps every other series in the
+// scrape.
 func TestWorkloadSeries(t *testing.T) {
 	s := &sampler.Reading{Cgroups: map[uint64]readout.CgroupCounters{}, CgroupEventsLost: 3}
 	s.Used[sampler.SourceProbes] = true
@@ -37,7 +40,7 @@ func TestWorkloadSeries(t *testing.T) {
 		{Labels: workload.Parse("/system.slice/db.service"), Counters: pod},
 	}}
 	reg := prometheus.NewPedanticRegistry()
-	reg.MustRegister(NewCollector(fixedSource{tick}))
+	reg.MustRegister(NewWorkloadCollector(fixedSource{tick}))
 	mfs, err := reg.Gather()
 	if err != nil {
 		t.Fatalf("gather: %v", err)
@@ -53,6 +56,12 @@ func TestWorkloadSeries(t *testing.T) {
 			labels := map[string]string{}
 			for _, l := range m.GetLabel() {
 				labels[l.GetName()] = l.GetValue()
+				if l.GetValue() == "" {
+					t.Errorf("%s has an empty label %s: a cgroup's series leave out what its path does not give", mf.GetName(), l.GetName())
+				}
+			}
+			if labels["cgroup"] == "/system.slice/db.service" && (labels["unit"] != "db.service" || labels["slice"] != "system.slice" || len(labels) > 4) {
+				t.Errorf("%s of db.service: labels %v, want cgroup, unit, slice and at most the family's own", mf.GetName(), labels)
 			}
 			if mf.GetName() == "thrashscope_cgroup_major_faults_total" && labels["pod_uid"] == uid {
 				if podFaults == nil {
@@ -89,5 +98,55 @@ func TestWorkloadSeries(t *testing.T) {
 		if series[name] != want {
 			t.Errorf("%s: %d series, want %d (the hostile name's among them)", name, series[name], want)
 		}
+	}
+}
+
+// The label pairs are built once per cgroup and kept while it is exported:
+// a scrape without it drops them, and the values follow each tick.
+func TestWorkloadLabelPairsFollowTheTicks(t *testing.T) {
+	s := &sampler.Reading{Cgroups: map[uint64]readout.CgroupCounters{}}
+	s.Used[sampler.SourceProbes] = true
+	var c readout.CgroupCounters
+	c.MajorFaults[readout.Anon] = 7
+	a := workload.Workload{Labels: workload.Parse("/system.slice/a.service"), Counters: c}
+	b := workload.Workload{Labels: workload.Parse("/system.slice/b.service"), Counters: c}
+	src := &fixedSource{&pipeline.Tick{Reading: s, Workloads: []workload.Workload{a, b}}}
+	col := NewWorkloadCollector(src)
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(col)
+	scrape := func() string {
+		mfs, err := reg.Gather()
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out []string
+		for _, mf := range mfs {
+			if mf.GetName() != "thrashscope_cgroup_major_faults_total" {
+				continue
+			}
+			for _, m := range mf.GetMetric() {
+				var ls []string
+				for _, l := range m.GetLabel() {
+					ls = append(ls, l.GetName()+"="+l.GetValue())
+				}
+				if slices.Contains(ls, "kind=anon") {
+					out = append(out, fmt.Sprintf("%s %g", strings.Join(ls, ","), m.GetCounter().GetValue()))
+				}
+			}
+		}
+		return strings.Join(out, "; ")
+	}
+	want := "cgroup=/system.slice/a.service,kind=anon,slice=system.slice,unit=a.service 7; cgroup=/system.slice/b.service,kind=anon,slice=system.slice,unit=b.service 7"
+	if got := scrape(); got != want {
+		t.Errorf("first scrape %q, want %q", got, want)
+	}
+	kept := len(col.pairs)
+	a.Counters.MajorFaults[readout.Anon] = 9
+	src.t = &pipeline.Tick{Reading: s, Workloads: []workload.Workload{a}}
+	if got, want := scrape(), "cgroup=/system.slice/a.service,kind=anon,slice=system.slice,unit=a.service 9"; got != want {
+		t.Errorf("after b left the top-K: %q, want %q", got, want)
+	}
+	if len(col.pairs) >= kept || len(col.pairs) == 0 {
+		t.Errorf("%d label-pair shapes kept after b left (%d before), want a's alone", len(col.pairs), kept)
 	}
 }

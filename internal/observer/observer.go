@@ -112,6 +112,7 @@ func build(cfg Config, logger *slog.Logger, checkOnly bool) (*Observer, error) {
 	}
 	o.registry.MustRegister(
 		metrics.NewCollector(o.pipeline),
+		metrics.NewWorkloadCollector(o.pipeline),
 		versioncollector.NewCollector("thrashscope"),
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),

@@ -131,7 +131,11 @@ func cgroupSeries(scrape, metric string) map[string]string {
 			continue
 		}
 		v := labels[i+len(`cgroup="`):]
-		v = v[:strings.Index(v, `",`)]
+		if end := strings.Index(v, `",`); end >= 0 {
+			v = v[:end]
+		} else {
+			v = v[:strings.LastIndex(v, `"`)] // the series' only label
+		}
 		out[v] = labels
 	}
 	return out
@@ -225,15 +229,19 @@ func TestWorkloadsFromRealCgroups(t *testing.T) {
 	}
 	unit := major[rootRel+"/system.slice/db-test.service"]
 	pod := major[rootRel+"/kubepods/burstable/pod"+uid+"/"+cid]
-	for _, want := range []string{`unit="db-test.service"`, `slice="system.slice"`, `pod_uid=""`} {
+	for _, want := range []string{`unit="db-test.service"`, `slice="system.slice"`} {
 		if !strings.Contains(unit, want) {
 			t.Errorf("the unit's labels {%s} lack %s", unit, want)
 		}
 	}
-	for _, want := range []string{`pod_uid="` + uid + `"`, `container_id="` + cid + `"`, `qos="burstable"`, `unit=""`} {
+	for _, want := range []string{`pod_uid="` + uid + `"`, `container_id="` + cid + `"`, `qos="burstable"`} {
 		if !strings.Contains(pod, want) {
 			t.Errorf("the container's labels {%s} lack %s", pod, want)
 		}
+	}
+	// A label the path does not give is left out, not sent empty.
+	if strings.Contains(unit, "pod_uid=") || strings.Contains(pod, "unit=") {
+		t.Errorf("labels the paths do not give: the unit's {%s}, the container's {%s}", unit, pod)
 	}
 	promtoolCheck(t, scrape)
 	for _, name := range []string{"thrashscope_thrashing_state", "thrashscope_swap_in_pages_total", "thrashscope_cgroup_events_lost_total"} {
@@ -346,7 +354,7 @@ func TestWorkloadsFoldedAtADepth(t *testing.T) {
 		prev = got
 		return steady
 	})
-	if !strings.Contains(labels, `pod_uid="`+uid+`"`) || !strings.Contains(labels, `container_id=""`) || !strings.Contains(labels, `qos="besteffort"`) {
+	if !strings.Contains(labels, `pod_uid="`+uid+`"`) || strings.Contains(labels, `container_id=`) || !strings.Contains(labels, `qos="besteffort"`) {
 		t.Errorf("the pod's labels {%s}: want its pod_uid, qos besteffort and no container_id", labels)
 	}
 	testenv.Figure(t, "folded pod faults", "%.0f, the containers' processes' majflt %d (%+.1f%%)", got, want, 100*(got-float64(want))/float64(want))

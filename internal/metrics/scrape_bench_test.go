@@ -1,0 +1,64 @@
+package metrics
+
+import (
+	"bytes"
+	"compress/gzip"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/common/expfmt"
+
+	"github.com/thrashscope/thrashscope/internal/pipeline"
+	"github.com/thrashscope/thrashscope/internal/probe/readout"
+	"github.com/thrashscope/thrashscope/internal/sampler"
+	"github.com/thrashscope/thrashscope/internal/workload"
+)
+
+// benchTick is a tick of n busy cgroups, named as a run's consumers are.
+func benchTick(n int) *pipeline.Tick {
+	s := &sampler.Reading{Cgroups: map[uint64]readout.CgroupCounters{}}
+	s.Used[sampler.SourceProbes] = true
+	var ws []workload.Workload
+	for i := range n {
+		var c readout.CgroupCounters
+		c.MajorFaults[readout.Anon] = uint64(1000 * i)
+		c.Stall = readout.StallTime{OffCPU: 2 * time.Second}
+		for k := range c.Latency.Slots {
+			c.Latency.Slots[k] = uint64(k * i)
+		}
+		kernel := workload.Kernel{Pressure: workload.Pressure{Some: 3 * time.Second, Full: 2 * time.Second}, HasPressure: true,
+			Events: map[string]uint64{"high": 4, "max": 2, "oom": 0, "oom_kill": 0}, Refaults: map[string]uint64{"anon": 100, "file": 50},
+			MajorFaults: 150, HasMajorFaults: true, CurrentBytes: 64 << 20, SwapBytes: 32 << 20, MaxBytes: 64 << 20, HighBytes: -1, LimitBytes: 64 << 20}
+		ws = append(ws, workload.Workload{Labels: workload.Parse(fmt.Sprintf("/thrashscope-run-20261126-090506-6c39e2/thrashscope-consumer-%02d", i)), Counters: c, Kernel: kernel, HasKernel: true, HasRates: true, State: 2})
+	}
+	return &pipeline.Tick{Reading: s, Workloads: ws}
+}
+
+// BenchmarkScrapeWorkloads is a scrape of the per-cgroup series of the
+// default top-K (20 cgroups, each with its fault kinds, stall, latency
+// histogram and cgroup files): gathered, encoded as text and gzipped at the
+// fastest level, as /metrics answers a Prometheus.
+func BenchmarkScrapeWorkloads(b *testing.B) {
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(NewWorkloadCollector(fixedSource{benchTick(20)}))
+	var size int
+	var buf bytes.Buffer
+	zw, _ := gzip.NewWriterLevel(&buf, gzip.BestSpeed)
+	for b.Loop() {
+		mfs, err := reg.Gather()
+		if err != nil {
+			b.Fatal(err)
+		}
+		buf.Reset()
+		zw.Reset(&buf)
+		enc := expfmt.NewEncoder(zw, expfmt.NewFormat(expfmt.TypeTextPlain))
+		for _, mf := range mfs {
+			enc.Encode(mf)
+		}
+		zw.Close()
+		size = buf.Len()
+	}
+	b.ReportMetric(float64(size), "gz-bytes")
+}
