@@ -151,7 +151,6 @@ func Load(opts Options) (*Probe, error) {
 		sampling: stallSampling{calm: opts.Calm},
 	}
 	failed, err := loadObjects(&p.objs, kernel)
-	kernel = nil // done with: only the relocations needed it
 	if err != nil {
 		return nil, fmt.Errorf("%w: loading objects: %w (%s)", ErrUnavailable, err, describeFailed(failed))
 	}
