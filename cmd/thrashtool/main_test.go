@@ -81,8 +81,8 @@ func TestCompareTimeout(t *testing.T) {
 		if err := json.Unmarshal(raw, &rec); err != nil {
 			t.Fatal(err)
 		}
-		if rec.State != run.StateAborted || rec.EndedAt == nil || rec.EndedAt.Sub(rec.StartedAt) > 30*time.Second {
-			t.Errorf("%s: %s %q, ended %v after its start", rec.ID, rec.State, rec.Reason, rec.EndedAt)
+		if rec.State != run.StateAborted || rec.EndedAt == nil || rec.EndedAt.Sub(rec.StartedAt) > 30*time.Second || rec.MakespanSeconds != 0 {
+			t.Errorf("%s: %s %q, ended %v after its start, makespan %g (want none: it did not do its work)", rec.ID, rec.State, rec.Reason, rec.EndedAt, rec.MakespanSeconds)
 		}
 		if _, err := os.Stat(rec.Cgroup); !errors.Is(err, os.ErrNotExist) {
 			t.Errorf("run cgroup %s left behind", rec.Cgroup)

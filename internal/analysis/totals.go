@@ -5,6 +5,7 @@ import (
 	"slices"
 
 	"github.com/thrashscope/thrashscope/internal/policy"
+	"github.com/thrashscope/thrashscope/internal/run"
 	"github.com/thrashscope/thrashscope/internal/stats"
 )
 
@@ -46,8 +47,10 @@ func totals(r Recorded) Totals {
 	rec := r.Record
 	res := Totals{Policy: rec.Spec.Policy, MakespanSeconds: rec.MakespanSeconds,
 		MeanSlowdown: math.NaN(), WorstSlowdown: math.NaN()}
-	if res.MakespanSeconds == 0 {
-		res.MakespanSeconds = math.NaN() // a timed run, or one that did not finish its work
+	if res.MakespanSeconds == 0 || rec.State != run.StateCompleted {
+		// A timed run, or one that did not finish its work (records
+		// before the master left it out kept the time until the abort).
+		res.MakespanSeconds = math.NaN()
 	}
 	if res.Policy == "" {
 		res.Policy = policy.None

@@ -108,7 +108,13 @@ func Run(ctx context.Context, cfg Config) ([]Result, error) {
 		if err != nil {
 			return nil, fmt.Errorf("run %d (policy %s): %w", i+1, pol, err)
 		}
-		fmt.Fprintf(cfg.Progress, "run %d of %d: %s %s, makespan %.1f s\n", i+1, len(cfg.Policies)*cfg.Repeats, rec.ID, rec.State, rec.MakespanSeconds)
+		line := fmt.Sprintf("run %d of %d: %s %s", i+1, len(cfg.Policies)*cfg.Repeats, rec.ID, rec.State)
+		if rec.MakespanSeconds > 0 {
+			line += fmt.Sprintf(", makespan %.1f s", rec.MakespanSeconds)
+		} else if rec.Reason != "" {
+			line += ": " + rec.Reason
+		}
+		fmt.Fprintln(cfg.Progress, line)
 		if ctx.Err() != nil {
 			return nil, fmt.Errorf("stopped after run %s: %w", rec.ID, ctx.Err())
 		}

@@ -532,7 +532,9 @@ func (r *Master) finish(destroyErr error) {
 	default:
 		r.rec.State = run.StateCompleted
 	}
-	if r.cfg.Spec.Cycles > 0 {
+	if r.cfg.Spec.Cycles > 0 && r.rec.State == run.StateCompleted {
+		// An aborted or failed run did not do its work: the time until it
+		// stopped is no makespan.
 		r.rec.MakespanSeconds = makespan(r.rec.Consumers)
 	}
 	if destroyErr != nil {

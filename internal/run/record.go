@@ -47,9 +47,9 @@ type Record struct {
 	// run's shape that ran alone in the run cgroup before the others: the
 	// time each consumer's slowdown divides by.
 	Alone *AloneRecord `json:"alone,omitempty"`
-	// MakespanSeconds is, for a run of fixed work (spec cycles), the time
-	// from the first consumer's start to the last one's end, once every
-	// consumer has ended.
+	// MakespanSeconds is, for a run of fixed work (spec cycles) that
+	// completed, the time from the first consumer's start to the last
+	// one's end.
 	MakespanSeconds float64 `json:"makespan_seconds,omitempty"`
 	// Decisions are what the run's policy did to its consumers, in order
 	// (at most MaxDecisions; DecisionsDropped counts the rest).
