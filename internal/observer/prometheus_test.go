@@ -221,15 +221,7 @@ func TestAlertsFireOnARealThrash(t *testing.T) {
 	if err != nil {
 		t.Fatalf("no cgroup2 group of this process: %v", err)
 	}
-	h, err := cgroup.UnifiedHierarchy("/proc")
-	if err != nil {
-		t.Fatal(err)
-	}
-	rel, err := filepath.Rel(h.Point, own.Path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	runDepth := strings.Count(strings.Trim(filepath.Join(h.Root, rel, "run"), "/"), "/") + 1
+	runDepth := strings.Count(strings.Trim(filepath.Join(unifiedRel(t, own.Path), "run"), "/"), "/") + 1
 	d := startDaemon(t, t.TempDir(), "--probes=bpf", fmt.Sprintf("--cgroup.depth=%d", runDepth))
 	p := startPrometheus(t, bin, strings.TrimPrefix(d.url, "http://"))
 	// Scraped, and the shipped recording rules evaluated on it.

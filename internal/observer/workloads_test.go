@@ -306,16 +306,8 @@ func TestWorkloadsFoldedAtADepth(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { removeTree(t, root.Path) })
-	h, err := cgroup.UnifiedHierarchy("/proc")
-	if err != nil {
-		t.Fatal(err)
-	}
-	rel, err := filepath.Rel(h.Point, root.Path)
-	if err != nil {
-		t.Fatal(err)
-	}
 	const uid = "5a0c2d3e-1b2c-4d5e-8f90-a1b2c3d4e5f6"
-	podRel := filepath.Join(h.Root, rel, "kubepods/besteffort/pod"+uid)
+	podRel := filepath.Join(unifiedRel(t, root.Path), "kubepods/besteffort/pod"+uid)
 	depth := strings.Count(strings.Trim(podRel, "/"), "/") + 1
 	d := startDaemon(t, t.TempDir(), "--probes=bpf", "--cgroup.top-k=5", fmt.Sprintf("--cgroup.depth=%d", depth))
 
@@ -386,4 +378,19 @@ func cgroupSum(scrape, metric, cgroupLabel string) float64 {
 		}
 	}
 	return sum
+}
+
+// unifiedRel is a cgroup2 directory's path from the hierarchy's root, as
+// the workloads' cgroup label has it.
+func unifiedRel(t *testing.T, dir string) string {
+	t.Helper()
+	h, err := cgroup.UnifiedHierarchy("/proc")
+	if err != nil {
+		t.Fatal(err)
+	}
+	rel, err := filepath.Rel(h.Point, dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return filepath.Join(h.Root, rel)
 }

@@ -46,6 +46,11 @@ type Process struct {
 func (fs FS) ProcessStat(pid int) (Process, error) {
 	var buf [statBufSize]byte
 	b, err := readSmall(fs.pidFile(pid, "stat"), buf[:])
+	return statOf(pid, b, err)
+}
+
+// statOf is process pid from its stat, b, as read with err.
+func statOf(pid int, b []byte, err error) (Process, error) {
 	if err != nil {
 		return Process{}, processErr(pid, "", err)
 	}
@@ -78,14 +83,10 @@ func (fs FS) Process(pid int) (Process, error) {
 // read and is opened afresh, so a reused pid reads the new process.
 func (fs FS) ProcessFrom(files *kernfile.Set, pid int) (Process, error) {
 	b, err := files.ReadFile(fs.pidFile(pid, "stat"))
+	proc, err := statOf(pid, b, err)
 	if err != nil {
-		return Process{}, processErr(pid, "", err)
+		return Process{}, err
 	}
-	proc, err := parseStat(b)
-	if err != nil {
-		return Process{}, processErr(pid, "stat", err)
-	}
-	proc.PID = pid
 	if b, err = files.ReadFile(fs.pidFile(pid, "status")); err != nil {
 		return Process{}, processErr(pid, "status", err)
 	}
