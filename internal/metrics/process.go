@@ -2,8 +2,10 @@ package metrics
 
 import (
 	"strconv"
+	"sync"
 
 	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
 
 	"github.com/thrashscope/thrashscope/internal/pipeline"
 	"github.com/thrashscope/thrashscope/internal/probe/readout"
@@ -11,13 +13,27 @@ import (
 
 // processes exports the tracked processes only (top-K plus the active run's
 // consumers): the sampler bounds the set, and a process that exits is
-// simply absent from the next sample, so its series go away.
+// simply absent from the next sample, so its series go away. Each series'
+// label pairs are kept from one scrape to the next, as the workloads' are:
+// through a run, the consumers' series are most of a scrape.
 type processes struct {
 	major, minor, stall, stallOff, cpu, rss, swap, virt, wss, demand, high *prometheus.Desc
+
+	mu    sync.Mutex // one scrape at a time uses the cache
+	pairs pairCache[processKey]
+}
+
+// processKey is one per-process series shape: the process and the extra
+// label (kind, mode) a family adds, if any.
+type processKey struct {
+	pid         int
+	comm        string
+	name, value string
 }
 
 func newProcesses() *processes {
 	return &processes{
+		pairs:    newPairCache[processKey](),
 		major:    desc("process_major_faults_total", "Major page faults by kind, from the BPF probe since it first saw the process: anon (private anonymous memory read back from swap), shmem (shared anonymous memory or tmpfs read back from swap), file (a page-cache miss on a real file); unknown when the kind could not be told (or on procfs alone).", "pid", "comm", "kind"),
 		minor:    desc("process_minor_faults_total", "Minor page faults (minflt in /proc/<pid>/stat).", "pid", "comm"),
 		stall:    desc("process_memory_stall_seconds_total", "Time the process's threads spent in a memory stall as PSI counts it (in_memstall set: reclaim, refault reads, throttling), on CPU and off, summed over threads, from the BPF probe. Off CPU and reclaim are timed exactly; the rest on CPU is sampled every 1 ms.", "pid", "comm"),
@@ -38,39 +54,56 @@ func (m *processes) describe(ch chan<- *prometheus.Desc) {
 	}
 }
 
+// labelPairs are a process's series' pairs: comm, the extra label, pid.
+func (m *processes) labelPairs(pid int, comm, name, value string) []*dto.LabelPair {
+	return m.pairs.get(processKey{pid, comm, name, value}, func() []*dto.LabelPair {
+		p := []*dto.LabelPair{pair("pid", strconv.Itoa(pid)), pair("comm", comm)}
+		if name != "" {
+			p = append(p, pair(name, value))
+		}
+		return p
+	})
+}
+
 func (m *processes) update(t *pipeline.Tick, ch chan<- prometheus.Metric) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	defer m.pairs.sweep()
 	s := t.Reading
 	for _, p := range s.Processes {
-		pid, comm := strconv.Itoa(p.PID), p.Comm
+		base := m.labelPairs(p.PID, p.Comm, "", "")
+		out := func(d *prometheus.Desc, vt prometheus.ValueType, v float64) {
+			ch <- sample{d, base, vt, v}
+		}
 		for i, kind := range readout.Kinds {
 			if skipKind(kind, p.MajorFaults[i], len(s.Probes) > 0) {
 				continue
 			}
-			send(ch, m.major, prometheus.CounterValue, float64(p.MajorFaults[i]), pid, comm, kind)
+			ch <- sample{m.major, m.labelPairs(p.PID, p.Comm, "kind", kind), prometheus.CounterValue, float64(p.MajorFaults[i])}
 		}
-		send(ch, m.minor, prometheus.CounterValue, float64(p.MinorFaults), pid, comm)
+		out(m.minor, prometheus.CounterValue, float64(p.MinorFaults))
 		if p.HasStall {
-			send(ch, m.stall, prometheus.CounterValue, p.Stall.Total().Seconds(), pid, comm)
-			send(ch, m.stallOff, prometheus.CounterValue, p.Stall.OffCPU.Seconds(), pid, comm)
+			out(m.stall, prometheus.CounterValue, p.Stall.Total().Seconds())
+			out(m.stallOff, prometheus.CounterValue, p.Stall.OffCPU.Seconds())
 		}
-		send(ch, m.cpu, prometheus.CounterValue, p.UserSeconds, pid, comm, "user")
-		send(ch, m.cpu, prometheus.CounterValue, p.SystemSeconds, pid, comm, "system")
-		send(ch, m.rss, prometheus.GaugeValue, float64(p.ResidentBytes), pid, comm)
-		send(ch, m.swap, prometheus.GaugeValue, float64(p.SwapBytes), pid, comm)
-		send(ch, m.virt, prometheus.GaugeValue, float64(p.VirtualBytes), pid, comm)
+		ch <- sample{m.cpu, m.labelPairs(p.PID, p.Comm, "mode", "user"), prometheus.CounterValue, p.UserSeconds}
+		ch <- sample{m.cpu, m.labelPairs(p.PID, p.Comm, "mode", "system"), prometheus.CounterValue, p.SystemSeconds}
+		out(m.rss, prometheus.GaugeValue, float64(p.ResidentBytes))
+		out(m.swap, prometheus.GaugeValue, float64(p.SwapBytes))
+		out(m.virt, prometheus.GaugeValue, float64(p.VirtualBytes))
 		if t.Verdict == nil {
 			continue
 		}
 		pv := t.Verdict.Processes[p.PID]
 		if pv.HasWorkingSet {
-			send(ch, m.wss, prometheus.GaugeValue, float64(pv.WorkingSetBytes), pid, comm)
-			send(ch, m.demand, prometheus.GaugeValue, float64(pv.DemandBytes), pid, comm)
+			out(m.wss, prometheus.GaugeValue, float64(pv.WorkingSetBytes))
+			out(m.demand, prometheus.GaugeValue, float64(pv.DemandBytes))
 		}
 		high := 0.0
 		if pv.HighFault {
 			high = 1
 		}
-		send(ch, m.high, prometheus.GaugeValue, high, pid, comm)
+		out(m.high, prometheus.GaugeValue, high)
 	}
 }
 

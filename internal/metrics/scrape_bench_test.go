@@ -10,6 +10,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/common/expfmt"
 
+	"github.com/thrashscope/thrashscope/internal/indicators"
 	"github.com/thrashscope/thrashscope/internal/pipeline"
 	"github.com/thrashscope/thrashscope/internal/probe/readout"
 	"github.com/thrashscope/thrashscope/internal/sampler"
@@ -43,6 +44,12 @@ func benchTick(n int) *pipeline.Tick {
 func BenchmarkScrapeWorkloads(b *testing.B) {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(NewWorkloadCollector(fixedSource{benchTick(20)}))
+	benchScrape(b, reg)
+}
+
+// benchScrape gathers reg, encodes it as text and gzips it, as /metrics
+// answers a Prometheus, and reports the compressed size.
+func benchScrape(b *testing.B, reg *prometheus.Registry) {
 	var size int
 	var buf bytes.Buffer
 	zw, _ := gzip.NewWriterLevel(&buf, gzip.BestSpeed)
@@ -61,4 +68,33 @@ func BenchmarkScrapeWorkloads(b *testing.B) {
 		size = buf.Len()
 	}
 	b.ReportMetric(float64(size), "gz-bytes")
+}
+
+// benchProcesses is a tick of n tracked processes, as a run's consumers
+// and the busiest others are: every family of theirs, working sets too.
+func benchProcesses(n int) *pipeline.Tick {
+	s := &sampler.Reading{}
+	s.Used[sampler.SourceProbes] = true
+	s.Probes = []readout.Status{{Name: "faults", Attached: true}}
+	v := &indicators.Verdict{Processes: map[int]indicators.ProcessVerdict{}}
+	for i := range n {
+		var p sampler.Process
+		p.PID, p.Comm = 4000+i, "consumer"
+		p.MajorFaults[readout.Anon] = uint64(1000 * i)
+		p.MinorFaults, p.UserSeconds, p.SystemSeconds = uint64(50_000*i), 1.5, 3.25
+		p.ResidentBytes, p.SwapBytes, p.VirtualBytes = 8<<20, 2<<20, 16<<20
+		p.Stall, p.HasStall = readout.StallTime{OffCPU: 2 * time.Second}, true
+		s.Processes = append(s.Processes, p)
+		v.Processes[p.PID] = indicators.ProcessVerdict{HasWorkingSet: true, WorkingSetBytes: 6 << 20, DemandBytes: 7 << 20, HighFault: i%2 == 0}
+	}
+	return &pipeline.Tick{Reading: s, Verdict: v}
+}
+
+// BenchmarkScrapeProcesses is a scrape of the per-process series through a
+// run: e4's 25 consumers and the default top-K of 20, gathered, encoded
+// and gzipped as BenchmarkScrapeWorkloads.
+func BenchmarkScrapeProcesses(b *testing.B) {
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(NewCollector(fixedSource{benchProcesses(45)}))
+	benchScrape(b, reg)
 }

@@ -1,8 +1,6 @@
 package metrics
 
 import (
-	"slices"
-	"strings"
 	"sync"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -34,18 +32,15 @@ var workloadLabels = []string{"cgroup", "unit", "slice", "pod_uid", "container_i
 // (it describes nothing). Each cgroup's label pairs are built once and kept
 // while it is exported, not at every scrape.
 type WorkloadCollector struct {
-	src Source
-	m   *workloads
-	mu  sync.Mutex // one scrape at a time uses the cache
-	// pairs are the label pairs of each series shape, by cgroup and extra
-	// label; used those of this scrape, so the rest are dropped after it.
-	pairs map[pairKey][]*dto.LabelPair
-	used  map[pairKey]bool
+	src   Source
+	m     *workloads
+	mu    sync.Mutex // one scrape at a time uses the cache
+	pairs pairCache[pairKey]
 }
 
 // NewWorkloadCollector builds every descriptor once.
 func NewWorkloadCollector(src Source) *WorkloadCollector {
-	return &WorkloadCollector{src: src, m: newWorkloads(), pairs: map[pairKey][]*dto.LabelPair{}, used: map[pairKey]bool{}}
+	return &WorkloadCollector{src: src, m: newWorkloads(), pairs: newPairCache[pairKey]()}
 }
 
 // Describe implements prometheus.Collector: nothing, as an unchecked
@@ -61,12 +56,7 @@ func (c *WorkloadCollector) Collect(ch chan<- prometheus.Metric) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.m.update(t, ch, c.labelPairs)
-	for k := range c.pairs {
-		if !c.used[k] {
-			delete(c.pairs, k)
-		}
-	}
-	clear(c.used)
+	c.pairs.sweep()
 }
 
 // pairKey is one series shape: a cgroup's labels and the extra label
@@ -77,27 +67,19 @@ type pairKey struct {
 }
 
 // labelPairs are the series' label pairs, sorted by name, the empty ones
-// left out, each value valid UTF-8; built once per shape while it is
-// exported.
+// left out, each value valid UTF-8.
 func (c *WorkloadCollector) labelPairs(l workload.Labels, name, value string) []*dto.LabelPair {
-	k := pairKey{l, name, value}
-	c.used[k] = true
-	if p, ok := c.pairs[k]; ok {
-		return p
-	}
-	values := labelsOf(l)
-	var p []*dto.LabelPair
-	for i, n := range workloadLabels {
-		if values[i] != "" {
-			p = append(p, &dto.LabelPair{Name: proto.String(n), Value: proto.String(Label(values[i]))})
+	return c.pairs.get(pairKey{l, name, value}, func() []*dto.LabelPair {
+		values := labelsOf(l)
+		p := make([]*dto.LabelPair, 0, len(values)+1)
+		for i, n := range workloadLabels {
+			p = append(p, pair(n, values[i]))
 		}
-	}
-	if name != "" {
-		p = append(p, &dto.LabelPair{Name: proto.String(name), Value: proto.String(Label(value))})
-	}
-	slices.SortFunc(p, func(a, b *dto.LabelPair) int { return strings.Compare(a.GetName(), b.GetName()) })
-	c.pairs[k] = p
-	return p
+		if name != "" {
+			p = append(p, pair(name, value))
+		}
+		return p
+	})
 }
 
 // pairsFunc gives a series' label pairs.

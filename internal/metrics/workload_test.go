@@ -140,13 +140,13 @@ func TestWorkloadLabelPairsFollowTheTicks(t *testing.T) {
 	if got := scrape(); got != want {
 		t.Errorf("first scrape %q, want %q", got, want)
 	}
-	kept := len(col.pairs)
+	kept := len(col.pairs.pairs)
 	a.Counters.MajorFaults[readout.Anon] = 9
 	src.t = &pipeline.Tick{Reading: s, Workloads: []workload.Workload{a}}
 	if got, want := scrape(), "cgroup=/system.slice/a.service,kind=anon,slice=system.slice,unit=a.service 9"; got != want {
 		t.Errorf("after b left the top-K: %q, want %q", got, want)
 	}
-	if len(col.pairs) >= kept || len(col.pairs) == 0 {
-		t.Errorf("%d label-pair shapes kept after b left (%d before), want a's alone", len(col.pairs), kept)
+	if len(col.pairs.pairs) >= kept || len(col.pairs.pairs) == 0 {
+		t.Errorf("%d label-pair shapes kept after b left (%d before), want a's alone", len(col.pairs.pairs), kept)
 	}
 }
