@@ -314,11 +314,14 @@ func (e *Engine) Close() {
 	e.mu.Lock()
 	a := e.last
 	e.mu.Unlock()
-	if a == nil {
-		return
+	if a != nil {
+		a.run.Abort("the observer is shutting down")
+		<-a.saved
 	}
-	a.run.Abort("the observer is shutting down")
-	<-a.saved
+	// scratch/ is made at the start for backing=file consumers, who unlink
+	// their files at once: empty, it goes (a comparison's or loadgen's
+	// output directory keeps only its runs).
+	_ = os.Remove(e.fileDir)
 }
 
 // newID names a run by its start time, with a random suffix: sortable, and

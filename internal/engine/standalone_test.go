@@ -92,6 +92,15 @@ func TestLoadgenRunCtrlCWhileAlone(t *testing.T) {
 		}
 	}
 	noneAlive(t, rec)
+	noScratch(t, out)
+}
+
+// noScratch fails if the run left its empty scratch/ in out.
+func noScratch(t *testing.T, out string) {
+	t.Helper()
+	if _, err := os.Stat(filepath.Join(out, "scratch")); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("%s/scratch left behind (%v)", out, err)
+	}
 }
 
 func noneAlive(t *testing.T, rec run.Record) {
@@ -149,6 +158,7 @@ func TestLoadgenRunCompletes(t *testing.T) {
 	}
 	checkProcesses(t, rec, dir)
 	noneAlive(t, rec)
+	noScratch(t, out)
 }
 
 // TestLoadgenRunOfFixedWork: with --cycles each consumer ends when its work
