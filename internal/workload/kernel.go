@@ -1,6 +1,7 @@
 package workload
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -115,22 +116,20 @@ func ReadKernelFrom(r Reader, f Files) Kernel {
 }
 
 func (k *Kernel) readV2(r Reader, dir, root string, missing func(string, error)) {
-	if kv, err := readKeyed(r, filepath.Join(dir, "memory.events")); err != nil {
+	var v [len(statKeysV2)]uint64
+	if _, err := readKeys(r, filepath.Join(dir, "memory.events"), Events, v[:len(Events)]); err != nil {
 		missing("memory.events", err)
 	} else {
-		k.Events = map[string]uint64{}
-		for _, e := range Events {
-			k.Events[e] = kv[e]
+		k.Events = make(map[string]uint64, len(Events))
+		for i, e := range Events {
+			k.Events[e] = v[i]
 		}
 	}
-	if kv, err := readKeyed(r, filepath.Join(dir, "memory.stat")); err != nil {
+	if _, err := readKeys(r, filepath.Join(dir, "memory.stat"), statKeysV2[:], v[:]); err != nil {
 		missing("memory.stat", err)
 	} else {
-		k.Refaults, k.Activations = map[string]uint64{}, map[string]uint64{}
-		for _, t := range Types {
-			k.Refaults[t], k.Activations[t] = kv["workingset_refault_"+t], kv["workingset_activate_"+t]
-		}
-		k.MajorFaults, k.HasMajorFaults = kv["pgmajfault"], true
+		k.Refaults, k.Activations = map[string]uint64{"anon": v[0], "file": v[1]}, map[string]uint64{"anon": v[2], "file": v[3]}
+		k.MajorFaults, k.HasMajorFaults = v[4], true
 	}
 	k.SwapBytes = readBytes(r, filepath.Join(dir, "memory.swap.current"), "memory.swap.current", missing)
 	k.MaxBytes = readBytes(r, filepath.Join(dir, "memory.max"), "memory.max", missing)
@@ -152,21 +151,19 @@ func (k *Kernel) readV1(r Reader, dir string, missing func(string, error)) {
 	if n := readBytes(r, filepath.Join(dir, "memory.failcnt"), "memory.failcnt", missing); n >= 0 {
 		k.Events["max"] = uint64(n)
 	}
-	if kv, err := readKeyed(r, filepath.Join(dir, "memory.oom_control")); err != nil {
+	var v [len(statKeysV1)]uint64
+	if found, err := readKeys(r, filepath.Join(dir, "memory.oom_control"), oomKillKey, v[:1]); err != nil {
 		missing("memory.oom_control", err)
-	} else if n, ok := kv["oom_kill"]; ok {
-		k.Events["oom_kill"] = n
+	} else if found&1 != 0 {
+		k.Events["oom_kill"] = v[0]
 	}
-	if kv, err := readKeyed(r, filepath.Join(dir, "memory.stat")); err != nil {
+	if found, err := readKeys(r, filepath.Join(dir, "memory.stat"), statKeysV1[:], v[:]); err != nil {
 		missing("memory.stat", err)
 	} else {
-		k.Refaults = map[string]uint64{}
-		for _, t := range Types {
-			k.Refaults[t] = kv["total_workingset_refault_"+t]
-		}
-		k.MajorFaults, k.HasMajorFaults = kv["total_pgmajfault"], true
-		if n, ok := kv["hierarchical_memory_limit"]; ok && n < unlimitedV1 {
-			k.LimitBytes = int64(n)
+		k.Refaults = map[string]uint64{"anon": v[0], "file": v[1]}
+		k.MajorFaults, k.HasMajorFaults = v[2], true
+		if found&(1<<3) != 0 && v[3] < unlimitedV1 {
+			k.LimitBytes = int64(v[3])
 		}
 	}
 	k.CurrentBytes = readBytes(r, filepath.Join(dir, "memory.usage_in_bytes"), "memory.usage_in_bytes", missing)
@@ -208,26 +205,68 @@ func parseBytes(b []byte, what string, missing func(string, error)) int64 {
 	return n
 }
 
-// readKeyed reads a flat-keyed file ("key N" a line).
-func readKeyed(r Reader, path string) (map[string]uint64, error) {
+// The keys read from each flat-keyed file, in the order their values are
+// kept: Types' order (anon, file) for refaults and activations.
+var (
+	statKeysV2 = [...]string{"workingset_refault_anon", "workingset_refault_file", "workingset_activate_anon", "workingset_activate_file", "pgmajfault"}
+	statKeysV1 = [...]string{"total_workingset_refault_anon", "total_workingset_refault_file", "total_pgmajfault", "hierarchical_memory_limit"}
+	oomKillKey = []string{"oom_kill"}
+)
+
+// readKeys reads a flat-keyed file ("key N" a line) and sets vals[i] to
+// the value of keys[i], or 0 when the file has no such line; found has
+// bit i set for each key it has. A file with no "key N" line at all is an
+// error. It picks the few keys wanted out of the file's bytes, without a
+// map of every line (memory.stat has 40 to 70): one per workload a second.
+func readKeys(r Reader, path string, keys []string, vals []uint64) (found uint64, err error) {
 	b, err := r.ReadFile(path)
 	if err != nil {
-		return nil, err
+		return 0, err
 	}
-	kv := map[string]uint64{}
-	for line := range strings.Lines(string(b)) {
-		k, v, ok := strings.Cut(strings.TrimSpace(line), " ")
+	clear(vals)
+	lines := 0
+	for len(b) > 0 {
+		var line []byte
+		line, b, _ = bytes.Cut(b, []byte{'\n'})
+		key, val, ok := bytes.Cut(bytes.TrimSpace(line), []byte{' '})
 		if !ok {
 			continue
 		}
-		if n, err := strconv.ParseUint(strings.TrimSpace(v), 10, 64); err == nil {
-			kv[k] = n
+		n, ok := parseUint(bytes.TrimSpace(val))
+		if !ok {
+			continue
+		}
+		lines++
+		for i, k := range keys {
+			if string(key) == k {
+				vals[i], found = n, found|1<<i
+				break
+			}
 		}
 	}
-	if len(kv) == 0 {
-		return nil, errors.New("empty")
+	if lines == 0 {
+		return 0, errors.New("empty")
 	}
-	return kv, nil
+	return found, nil
+}
+
+// parseUint is strconv.ParseUint(string(b), 10, 64) without the string.
+func parseUint(b []byte) (uint64, bool) {
+	if len(b) == 0 || len(b) > 20 {
+		return 0, false
+	}
+	var n uint64
+	for _, c := range b {
+		if c < '0' || c > '9' {
+			return 0, false
+		}
+		d := uint64(c - '0')
+		if n > (math.MaxUint64-d)/10 {
+			return 0, false
+		}
+		n = n*10 + d
+	}
+	return n, true
 }
 
 // parsePressure reads the totals of a memory.pressure file: "some

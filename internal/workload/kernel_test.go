@@ -151,3 +151,60 @@ func TestV1MemoryGroup(t *testing.T) {
 		}
 	}
 }
+
+// readKeys picks the keys asked for, says which the file had, skips lines
+// that are not "key N", and calls a file without one line of it empty.
+func TestReadKeys(t *testing.T) {
+	dir := writeFiles(t, map[string]string{
+		"stat":  "anon 4096\nfile 8192\n  pgmajfault  77 \nbad line here\nnegative -1\nhuge 99999999999999999999\nlast 5",
+		"empty": "",
+		"words": "no numbers\nat all\n",
+	})
+	keys := []string{"pgmajfault", "absent", "last", "huge"}
+	vals := []uint64{1, 2, 3, 4}
+	found, err := readKeys(osReader{}, filepath.Join(dir, "stat"), keys, vals)
+	if err != nil || found != 1|1<<2 || vals[0] != 77 || vals[1] != 0 || vals[2] != 5 || vals[3] != 0 {
+		t.Errorf("found %b %v (%v), want pgmajfault 77 and last 5 alone (the rest 0: huge passes 64 bits)", found, vals, err)
+	}
+	for _, name := range []string{"empty", "words"} {
+		if _, err := readKeys(osReader{}, filepath.Join(dir, name), keys, vals); err == nil {
+			t.Errorf("%s: no error, want one: not a line of \"key N\"", name)
+		}
+	}
+	if _, err := readKeys(osReader{}, filepath.Join(dir, "gone"), keys, vals); !os.IsNotExist(err) {
+		t.Errorf("a missing file: %v, want not-exist", err)
+	}
+}
+
+// memReader serves files from memory: the parse alone, in the benchmark.
+type memReader map[string][]byte
+
+func (m memReader) ReadFile(path string) ([]byte, error) {
+	if b, ok := m[path]; ok {
+		return b, nil
+	}
+	return nil, os.ErrNotExist
+}
+
+// BenchmarkReadKernelV1 is one workload's readings on a hybrid host, as
+// every exported workload is read each second: the files' text from this
+// machine's kernel (6.18, memory on v1), parsed.
+func BenchmarkReadKernelV1(b *testing.B) {
+	stat := "cache 0\nrss 0\nrss_huge 0\nshmem 0\nmapped_file 0\ndirty 0\nwriteback 0\nswap 0\nworkingset_refault_anon 0\nworkingset_refault_file 0\nworkingset_activate_anon 0\nworkingset_activate_file 0\nworkingset_restore_anon 0\nworkingset_restore_file 0\nworkingset_nodereclaim 0\npgpgin 0\npgpgout 0\npgfault 0\npgmajfault 0\ninactive_anon 0\nactive_anon 0\ninactive_file 0\nactive_file 0\nunevictable 0\nhierarchical_memory_limit 67108864\nhierarchical_memsw_limit 9223372036854771712\ntotal_cache 1204224\ntotal_rss 51265536\ntotal_rss_huge 0\ntotal_shmem 0\ntotal_mapped_file 1146880\ntotal_dirty 0\ntotal_writeback 0\ntotal_swap 48705536\ntotal_workingset_refault_anon 381187\ntotal_workingset_refault_file 1043\ntotal_workingset_activate_anon 120331\ntotal_workingset_activate_file 217\ntotal_workingset_restore_anon 9091\ntotal_workingset_restore_file 12\ntotal_workingset_nodereclaim 0\ntotal_pgpgin 2106119\ntotal_pgpgout 2093332\ntotal_pgfault 2377519\ntotal_pgmajfault 380114\ntotal_inactive_anon 25731072\ntotal_active_anon 25534464\ntotal_inactive_file 622592\ntotal_active_file 581632\ntotal_unevictable 0\n"
+	r := memReader{
+		"/v2/memory.pressure":             []byte(pressureText),
+		"/v1/memory.failcnt":              []byte("129802\n"),
+		"/v1/memory.oom_control":          []byte("oom_kill_disable 1\nunder_oom 0\noom_kill 0\n"),
+		"/v1/memory.stat":                 []byte(stat),
+		"/v1/memory.usage_in_bytes":       []byte("67063808\n"),
+		"/v1/memory.memsw.usage_in_bytes": []byte("115769344\n"),
+		"/v1/memory.limit_in_bytes":       []byte("67108864\n"),
+	}
+	f := Files{V2: "/v2", V1Memory: "/v1"}
+	b.ReportAllocs()
+	for b.Loop() {
+		if k := ReadKernelFrom(r, f); k.MajorFaults != 380114 || len(k.Missing) != 0 {
+			b.Fatalf("%+v", k)
+		}
+	}
+}
