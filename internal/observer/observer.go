@@ -115,7 +115,7 @@ func build(cfg Config, logger *slog.Logger, checkOnly bool) (*Observer, error) {
 		metrics.NewWorkloadCollector(o.pipeline),
 		versioncollector.NewCollector("thrashscope"),
 		collectors.NewGoCollector(),
-		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
+		metrics.NewSelfCollector("/proc"), // its own, not --path.procfs's host
 	)
 	opts := api.Options{
 		Gatherer:    o.registry,

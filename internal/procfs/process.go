@@ -22,6 +22,9 @@ import (
 // the same, and reading sysconf(_SC_CLK_TCK) would need cgo.
 const userHZ = 100
 
+// UserHZ is userHZ for other packages: a tick field over it is seconds.
+const UserHZ = userHZ
+
 // Process is a snapshot of one process's counters.
 type Process struct {
 	PID  int
