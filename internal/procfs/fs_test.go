@@ -10,7 +10,7 @@ import (
 // fixtures are the committed trees every system source must work on.
 var fixtures = []string{"testdata/proc", "testdata/proc-nopsi"}
 
-func newTestFS(t *testing.T, path string) FS {
+func newTestFS(t testing.TB, path string) FS {
 	t.Helper()
 	fs, err := NewFS(path)
 	if err != nil {
