@@ -142,8 +142,17 @@ func TestRunOnAnEmulatedSwapDevice(t *testing.T) {
 		t.Errorf("the consumers took %.0f major faults a second on %.0f swap-ins: want some, and no more than pages read", faults, in)
 	}
 	if own.V2 {
-		if !within(writes, out) || writes > ceiling {
-			t.Errorf("the throttle passed %.0f writes a second, the host swapped out %.0f: want them within 15 %%, and at most %d (+15 %%)", writes, out, limit)
+		// The direction that binds runs at the device's rate, within 15 %.
+		// The other is held too, but blk-throttle can let it past its limit
+		// by a sixth: on 6.12 (TCG), one matrix run in four passed 140
+		// writes a second while the reads held at 120 (docs/runs.md).
+		bindsReads := within(reads, float64(limit)) && reads >= writes
+		writesCeiling := ceiling
+		if bindsReads {
+			writesCeiling = 1.25 * float64(limit)
+		}
+		if !within(writes, out) || writes > writesCeiling {
+			t.Errorf("the throttle passed %.0f writes a second, the host swapped out %.0f: want them within 15 %%, and at most %.0f (the device's %d, +%.0f %%)", writes, out, writesCeiling, limit, 100*(writesCeiling/float64(limit)-1))
 		}
 		if !within(reads, float64(limit)) && !within(writes, float64(limit)) {
 			t.Errorf("neither direction runs at the device's %d a second (reads %.0f, writes %.0f): want the one that binds within 15 %%", limit, reads, writes)
