@@ -4,6 +4,7 @@ import (
 	"io"
 	"strings"
 	"testing"
+	"time"
 )
 
 func TestParseFlagsRefusesBadInput(t *testing.T) {
@@ -56,5 +57,22 @@ func TestJudge(t *testing.T) {
 	}
 	if err := judge(over, 0.8, 2); err == nil || strings.Contains(err.Error(), "RSS") {
 		t.Errorf("%v, want the CPU alone named", err)
+	}
+}
+
+// The run's record is read every 10 s until its planned end, then every
+// second.
+func TestPollWait(t *testing.T) {
+	for _, tc := range []struct{ left, want time.Duration }{
+		{time.Minute, 10 * time.Second},
+		{10*time.Second + 1, 10 * time.Second},
+		{4 * time.Second, 4 * time.Second},
+		{time.Second, time.Second},
+		{0, time.Second},
+		{-time.Minute, time.Second},
+	} {
+		if got := pollWait(tc.left); got != tc.want {
+			t.Errorf("pollWait(%s) = %s, want %s", tc.left, got, tc.want)
+		}
 	}
 }
