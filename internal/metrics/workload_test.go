@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
 
 	"github.com/thrashscope/thrashscope/internal/pipeline"
 	"github.com/thrashscope/thrashscope/internal/probe/readout"
@@ -148,5 +149,47 @@ func TestWorkloadLabelPairsFollowTheTicks(t *testing.T) {
 	}
 	if len(col.pairs.pairs) >= kept || len(col.pairs.pairs) == 0 {
 		t.Errorf("%d label-pair shapes kept after b left (%d before), want a's alone", len(col.pairs.pairs), kept)
+	}
+}
+
+// A cgroup's latency histogram keeps every second bound of the host's: its
+// buckets count what the host's count at the same bounds, and its count
+// and sum are the whole histogram's (slots below the first bound and above
+// the last included).
+func TestCgroupLatencyBuckets(t *testing.T) {
+	var h readout.Histogram
+	for i := range h.Slots {
+		h.Slots[i] = uint64(i + 1)
+	}
+	h.SumSeconds = 42
+	var m dto.Metric
+	if err := (latencySample{h: h}).Write(&m); err != nil {
+		t.Fatal(err)
+	}
+	host := h.CumulativeBuckets(firstLatencySlot, lastLatencySlot)
+	got := m.GetHistogram()
+	if n := len(got.GetBucket()); n != 12 {
+		t.Errorf("%d buckets, want 12 (powers of 4 from 4.1 µs to 17 s)", n)
+	}
+	prev := 0.0
+	for _, b := range got.GetBucket() {
+		ub := b.GetUpperBound()
+		want, ok := host[ub]
+		if !ok {
+			t.Errorf("bound %g s is not one of the host histogram's", ub)
+		}
+		if b.GetCumulativeCount() != want {
+			t.Errorf("bucket le=%g: %d, want the host's %d", ub, b.GetCumulativeCount(), want)
+		}
+		if prev > 0 && ub != 4*prev {
+			t.Errorf("bound %g s after %g s, want four times it", ub, prev)
+		}
+		prev = ub
+	}
+	if got.GetSampleCount() != h.Count() || got.GetSampleSum() != 42 {
+		t.Errorf("count %d sum %g, want %d and 42", got.GetSampleCount(), got.GetSampleSum(), h.Count())
+	}
+	if first, last := got.GetBucket()[0].GetUpperBound(), prev; first != 4096e-9 || last != float64(uint64(1)<<34)/1e9 {
+		t.Errorf("bounds %g to %g s, want 4.096 µs to 17.2 s", first, last)
 	}
 }
