@@ -98,9 +98,11 @@ func ReadKernelFrom(r Reader, f Files) Kernel {
 		k.HasPressure = true
 	}
 	// memory.current is where the memory controller is on the cgroup2
-	// group: read first, it says which hierarchy the rest is read in.
+	// group: read first, it says which hierarchy the rest is read in. A
+	// v1 memory group means the controller is bound to v1, and the cgroup2
+	// group has no memory.current to look for at every sample.
 	v2 := false
-	if f.V2 != "" {
+	if f.V2 != "" && f.V1Memory == "" {
 		if b, err := r.ReadFile(filepath.Join(f.V2, "memory.current")); err == nil {
 			k.CurrentBytes, v2 = parseBytes(b, "memory.current", missing), true
 		}
