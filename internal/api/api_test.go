@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -240,5 +241,70 @@ func TestMetricsCompressed(t *testing.T) {
 	resp, body = scrape("")
 	if enc := resp.Header.Get("Content-Encoding"); enc != "" || !bytes.Equal(body, plain) {
 		t.Errorf("without Accept-Encoding: Content-Encoding %q, %d bytes; want the same text plain (%d bytes)", enc, len(body), len(plain))
+	}
+}
+
+// The scrapes' compressors are kept from one scrape to the next, a GC
+// between them or not: one is made for scrapes one at a time, and each
+// scrape's output is whole.
+func TestScrapeCompressorsKept(t *testing.T) {
+	body := strings.Repeat("thrashscope_test_gauge{comm=\"consumer\"} 1\n", 2000)
+	kept := newScrapeWriters()
+	h := scrapeGzip(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "text/plain")
+		_, _ = io.WriteString(w, body)
+	}), kept)
+	for i := range 5 {
+		runtime.GC() // twice: a sync.Pool keeps what it held for one GC
+		runtime.GC()
+		req := httptest.NewRequest("GET", "/metrics", nil)
+		req.Header.Set("Accept-Encoding", "gzip")
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, req)
+		zr, err := gzip.NewReader(rec.Body)
+		if err != nil {
+			t.Fatalf("scrape %d: %v", i, err)
+		}
+		plain, err := io.ReadAll(zr)
+		if err != nil || string(plain) != body {
+			t.Fatalf("scrape %d: %v, %d bytes of %d", i, err, len(plain), len(body))
+		}
+	}
+	if n := kept.made.Load(); n != 1 {
+		t.Errorf("%d compressors made for 5 scrapes one after another, want 1", n)
+	}
+}
+
+// A scrape goes out in one piece, with its length (not chunked), its
+// status and headers as its handler set them.
+func TestWholeResponse(t *testing.T) {
+	body := strings.Repeat("thrashscope_test_gauge{comm=\"consumer\"} 1\n", 2000) // 86 KB, past net/http's buffers
+	h := wholeResponse(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/plain")
+		if r.URL.Query().Has("fail") {
+			w.WriteHeader(http.StatusServiceUnavailable)
+		}
+		for i := 0; i < len(body); i += 1000 {
+			_, _ = io.WriteString(w, body[i:min(i+1000, len(body))])
+		}
+	}))
+	srv := httptest.NewServer(h)
+	defer srv.Close()
+	for _, tc := range []struct {
+		query  string
+		status int
+	}{{"", 200}, {"?fail", 503}, {"", 200}} {
+		resp, err := http.Get(srv.URL + "/metrics" + tc.query)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if err != nil || string(got) != body {
+			t.Fatalf("%s: %v, %d bytes of %d", tc.query, err, len(got), len(body))
+		}
+		if resp.StatusCode != tc.status || resp.ContentLength != int64(len(body)) || len(resp.TransferEncoding) > 0 || resp.Header.Get("Content-Type") != "text/plain" {
+			t.Errorf("%s: status %d, length %d, transfer encoding %v, type %q; want %d, %d, none, text/plain", tc.query, resp.StatusCode, resp.ContentLength, resp.TransferEncoding, resp.Header.Get("Content-Type"), tc.status, len(body))
+		}
 	}
 }
