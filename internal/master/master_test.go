@@ -2,6 +2,7 @@ package master
 
 import (
 	"log/slog"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -29,6 +30,27 @@ func TestLogWriterKeepsTheLastLine(t *testing.T) {
 	w.Write([]byte(strings.Repeat("é", 400)))
 	if got := w.Last(); len(got) > maxReasonLine+len("…") || !strings.HasSuffix(got, "…") || !strings.HasPrefix(got, "éé") {
 		t.Errorf("a long line is kept as %d bytes: %q", len(got), got)
+	}
+}
+
+// TestLogWriterReadsAConsumersPipe: a consumer's stderr is read from its
+// pipe to the end, and Last waits for that end, so the reason a run fails
+// with has the last line the consumer printed before it exited.
+func TestLogWriterReadsAConsumersPipe(t *testing.T) {
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	lw := &logWriter{l: slog.New(slog.DiscardHandler), done: make(chan struct{})}
+	go lw.copyFrom(r)
+	go func() {
+		defer w.Close()
+		_, _ = w.Write([]byte(strings.Repeat("x", 10000) + "\n")) // past the 4 KB buffer
+		time.Sleep(20 * time.Millisecond)
+		_, _ = w.Write([]byte("loadgen: touching the region: cannot allocate memory\n"))
+	}()
+	if got, want := lw.Last(), "loadgen: touching the region: cannot allocate memory"; got != want {
+		t.Errorf("Last() = %q, want %q", got, want)
 	}
 }
 
