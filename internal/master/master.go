@@ -18,6 +18,7 @@ import (
 
 	"github.com/thrashscope/thrashscope/internal/cgroup"
 	"github.com/thrashscope/thrashscope/internal/consumer"
+	"github.com/thrashscope/thrashscope/internal/kernfile"
 	"github.com/thrashscope/thrashscope/internal/procfs"
 	"github.com/thrashscope/thrashscope/internal/run"
 	"github.com/thrashscope/thrashscope/internal/workload"
@@ -92,9 +93,11 @@ type Master struct {
 	board     *consumer.CycleBoard // nil: cycles come on the message pipes
 	guard     *cgroup.OOMGuard     // nil when it could not be set up
 	gov       *governor            // the run's policy and its levers
-	// progress is each live consumer's, by index (-1 the one alone);
-	// drive's goroutine alone uses it.
-	progress map[int]*progress
+	// progress is each live consumer's, by index (-1 the one alone), and
+	// statFiles their /proc stat files, kept open between checks;
+	// drive's goroutine alone uses them.
+	progress  map[int]*progress
+	statFiles kernfile.Set
 }
 
 // errAborted is the cancel cause of an abort; its text is the reason.
@@ -387,6 +390,7 @@ wait:
 			r.watchProgress(now)
 		}
 	}
+	r.statFiles.Close()
 	<-spawned // at once when cancelled: no consumer starts after this
 	// The teardown at the host's speed: a consumer killed on a slow
 	// device must not wait out its queue.

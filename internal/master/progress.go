@@ -60,7 +60,7 @@ func (r *Master) watchProgress(now time.Time) {
 	seen := make(map[int]bool, len(ws))
 	for _, w := range ws {
 		seen[w.index] = true
-		p, err := r.cfg.ProcFS.ProcessStat(w.pid)
+		p, err := r.cfg.ProcFS.ProcessStatFrom(&r.statFiles, w.pid)
 		if err != nil {
 			continue // it exited: its wait says how
 		}
@@ -81,6 +81,7 @@ func (r *Master) watchProgress(now time.Time) {
 			delete(r.progress, i)
 		}
 	}
+	r.statFiles.Sweep() // an exited consumer's file closes
 }
 
 // check updates what is known of a consumer from its /proc stat, and says

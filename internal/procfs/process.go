@@ -52,6 +52,13 @@ func (fs FS) ProcessStat(pid int) (Process, error) {
 	return statOf(pid, b, err)
 }
 
+// ProcessStatFrom is ProcessStat read through files, which keeps the stat
+// file open from one reading to the next (see ProcessFrom).
+func (fs FS) ProcessStatFrom(files *kernfile.Set, pid int) (Process, error) {
+	b, err := files.ReadFile(fs.pidFile(pid, "stat"))
+	return statOf(pid, b, err)
+}
+
 // statOf is process pid from its stat, b, as read with err.
 func statOf(pid int, b []byte, err error) (Process, error) {
 	if err != nil {

@@ -295,3 +295,56 @@ func waitState(t *testing.T, files *kernfile.Set, fs FS, pid int, ok func(byte) 
 		time.Sleep(10 * time.Millisecond)
 	}
 }
+
+// ProcessStatFrom reads a process's stat alone through a kept file, as
+// ProcessStat reads it afresh, and says a reaped process is gone.
+func TestProcessStatFromKeptFile(t *testing.T) {
+	if _, err := os.Stat("/proc/self/stat"); err != nil {
+		t.Skipf("no procfs at /proc: %v", err)
+	}
+	fs := newTestFS(t, "/proc")
+	cmd := exec.Command("sleep", "30")
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer cmd.Process.Kill()
+	pid := cmd.Process.Pid
+	var files kernfile.Set
+	defer files.Close()
+	for range 2 {
+		kept, err := fs.ProcessStatFrom(&files, pid)
+		if err != nil {
+			t.Fatal(err)
+		}
+		fresh, err := fs.ProcessStat(pid)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if kept.PID != pid || kept.StartTicks != fresh.StartTicks || kept.StartTicks == 0 || kept.Comm != "sleep" {
+			t.Errorf("through a kept file %+v, opened afresh %+v", kept, fresh)
+		}
+		if files.Len() != 1 {
+			t.Errorf("%d files kept, want its stat alone", files.Len())
+		}
+	}
+	cmd.Process.Kill()
+	_ = cmd.Wait()
+	if _, err := fs.ProcessStatFrom(&files, pid); !errors.Is(err, ErrProcessGone) {
+		t.Errorf("a reaped child through a kept file: %v, want ErrProcessGone", err)
+	}
+}
+
+// BenchmarkProcessStatFrom is BenchmarkProcessStat through a kept file: a
+// run's consumer, checked once a second for its progress.
+func BenchmarkProcessStatFrom(b *testing.B) {
+	fs := newTestFS(b, "/proc")
+	pid := os.Getpid()
+	var files kernfile.Set
+	defer files.Close()
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := fs.ProcessStatFrom(&files, pid); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
