@@ -61,7 +61,10 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 }
 
 func desc(name, help string, labels ...string) *prometheus.Desc {
-	return prometheus.NewDesc(prometheus.BuildFQName(namespace, "", name), help, labels, nil)
+	fq := prometheus.BuildFQName(namespace, "", name)
+	d := prometheus.NewDesc(fq, help, labels, nil)
+	families.Store(d, family{name: fq, help: help})
+	return d
 }
 
 // send exports one sample. Label values are made valid UTF-8 first (a comm

@@ -49,7 +49,7 @@ func BenchmarkScrapeWorkloads(b *testing.B) {
 
 // benchScrape gathers reg, encodes it as text and gzips it, as /metrics
 // answers a Prometheus, and reports the compressed size.
-func benchScrape(b *testing.B, reg *prometheus.Registry) {
+func benchScrape(b *testing.B, reg prometheus.Gatherer) {
 	var size int
 	var buf bytes.Buffer
 	zw, _ := gzip.NewWriterLevel(&buf, gzip.BestSpeed)

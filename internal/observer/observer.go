@@ -111,14 +111,14 @@ func build(cfg Config, logger *slog.Logger, checkOnly bool) (*Observer, error) {
 		o.registry.MustRegister(metrics.NewRunCollector(o.engine.Service(), cycles))
 	}
 	o.registry.MustRegister(
-		metrics.NewCollector(o.pipeline),
-		metrics.NewWorkloadCollector(o.pipeline),
 		versioncollector.NewCollector("thrashscope"),
 		collectors.NewGoCollector(),
 		metrics.NewSelfCollector("/proc"), // its own, not --path.procfs's host
 	)
 	opts := api.Options{
-		Gatherer:    o.registry,
+		// The per-process and per-cgroup series, most of a scrape, are
+		// gathered without the registry's per-series work.
+		Gatherer:    metrics.NewGatherer(o.registry, metrics.NewCollector(o.pipeline), metrics.NewWorkloadCollector(o.pipeline)),
 		Registerer:  o.registry,
 		Ready:       o.ready,
 		Pprof:       cfg.EnablePprof,

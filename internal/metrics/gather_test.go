@@ -1,0 +1,101 @@
+package metrics
+
+import (
+	"bytes"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/common/expfmt"
+
+	"github.com/thrashscope/thrashscope/internal/pipeline"
+)
+
+// runTick is a run's tick: 45 processes and 20 workloads.
+func runTick() *pipeline.Tick {
+	t := benchProcesses(45)
+	t.Workloads = benchTick(20).Workloads
+	return t
+}
+
+// text is families encoded as /metrics sends them, one line each, sorted.
+func text(t *testing.T, g prometheus.Gatherer) []string {
+	t.Helper()
+	mfs, err := g.Gather()
+	if err != nil {
+		t.Fatalf("gather: %v", err)
+	}
+	var b bytes.Buffer
+	for _, mf := range mfs {
+		if _, err := expfmt.MetricFamilyToText(&b, mf); err != nil {
+			t.Fatal(err)
+		}
+	}
+	lines := strings.Split(strings.TrimSpace(b.String()), "\n")
+	slices.Sort(lines)
+	return lines
+}
+
+// The package's own families, gathered without the registry, are what a
+// pedantic registry gathers from the same collectors (every name, label
+// and value checked, no series twice), beside a registry's own families.
+func TestGathererAgreesWithThePedanticRegistry(t *testing.T) {
+	src := fixedSource{runTick()}
+	pedantic := prometheus.NewPedanticRegistry()
+	pedantic.MustRegister(NewCollector(src), NewWorkloadCollector(src), NewSelfCollector("/proc"))
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(NewSelfCollector("/proc"))
+	g := NewGatherer(reg, NewCollector(src), NewWorkloadCollector(src))
+
+	want, got := text(t, pedantic), text(t, g)
+	// The observer's own process_* series move between two gathers.
+	own := func(l string) bool { return strings.HasPrefix(l, "process_") }
+	want, got = slices.DeleteFunc(want, own), slices.DeleteFunc(got, own)
+	if len(want) < 700 {
+		t.Fatalf("%d lines from the pedantic registry, want a run's per-process and per-cgroup series (over 700)", len(want))
+	}
+	if !slices.Equal(got, want) {
+		for i := range min(len(got), len(want)) {
+			if got[i] != want[i] {
+				t.Fatalf("%d lines against %d; first difference:\n got %s\nwant %s", len(got), len(want), got[i], want[i])
+			}
+		}
+		t.Fatalf("%d lines against %d", len(got), len(want))
+	}
+	mfs, _ := g.Gather()
+	if !slices.IsSortedFunc(mfs, func(a, b *dto.MetricFamily) int { return strings.Compare(a.GetName(), b.GetName()) }) {
+		t.Error("families not sorted by name")
+	}
+}
+
+// A family both the registry and the package export is refused, named,
+// and the rest gathered.
+func TestGathererRefusesAFamilyTwice(t *testing.T) {
+	src := fixedSource{runTick()}
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(prometheus.NewGauge(prometheus.GaugeOpts{Name: "thrashscope_process_high_fault", Help: "Twice."}))
+	mfs, err := NewGatherer(reg, NewCollector(src)).Gather()
+	if err == nil || !strings.Contains(err.Error(), "thrashscope_process_high_fault is both the registry's and package metrics'") {
+		t.Errorf("%v, want the family named", err)
+	}
+	if !slices.ContainsFunc(mfs, func(mf *dto.MetricFamily) bool { return mf.GetName() == "thrashscope_process_major_faults_total" }) {
+		t.Error("the other families were not gathered")
+	}
+}
+
+// BenchmarkGatherRun gathers and encodes a run's per-process and
+// per-cgroup series as /metrics does, through the Gatherer; its baseline,
+// BenchmarkGatherRunRegistry, through a registry.
+func BenchmarkGatherRun(b *testing.B) {
+	src := fixedSource{runTick()}
+	benchScrape(b, NewGatherer(prometheus.NewRegistry(), NewCollector(src), NewWorkloadCollector(src)))
+}
+
+func BenchmarkGatherRunRegistry(b *testing.B) {
+	src := fixedSource{runTick()}
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(NewCollector(src), NewWorkloadCollector(src))
+	benchScrape(b, reg)
+}
