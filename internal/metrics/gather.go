@@ -57,20 +57,25 @@ func (g *Gatherer) Gather() ([]*dto.MetricFamily, error) {
 	for _, mf := range mfs {
 		byName[mf.GetName()] = mf
 	}
-	own := map[*prometheus.Desc]*dto.MetricFamily{}
+	own := map[*prometheus.Desc]*dto.MetricFamily{} // nil: refused, said once
 	ours := map[*dto.MetricFamily]bool{}
 	for m := range ch {
 		d := m.Desc()
 		mf, ok := own[d]
+		if ok && mf == nil {
+			continue
+		}
 		if !ok {
 			v, known := families.Load(d)
 			if !known {
-				errs = append(errs, fmt.Errorf("a series of %s: not a descriptor of package metrics", d))
+				errs = append(errs, fmt.Errorf("series of %s: not a descriptor of package metrics", d))
+				own[d] = nil
 				continue
 			}
 			f := v.(family)
 			if mf, ok = byName[f.name]; ok && !ours[mf] {
 				errs = append(errs, fmt.Errorf("family %s is both the registry's and package metrics'", f.name))
+				own[d] = nil
 				continue
 			}
 			if mf == nil {
@@ -96,6 +101,8 @@ func (g *Gatherer) Gather() ([]*dto.MetricFamily, error) {
 		}
 		mf.Metric = append(mf.Metric, dm)
 	}
+	// A family none of whose series could be written is not sent.
+	mfs = slices.DeleteFunc(mfs, func(mf *dto.MetricFamily) bool { return len(mf.Metric) == 0 })
 	slices.SortFunc(mfs, func(a, b *dto.MetricFamily) int { return strings.Compare(a.GetName(), b.GetName()) })
 	return mfs, errors.Join(errs...)
 }

@@ -2,6 +2,7 @@ package metrics
 
 import (
 	"bytes"
+	"errors"
 	"slices"
 	"strings"
 	"testing"
@@ -82,6 +83,29 @@ func TestGathererRefusesAFamilyTwice(t *testing.T) {
 	}
 	if !slices.ContainsFunc(mfs, func(mf *dto.MetricFamily) bool { return mf.GetName() == "thrashscope_process_major_faults_total" }) {
 		t.Error("the other families were not gathered")
+	}
+}
+
+// A series that cannot be written (a label value the registry would refuse)
+// is left out and named; a family left with none is not
+// sent; the rest are.
+func TestGathererLeavesOutABadSeries(t *testing.T) {
+	d := desc("test_gauge", "A gauge.", "comm")
+	bad := prometheus.CollectorFunc(func(ch chan<- prometheus.Metric) {
+		ch <- prometheus.NewInvalidMetric(d, errors.New("broken"))
+		ch <- prometheus.NewInvalidMetric(d, errors.New("broken"))
+	})
+	mfs, err := NewGatherer(prometheus.NewRegistry(), bad, NewCollector(fixedSource{runTick()})).Gather()
+	if err == nil || strings.Count(err.Error(), "broken") != 2 {
+		t.Errorf("%v, want each bad series named", err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() == "thrashscope_test_gauge" {
+			t.Errorf("a family with no series written was sent: %v", mf)
+		}
+	}
+	if len(mfs) < 10 {
+		t.Errorf("%d families, want the collector's others", len(mfs))
 	}
 }
 
