@@ -87,6 +87,9 @@ type TestResult struct {
 	Name    string  `json:"name"`
 	Result  string  `json:"result"` // PASS, FAIL or SKIP
 	Seconds float64 `json:"seconds"`
+	// Why is a failed test's last log lines ("x_test.go:12: ..."), so
+	// the host can name the cause without the console log.
+	Why string `json:"why,omitempty"`
 }
 
 // Line encodes a report as a console line.
@@ -116,18 +119,54 @@ func ParseReports(r io.Reader) []Report {
 	return out
 }
 
-var testLine = regexp.MustCompile(`^--- (PASS|FAIL|SKIP): (\S+) \(([0-9.]+)s\)`)
+var (
+	testLine = regexp.MustCompile(`^--- (PASS|FAIL|SKIP): (\S+) \(([0-9.]+)s\)`)
+	// testStart names the test whose output follows: go test -v prints
+	// it when a test starts, resumes, or takes the output over.
+	testStart = regexp.MustCompile(`^=== (?:RUN|CONT|NAME) +(\S+)`)
+	// logLine is a t.Log, t.Error or t.Fatal line, indented by go test.
+	logLine = regexp.MustCompile(`^\s+(\S+_test\.go:\d+: .*)`)
+)
 
-// GoTests reads the top-level results of go test -test.v output.
+// whyLines and whyBytes bound a failed test's Why.
+const (
+	whyLines = 3
+	whyBytes = 600
+)
+
+// GoTests reads the top-level results of go test -test.v output, a failed
+// test's last log lines with it.
 func GoTests(output string) []TestResult {
 	var out []TestResult
+	logs := map[string][]string{} // a top-level test's log lines, its subtests' too
+	current := ""
 	for line := range strings.Lines(output) {
-		m := testLine.FindStringSubmatch(strings.TrimRight(line, "\r\n"))
+		line = strings.TrimRight(line, "\r\n")
+		if m := testStart.FindStringSubmatch(line); m != nil {
+			current, _, _ = strings.Cut(m[1], "/")
+			continue
+		}
+		if m := logLine.FindStringSubmatch(line); m != nil && current != "" {
+			if l := logs[current]; len(l) == whyLines {
+				logs[current] = append(l[1:], m[1])
+			} else {
+				logs[current] = append(l, m[1])
+			}
+			continue
+		}
+		m := testLine.FindStringSubmatch(line)
 		if m == nil {
 			continue
 		}
 		secs, _ := strconv.ParseFloat(m[3], 64)
-		out = append(out, TestResult{Name: m[2], Result: m[1], Seconds: secs})
+		r := TestResult{Name: m[2], Result: m[1], Seconds: secs}
+		if r.Result == "FAIL" {
+			r.Why = strings.Join(logs[r.Name], " / ")
+			if len(r.Why) > whyBytes {
+				r.Why = r.Why[:whyBytes] + "…"
+			}
+		}
+		out = append(out, r)
 	}
 	return out
 }

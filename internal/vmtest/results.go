@@ -403,3 +403,54 @@ func (r KernelResult) stepResult(name string) string {
 	}
 	return fmt.Sprintf("pass (%d/%d)", passed, len(rep.Tests))
 }
+
+// Failures says, a line each, what failed where: a kernel that could not be
+// fetched or booted, each failed test with its last log lines, and a step
+// that failed with no test failed (a timeout, a crash) with its output's
+// last lines. It is what a reader of the run's last lines needs first.
+func Failures(results []KernelResult) []string {
+	var out []string
+	for _, res := range results {
+		if res.Err != "" {
+			out = append(out, res.Name+": "+res.Err)
+		}
+		for _, rep := range res.Reports {
+			if rep.Kind != "step" || rep.Pass {
+				continue
+			}
+			named := false
+			for _, t := range rep.Tests {
+				if t.Result != "FAIL" {
+					continue
+				}
+				named = true
+				line := fmt.Sprintf("%s, %s: %s failed after %.0fs", res.Name, rep.Step, t.Name, t.Seconds)
+				if t.Why != "" {
+					line += ": " + t.Why
+				}
+				out = append(out, line)
+			}
+			if !named {
+				out = append(out, fmt.Sprintf("%s, %s: failed after %.0fs: %s", res.Name, rep.Step, rep.Seconds, lastLines(rep.Output, whyLines)))
+			}
+		}
+	}
+	return out
+}
+
+// lastLines is the last n non-empty lines of s, joined by " / ".
+func lastLines(s string, n int) string {
+	var lines []string
+	for l := range strings.Lines(s) {
+		if l = strings.TrimSpace(l); l != "" {
+			lines = append(lines, l)
+		}
+	}
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	if len(lines) == 0 {
+		return "no output"
+	}
+	return strings.Join(lines, " / ")
+}

@@ -106,9 +106,11 @@ kernel/fs/mbcache.ko.xz:
 }
 
 func TestReportsAndTests(t *testing.T) {
-	out := "=== RUN   TestA\n--- PASS: TestA (1.25s)\n=== RUN   TestB\n    x_test.go:3: no\n--- FAIL: TestB (0.50s)\n    --- FAIL: TestB/sub (0.10s)\n--- SKIP: TestC (0.00s)\n"
+	out := "=== RUN   TestA\n    a_test.go:1: fine\n--- PASS: TestA (1.25s)\n=== RUN   TestB\n    x_test.go:3: no\n" +
+		"=== RUN   TestB/sub\n    x_test.go:4: one\n    x_test.go:5: two\n    x_test.go:6: three\n" +
+		"--- FAIL: TestB (0.50s)\n    --- FAIL: TestB/sub (0.10s)\n--- SKIP: TestC (0.00s)\n"
 	got := GoTests(out)
-	want := []TestResult{{"TestA", "PASS", 1.25}, {"TestB", "FAIL", 0.5}, {"TestC", "SKIP", 0}}
+	want := []TestResult{{"TestA", "PASS", 1.25, ""}, {"TestB", "FAIL", 0.5, "x_test.go:4: one / x_test.go:5: two / x_test.go:6: three"}, {"TestC", "SKIP", 0, ""}}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("GoTests %v, want %v", got, want)
 	}
@@ -126,6 +128,18 @@ func TestReportsAndTests(t *testing.T) {
 	res.Reports[1].Pass = false
 	if res.Pass() || !strings.Contains(Table([]KernelResult{res}), "probes: TestB") {
 		t.Errorf("a failed step: pass %v\n%s", res.Pass(), Table([]KernelResult{res}))
+	}
+	crashed := Report{Kind: "step", Step: "runs", Seconds: 1800, Output: "=== RUN   TestD\npanic: test timed out after 30m0s\n\trunning tests:\n\t\tTestD (29m59s)\n\n(killed after its 1800 s)\n"}
+	res.Reports = append(res.Reports, crashed)
+	other := KernelResult{Kernel: Kernel{Name: "6.12"}, Err: "fetching linux-image-6.12-amd64: 404"}
+	got2 := Failures([]KernelResult{res, other})
+	want2 := []string{
+		"6.1, probes: TestB failed after 0s: x_test.go:4: one / x_test.go:5: two / x_test.go:6: three",
+		"6.1, runs: failed after 1800s: running tests: / TestD (29m59s) / (killed after its 1800 s)",
+		"6.12: fetching linux-image-6.12-amd64: 404",
+	}
+	if !reflect.DeepEqual(got2, want2) {
+		t.Errorf("Failures:\n%q\nwant\n%q", got2, want2)
 	}
 }
 
@@ -166,7 +180,7 @@ func TestSplice(t *testing.T) {
 func TestSummary(t *testing.T) {
 	res := KernelResult{Kernel: Kernel{Name: "6.1"}, Image: Image{Release: "6.1.0-56-amd64"}, Reports: []Report{
 		{Kind: "step", Step: "probes", Pass: true, Figures: []Figure{{"faults anon", "+0.4% of maj_flt (812)"}, {"faults file", "-1.5% of maj_flt (9)"}, {"stall one", "+3% of PSI some (1s)"}}},
-		{Kind: "step", Step: "runs", Pass: false, Tests: []TestResult{{"A", "PASS", 1}, {"B", "FAIL", 1}}},
+		{Kind: "step", Step: "runs", Pass: false, Tests: []TestResult{{Name: "A", Result: "PASS", Seconds: 1}, {Name: "B", Result: "FAIL", Seconds: 1}}},
 	}}
 	got := Summary([]KernelResult{res})
 	want := "| 6.1 (6.1.0-56-amd64) | – | -1.5% … +0.4% (2) | +3% … +3% (1) | not run | FAIL (1/2) | not run |"

@@ -84,6 +84,11 @@ func run(ctx context.Context, cache, work, kernels, only, markdown, summary, acc
 		}
 	}
 	if failed {
+		// Last, so that the end of a long run's output says what failed.
+		fmt.Println("FAILED:")
+		for _, f := range vmtest.Failures(results) {
+			fmt.Println("  " + f)
+		}
 		return fmt.Errorf("a kernel failed; the console logs are in %s", work)
 	}
 	return nil
