@@ -44,27 +44,25 @@ func TestAConsumerStoppedFromOutsideFailsTheRun(t *testing.T) {
 		"binpack": append(append([]string(nil), syn8Args...), "--policy=binpack"),
 	} {
 		t.Run(name, func(t *testing.T) {
-			cmd, out, stderr := startLoadgenRun(t, args...)
+			r := startLoadgenRun(t, args...)
 			// A consumer of the run, once spawned (after the one alone).
 			var pid int
 			waitFor(t, 2*time.Minute, "consumer-01 to be spawned", func() bool {
-				pid = childNamed(cmd.Process.Pid, run.ConsumerName(1))
+				pid = childNamed(r.cmd.Process.Pid, run.ConsumerName(1))
 				return pid != 0
 			})
 			if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {
 				t.Fatal(err)
 			}
 			stoppedAt := time.Now()
-			exited := make(chan error, 1)
-			go func() { exited <- cmd.Wait() }()
 			select {
-			case <-exited:
+			case <-r.exited:
 			case <-time.After(60 * time.Second):
 				syscall.Kill(pid, syscall.SIGCONT)
-				t.Fatalf("the run went on 60 s after its consumer (pid %d) was stopped\n%s", pid, stderr.String())
+				t.Fatalf("the run went on 60 s after its consumer (pid %d) was stopped\n%s", pid, r.stderr.String())
 			}
 			t.Logf("the run ended %s after the consumer was stopped", time.Since(stoppedAt).Round(100*time.Millisecond))
-			rec, _ := onlyRecord(t, out)
+			rec, _ := onlyRecord(t, r.out)
 			if rec.State != run.StateFailed || !strings.Contains(rec.Reason, "consumer 1 (pid "+strconv.Itoa(pid)+") was stopped (state T)") {
 				t.Errorf("the run is %s: %q; want failed, naming the stopped consumer", rec.State, rec.Reason)
 			}
