@@ -182,6 +182,7 @@ func measureRun(ctx context.Context, cfg config) (cost, error) {
 	var r struct {
 		ID        string  `json:"id"`
 		State     string  `json:"state"`
+		Reason    string  `json:"reason"`
 		GuardCPU  float64 `json:"oom_guard_cpu_seconds"`
 		Consumers []struct {
 			PlannedEnd time.Time `json:"planned_end"`
@@ -219,6 +220,10 @@ func measureRun(ctx context.Context, cfg config) (cost, error) {
 		}
 	}
 	c, err := w.done()
+	if r.State != "completed" {
+		// A run cut short is not the load the ratio is judged on.
+		return cost{}, fmt.Errorf("run %s ended %s after %.0f s, not completed: %s", r.ID, r.State, c.Seconds, r.Reason)
+	}
 	c.GuardCPU = r.GuardCPU
 	return c, err
 }
