@@ -157,8 +157,12 @@ func (g *OOMGuard) Close() {
 }
 
 // pollEvery bounds how long a parked task can wait should an OOM event be
-// missed (one that came while a rescue ran).
-const pollEvery = 100 * time.Millisecond
+// missed. None that comes while a rescue runs is: the eventfd counts it
+// and inotify queues it, so the next wait returns at once. The poll is a
+// backstop, and each of its wakes costs the whole daemon one (its thread
+// is locked: a hand-off to it, and the runtime's monitor roused): at
+// 100 ms it was ten a second through every run.
+const pollEvery = time.Second
 
 // guardV2 sets memory.high a slack under the limit and watches
 // memory.events, which the kernel touches at each high and max event.
