@@ -55,7 +55,7 @@ func mapRegion(size int64, backing, dir string) ([]byte, error) {
 // limit: the kernel memory a mapping's change needs (a split of its
 // vm_area_struct, charged to the cgroup) can then fail for a moment, and
 // madvise and munlock say EAGAIN until reclaim (the tasks' own, or the OOM
-// guard's rescue, within 100 ms) makes room. A consumer that gave up at
+// guard's rescue) makes room. A consumer that gave up at
 // once failed its run: e4 at scale 0.1 ended 30 s in with "madvise
 // (MADV_NOHUGEPAGE): resource temporarily unavailable".
 const (
