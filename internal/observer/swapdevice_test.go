@@ -145,8 +145,9 @@ func TestRunOnAnEmulatedSwapDevice(t *testing.T) {
 		// The direction that binds runs at the device's rate, within 15 %.
 		// The other is held too, but blk-throttle can let it past its limit
 		// by a sixth: on 6.12 (TCG), one matrix run in four passed 140
-		// writes a second while the reads held at 120 (docs/runs.md).
-		bindsReads := within(reads, float64(limit)) && reads >= writes
+		// writes a second while the reads held at 120 (docs/runs.md). Reads
+		// at the device's rate bind, whatever the writes passed.
+		bindsReads := within(reads, float64(limit))
 		writesCeiling := ceiling
 		if bindsReads {
 			writesCeiling = 1.25 * float64(limit)
