@@ -1,11 +1,16 @@
 package main
 
 import (
+	"fmt"
+	"io"
+	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/thrashscope/thrashscope/internal/testenv"
 )
@@ -57,5 +62,80 @@ func TestOfflineCommandsHandOver(t *testing.T) {
 	// Its help lists the handed-over commands.
 	if b, _ := exec.Command(bin, "--help").CombinedOutput(); !strings.Contains(string(b), "Runs thrashtool report") {
 		t.Errorf("observer --help does not list report:\n%s", b)
+	}
+}
+
+// --runtime.gogc sets the daemon's GOGC (Go's own gauge tells), GOGC in the
+// environment stands when the flag is not given, and 0 is refused.
+func TestRuntimeGOGC(t *testing.T) {
+	bin := testenv.Binary(t, "observer")
+	b, err := exec.Command(bin, "--runtime.gogc=0", "--probes=procfs").CombinedOutput()
+	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 2 || !strings.Contains(string(b), "--runtime.gogc=0: want 1 or more") {
+		t.Errorf("--runtime.gogc=0: %v\n%s", err, b)
+	}
+	for _, tc := range []struct {
+		env, flag string
+		want      string
+	}{
+		{"", "", "go_gc_gogc_percent 50"},
+		{"GOGC=80", "", "go_gc_gogc_percent 80"},
+		{"GOGC=80", "--runtime.gogc=30", "go_gc_gogc_percent 30"},
+	} {
+		addr := freeAddr(t)
+		args := []string{"--web.listen-address=" + addr, "--data.dir=" + t.TempDir(), "--probes=procfs", "--wss.interval=0"}
+		if tc.flag != "" {
+			args = append(args, tc.flag)
+		}
+		cmd := exec.Command(bin, args...)
+		cmd.Env = append(os.Environ(), "GOGC=")
+		if tc.env != "" {
+			cmd.Env = append(cmd.Env, tc.env)
+		}
+		var out strings.Builder
+		cmd.Stdout, cmd.Stderr = &out, &out
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		got, err := pollLine(addr, "go_gc_gogc_percent ", 10*time.Second)
+		_ = cmd.Process.Signal(os.Interrupt)
+		_ = cmd.Wait()
+		if err != nil || got != tc.want {
+			t.Errorf("%s %s: %q, %v; want %q\n%s", tc.env, tc.flag, got, err, tc.want, out.String())
+		}
+	}
+}
+
+// freeAddr is a loopback address with a port free a moment ago.
+func freeAddr(t *testing.T) string {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().String()
+}
+
+// pollLine scrapes addr until /metrics answers, and returns its line that
+// begins with prefix.
+func pollLine(addr, prefix string, within time.Duration) (string, error) {
+	deadline := time.Now().Add(within)
+	for {
+		resp, err := http.Get("http://" + addr + "/metrics")
+		if err == nil {
+			b, rerr := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if rerr == nil && resp.StatusCode == http.StatusOK {
+				for line := range strings.Lines(string(b)) {
+					if strings.HasPrefix(line, prefix) {
+						return strings.TrimSpace(line), nil
+					}
+				}
+				return "", fmt.Errorf("no line %q in the scrape", prefix)
+			}
+		}
+		if time.Now().After(deadline) {
+			return "", fmt.Errorf("no scrape within %s: %v", within, err)
+		}
+		time.Sleep(50 * time.Millisecond)
 	}
 }

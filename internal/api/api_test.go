@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"runtime"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -238,9 +239,43 @@ func TestMetricsCompressed(t *testing.T) {
 		t.Errorf("gzip gave %d bytes of %d: barely compressed", len(body), len(plain))
 	}
 
+	if v := resp.Header.Values("Vary"); !slices.Contains(v, "Accept-Encoding") {
+		t.Errorf("Vary %q: a cache must key the scrape on Accept-Encoding", v)
+	}
+	resp, body = scrape("gzip;q=0, identity")
+	if enc := resp.Header.Get("Content-Encoding"); enc != "" || !bytes.Equal(body, plain) {
+		t.Errorf("with gzip refused: Content-Encoding %q, %d bytes; want the same text plain (%d bytes)", enc, len(body), len(plain))
+	}
 	resp, body = scrape("")
 	if enc := resp.Header.Get("Content-Encoding"); enc != "" || !bytes.Equal(body, plain) {
 		t.Errorf("without Accept-Encoding: Content-Encoding %q, %d bytes; want the same text plain (%d bytes)", enc, len(body), len(plain))
+	}
+}
+
+// TestAcceptsGzip: the scrape is gzipped for the Accept-Encoding values
+// that take gzip, and plain for those that refuse it or name none.
+func TestAcceptsGzip(t *testing.T) {
+	for _, tc := range []struct {
+		values []string
+		want   bool
+	}{
+		{nil, false},
+		{[]string{""}, false},
+		{[]string{"gzip"}, true},                    // Prometheus
+		{[]string{"gzip, deflate, br, zstd"}, true}, // curl --compressed
+		{[]string{"deflate", "GZIP;q=0.5"}, true},   // two headers, any case
+		{[]string{"x-gzip"}, true},                  // the old name
+		{[]string{"*"}, true},                       // anything
+		{[]string{"identity"}, false},               // plain only
+		{[]string{"gzip;q=0"}, false},               // refused
+		{[]string{"*, gzip; q=0.0"}, false},         // refused by name past *
+		{[]string{"*;q=0"}, false},                  // nothing but identity
+		{[]string{"br, zstd"}, false},               // none the observer sends
+		{[]string{"gzip;q=nonsense"}, false},        // a q that does not parse
+	} {
+		if got := acceptsGzip(tc.values); got != tc.want {
+			t.Errorf("acceptsGzip(%q) = %v, want %v", tc.values, got, tc.want)
+		}
 	}
 }
 
