@@ -27,10 +27,12 @@ import (
 
 const defaultDataDir = "/var/lib/thrashscope"
 
-// defaultGOGC is --runtime.gogc's default. bench/runcost, two runs each
-// through e4 at scale 0.1: peak RSS 22.2-22.3 MiB at 50 against 23.5-24.0
-// at Go's 100, CPU 0.71-0.75 of node_exporter's against 0.71-0.80; at 25,
-// 21.8 MiB but 0.80-0.89.
+// defaultGOGC is --runtime.gogc's default. bench/runcost through e4 at
+// scale 0.1: peak RSS 22.2-22.3 MiB at 50 (two runs) against 23.5-24.0 at
+// Go's 100 (three); at 25, 21.8 MiB, but the CPU 0.80-0.89 of
+// node_exporter's. Alternating with the build before (100, and gzhttp
+// for the scrape's gzip), four pairs, the CPU without the run's OOM guard
+// was 0.71-0.72 against 0.69-0.70 where read (docs/metrics.md).
 const defaultGOGC = 50
 
 type command struct{ name, help string }
@@ -116,7 +118,7 @@ func serveFlags(app *kingpin.Application) *serveOptions {
 	o.check = serve.Flag("check", "Load and attach every probe, print their status, and exit non-zero if a required one failed.").Bool()
 	o.logLevel = serve.Flag("log.level", "debug, info, warn or error.").Default("info").Enum("debug", "info", "warn", "error")
 	o.gomaxprocs = serve.Flag("runtime.gomaxprocs", "How many CPUs the Go runtime runs the daemon's code on at once (GOMAXPROCS); 0 is every CPU. One keeps its idle threads from spinning for work on the others; its work is a sample a second and a scrape.").Default("1").Int()
-	o.gogc = serve.Flag("runtime.gogc", "How far the Go runtime lets the daemon's heap grow past what is live before it collects (GOGC, %). The heap is a few MB, mostly kept buffers; at 50 the daemon's peak RSS through a run is about 1.7 MiB below Go's default 100, for no CPU that the bench tells apart. Unset, GOGC in the environment is kept where it is set.").Default(strconv.Itoa(defaultGOGC)).IsSetByUser(&o.gogcSet).Int()
+	o.gogc = serve.Flag("runtime.gogc", "How far the Go runtime lets the daemon's heap grow past what is live before it collects (GOGC, %). The heap is a few MB, mostly kept buffers; at 50 the daemon's peak RSS through a run is 1.3-1.7 MiB below Go's default 100, for no CPU that the bench tells apart. Unset, GOGC in the environment is kept where it is set.").Default(strconv.Itoa(defaultGOGC)).IsSetByUser(&o.gogcSet).Int()
 	cfg.Detector.MinHigh = indicators.DefaultDetectorConfig().MinHigh
 	return o
 }

@@ -122,8 +122,9 @@ func scrapeGzip(h http.Handler, kept *scrapeWriters) http.Handler {
 		w.Header().Set("Content-Encoding", "gzip")
 		zw := kept.get(w)
 		defer kept.put(zw)
-		h.ServeHTTP(&gzipResponse{ResponseWriter: w, zw: zw}, r)
-		_ = zw.Close()
+		gw := &gzipResponse{ResponseWriter: w, zw: zw}
+		h.ServeHTTP(gw, r)
+		gw.finish()
 	})
 }
 
@@ -156,18 +157,43 @@ func acceptsGzip(values []string) bool {
 	return gz || star
 }
 
-// gzipResponse sends what its handler writes through a compressor.
+// gzipResponse sends what its handler writes through a compressor, unless
+// the handler took Content-Encoding back before its header went out (promhttp
+// does, to send an error as plain text): then it passes the body as it is.
 type gzipResponse struct {
 	http.ResponseWriter
-	zw *gzip.Writer
+	zw                 *gzip.Writer
+	wroteHeader, plain bool
 }
 
 func (g *gzipResponse) WriteHeader(code int) {
-	g.Header().Del("Content-Length") // of the plain text
+	if !g.wroteHeader {
+		g.wroteHeader = true
+		if g.Header().Get("Content-Encoding") == "gzip" {
+			g.Header().Del("Content-Length") // of the plain text
+		} else {
+			g.plain = true
+		}
+	}
 	g.ResponseWriter.WriteHeader(code)
 }
 
-func (g *gzipResponse) Write(p []byte) (int, error) { return g.zw.Write(p) }
+func (g *gzipResponse) Write(p []byte) (int, error) {
+	if !g.wroteHeader {
+		g.WriteHeader(http.StatusOK)
+	}
+	if g.plain {
+		return g.ResponseWriter.Write(p)
+	}
+	return g.zw.Write(p)
+}
+
+// finish ends the gzip stream, unless the body went plain.
+func (g *gzipResponse) finish() {
+	if !g.plain {
+		_ = g.zw.Close()
+	}
+}
 
 // wholeResponse sends what h writes in one piece, with its length: a
 // scrape written as it is encoded left in 4 KB writes (net/http's buffer),

@@ -279,6 +279,43 @@ func TestAcceptsGzip(t *testing.T) {
 	}
 }
 
+// A handler that takes Content-Encoding back to answer in plain text (as
+// promhttp's errors do) is sent plain, and one that keeps it is gzipped,
+// its error status and all.
+func TestScrapeGzipPlainError(t *testing.T) {
+	const msg = "An error has occurred while serving metrics"
+	for _, tc := range []struct {
+		name string
+		drop bool
+	}{{"encoding taken back", true}, {"encoding kept", false}} {
+		h := scrapeGzip(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+			if tc.drop {
+				w.Header().Del("Content-Encoding")
+			}
+			http.Error(w, msg, http.StatusInternalServerError)
+		}), newScrapeWriters())
+		req := httptest.NewRequest("GET", "/metrics", nil)
+		req.Header.Set("Accept-Encoding", "gzip")
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, req)
+		body := rec.Body.Bytes()
+		if tc.drop {
+			if enc := rec.Header().Get("Content-Encoding"); enc != "" || rec.Code != 500 || strings.TrimSpace(string(body)) != msg {
+				t.Errorf("%s: %d, Content-Encoding %q, body %q; want 500, none, the message plain", tc.name, rec.Code, enc, body)
+			}
+			continue
+		}
+		zr, err := gzip.NewReader(bytes.NewReader(body))
+		if err != nil {
+			t.Fatalf("%s: %v", tc.name, err)
+		}
+		plain, err := io.ReadAll(zr)
+		if err != nil || rec.Code != 500 || rec.Header().Get("Content-Encoding") != "gzip" || strings.TrimSpace(string(plain)) != msg {
+			t.Errorf("%s: %d, Content-Encoding %q, %q, %v; want 500, gzip, the message", tc.name, rec.Code, rec.Header().Get("Content-Encoding"), plain, err)
+		}
+	}
+}
+
 // The scrapes' compressors are kept from one scrape to the next, a GC
 // between them or not: one is made for scrapes one at a time, and each
 // scrape's output is whole.
