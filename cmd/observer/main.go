@@ -119,6 +119,7 @@ func serveFlags(app *kingpin.Application) *serveOptions {
 	o.logLevel = serve.Flag("log.level", "debug, info, warn or error.").Default("info").Enum("debug", "info", "warn", "error")
 	o.gomaxprocs = serve.Flag("runtime.gomaxprocs", "How many CPUs the Go runtime runs the daemon's code on at once (GOMAXPROCS); 0 is every CPU. One keeps its idle threads from spinning for work on the others; its work is a sample a second and a scrape.").Default("1").Int()
 	o.gogc = serve.Flag("runtime.gogc", "How far the Go runtime lets the daemon's heap grow past what is live before it collects (GOGC, %). The heap is a few MB, mostly kept buffers; at 50 the daemon's peak RSS through a run is 1.3-1.7 MiB below Go's default 100, for no CPU that the bench tells apart. Unset, GOGC in the environment is kept where it is set.").Default(strconv.Itoa(defaultGOGC)).IsSetByUser(&o.gogcSet).Int()
+	serve.Flag("runtime.release-code", "Unmap the pages of this binary that ran once (start, probe loading, a run's set-up and teardown): before the probes load, at the first sample and after each run. They stay in the page cache; what runs again maps back by a minor fault. A mapping holding a debugger's breakpoints or uprobes is left alone.").Default("true").BoolVar(&cfg.ReleaseCode)
 	cfg.Detector.MinHigh = indicators.DefaultDetectorConfig().MinHigh
 	return o
 }

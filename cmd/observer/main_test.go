@@ -8,7 +8,10 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
+	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -138,4 +141,120 @@ func pollLine(addr, prefix string, within time.Duration) (string, error) {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
+}
+
+// TestReleaseCode reads from the kernel (/proc/<pid>/smaps) how much of
+// the daemon's binary is mapped once it is ready, with
+// --runtime.release-code on (the default) and off: on, the pages that ran
+// only to start are unmapped, and what maps back is what the sample loop
+// and the scrapes run.
+func TestReleaseCode(t *testing.T) {
+	bin := testenv.Binary(t, "observer")
+	st, err := os.Stat(bin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ino := st.Sys().(*syscall.Stat_t).Ino
+	resident := map[bool]uint64{}
+	for _, on := range []bool{true, false} {
+		addr := freeAddr(t)
+		args := []string{"--web.listen-address=" + addr, "--data.dir=" + t.TempDir(), "--probes=procfs", "--wss.interval=0", "--log.level=debug"}
+		if !on {
+			args = append(args, "--no-runtime.release-code")
+		}
+		cmd := exec.Command(bin, args...)
+		var out syncBuffer
+		cmd.Stdout, cmd.Stderr = &out, &out
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		err := pollReady(addr, 10*time.Second)
+		// On, the release at the first sample is logged once it is done.
+		for deadline := time.Now().Add(5 * time.Second); err == nil && on && strings.Count(out.String(), "unmapped the binary's pages") < 2; {
+			if time.Now().After(deadline) {
+				err = fmt.Errorf("no second release logged within 5 s")
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+		if err == nil {
+			resident[on], err = mappedKiB(cmd.Process.Pid, ino)
+		}
+		_ = cmd.Process.Signal(os.Interrupt)
+		_ = cmd.Wait()
+		if err != nil {
+			t.Fatalf("release-code %v: %v\n%s", on, err, out.String())
+		}
+		if got := strings.Count(out.String(), "unmapped the binary's pages"); (got > 0) != on {
+			t.Errorf("release-code %v: %d releases logged\n%s", on, got, out.String())
+		}
+	}
+	t.Logf("the binary's read-only pages mapped once ready: %d KiB released, %d KiB not", resident[true], resident[false])
+	if resident[true]*5 > resident[false]*4 {
+		t.Errorf("released, %d KiB of the binary mapped once ready; not, %d KiB: want under four fifths", resident[true], resident[false])
+	}
+}
+
+// pollReady asks /readyz until it answers 200: the first sample is in.
+func pollReady(addr string, within time.Duration) error {
+	deadline := time.Now().Add(within)
+	for {
+		resp, err := http.Get("http://" + addr + "/readyz")
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return nil
+			}
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("/readyz not 200 within %s (last: %v)", within, err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// mappedKiB sums smaps' Rss over the read-only mappings of inode ino in
+// process pid.
+func mappedKiB(pid int, ino uint64) (uint64, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/smaps", pid))
+	if err != nil {
+		return 0, err
+	}
+	var sum uint64
+	var in bool
+	for line := range strings.Lines(string(b)) {
+		f := strings.Fields(line)
+		switch {
+		case len(f) >= 5 && strings.Contains(f[0], "-") && strings.Contains(f[3], ":"):
+			in = f[4] == strconv.FormatUint(ino, 10) && !strings.Contains(f[1], "w")
+		case in && len(f) == 3 && f[0] == "Rss:":
+			n, err := strconv.ParseUint(f[1], 10, 64)
+			if err != nil {
+				return 0, fmt.Errorf("smaps: %q: %w", line, err)
+			}
+			sum += n
+		}
+	}
+	if sum == 0 {
+		return 0, fmt.Errorf("no read-only mapping of inode %d in /proc/%d/smaps", ino, pid)
+	}
+	return sum, nil
+}
+
+// syncBuffer is a strings.Builder safe to write from the child's output
+// copiers while the test reads it.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }

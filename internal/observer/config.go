@@ -55,6 +55,9 @@ type Config struct {
 	FaultKind string
 	// EnablePprof serves the Go runtime's profiles at /debug/pprof/.
 	EnablePprof bool
+	// ReleaseCode unmaps the binary's pages that ran once (package
+	// codepages): at start, once started, and after each run.
+	ReleaseCode bool
 }
 
 // Validate checks every field and says what to change.

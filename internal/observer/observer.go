@@ -57,6 +57,7 @@ type Observer struct {
 	wss      *indicators.WorkingSet // nil when --wss.interval=0
 	wake     *pressure.Trigger      // nil when --detector.wake-stall=0 or the kernel has none
 	history  *history.Store         // the live page's last 15 minutes
+	release  *codeReleaser          // nil with --no-runtime.release-code
 }
 
 // New loads the probes as --probes says and builds everything else.
@@ -75,6 +76,10 @@ func build(cfg Config, logger *slog.Logger, checkOnly bool) (*Observer, error) {
 		return nil, err
 	}
 	o := &Observer{cfg: cfg, logger: logger}
+	if cfg.ReleaseCode && !checkOnly {
+		o.release = newCodeReleaser(logger.With("component", "codepages"))
+		o.release.releaseNow("before the probes load")
+	}
 
 	if cfg.Probes != ProbesProcfs {
 		popts := probe.Options{SysfsPath: cfg.SysfsPath, Cgroups: cfg.CgroupTopK > 0, Logger: logger.With("component", "probe")}

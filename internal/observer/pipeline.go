@@ -21,6 +21,9 @@ func (o *Observer) declarePipeline(cfg Config, fs procfs.FS, logger *slog.Logger
 		Detector: cfg.Detector, FaultKind: cfg.FaultKind, WSSInterval: cfg.WSSInterval, WSSPeriod: cfg.WSSPeriod,
 		Sinks: []pipeline.Sink{o.history}, Logger: logger,
 	}
+	if o.release != nil {
+		opts.Sinks = append(opts.Sinks, o.release)
+	}
 	if o.probe != nil {
 		opts.Probe = o.probe
 		if o.probe.Cgroups() {

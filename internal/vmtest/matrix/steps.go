@@ -38,6 +38,10 @@ var Steps = []step{
 	// io.max.
 	{Package: "internal/observer", Step: vmtest.Step{Name: "runs", GoTest: true, TimeoutSeconds: 1800,
 		Args: tests("TestRunKeepsEveryConsumer", "TestRunAbortLeavesNothing", "TestObserverKilledWithConsumersFrozen", "TestRunOnAnEmulatedSwapDevice")}},
+	// The daemon unmaps its binary's pages that ran once, and keeps a
+	// mapping whose page a breakpoint made private.
+	{Package: "internal/codepages", Step: vmtest.Step{Name: "code pages", GoTest: true, TimeoutSeconds: 300,
+		Args: tests("TestReleaseUnmapsTheBinary")}},
 	// A PSI trigger on a group's memory.pressure wakes its reader in a
 	// thrash (the guest's root has CAP_SYS_RESOURCE: the 500 ms window).
 	{Package: "internal/pressure", Step: vmtest.Step{Name: "pressure", GoTest: true, TimeoutSeconds: 600,
