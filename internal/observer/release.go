@@ -17,7 +17,7 @@ type codeReleaser struct {
 	logger  *slog.Logger
 	busy    atomic.Bool
 	started bool
-	// Releases counts the releases done, for tests.
+	// releases counts the releases done, for tests.
 	releases atomic.Uint64
 }
 
