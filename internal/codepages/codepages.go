@@ -23,9 +23,9 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"reflect"
 	"strconv"
 	"strings"
-	"syscall"
 
 	"golang.org/x/sys/unix"
 )
@@ -42,10 +42,6 @@ type Released struct {
 // Release unmaps the running executable's read-only mappings that hold no
 // private pages. Under a tracer it does nothing.
 func Release() (Released, error) {
-	var exe syscall.Stat_t
-	if err := syscall.Stat("/proc/self/exe", &exe); err != nil {
-		return Released{}, fmt.Errorf("stat /proc/self/exe: %w", err)
-	}
 	b, err := os.ReadFile("/proc/self/status")
 	if err != nil {
 		return Released{}, fmt.Errorf("reading /proc/self/status: %w", err)
@@ -61,7 +57,11 @@ func Release() (Released, error) {
 	if err != nil {
 		return Released{}, fmt.Errorf("/proc/self/smaps: %w", err)
 	}
-	release, kept := choose(maps, exe.Dev, exe.Ino)
+	dev, ino, ok := fileAt(maps, textAddress())
+	if !ok {
+		return Released{}, fmt.Errorf("/proc/self/smaps has no mapping of a file at %#x, in this binary's text", textAddress())
+	}
+	release, kept := choose(maps, dev, ino)
 	r := Released{Kept: kept}
 	for _, m := range release {
 		if _, _, errno := unix.Syscall(unix.SYS_MADVISE, m.start, m.end-m.start, unix.MADV_DONTNEED); errno != 0 {
@@ -71,6 +71,22 @@ func Release() (Released, error) {
 		r.Mappings++
 	}
 	return r, nil
+}
+
+// textAddress is an address in this binary's text. The file mapped there is
+// the binary as smaps names it: on overlayfs (most containers) a kernel may
+// name the file underneath, whose device is not the one stat gives for
+// /proc/self/exe.
+func textAddress() uintptr { return reflect.ValueOf(Release).Pointer() }
+
+// fileAt is the device and inode of the file mapped at addr.
+func fileAt(maps []mapping, addr uintptr) (dev, ino uint64, ok bool) {
+	for _, m := range maps {
+		if m.start <= addr && addr < m.end && m.inode != 0 {
+			return m.dev, m.inode, true
+		}
+	}
+	return 0, 0, false
 }
 
 // choose picks the mappings of the file dev:ino to release: private and

@@ -47,6 +47,12 @@ func TestChoose(t *testing.T) {
 	if text.start != 0x400000 || text.end != 0xb40000 || text.perms != "r-xp" || text.rss != 6784<<10 || text.inode != 1234 || text.dev != unix.Mkdev(0xfd, 1) {
 		t.Errorf("text mapping parsed as %+v", text)
 	}
+	if dev, ino, ok := fileAt(maps, 0x401000); !ok || dev != unix.Mkdev(0xfd, 1) || ino != 1234 {
+		t.Errorf("the file at 0x401000: %d:%d, %v; want fd:01 1234", dev, ino, ok)
+	}
+	if _, _, ok := fileAt(maps, 0x13ba000); ok {
+		t.Error("an anonymous mapping (inode 0) taken for a file")
+	}
 	release, kept := choose(maps, unix.Mkdev(0xfd, 1), 1234)
 	// The text only: the read-only data holds a private page, the data
 	// segment is writable, the rest are other files.
@@ -86,10 +92,6 @@ func TestTracerAttached(t *testing.T) {
 // mappings.
 func exeMappings(t *testing.T) []mapping {
 	t.Helper()
-	var exe syscall.Stat_t
-	if err := syscall.Stat("/proc/self/exe", &exe); err != nil {
-		t.Fatal(err)
-	}
 	b, err := os.ReadFile("/proc/self/smaps")
 	if err != nil {
 		t.Fatal(err)
@@ -98,9 +100,20 @@ func exeMappings(t *testing.T) []mapping {
 	if err != nil {
 		t.Fatal(err)
 	}
+	var exe syscall.Stat_t
+	if err := syscall.Stat("/proc/self/exe", &exe); err != nil {
+		t.Fatal(err)
+	}
+	dev, ino, ok := fileAt(maps, textAddress())
+	if !ok {
+		t.Fatal("no file mapped at the test binary's text")
+	}
+	if dev != exe.Dev || ino != exe.Ino {
+		t.Logf("the text's file is %d:%d in smaps, /proc/self/exe %d:%d (overlayfs)", dev, ino, exe.Dev, exe.Ino)
+	}
 	var out []mapping
 	for _, m := range maps {
-		if m.dev == exe.Dev && m.inode == exe.Ino && m.releasable() {
+		if m.dev == dev && m.inode == ino && m.releasable() {
 			out = append(out, m)
 		}
 	}
