@@ -8,12 +8,17 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/common/expfmt"
+
+	"github.com/thrashscope/thrashscope/internal/engine"
 
 	"github.com/thrashscope/thrashscope/internal/indicators"
 	"github.com/thrashscope/thrashscope/internal/pipeline"
 	"github.com/thrashscope/thrashscope/internal/probe/readout"
+	"github.com/thrashscope/thrashscope/internal/run"
 	"github.com/thrashscope/thrashscope/internal/sampler"
+	"github.com/thrashscope/thrashscope/internal/swapdev"
 	"github.com/thrashscope/thrashscope/internal/workload"
 )
 
@@ -97,4 +102,27 @@ func BenchmarkScrapeProcesses(b *testing.B) {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(NewCollector(fixedSource{benchProcesses(45)}))
 	benchScrape(b, reg)
+}
+
+// runStatus is the run engine's status through e4: 25 consumers.
+func runStatus() fakeRuns {
+	p := run.Progress{Active: 25, Planned: 25, DemandBytes: 25 << 22, LimitBytes: 100 << 20}
+	for i := range 25 {
+		p.Cycles = append(p.Cycles, uint64(100*i))
+		p.LatenessSeconds = append(p.LatenessSeconds, float64(i)/10)
+	}
+	return fakeRuns{ok: true, st: engine.Status{ID: "20261126-090506-6c39e2", Preset: "e4", Active: true,
+		Outcomes: map[string]uint64{run.StateCompleted: 2}, Progress: p, SwapDevice: swapdev.Spec{Profile: "none"},
+		Policy: run.PolicyState{Decisions: map[string]uint64{}}}}
+}
+
+// BenchmarkScrapeRun is a whole scrape through an e4 run, gathered as the
+// observer gathers it: the registry's families (the Go runtime's, the
+// daemon's own, the run's) beside the package's collectors, 45 processes
+// and 20 workloads, encoded and gzipped as BenchmarkScrapeWorkloads.
+func BenchmarkScrapeRun(b *testing.B) {
+	src := fixedSource{runTick()}
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), NewSelfCollector("/proc"), NewRunCollector(runStatus(), NewCycleDurations()))
+	benchScrape(b, NewGatherer(reg, NewCollector(src), NewWorkloadCollector(src)))
 }
