@@ -30,7 +30,8 @@ import (
 
 // Options configure the handler.
 type Options struct {
-	Gatherer prometheus.Gatherer
+	// Gatherer gives /metrics its families; done, once they are encoded.
+	Gatherer prometheus.TransactionalGatherer
 	// Registerer, when set, takes the /metrics handler's own counters:
 	// promhttp_metric_handler_errors_total counts the scrapes in which a
 	// collector failed (its other series are still served).
@@ -75,7 +76,7 @@ func NewHandler(opts Options) http.Handler {
 	if opts.Registerer != nil {
 		metricsOpts.Registry = opts.Registerer
 	}
-	rt.handle("GET /metrics", wholeResponse(scrapeGzip(promhttp.HandlerFor(opts.Gatherer, metricsOpts), newScrapeWriters())))
+	rt.handle("GET /metrics", wholeResponse(scrapeGzip(promhttp.HandlerForTransactional(opts.Gatherer, metricsOpts), newScrapeWriters())))
 	rt.handle("GET /healthz", http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
 	}))

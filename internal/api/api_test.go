@@ -25,7 +25,7 @@ import (
 
 func TestReadyzFollowsFirstSample(t *testing.T) {
 	ready := false
-	h := NewHandler(Options{Gatherer: prometheus.NewRegistry(), Ready: func() error {
+	h := NewHandler(Options{Gatherer: prometheus.ToTransactionalGatherer(prometheus.NewRegistry()), Ready: func() error {
 		if !ready {
 			return errors.New("no sample taken yet")
 		}
@@ -52,7 +52,7 @@ func TestReadyzFollowsFirstSample(t *testing.T) {
 }
 
 func TestMethodNotAllowedOnMetrics(t *testing.T) {
-	h := NewHandler(Options{Gatherer: prometheus.NewRegistry(), Ready: func() error { return nil }})
+	h := NewHandler(Options{Gatherer: prometheus.ToTransactionalGatherer(prometheus.NewRegistry()), Ready: func() error { return nil }})
 	rec := httptest.NewRecorder()
 	h.ServeHTTP(rec, httptest.NewRequest(http.MethodPost, "/metrics", nil))
 	if rec.Code != http.StatusMethodNotAllowed {
@@ -68,7 +68,7 @@ func livePage() http.Handler {
 // TestLivePageRoutes: the page is the root alone, GET only; its resources
 // are under /live/; every other path keeps the API's JSON 404 and 405.
 func TestLivePageRoutes(t *testing.T) {
-	h := NewHandler(Options{Gatherer: prometheus.NewRegistry(), Ready: func() error { return nil }, Page: livePage()})
+	h := NewHandler(Options{Gatherer: prometheus.ToTransactionalGatherer(prometheus.NewRegistry()), Ready: func() error { return nil }, Page: livePage()})
 	for _, tc := range []struct {
 		method, target string
 		wantCode       int
@@ -96,7 +96,7 @@ func TestLivePageRoutes(t *testing.T) {
 	}
 
 	// Without a page the root is unknown, like any other path.
-	h = NewHandler(Options{Gatherer: prometheus.NewRegistry(), Ready: func() error { return nil }})
+	h = NewHandler(Options{Gatherer: prometheus.ToTransactionalGatherer(prometheus.NewRegistry()), Ready: func() error { return nil }})
 	rec := httptest.NewRecorder()
 	h.ServeHTTP(rec, httptest.NewRequest("GET", "/", nil))
 	if rec.Code != http.StatusNotFound || !strings.Contains(rec.Body.String(), "no such endpoint") {
@@ -122,7 +122,7 @@ func TestMetricsCollectErrorLoggedAndCounted(t *testing.T) {
 		bad:  prometheus.NewDesc("bad_total", "A series that fails.", nil, nil),
 	})
 	var logs bytes.Buffer
-	h := NewHandler(Options{Gatherer: reg, Registerer: reg, Ready: func() error { return nil }, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+	h := NewHandler(Options{Gatherer: prometheus.ToTransactionalGatherer(reg), Registerer: reg, Ready: func() error { return nil }, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
 	var body string
 	for range 3 {
 		rec := httptest.NewRecorder()
@@ -168,7 +168,7 @@ func TestRebindingAndCrossOriginGuard(t *testing.T) {
 		{name: "token: cross-site still refused", token: "s3cret", method: "POST", host: "observer.internal:9752", header: map[string]string{"Sec-Fetch-Site": "cross-site", "Authorization": "Bearer s3cret"}, wantCode: http.StatusForbidden},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			h := NewHandler(Options{Gatherer: prometheus.NewRegistry(), Ready: func() error { return nil }, Runs: newFakeRuns(false),
+			h := NewHandler(Options{Gatherer: prometheus.ToTransactionalGatherer(prometheus.NewRegistry()), Ready: func() error { return nil }, Runs: newFakeRuns(false),
 				Token: tc.token, ListenHosts: []string{"127.0.0.1"}})
 			target, body := "/api/v1/runs", ""
 			switch tc.method {
@@ -204,7 +204,7 @@ func TestMetricsCompressed(t *testing.T) {
 	for i := range 500 { // a scrape's size: 56 KB during a run
 		g.WithLabelValues(fmt.Sprintf("consumer-%03d", i)).Set(float64(i))
 	}
-	h := NewHandler(Options{Gatherer: reg, Ready: func() error { return nil }})
+	h := NewHandler(Options{Gatherer: prometheus.ToTransactionalGatherer(reg), Ready: func() error { return nil }})
 
 	scrape := func(encoding string) (*http.Response, []byte) {
 		req := httptest.NewRequest("GET", "/metrics", nil)

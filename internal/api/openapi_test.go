@@ -225,7 +225,7 @@ func TestHandlersMatchOpenAPI(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			opts := Options{Gatherer: prometheus.NewRegistry(), Ready: func() error { return nil }, Runs: newFakeRuns(false), Token: testToken, Page: livePage()}
+			opts := Options{Gatherer: prometheus.ToTransactionalGatherer(prometheus.NewRegistry()), Ready: func() error { return nil }, Runs: newFakeRuns(false), Token: testToken, Page: livePage()}
 			if tc.opts != nil {
 				tc.opts(&opts)
 			}
@@ -285,7 +285,7 @@ func (s *specChecker) metricsInFlightLimit(t *testing.T) {
 	c := &blockingCollector{entered: make(chan struct{}), release: make(chan struct{})}
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(c)
-	h := NewHandler(Options{Gatherer: reg, Ready: func() error { return nil }})
+	h := NewHandler(Options{Gatherer: prometheus.ToTransactionalGatherer(reg), Ready: func() error { return nil }})
 	scrape := specCase{method: "GET", target: "/metrics"}
 	var wg sync.WaitGroup
 	for range 4 {

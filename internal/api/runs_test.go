@@ -23,7 +23,7 @@ const (
 )
 
 func newTestHandler(runs Runs, token string) http.Handler {
-	return NewHandler(Options{Gatherer: prometheus.NewRegistry(), Ready: func() error { return nil }, Runs: runs, Token: token})
+	return NewHandler(Options{Gatherer: prometheus.ToTransactionalGatherer(prometheus.NewRegistry()), Ready: func() error { return nil }, Runs: runs, Token: token})
 }
 
 // serve runs one request; header pairs are name, value.
@@ -83,7 +83,7 @@ func TestStartMapsErrors(t *testing.T) {
 			runs := newFakeRuns(tc.active)
 			runs.err = tc.err
 			var logs bytes.Buffer
-			h := NewHandler(Options{Gatherer: prometheus.NewRegistry(), Ready: func() error { return nil },
+			h := NewHandler(Options{Gatherer: prometheus.ToTransactionalGatherer(prometheus.NewRegistry()), Ready: func() error { return nil },
 				Runs: runs, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
 			rec := serve(h, http.MethodPost, "/api/v1/runs", tc.body, "Content-Type", jsonCT)
 			if rec.Code != tc.wantCode {

@@ -102,7 +102,7 @@ func TestRunReadsAreBounded(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := httptest.NewServer(api.NewHandler(api.Options{Gatherer: prometheus.NewRegistry(), Ready: func() error { return nil }, Runs: m.Service()}))
+	srv := httptest.NewServer(api.NewHandler(api.Options{Gatherer: prometheus.ToTransactionalGatherer(prometheus.NewRegistry()), Ready: func() error { return nil }, Runs: m.Service()}))
 	defer srv.Close()
 	get := func(path string) (int, []byte, error) {
 		resp, err := http.Get(srv.URL + path)

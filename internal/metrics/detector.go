@@ -29,19 +29,19 @@ func (m *detector) describe(ch chan<- *prometheus.Desc) {
 	}
 }
 
-func (m *detector) update(t *pipeline.Tick, ch chan<- prometheus.Metric) {
+func (m *detector) update(t *pipeline.Tick, out *emitter) {
 	s := t.Verdict
 	if s == nil {
 		return
 	}
-	send(ch, m.state, prometheus.GaugeValue, float64(s.State))
-	send(ch, m.high, prometheus.GaugeValue, float64(s.HighFaultCount))
+	out.send(m.state, prometheus.GaugeValue, float64(s.State))
+	out.send(m.high, prometheus.GaugeValue, float64(s.HighFaultCount))
 	if s.HasWorkingSetRatio {
-		send(ch, m.ratio, prometheus.GaugeValue, s.WorkingSetRatio)
+		out.send(m.ratio, prometheus.GaugeValue, s.WorkingSetRatio)
 	}
 	for state, to := range indicators.StateNames { // each from 0
-		send(ch, m.transitions, prometheus.CounterValue, float64(s.Transitions[state]), to)
+		out.send(m.transitions, prometheus.CounterValue, float64(s.Transitions[state]), to)
 	}
-	send(ch, m.scan, prometheus.CounterValue, s.WorkingSetScanSeconds)
-	send(ch, m.wakes, prometheus.CounterValue, float64(t.Wakes))
+	out.send(m.scan, prometheus.CounterValue, s.WorkingSetScanSeconds)
+	out.send(m.wakes, prometheus.CounterValue, float64(t.Wakes))
 }

@@ -13,19 +13,23 @@ import (
 
 // Gatherer is what /metrics serves: a registry's families and those of
 // this package's own collectors (the host's, the processes', the probes',
-// the detector's and the workloads'), the latter gathered straight into
-// client_model's types. They are most of a scrape (through an e4 run,
-// 1,000 of its 1,400 series), and the registry's work for each series (a
-// check of its names and values, a hash of its labels against duplicates,
-// the sort of every family's series) was a fifth of a scrape's CPU. Their
-// names and labels are this package's own, built once (desc, the pair
-// caches) and held to the registry's checks by the tests
+// the detector's, the workloads' and the run's), the latter gathered
+// straight into client_model's types. They are most of a scrape (through
+// an e4 run, 1,000 of its 1,400 series), and the registry's work for each
+// series (a check of its names and values, a hash of its labels against
+// duplicates, the sort of every family's series) was a fifth of a
+// scrape's CPU. Their names and labels are this package's own, built once
+// (desc, the pair caches) and held to the registry's checks by the tests
 // (TestGathererAgreesWithThePedanticRegistry); a series that cannot be
 // written is left out and named in the error, as the registry does.
 // Series go out in the order collected, which is the tick's.
+//
+// Served through Transactional, a scrape's own objects (its families,
+// series and values) are kept for the next scrape once it is encoded.
 type Gatherer struct {
 	registry prometheus.Gatherer
 	direct   []prometheus.Collector
+	arenas   arenas
 }
 
 // NewGatherer serves registry's families with direct's.
@@ -33,14 +37,36 @@ func NewGatherer(registry prometheus.Gatherer, direct ...prometheus.Collector) *
 	return &Gatherer{registry: registry, direct: direct}
 }
 
-// families holds each descriptor's family name and help, as desc made it:
-// a prometheus.Desc does not say them.
+// families holds each descriptor's family name, help and label names, as
+// desc made it: a prometheus.Desc does not say them.
 var families sync.Map // *prometheus.Desc → family
 
-type family struct{ name, help string }
+type family struct {
+	name, help string
+	labels     []string // the variable labels' names
+}
 
-// Gather implements prometheus.Gatherer.
+// Gather implements prometheus.Gatherer. The families are the caller's to
+// keep.
 func (g *Gatherer) Gather() ([]*dto.MetricFamily, error) {
+	return g.gather(newArena())
+}
+
+// Transactional is g as promhttp's transactional gatherer: the objects of
+// a scrape's own series are kept, once it calls done, for a later scrape.
+func (g *Gatherer) Transactional() prometheus.TransactionalGatherer {
+	return transactional{g}
+}
+
+type transactional struct{ g *Gatherer }
+
+func (t transactional) Gather() ([]*dto.MetricFamily, func(), error) {
+	a := t.g.arenas.get()
+	mfs, err := t.g.gather(a)
+	return mfs, func() { t.g.arenas.put(a) }, err
+}
+
+func (g *Gatherer) gather(a *arena) ([]*dto.MetricFamily, error) {
 	mfs, err := g.registry.Gather()
 	var errs []error
 	if err != nil {
@@ -50,18 +76,19 @@ func (g *Gatherer) Gather() ([]*dto.MetricFamily, error) {
 	go func() {
 		defer close(ch)
 		for _, c := range g.direct {
-			c.Collect(ch)
+			if ac, ok := c.(arenaCollector); ok {
+				ac.collect(ch, &a.samples)
+			} else {
+				c.Collect(ch)
+			}
 		}
 	}()
-	byName := map[string]*dto.MetricFamily{}
 	for _, mf := range mfs {
-		byName[mf.GetName()] = mf
+		a.byName[mf.GetName()] = mf
 	}
-	own := map[*prometheus.Desc]*dto.MetricFamily{} // nil: refused, said once
-	ours := map[*dto.MetricFamily]bool{}
 	for m := range ch {
 		d := m.Desc()
-		mf, ok := own[d]
+		mf, ok := a.own[d]
 		if ok && mf == nil {
 			continue
 		}
@@ -69,32 +96,32 @@ func (g *Gatherer) Gather() ([]*dto.MetricFamily, error) {
 			v, known := families.Load(d)
 			if !known {
 				errs = append(errs, fmt.Errorf("series of %s: not a descriptor of package metrics", d))
-				own[d] = nil
+				a.own[d] = nil
 				continue
 			}
 			f := v.(family)
-			if mf, ok = byName[f.name]; ok && !ours[mf] {
+			if mf, ok = a.byName[f.name]; ok && !a.ours[mf] {
 				errs = append(errs, fmt.Errorf("family %s is both the registry's and package metrics'", f.name))
-				own[d] = nil
+				a.own[d] = nil
 				continue
 			}
 			if mf == nil {
-				mf = &dto.MetricFamily{Name: &f.name, Help: &f.help}
-				byName[f.name] = mf
-				ours[mf] = true
+				mf = a.family(&f.name, &f.help)
+				a.byName[f.name] = mf
+				a.ours[mf] = true
 				mfs = append(mfs, mf)
 			}
-			own[d] = mf
+			a.own[d] = mf
 		}
-		dm := &dto.Metric{}
-		if err := m.Write(dm); err != nil {
+		dm := a.metric()
+		if err := a.writeSeries(dm, m); err != nil {
 			errs = append(errs, fmt.Errorf("a series of %s: %w", mf.GetName(), err))
 			continue
 		}
 		t := typeOf(dm)
 		switch {
 		case mf.Type == nil:
-			mf.Type = t.Enum()
+			mf.Type = &metricTypes[t]
 		case mf.GetType() != t:
 			errs = append(errs, fmt.Errorf("a series of %s is a %s, the family a %s", mf.GetName(), t, mf.GetType()))
 			continue
@@ -106,6 +133,38 @@ func (g *Gatherer) Gather() ([]*dto.MetricFamily, error) {
 	slices.SortFunc(mfs, func(a, b *dto.MetricFamily) int { return strings.Compare(a.GetName(), b.GetName()) })
 	return mfs, errors.Join(errs...)
 }
+
+// arenaCollector is a collector of the package that can take the samples
+// it sends from a scrape's arena. It writes them, and the Gatherer only
+// reads them as it takes each from ch.
+type arenaCollector interface {
+	collect(ch chan<- prometheus.Metric, samples *slab[sample])
+}
+
+// writeSeries writes m into dm, the package's own kinds of series from the
+// arena.
+func (a *arena) writeSeries(dm *dto.Metric, m prometheus.Metric) error {
+	switch s := m.(type) {
+	case *sample:
+		a.write(dm, s)
+	case sample:
+		a.write(dm, &s)
+	case latencySample:
+		s.writeTo(dm, a)
+	default:
+		return m.Write(dm)
+	}
+	return nil
+}
+
+// metricTypes are every type, for a family to point at: the encoders only
+// read it.
+var metricTypes = func() (t [dto.MetricType_GAUGE_HISTOGRAM + 1]dto.MetricType) {
+	for i := range t {
+		t[i] = dto.MetricType(i)
+	}
+	return t
+}()
 
 // typeOf is the type a written series says it is.
 func typeOf(m *dto.Metric) dto.MetricType {

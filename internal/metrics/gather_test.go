@@ -5,6 +5,7 @@ import (
 	"errors"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -17,7 +18,8 @@ import (
 // runTick is a run's tick: 45 processes and 20 workloads.
 func runTick() *pipeline.Tick {
 	t := benchProcesses(45)
-	t.Workloads = benchTick(20).Workloads
+	w := benchTick(20)
+	t.Workloads, t.Reading.Cgroups = w.Workloads, w.Reading.Cgroups
 	return t
 }
 
@@ -114,12 +116,84 @@ func TestGathererLeavesOutABadSeries(t *testing.T) {
 // BenchmarkGatherRunRegistry, through a registry.
 func BenchmarkGatherRun(b *testing.B) {
 	src := fixedSource{runTick()}
-	benchScrape(b, NewGatherer(prometheus.NewRegistry(), NewCollector(src), NewWorkloadCollector(src)))
+	benchScrape(b, NewGatherer(prometheus.NewRegistry(), NewCollector(src), NewWorkloadCollector(src)).Transactional())
 }
 
 func BenchmarkGatherRunRegistry(b *testing.B) {
 	src := fixedSource{runTick()}
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(NewCollector(src), NewWorkloadCollector(src))
-	benchScrape(b, reg)
+	benchScrape(b, prometheus.ToTransactionalGatherer(reg))
+}
+
+// tickSource gives whichever tick it was last set to.
+type tickSource struct{ t atomic.Pointer[pipeline.Tick] }
+
+func (s *tickSource) Latest() (*pipeline.Tick, bool) { return s.t.Load(), true }
+
+// encoded is families as text, one line each, in order.
+func encoded(t *testing.T, mfs []*dto.MetricFamily) string {
+	t.Helper()
+	var b bytes.Buffer
+	for _, mf := range mfs {
+		if _, err := expfmt.MetricFamilyToText(&b, mf); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return b.String()
+}
+
+// A scrape through Transactional reuses the objects of one that is done,
+// and none of it shows: each scrape is what a gather afresh gives for the
+// same tick, with fewer series as with more. The families of a scrape not
+// yet done stay as they were while another is gathered.
+func TestTransactionalGatherKeepsNothingStale(t *testing.T) {
+	src := &tickSource{}
+	src.t.Store(runTick())
+	g := NewGatherer(prometheus.NewRegistry(), NewCollector(src), NewWorkloadCollector(src), NewRunCollector(runStatus(), NewCycleDurations()))
+	tg := g.Transactional()
+	scrape := func() string {
+		t.Helper()
+		mfs, done, err := tg.Gather()
+		defer done()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return encoded(t, mfs)
+	}
+	fresh := func() string {
+		t.Helper()
+		mfs, err := g.Gather()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return encoded(t, mfs)
+	}
+	smaller := benchProcesses(5)
+	w := benchTick(3)
+	smaller.Workloads, smaller.Reading.Cgroups = w.Workloads, w.Reading.Cgroups
+	smaller.Reading.Processes[0].MinorFaults = 123456789
+	for i, tick := range []*pipeline.Tick{runTick(), smaller, runTick(), smaller} {
+		src.t.Store(tick)
+		if got, want := scrape(), fresh(); got != want {
+			t.Fatalf("scrape %d, after %d done: %d bytes, a gather afresh %d; they differ", i+1, i, len(got), len(want))
+		}
+	}
+	if s := scrape(); !strings.Contains(s, "1.23456789e+08") || strings.Count(s, "thrashscope_process_minor_faults_total{") != 5 {
+		t.Fatalf("the smaller tick's scrape has not its values:\n%s", s)
+	}
+
+	mfs, done, err := tg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	held := encoded(t, mfs)
+	src.t.Store(runTick())
+	if scrape() == held {
+		t.Fatal("the second tick's scrape is the first's")
+	}
+	if again := encoded(t, mfs); again != held {
+		t.Fatal("a scrape not yet done changed while another was gathered")
+	}
+	done()
 }

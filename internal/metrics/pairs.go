@@ -23,13 +23,13 @@ func newPairCache[K comparable]() pairCache[K] {
 }
 
 // get returns k's pairs, from build on first use; build's names and values
-// are taken as given, empty values left out, and sorted by name.
+// are taken as given, and sorted by name.
 func (c *pairCache[K]) get(k K, build func() []*dto.LabelPair) []*dto.LabelPair {
 	c.used[k] = true
 	if p, ok := c.pairs[k]; ok {
 		return p
 	}
-	p := slices.DeleteFunc(build(), func(l *dto.LabelPair) bool { return l.GetValue() == "" })
+	p := build()
 	slices.SortFunc(p, func(a, b *dto.LabelPair) int { return strings.Compare(a.GetName(), b.GetName()) })
 	c.pairs[k] = p
 	return p
@@ -43,6 +43,11 @@ func (c *pairCache[K]) sweep() {
 		}
 	}
 	clear(c.used)
+}
+
+// nonEmpty leaves out the pairs whose value is empty.
+func nonEmpty(p []*dto.LabelPair) []*dto.LabelPair {
+	return slices.DeleteFunc(p, func(l *dto.LabelPair) bool { return l.GetValue() == "" })
 }
 
 // pair is one label pair, its value made valid UTF-8.

@@ -40,7 +40,7 @@ func (m *probes) describe(ch chan<- *prometheus.Desc) {
 	ch <- m.runTime
 }
 
-func (m *probes) update(t *pipeline.Tick, ch chan<- prometheus.Metric) {
+func (m *probes) update(t *pipeline.Tick, out *emitter) {
 	s := t.Reading
 	up := make(map[string]bool, len(s.Probes))
 	for _, st := range s.Probes {
@@ -51,24 +51,22 @@ func (m *probes) update(t *pipeline.Tick, ch chan<- prometheus.Metric) {
 		if up[name] {
 			v = 1
 		}
-		send(ch, m.up, prometheus.GaugeValue, v, name)
+		out.send(m.up, prometheus.GaugeValue, v, name)
 	}
 	if len(s.Probes) == 0 || !s.OK(sampler.SourceProbes) {
 		return // procfs alone, or the maps failed to read: no counter is sent as 0
 	}
 	for _, name := range readout.Names {
-		send(ch, m.lost, prometheus.CounterValue, float64(s.Lost[name]), name)
+		out.send(m.lost, prometheus.CounterValue, float64(s.Lost[name]), name)
 	}
 	for _, kind := range []string{readout.KindAnon, readout.KindShmem, readout.KindFile} {
-		h := s.Latency[kind]
-		ch <- prometheus.MustNewConstHistogram(m.latency, h.Count(), h.SumSeconds,
-			h.CumulativeBuckets(firstLatencySlot, lastLatencySlot), kind)
+		out.ch <- latencySample{m.latency, out.pairs(m.latency, kind), s.Latency[kind], 1}
 	}
 	if !slices.ContainsFunc(s.Programs, func(p readout.ProgramStats) bool { return p.Runs > 0 }) {
 		return // statistics never on: zeros would read as free
 	}
 	for _, p := range s.Programs {
-		send(ch, m.runs, prometheus.CounterValue, float64(p.Runs), p.Name)
-		send(ch, m.runTime, prometheus.CounterValue, p.RunTime.Seconds(), p.Name)
+		out.send(m.runs, prometheus.CounterValue, float64(p.Runs), p.Name)
+		out.send(m.runTime, prometheus.CounterValue, p.RunTime.Seconds(), p.Name)
 	}
 }

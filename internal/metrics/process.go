@@ -61,49 +61,49 @@ func (m *processes) labelPairs(pid int, comm, name, value string) []*dto.LabelPa
 		if name != "" {
 			p = append(p, pair(name, value))
 		}
-		return p
+		return nonEmpty(p)
 	})
 }
 
-func (m *processes) update(t *pipeline.Tick, ch chan<- prometheus.Metric) {
+func (m *processes) update(t *pipeline.Tick, out *emitter) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	defer m.pairs.sweep()
 	s := t.Reading
 	for _, p := range s.Processes {
 		base := m.labelPairs(p.PID, p.Comm, "", "")
-		out := func(d *prometheus.Desc, vt prometheus.ValueType, v float64) {
-			ch <- sample{d, base, vt, v}
+		send := func(d *prometheus.Desc, vt prometheus.ValueType, v float64) {
+			out.sample(d, base, vt, v)
 		}
 		for i, kind := range readout.Kinds {
 			if skipKind(kind, p.MajorFaults[i], len(s.Probes) > 0) {
 				continue
 			}
-			ch <- sample{m.major, m.labelPairs(p.PID, p.Comm, "kind", kind), prometheus.CounterValue, float64(p.MajorFaults[i])}
+			out.sample(m.major, m.labelPairs(p.PID, p.Comm, "kind", kind), prometheus.CounterValue, float64(p.MajorFaults[i]))
 		}
-		out(m.minor, prometheus.CounterValue, float64(p.MinorFaults))
+		send(m.minor, prometheus.CounterValue, float64(p.MinorFaults))
 		if p.HasStall {
-			out(m.stall, prometheus.CounterValue, p.Stall.Total().Seconds())
-			out(m.stallOff, prometheus.CounterValue, p.Stall.OffCPU.Seconds())
+			send(m.stall, prometheus.CounterValue, p.Stall.Total().Seconds())
+			send(m.stallOff, prometheus.CounterValue, p.Stall.OffCPU.Seconds())
 		}
-		ch <- sample{m.cpu, m.labelPairs(p.PID, p.Comm, "mode", "user"), prometheus.CounterValue, p.UserSeconds}
-		ch <- sample{m.cpu, m.labelPairs(p.PID, p.Comm, "mode", "system"), prometheus.CounterValue, p.SystemSeconds}
-		out(m.rss, prometheus.GaugeValue, float64(p.ResidentBytes))
-		out(m.swap, prometheus.GaugeValue, float64(p.SwapBytes))
-		out(m.virt, prometheus.GaugeValue, float64(p.VirtualBytes))
+		out.sample(m.cpu, m.labelPairs(p.PID, p.Comm, "mode", "user"), prometheus.CounterValue, p.UserSeconds)
+		out.sample(m.cpu, m.labelPairs(p.PID, p.Comm, "mode", "system"), prometheus.CounterValue, p.SystemSeconds)
+		send(m.rss, prometheus.GaugeValue, float64(p.ResidentBytes))
+		send(m.swap, prometheus.GaugeValue, float64(p.SwapBytes))
+		send(m.virt, prometheus.GaugeValue, float64(p.VirtualBytes))
 		if t.Verdict == nil {
 			continue
 		}
 		pv := t.Verdict.Processes[p.PID]
 		if pv.HasWorkingSet {
-			out(m.wss, prometheus.GaugeValue, float64(pv.WorkingSetBytes))
-			out(m.demand, prometheus.GaugeValue, float64(pv.DemandBytes))
+			send(m.wss, prometheus.GaugeValue, float64(pv.WorkingSetBytes))
+			send(m.demand, prometheus.GaugeValue, float64(pv.DemandBytes))
 		}
 		high := 0.0
 		if pv.HighFault {
 			high = 1
 		}
-		out(m.high, prometheus.GaugeValue, high)
+		send(m.high, prometheus.GaugeValue, high)
 	}
 }
 

@@ -2,6 +2,7 @@ package metrics
 
 import (
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -24,6 +25,9 @@ type RunCollector struct {
 	info, active, planned, demand, limit, cycles, lateness, outcomes, writeErrors, swapDevice *prometheus.Desc
 
 	policy, decisions, frozen, protected, bin, bins *prometheus.Desc
+
+	mu     sync.Mutex // one scrape at a time uses the cache
+	series pairCache[seriesKey]
 }
 
 // CycleDurations is the histogram of the consumers' write cycles. It is
@@ -33,12 +37,15 @@ type CycleDurations struct{ h prometheus.Histogram }
 
 // NewCycleDurations makes the empty histogram.
 func NewCycleDurations() *CycleDurations {
-	return &CycleDurations{h: prometheus.NewHistogram(prometheus.HistogramOpts{
+	opts := prometheus.HistogramOpts{
 		Namespace: namespace,
 		Name:      "run_write_cycle_duration_seconds",
 		Help:      "How long consumers' write cycles took (W writes, without the sleep); slow cycles are thrashing.",
 		Buckets:   prometheus.ExponentialBuckets(0.0005, 2, 18), // 0.5 ms to about 65 s
-	})}
+	}
+	h := prometheus.NewHistogram(opts)
+	families.Store(h.Desc(), family{name: prometheus.BuildFQName(opts.Namespace, "", opts.Name), help: opts.Help})
+	return &CycleDurations{h: h}
 }
 
 // ObserveCycle records one write cycle's duration.
@@ -51,6 +58,7 @@ func NewRunCollector(src RunSource, cycles *CycleDurations) *RunCollector {
 	return &RunCollector{
 		src:       src,
 		durations: cycles,
+		series:    newPairCache[seriesKey](),
 		info:      d("run_info", "The most recent run, active or ended; 1.", "run_id", "preset"),
 		active:    d("run_consumers_active", "Consumers of the most recent run that hold their memory now."),
 		planned:   d("run_consumers_planned", "Consumers the schedule has active now."),
@@ -82,19 +90,25 @@ func (c *RunCollector) Describe(ch chan<- *prometheus.Desc) {
 }
 
 // Collect implements prometheus.Collector.
-func (c *RunCollector) Collect(ch chan<- prometheus.Metric) {
+func (c *RunCollector) Collect(ch chan<- prometheus.Metric) { c.collect(ch, nil) }
+
+func (c *RunCollector) collect(ch chan<- prometheus.Metric, samples *slab[sample]) {
 	c.durations.h.Collect(ch)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	defer c.series.sweep()
+	out := newEmitter(ch, &c.series, samples)
 	st, ok := c.src.Status()
 	for _, o := range engine.OutcomeNames {
-		send(ch, c.outcomes, prometheus.CounterValue, float64(st.Outcomes[o]), o)
+		out.send(c.outcomes, prometheus.CounterValue, float64(st.Outcomes[o]), o)
 	}
-	send(ch, c.writeErrors, prometheus.CounterValue, float64(st.WriteErrors))
+	out.send(c.writeErrors, prometheus.CounterValue, float64(st.WriteErrors))
 	if !ok {
 		return
 	}
 	p := st.Progress
 	gauge := func(d *prometheus.Desc, v float64, labels ...string) {
-		send(ch, d, prometheus.GaugeValue, v, labels...)
+		out.send(d, prometheus.GaugeValue, v, labels...)
 	}
 	gauge(c.info, 1, st.ID, st.Preset)
 	throttled := "none"
@@ -114,7 +128,7 @@ func (c *RunCollector) Collect(ch chan<- prometheus.Metric) {
 		gauge(c.policy, 1, pol.Policy)
 	}
 	for _, k := range []string{"protect", "release", "freeze", "thaw"} {
-		send(ch, c.decisions, prometheus.CounterValue, float64(pol.Decisions[k]), k)
+		out.send(c.decisions, prometheus.CounterValue, float64(pol.Decisions[k]), k)
 	}
 	if !st.Active {
 		pol.Frozen, pol.Protected, pol.Bin, pol.Bins = 0, 0, 0, 0
@@ -125,7 +139,7 @@ func (c *RunCollector) Collect(ch chan<- prometheus.Metric) {
 	gauge(c.bins, float64(pol.Bins))
 	for i, n := range p.Cycles {
 		name := run.ConsumerName(i)
-		send(ch, c.cycles, prometheus.CounterValue, float64(n), name)
+		out.send(c.cycles, prometheus.CounterValue, float64(n), name)
 		gauge(c.lateness, p.LatenessSeconds[i], name)
 	}
 }

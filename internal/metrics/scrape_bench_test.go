@@ -49,17 +49,17 @@ func benchTick(n int) *pipeline.Tick {
 func BenchmarkScrapeWorkloads(b *testing.B) {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(NewWorkloadCollector(fixedSource{benchTick(20)}))
-	benchScrape(b, reg)
+	benchScrape(b, prometheus.ToTransactionalGatherer(reg))
 }
 
 // benchScrape gathers reg, encodes it as text and gzips it, as /metrics
 // answers a Prometheus, and reports the compressed size.
-func benchScrape(b *testing.B, reg prometheus.Gatherer) {
+func benchScrape(b *testing.B, reg prometheus.TransactionalGatherer) {
 	var size int
 	var buf bytes.Buffer
 	zw, _ := gzip.NewWriterLevel(&buf, gzip.BestSpeed)
 	for b.Loop() {
-		mfs, err := reg.Gather()
+		mfs, done, err := reg.Gather()
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -69,6 +69,7 @@ func benchScrape(b *testing.B, reg prometheus.Gatherer) {
 		for _, mf := range mfs {
 			enc.Encode(mf)
 		}
+		done()
 		zw.Close()
 		size = buf.Len()
 	}
@@ -101,7 +102,7 @@ func benchProcesses(n int) *pipeline.Tick {
 func BenchmarkScrapeProcesses(b *testing.B) {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(NewCollector(fixedSource{benchProcesses(45)}))
-	benchScrape(b, reg)
+	benchScrape(b, prometheus.ToTransactionalGatherer(reg))
 }
 
 // runStatus is the run engine's status through e4: 25 consumers.
@@ -118,11 +119,11 @@ func runStatus() fakeRuns {
 
 // BenchmarkScrapeRun is a whole scrape through an e4 run, gathered as the
 // observer gathers it: the registry's families (the Go runtime's, the
-// daemon's own, the run's) beside the package's collectors, 45 processes
-// and 20 workloads, encoded and gzipped as BenchmarkScrapeWorkloads.
+// daemon's own) beside the package's collectors (45 processes, 20
+// workloads, the run's 25 consumers), encoded and gzipped as BenchmarkScrapeWorkloads.
 func BenchmarkScrapeRun(b *testing.B) {
 	src := fixedSource{runTick()}
 	reg := prometheus.NewRegistry()
-	reg.MustRegister(collectors.NewGoCollector(), NewSelfCollector("/proc"), NewRunCollector(runStatus(), NewCycleDurations()))
-	benchScrape(b, NewGatherer(reg, NewCollector(src), NewWorkloadCollector(src)))
+	reg.MustRegister(collectors.NewGoCollector(), NewSelfCollector("/proc"))
+	benchScrape(b, NewGatherer(reg, NewCollector(src), NewWorkloadCollector(src), NewRunCollector(runStatus(), NewCycleDurations())).Transactional())
 }

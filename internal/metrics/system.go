@@ -47,13 +47,13 @@ func (m *system) describe(ch chan<- *prometheus.Desc) {
 	}
 }
 
-func (m *system) update(t *pipeline.Tick, ch chan<- prometheus.Metric) {
+func (m *system) update(t *pipeline.Tick, out *emitter) {
 	s := t.Reading
 	counter := func(d *prometheus.Desc, v float64, labels ...string) {
-		send(ch, d, prometheus.CounterValue, v, labels...)
+		out.send(d, prometheus.CounterValue, v, labels...)
 	}
 	gauge := func(d *prometheus.Desc, v float64) {
-		send(ch, d, prometheus.GaugeValue, v)
+		out.send(d, prometheus.GaugeValue, v)
 	}
 	// A source that failed this reading sends nothing: its counters read
 	// as 0 would be a reset to Prometheus.
@@ -85,7 +85,7 @@ func (m *system) update(t *pipeline.Tick, ch chan<- prometheus.Metric) {
 		if s.Failed[src] == nil {
 			ok = 1
 		}
-		send(ch, m.sourceOK, prometheus.GaugeValue, ok, src.String())
+		out.send(m.sourceOK, prometheus.GaugeValue, ok, src.String())
 		counter(m.sourceFailures, float64(s.Failures[src]), src.String())
 	}
 }

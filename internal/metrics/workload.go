@@ -48,14 +48,16 @@ func NewWorkloadCollector(src Source) *WorkloadCollector {
 func (c *WorkloadCollector) Describe(chan<- *prometheus.Desc) {}
 
 // Collect implements prometheus.Collector.
-func (c *WorkloadCollector) Collect(ch chan<- prometheus.Metric) {
+func (c *WorkloadCollector) Collect(ch chan<- prometheus.Metric) { c.collect(ch, nil) }
+
+func (c *WorkloadCollector) collect(ch chan<- prometheus.Metric, samples *slab[sample]) {
 	t, ok := c.src.Latest()
 	if !ok {
 		return
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.m.update(t, ch, c.labelPairs)
+	c.m.update(t, newEmitter(ch, nil, samples), c.labelPairs)
 	c.pairs.sweep()
 }
 
@@ -78,7 +80,7 @@ func (c *WorkloadCollector) labelPairs(l workload.Labels, name, value string) []
 		if name != "" {
 			p = append(p, pair(name, value))
 		}
-		return p
+		return nonEmpty(p)
 	})
 }
 
@@ -112,28 +114,35 @@ func (s sample) Write(m *dto.Metric) error {
 // of a scrape's lines.
 const cgroupLatencyStride = 2
 
-// latencySample is a cgroup's fault-latency histogram with label pairs
-// built beforehand.
+// latencySample is a fault-latency histogram (the host's by kind, or a
+// cgroup's) with label pairs built beforehand, every stride-th of the
+// probe's bounds from firstLatencySlot to lastLatencySlot.
 type latencySample struct {
-	desc  *prometheus.Desc
-	pairs []*dto.LabelPair
-	h     readout.Histogram
+	desc   *prometheus.Desc
+	pairs  []*dto.LabelPair
+	h      readout.Histogram
+	stride int
 }
 
 func (s latencySample) Desc() *prometheus.Desc { return s.desc }
 
 func (s latencySample) Write(m *dto.Metric) error {
+	s.writeTo(m, nil)
+	return nil
+}
+
+// writeTo writes the histogram with objects from a (nil: allocated).
+func (s latencySample) writeTo(m *dto.Metric, a *arena) {
 	m.Label = s.pairs
-	h := &dto.Histogram{SampleCount: proto.Uint64(s.h.Count()), SampleSum: proto.Float64(s.h.SumSeconds)}
+	h := a.histogram(s.h.Count(), s.h.SumSeconds)
 	var cum uint64
 	for i := 0; i <= lastLatencySlot && i < readout.LatencySlots; i++ {
 		cum += s.h.Slots[i]
-		if i >= firstLatencySlot && (i-firstLatencySlot)%cgroupLatencyStride == 0 {
-			h.Bucket = append(h.Bucket, &dto.Bucket{UpperBound: proto.Float64(float64(uint64(1)<<(i+1)) / 1e9), CumulativeCount: proto.Uint64(cum)})
+		if i >= firstLatencySlot && (i-firstLatencySlot)%s.stride == 0 {
+			h.Bucket = append(h.Bucket, a.bucket(float64(uint64(1)<<(i+1))/1e9, cum))
 		}
 	}
 	m.Histogram = h
-	return nil
 }
 
 // workloads are the per-cgroup series' descriptors.
@@ -168,12 +177,12 @@ func newWorkloads() *workloads {
 	}
 }
 
-func (m *workloads) update(t *pipeline.Tick, ch chan<- prometheus.Metric, pairs pairsFunc) {
+func (m *workloads) update(t *pipeline.Tick, out *emitter, pairs pairsFunc) {
 	s := t.Reading
 	if s.Cgroups == nil || !s.OK(sampler.SourceProbes) {
 		return // off, or the maps failed to read: nothing is sent as 0
 	}
-	send(ch, m.lost, prometheus.CounterValue, float64(s.CgroupEventsLost))
+	out.sample(m.lost, nil, prometheus.CounterValue, float64(s.CgroupEventsLost))
 	for _, w := range t.Workloads {
 		l := w.Labels
 		base := pairs(l, "", "")
@@ -181,27 +190,27 @@ func (m *workloads) update(t *pipeline.Tick, ch chan<- prometheus.Metric, pairs 
 			if skipKind(kind, w.Counters.MajorFaults[i], true) {
 				continue
 			}
-			ch <- sample{m.major, pairs(l, "kind", kind), prometheus.CounterValue, float64(w.Counters.MajorFaults[i])}
+			out.sample(m.major, pairs(l, "kind", kind), prometheus.CounterValue, float64(w.Counters.MajorFaults[i]))
 		}
-		ch <- sample{m.stall, base, prometheus.CounterValue, w.Counters.Stall.Total().Seconds()}
-		ch <- sample{m.stallOff, base, prometheus.CounterValue, w.Counters.Stall.OffCPU.Seconds()}
-		ch <- latencySample{m.latency, base, w.Counters.Latency}
-		m.kernel(ch, w, base, pairs)
+		out.sample(m.stall, base, prometheus.CounterValue, w.Counters.Stall.Total().Seconds())
+		out.sample(m.stallOff, base, prometheus.CounterValue, w.Counters.Stall.OffCPU.Seconds())
+		out.ch <- latencySample{m.latency, base, w.Counters.Latency, cgroupLatencyStride}
+		m.kernel(out, w, base, pairs)
 		if w.HasRates {
-			ch <- sample{m.state, base, prometheus.GaugeValue, float64(w.State)}
+			out.sample(m.state, base, prometheus.GaugeValue, float64(w.State))
 		}
 	}
 }
 
 // kernel exports what the cgroup's own files said; a reading left out is
 // absent, never 0.
-func (m *workloads) kernel(ch chan<- prometheus.Metric, w workload.Workload, base []*dto.LabelPair, pairs pairsFunc) {
+func (m *workloads) kernel(out *emitter, w workload.Workload, base []*dto.LabelPair, pairs pairsFunc) {
 	if !w.HasKernel {
 		return
 	}
 	k, l := w.Kernel, w.Labels
 	counter := func(d *prometheus.Desc, name, value string, v float64) {
-		ch <- sample{d, pairs(l, name, value), prometheus.CounterValue, v}
+		out.sample(d, pairs(l, name, value), prometheus.CounterValue, v)
 	}
 	if k.HasPressure {
 		counter(m.pressure, "kind", "some", k.Pressure.Some.Seconds())
@@ -221,14 +230,14 @@ func (m *workloads) kernel(ch chan<- prometheus.Metric, w workload.Workload, bas
 		}
 	}
 	if k.HasMajorFaults {
-		ch <- sample{m.pgmajfault, base, prometheus.CounterValue, float64(k.MajorFaults)}
+		out.sample(m.pgmajfault, base, prometheus.CounterValue, float64(k.MajorFaults))
 	}
 	for _, g := range []struct {
 		d *prometheus.Desc
 		v int64
 	}{{m.current, k.CurrentBytes}, {m.swap, k.SwapBytes}, {m.max, k.MaxBytes}, {m.high, k.HighBytes}, {m.limit, k.LimitBytes}} {
 		if g.v >= 0 {
-			ch <- sample{g.d, base, prometheus.GaugeValue, float64(g.v)}
+			out.sample(g.d, base, prometheus.GaugeValue, float64(g.v))
 		}
 	}
 }

@@ -163,7 +163,7 @@ func TestCgroupLatencyBuckets(t *testing.T) {
 	}
 	h.SumSeconds = 42
 	var m dto.Metric
-	if err := (latencySample{h: h}).Write(&m); err != nil {
+	if err := (latencySample{h: h, stride: cgroupLatencyStride}).Write(&m); err != nil {
 		t.Fatal(err)
 	}
 	host := h.CumulativeBuckets(firstLatencySlot, lastLatencySlot)

@@ -112,18 +112,20 @@ func build(cfg Config, logger *slog.Logger, checkOnly bool) (*Observer, error) {
 	}
 
 	o.registry = prometheus.NewRegistry()
-	if o.engine != nil {
-		o.registry.MustRegister(metrics.NewRunCollector(o.engine.Service(), cycles))
-	}
 	o.registry.MustRegister(
 		versioncollector.NewCollector("thrashscope"),
 		collectors.NewGoCollector(),
 		metrics.NewSelfCollector("/proc"), // its own, not --path.procfs's host
 	)
+	// The package's own series (the host's, the processes', the cgroups',
+	// the run's), most of a scrape, are gathered without the registry's
+	// per-series work.
+	direct := []prometheus.Collector{metrics.NewCollector(o.pipeline), metrics.NewWorkloadCollector(o.pipeline)}
+	if o.engine != nil {
+		direct = append(direct, metrics.NewRunCollector(o.engine.Service(), cycles))
+	}
 	opts := api.Options{
-		// The per-process and per-cgroup series, most of a scrape, are
-		// gathered without the registry's per-series work.
-		Gatherer:    metrics.NewGatherer(o.registry, metrics.NewCollector(o.pipeline), metrics.NewWorkloadCollector(o.pipeline)),
+		Gatherer:    metrics.NewGatherer(o.registry, direct...).Transactional(),
 		Registerer:  o.registry,
 		Ready:       o.ready,
 		Pprof:       cfg.EnablePprof,

@@ -24,7 +24,7 @@ import (
 // throughout.
 func TestServerLimits(t *testing.T) {
 	l := limits{ReadHeader: time.Second, Read: 2 * time.Second, Write: 5 * time.Second, Idle: 2 * time.Second, MaxHeaderBytes: 16 << 10, MaxConns: 256}
-	h := api.NewHandler(api.Options{Gatherer: prometheus.NewRegistry(), Ready: func() error { return nil }, ListenHosts: []string{"127.0.0.1"}})
+	h := api.NewHandler(api.Options{Gatherer: prometheus.ToTransactionalGatherer(prometheus.NewRegistry()), Ready: func() error { return nil }, ListenHosts: []string{"127.0.0.1"}})
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
