@@ -1,7 +1,11 @@
 package procfs
 
 import (
+	"bufio"
+	"bytes"
+	"errors"
 	"os"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -119,5 +123,51 @@ func FuzzParseVMStat(f *testing.F) {
 		if err != nil && got != (VMStat{}) {
 			t.Errorf("ParseVMStat(%q) = %+v with error %v, want zero", in, got, err)
 		}
+		want, wantErr := referenceVMStat(in)
+		if got != want || (err == nil) != (wantErr == nil) {
+			t.Errorf("ParseVMStat(%q) = %+v, %v; by strings.Fields and strconv: %+v, %v", in, got, err, want, wantErr)
+		}
 	})
+}
+
+// referenceVMStat parses /proc/vmstat's lines with strings.Fields and
+// strconv, as the parser's fields and numbers must read them.
+func referenceVMStat(in string) (VMStat, error) {
+	var v VMStat
+	sc := bufio.NewScanner(strings.NewReader(in))
+	for sc.Scan() {
+		f := strings.Fields(sc.Text())
+		if len(f) == 0 {
+			continue
+		}
+		if len(f) != 2 {
+			return VMStat{}, errors.New("not two fields")
+		}
+		dst := v.field([]byte(f[0]))
+		if dst == nil {
+			continue
+		}
+		n, err := strconv.ParseUint(f[1], 10, 64)
+		if err != nil {
+			return VMStat{}, err
+		}
+		*dst = n
+	}
+	return v, sc.Err()
+}
+
+// BenchmarkParseVMStat parses the fixture's /proc/vmstat, as the sampler
+// does once a sample.
+func BenchmarkParseVMStat(b *testing.B) {
+	fixture, err := os.ReadFile("testdata/proc/vmstat")
+	if err != nil {
+		b.Fatal(err)
+	}
+	r := bytes.NewReader(fixture)
+	for b.Loop() {
+		r.Reset(fixture)
+		if _, _, err := parseVMStat(r); err != nil {
+			b.Fatal(err)
+		}
+	}
 }
