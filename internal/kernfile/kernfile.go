@@ -12,14 +12,29 @@ import (
 	"errors"
 	"io"
 	"os"
+	"strings"
 	"syscall"
 )
 
 // Set is the files one reader keeps open, by path. Not safe for concurrent
 // use.
 type Set struct {
-	files map[string]*file
+	files map[key]*file
 	buf   []byte
+}
+
+// key is a file's path: a directory and a name in it (ReadFileAt), or a
+// whole path and no name (ReadFile).
+type key struct{ dir, name string }
+
+func (k key) path() string {
+	switch {
+	case k.name == "":
+		return k.dir
+	case strings.HasSuffix(k.dir, "/"):
+		return k.dir + k.name
+	}
+	return k.dir + "/" + k.name
 }
 
 type file struct {
@@ -35,18 +50,26 @@ const maxSize = 64 << 10
 // the next ReadFile on the Set. A file whose reading fails (its cgroup or
 // process gone) is closed and opened again once, so a path that now names
 // another cgroup or process is read, as os.ReadFile would.
-func (s *Set) ReadFile(path string) ([]byte, error) {
+func (s *Set) ReadFile(path string) ([]byte, error) { return s.readFile(key{path, ""}) }
+
+// ReadFileAt is ReadFile of the file name in the directory dir, without
+// the path made at each reading: a reader of many files in a few
+// directories (a workload's cgroup files) keeps those for the next.
+func (s *Set) ReadFileAt(dir, name string) ([]byte, error) { return s.readFile(key{dir, name}) }
+
+func (s *Set) readFile(k key) ([]byte, error) {
 	if s.files == nil {
-		s.files = map[string]*file{}
+		s.files = map[key]*file{}
 	}
-	f, kept := s.files[path]
+	f, kept := s.files[k]
 	if kept {
 		if b, err := s.read(f.fd); err == nil {
 			f.read = true
 			return b, nil
 		}
-		s.drop(path)
+		s.drop(k)
 	}
+	path := k.path()
 	fd, err := open(path)
 	if err != nil {
 		return nil, &os.PathError{Op: "open", Path: path, Err: err}
@@ -56,7 +79,7 @@ func (s *Set) ReadFile(path string) ([]byte, error) {
 		syscall.Close(fd)
 		return nil, &os.PathError{Op: "read", Path: path, Err: err}
 	}
-	s.files[path] = &file{fd: fd, read: true}
+	s.files[k] = &file{fd: fd, read: true}
 	return b, nil
 }
 
@@ -89,9 +112,9 @@ func (s *Set) read(fd int) ([]byte, error) {
 // Sweep closes every file not read since the last Sweep: a reader that
 // sweeps once a round keeps open only what it still reads.
 func (s *Set) Sweep() {
-	for path, f := range s.files {
+	for k, f := range s.files {
 		if !f.read {
-			s.drop(path)
+			s.drop(k)
 			continue
 		}
 		f.read = false
@@ -103,14 +126,14 @@ func (s *Set) Len() int { return len(s.files) }
 
 // Close closes every file.
 func (s *Set) Close() {
-	for path := range s.files {
-		s.drop(path)
+	for k := range s.files {
+		s.drop(k)
 	}
 }
 
-func (s *Set) drop(path string) {
-	syscall.Close(s.files[path].fd)
-	delete(s.files, path)
+func (s *Set) drop(k key) {
+	syscall.Close(s.files[k].fd)
+	delete(s.files, k)
 }
 
 func open(path string) (int, error) {

@@ -110,3 +110,30 @@ func TestSweepAndLargeFiles(t *testing.T) {
 		t.Fatalf("err %v, want not exist", err)
 	}
 }
+
+// ReadFileAt reads and keeps open the file name in dir, one file however
+// often it is read, also with dir written with a trailing slash; a file that
+// is not there is named whole in the error.
+func TestReadFileAt(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "memory.max"), []byte("max\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var s Set
+	defer s.Close()
+	for range 3 {
+		if b, err := s.ReadFileAt(dir, "memory.max"); err != nil || string(b) != "max\n" {
+			t.Fatalf("read %q, err %v; want the file's", b, err)
+		}
+	}
+	if s.Len() != 1 {
+		t.Fatalf("%d files open after three readings of one, want 1", s.Len())
+	}
+	if b, err := s.ReadFileAt(dir+"/", "memory.max"); err != nil || string(b) != "max\n" {
+		t.Fatalf("with a trailing slash: read %q, err %v", b, err)
+	}
+	_, err := s.ReadFileAt(dir, "memory.high")
+	if want := filepath.Join(dir, "memory.high"); !errors.Is(err, fs.ErrNotExist) || !strings.Contains(err.Error(), want) {
+		t.Fatalf("err %v, want not exist naming %s", err, want)
+	}
+}

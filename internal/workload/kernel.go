@@ -65,16 +65,18 @@ type Files struct {
 	V2Root string
 }
 
-// Reader reads a file whole, as os.ReadFile does; the slice it returns may
-// be valid only until its next read. A *kernfile.Set keeps each file open
-// between readings.
+// Reader reads the file name in the directory dir whole, as os.ReadFile
+// does; the slice it returns may be valid only until its next read. A
+// *kernfile.Set keeps each file open between readings.
 type Reader interface {
-	ReadFile(path string) ([]byte, error)
+	ReadFileAt(dir, name string) ([]byte, error)
 }
 
 type osReader struct{}
 
-func (osReader) ReadFile(path string) ([]byte, error) { return os.ReadFile(path) }
+func (osReader) ReadFileAt(dir, name string) ([]byte, error) {
+	return os.ReadFile(filepath.Join(dir, name))
+}
 
 // ReadKernel reads a workload's cgroup files once.
 func ReadKernel(f Files) Kernel { return ReadKernelFrom(osReader{}, f) }
@@ -90,7 +92,7 @@ func ReadKernelFrom(r Reader, f Files) Kernel {
 	}
 	if f.V2 == "" {
 		missing("memory.pressure", errors.New("no cgroup2 group"))
-	} else if b, err := r.ReadFile(filepath.Join(f.V2, "memory.pressure")); err != nil {
+	} else if b, err := r.ReadFileAt(f.V2, "memory.pressure"); err != nil {
 		missing("memory.pressure", err)
 	} else if k.Pressure, err = parsePressure(string(b)); err != nil {
 		missing("memory.pressure", err)
@@ -103,7 +105,7 @@ func ReadKernelFrom(r Reader, f Files) Kernel {
 	// group has no memory.current to look for at every sample.
 	v2 := false
 	if f.V2 != "" && f.V1Memory == "" {
-		if b, err := r.ReadFile(filepath.Join(f.V2, "memory.current")); err == nil {
+		if b, err := r.ReadFileAt(f.V2, "memory.current"); err == nil {
 			k.CurrentBytes, v2 = parseBytes(b, "memory.current", missing), true
 		}
 	}
@@ -119,7 +121,7 @@ func ReadKernelFrom(r Reader, f Files) Kernel {
 
 func (k *Kernel) readV2(r Reader, dir, root string, missing func(string, error)) {
 	var v [len(statKeysV2)]uint64
-	if _, err := readKeys(r, filepath.Join(dir, "memory.events"), Events, v[:len(Events)]); err != nil {
+	if _, err := readKeys(r, dir, "memory.events", Events, v[:len(Events)]); err != nil {
 		missing("memory.events", err)
 	} else {
 		k.Events = make(map[string]uint64, len(Events))
@@ -127,18 +129,18 @@ func (k *Kernel) readV2(r Reader, dir, root string, missing func(string, error))
 			k.Events[e] = v[i]
 		}
 	}
-	if _, err := readKeys(r, filepath.Join(dir, "memory.stat"), statKeysV2[:], v[:]); err != nil {
+	if _, err := readKeys(r, dir, "memory.stat", statKeysV2[:], v[:]); err != nil {
 		missing("memory.stat", err)
 	} else {
 		k.Refaults, k.Activations = map[string]uint64{"anon": v[0], "file": v[1]}, map[string]uint64{"anon": v[2], "file": v[3]}
 		k.MajorFaults, k.HasMajorFaults = v[4], true
 	}
-	k.SwapBytes = readBytes(r, filepath.Join(dir, "memory.swap.current"), "memory.swap.current", missing)
-	k.MaxBytes = readBytes(r, filepath.Join(dir, "memory.max"), "memory.max", missing)
-	k.HighBytes = readBytes(r, filepath.Join(dir, "memory.high"), "memory.high", missing)
+	k.SwapBytes = readBytes(r, dir, "memory.swap.current", "memory.swap.current", missing)
+	k.MaxBytes = readBytes(r, dir, "memory.max", "memory.max", missing)
+	k.HighBytes = readBytes(r, dir, "memory.high", "memory.high", missing)
 	k.LimitBytes = k.MaxBytes
 	for d := filepath.Dir(dir); root != "" && strings.HasPrefix(d, root) && d != root; d = filepath.Dir(d) {
-		b, err := r.ReadFile(filepath.Join(d, "memory.max"))
+		b, err := r.ReadFileAt(d, "memory.max")
 		if err != nil {
 			break // no memory controller above here
 		}
@@ -150,16 +152,16 @@ func (k *Kernel) readV2(r Reader, dir, root string, missing func(string, error))
 
 func (k *Kernel) readV1(r Reader, dir string, missing func(string, error)) {
 	k.Events = map[string]uint64{}
-	if n := readBytes(r, filepath.Join(dir, "memory.failcnt"), "memory.failcnt", missing); n >= 0 {
+	if n := readBytes(r, dir, "memory.failcnt", "memory.failcnt", missing); n >= 0 {
 		k.Events["max"] = uint64(n)
 	}
 	var v [len(statKeysV1)]uint64
-	if found, err := readKeys(r, filepath.Join(dir, "memory.oom_control"), oomKillKey, v[:1]); err != nil {
+	if found, err := readKeys(r, dir, "memory.oom_control", oomKillKey, v[:1]); err != nil {
 		missing("memory.oom_control", err)
 	} else if found&1 != 0 {
 		k.Events["oom_kill"] = v[0]
 	}
-	if found, err := readKeys(r, filepath.Join(dir, "memory.stat"), statKeysV1[:], v[:]); err != nil {
+	if found, err := readKeys(r, dir, "memory.stat", statKeysV1[:], v[:]); err != nil {
 		missing("memory.stat", err)
 	} else {
 		k.Refaults = map[string]uint64{"anon": v[0], "file": v[1]}
@@ -168,11 +170,11 @@ func (k *Kernel) readV1(r Reader, dir string, missing func(string, error)) {
 			k.LimitBytes = int64(v[3])
 		}
 	}
-	k.CurrentBytes = readBytes(r, filepath.Join(dir, "memory.usage_in_bytes"), "memory.usage_in_bytes", missing)
-	if memsw := readBytes(r, filepath.Join(dir, "memory.memsw.usage_in_bytes"), "memory.memsw.usage_in_bytes (swap accounting off?)", missing); memsw >= 0 && k.CurrentBytes >= 0 {
+	k.CurrentBytes = readBytes(r, dir, "memory.usage_in_bytes", "memory.usage_in_bytes", missing)
+	if memsw := readBytes(r, dir, "memory.memsw.usage_in_bytes", "memory.memsw.usage_in_bytes (swap accounting off?)", missing); memsw >= 0 && k.CurrentBytes >= 0 {
 		k.SwapBytes = max(0, memsw-k.CurrentBytes)
 	}
-	k.MaxBytes = readBytes(r, filepath.Join(dir, "memory.limit_in_bytes"), "memory.limit_in_bytes", missing)
+	k.MaxBytes = readBytes(r, dir, "memory.limit_in_bytes", "memory.limit_in_bytes", missing)
 	if k.MaxBytes >= unlimitedV1 {
 		k.MaxBytes = -1
 	}
@@ -184,8 +186,8 @@ const unlimitedV1 = math.MaxInt64 &^ (1<<20 - 1)
 
 // readBytes reads a file of one number, or "max" (-1); -1 and a missing
 // entry when it cannot.
-func readBytes(r Reader, path, what string, missing func(string, error)) int64 {
-	b, err := r.ReadFile(path)
+func readBytes(r Reader, dir, name, what string, missing func(string, error)) int64 {
+	b, err := r.ReadFileAt(dir, name)
 	if err != nil {
 		missing(what, err)
 		return -1
@@ -220,8 +222,8 @@ var (
 // bit i set for each key it has. A file with no "key N" line at all is an
 // error. It picks the few keys wanted out of the file's bytes, without a
 // map of every line (memory.stat has 40 to 70): one per workload a second.
-func readKeys(r Reader, path string, keys []string, vals []uint64) (found uint64, err error) {
-	b, err := r.ReadFile(path)
+func readKeys(r Reader, dir, name string, keys []string, vals []uint64) (found uint64, err error) {
+	b, err := r.ReadFileAt(dir, name)
 	if err != nil {
 		return 0, err
 	}
