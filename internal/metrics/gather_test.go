@@ -197,3 +197,38 @@ func TestTransactionalGatherKeepsNothingStale(t *testing.T) {
 	}
 	done()
 }
+
+// send keeps a series' label pairs from one scrape to the next (the same
+// pairs while its labels are the same, new ones once they change), makes a
+// value valid UTF-8, and sends a series whose values do not match its
+// descriptor's names as an invalid metric that says so.
+func TestSendKeepsPairs(t *testing.T) {
+	d := desc("test_send_info", "A test.", "run_id", "preset")
+	series := newPairCache[seriesKey]()
+	scrape := func(labels ...string) (*dto.Metric, error) {
+		ch := make(chan prometheus.Metric, 1)
+		newEmitter(ch, &series, nil).send(d, prometheus.GaugeValue, 1, labels...)
+		series.sweep()
+		var m dto.Metric
+		return &m, (<-ch).Write(&m)
+	}
+	first, err := scrape("20261127-032907-a59613", "e4")
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := first.GetLabel()
+	if len(l) != 2 || l[0].GetName() != "preset" || l[0].GetValue() != "e4" || l[1].GetName() != "run_id" || l[1].GetValue() != "20261127-032907-a59613" {
+		t.Fatalf("pairs %v, want preset and run_id, sorted", l)
+	}
+	again, _ := scrape("20261127-032907-a59613", "e4")
+	if &again.Label[0] != &first.Label[0] {
+		t.Error("the same series' pairs were built again")
+	}
+	other, _ := scrape("20261127-040000-bbbbbb", "e2\xff")
+	if other.Label[0] == first.Label[0] || other.Label[0].GetValue() != "e2\uFFFD" {
+		t.Errorf("a new run's pairs %v, want its own, the preset made valid UTF-8", other.Label)
+	}
+	if _, err := scrape("only-one"); err == nil || !strings.Contains(err.Error(), "inconsistent label cardinality") {
+		t.Errorf("one value for two names: %v, want the cardinality named", err)
+	}
+}
