@@ -7,6 +7,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/thrashscope/thrashscope/internal/kernfile"
@@ -37,6 +38,10 @@ func (p Parent) CreateFreezeGroup(name string) (*Cgroup, error) {
 	return g, nil
 }
 
+// ErrThawed is Freeze's error when a Thaw came before the kernel had
+// frozen every task.
+var ErrThawed = errors.New("thawed before every task had stopped")
+
 // freezeWait bounds how long Freeze waits for every task to stop.
 const freezeWait = 5 * time.Second
 
@@ -54,6 +59,10 @@ func (c *Cgroup) Freeze(ctx context.Context) error {
 		frozen, err := c.Frozen()
 		if err != nil || frozen {
 			return err
+		}
+		// A thaw meanwhile undid it: the kernel will never say frozen.
+		if b, err := os.ReadFile(filepath.Join(c.Path, "cgroup.freeze")); err == nil && strings.TrimSpace(string(b)) == "0" {
+			return fmt.Errorf("freezing cgroup %s: %w", c.Path, ErrThawed)
 		}
 		select {
 		case <-ctx.Done():

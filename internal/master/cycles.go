@@ -165,6 +165,9 @@ func (r *Master) apply(i int, rep consumer.Message) {
 	}
 	pid := c.PID
 	r.mu.Unlock()
+	if rep.Kind == consumer.KindDone {
+		r.gov.finished(i)
+	}
 	if rep.Kind == consumer.KindDone && rep.Terminated() {
 		// The run cancels itself before it signals its consumers, so a
 		// SIGTERM (or SIGINT) before that came from someone else.

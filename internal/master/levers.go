@@ -57,6 +57,9 @@ type lever struct {
 	pidfd  int        // -1 when none
 	region [2]uintptr // address and length, once mapped
 	frozen bool
+	// done: the consumer said its work is over. It exits next, and a
+	// freeze now would hold it short of its exit, and the run with it.
+	done bool
 	// protected: a lock was asked for (the consumer answers, and logs a
 	// refusal).
 	protected bool
@@ -214,10 +217,28 @@ func (g *governor) detach(i int) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	l := &g.levers[i]
-	l.ctl, l.frozen, l.protected = nil, false, false
+	l.ctl, l.frozen, l.protected, l.done = nil, false, false, true
 	if l.pidfd >= 0 {
 		unix.Close(l.pidfd)
 		l.pidfd = -1
+	}
+}
+
+// finished is told that consumer i's work is over: it is thawed, and no
+// freeze may hold it from here on. A freeze that is under way when it
+// finishes thaws it again once the kernel has frozen it (pull).
+func (g *governor) finished(i int) {
+	g.mu.Lock()
+	l := &g.levers[i]
+	l.done, l.frozen = true, false
+	group := l.group
+	g.mu.Unlock()
+	if group == nil {
+		return
+	}
+	// Whatever the flag said: a freeze may be on its way to the kernel.
+	if err := group.Thaw(); err != nil {
+		g.logger.Warn("thawing a consumer whose work is over", "run", g.runID, "consumer", i, "err", err)
 	}
 }
 
@@ -306,11 +327,23 @@ func (g *governor) pull(ctx context.Context, a policy.Action) error {
 		if group == nil {
 			return errors.New("the run has no freezer")
 		}
+		if g.isDone(l) {
+			return errors.New("its work is over: it is exiting")
+		}
 		if err := group.Freeze(ctx); err != nil {
 			_ = group.Thaw() // half-frozen is worse than running
 			return err
 		}
 		g.mu.Lock()
+		if l.done {
+			// It finished while the freeze went through, and finished's
+			// thaw may have come first.
+			g.mu.Unlock()
+			if err := group.Thaw(); err != nil {
+				return fmt.Errorf("its work ended as it was frozen, and thawing it failed: %w", err)
+			}
+			return errors.New("its work ended as it was frozen: thawed")
+		}
 		l.frozen = true
 		// The page-out has its own copy of the pidfd: the consumer's
 		// exit closes the lever's.
@@ -345,6 +378,12 @@ func (g *governor) pull(ctx context.Context, a policy.Action) error {
 		return g.lock(l, a.Kind == policy.Protect)
 	}
 	return fmt.Errorf("unknown action %q", a.Kind)
+}
+
+func (g *governor) isDone(l *lever) bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return l.done
 }
 
 // lock protects a consumer's region from reclaim, or ends the protection:

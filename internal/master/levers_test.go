@@ -3,8 +3,10 @@ package master
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"log/slog"
 	"os"
+	"os/exec"
 	"strings"
 	"testing"
 	"time"
@@ -13,6 +15,7 @@ import (
 	"github.com/thrashscope/thrashscope/internal/consumer"
 	"github.com/thrashscope/thrashscope/internal/policy"
 	"github.com/thrashscope/thrashscope/internal/run"
+	"github.com/thrashscope/thrashscope/internal/testenv"
 )
 
 // The levers of a TPF run where memory is on cgroup v1: a protection is
@@ -96,5 +99,74 @@ func TestProtectionRefusedPastTheHeadroom(t *testing.T) {
 	d := g.act(context.Background(), policy.Action{Kind: policy.Protect, Consumer: 0}, time.Now)
 	if !strings.Contains(d.Error, "refused") || ctl.Len() != 0 || g.state().Protected != 0 {
 		t.Errorf("a 90 MiB consumer in 100 MiB: %q, pipe %v; want it refused and nothing asked", d.Error, ctl.Bytes())
+	}
+}
+
+// A consumer that said its work is over is exiting, and a freeze then
+// would hold it, and the run with it, for good (a binpack run hung with
+// its last consumer frozen after its done message). Whatever order a
+// freeze and the consumer's end come in, it is left thawed, and a freeze
+// after the end is refused.
+func TestAFinishedConsumerIsNeverLeftFrozen(t *testing.T) {
+	testenv.RequirePrivileged(t)
+	p, err := cgroup.OwnUnified("/proc")
+	if err != nil {
+		t.Fatal(err)
+	}
+	root, err := p.CreateFreezeGroup(fmt.Sprintf("test-finished-%d-%d", os.Getpid(), time.Now().UnixNano()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := root.Destroy(context.Background()); err != nil {
+			t.Error(err)
+		}
+	})
+	ch, err := root.Child(run.ConsumerName(0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	sleeper := exec.Command("sleep", "600")
+	if err := sleeper.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = sleeper.Process.Kill(); _ = sleeper.Wait() })
+	if err := ch.Add(sleeper.Process.Pid); err != nil {
+		t.Fatal(err)
+	}
+	spec := run.Resolved{Policy: policy.BinPack, SizeBytes: 10 << 20, MemoryLimitBytes: 100 << 20}
+	fresh := func() *governor {
+		g := &governor{name: policy.BinPack, spec: spec, logger: slog.New(slog.DiscardHandler),
+			levers: []lever{{group: ch, pidfd: -1}}, counts: map[policy.Kind]uint64{}}
+		return g
+	}
+	ctx := context.Background()
+	freeze := policy.Action{Kind: policy.Freeze, Consumer: 0}
+
+	g := fresh()
+	if d := g.act(ctx, freeze, time.Now); d.Error != "" {
+		t.Fatalf("freezing: %s", d.Error)
+	}
+	g.finished(0)
+	if frozen, err := ch.Frozen(); err != nil || frozen || g.state().Frozen != 0 {
+		t.Errorf("frozen, then finished: the kernel says frozen %v (%v), the levers %d frozen; want thawed", frozen, err, g.state().Frozen)
+	}
+	if d := g.act(ctx, freeze, time.Now); !strings.Contains(d.Error, "work is over") {
+		t.Errorf("a freeze after the end: %q, want it refused", d.Error)
+	}
+	if frozen, _ := ch.Frozen(); frozen {
+		t.Error("a freeze after the end froze it")
+	}
+
+	// The two at once, many times: the order is the scheduler's.
+	for i := range 200 {
+		g := fresh()
+		done := make(chan struct{})
+		go func() { g.act(ctx, freeze, time.Now); close(done) }()
+		g.finished(0)
+		<-done
+		if frozen, err := ch.Frozen(); err != nil || frozen {
+			t.Fatalf("try %d: a freeze and the end at once left it frozen %v (%v)", i, frozen, err)
+		}
 	}
 }
