@@ -35,25 +35,27 @@ func (g *Governor) Observe(_, tick *pipeline.Tick) {
 	if err != nil {
 		usage = rec.Spec.MemoryLimitBytes // unknown: as full as it can be
 	}
-	// Only binpack sizes consumers by RSS + swap; the others spare the
-	// stage a read of each consumer's status.
-	swap := func(int) int64 { return 0 }
+	// Only binpack sizes consumers (by their own memory, resident or
+	// swapped); the others spare the stage a read of each consumer's
+	// status.
+	var own func(int) (int64, int64, bool)
 	if rec.Spec.Policy == policy.BinPack {
-		swap = func(pid int) int64 {
+		own = func(pid int) (int64, int64, bool) {
 			p, err := g.procFS.Process(pid)
 			if err != nil {
-				return 0 // it ended meanwhile
+				return 0, 0, false // it ended meanwhile
 			}
-			return int64(p.SwapBytes)
+			return int64(p.OwnResidentBytes), int64(p.SwapBytes), true
 		}
 	}
-	r.Govern(policyTick(tick, rec, usage, swap))
+	r.Govern(policyTick(tick, rec, usage, own))
 }
 
 // policyTick is the run at one tick as its policy sees it: the run's
 // active consumers (started, not ended) with what the tick read of each,
-// and the run cgroup's room. It reads nothing but swap, through swapOf.
-func policyTick(tick *pipeline.Tick, rec run.Record, usage int64, swapOf func(pid int) int64) policy.Tick {
+// and the run cgroup's room. It reads nothing itself but, where ownOf is
+// given, each consumer's own resident memory and swap, read together.
+func policyTick(tick *pipeline.Tick, rec run.Record, usage int64, ownOf func(pid int) (resident, swap int64, ok bool)) policy.Tick {
 	cur := tick.Reading
 	var verdict indicators.Verdict
 	if tick.Verdict != nil {
@@ -82,7 +84,11 @@ func policyTick(tick *pipeline.Tick, rec run.Record, usage int64, swapOf func(pi
 			}
 		}
 		pc.HighFault = verdict.Processes[c.PID].HighFault
-		pc.SwapBytes = swapOf(c.PID)
+		if ownOf != nil {
+			if res, swap, ok := ownOf(c.PID); ok {
+				pc.OwnResidentBytes, pc.SwapBytes = res, swap
+			}
+		}
 		t.Consumers = append(t.Consumers, pc)
 	}
 	return t

@@ -33,7 +33,8 @@ func TestPolicyTick(t *testing.T) {
 		Verdict: &indicators.Verdict{State: indicators.Thrashing, Processes: map[int]indicators.ProcessVerdict{100: {HighFault: true}}},
 	}
 	swap := map[int]int64{100: 40 << 20, 102: 5 << 20}
-	got := policyTick(tick, rec, 250<<20, func(pid int) int64 { return swap[pid] })
+	own := func(pid int) (int64, int64, bool) { return swap[pid] * 3, swap[pid], true }
+	got := policyTick(tick, rec, 250<<20, own)
 	if !got.Thrashing || got.CPUBusyPercent != 42 || got.LimitBytes != 256<<20 || got.FreeBytes != 6<<20 || !got.Now.Equal(t0.Add(10*time.Second)) {
 		t.Errorf("tick %+v: want thrashing, 42 %% busy, 256 MiB limit with 6 MiB free, at t0+10s", got)
 	}
@@ -41,14 +42,14 @@ func TestPolicyTick(t *testing.T) {
 		t.Fatalf("consumers %+v: want the two active ones, 0 and 2", got.Consumers)
 	}
 	c0, c2 := got.Consumers[0], got.Consumers[1]
-	if c0.Index != 0 || c0.ResidentBytes != 150<<20 || c0.SwapBytes != 40<<20 || c0.SwapInRate != 300 || !c0.HighFault || c0.DemandBytes != 200<<20 || !c0.Since.Equal(t0) {
+	if c0.Index != 0 || c0.ResidentBytes != 150<<20 || c0.OwnResidentBytes != 120<<20 || c0.SwapBytes != 40<<20 || c0.SwapInRate != 300 || !c0.HighFault || c0.DemandBytes != 200<<20 || !c0.Since.Equal(t0) {
 		t.Errorf("consumer 0: %+v", c0)
 	}
-	if c2.Index != 2 || c2.ResidentBytes != 0 || c2.SwapBytes != 5<<20 || c2.SwapInRate != 0 || c2.HighFault {
+	if c2.Index != 2 || c2.ResidentBytes != 0 || c2.OwnResidentBytes != 15<<20 || c2.SwapBytes != 5<<20 || c2.SwapInRate != 0 || c2.HighFault {
 		t.Errorf("consumer 2 (not read this tick): %+v, want its swap and zeros", c2)
 	}
-	if full := policyTick(tick, rec, 300<<20, func(int) int64 { return 0 }); full.FreeBytes != 0 {
-		t.Errorf("usage past the limit: free %d, want 0", full.FreeBytes)
+	if full := policyTick(tick, rec, 300<<20, nil); full.FreeBytes != 0 || full.Consumers[0].SwapBytes != 0 {
+		t.Errorf("usage past the limit, no sizes read: free %d, %+v; want 0 free, no swap", full.FreeBytes, full.Consumers[0])
 	}
 }
 

@@ -34,8 +34,11 @@ type Consumer struct {
 	// DemandBytes is its memory allocation demand (TPF): its S while it
 	// runs.
 	DemandBytes int64
-	// ResidentBytes and SwapBytes are what it holds in memory and in swap.
-	ResidentBytes, SwapBytes int64
+	// ResidentBytes is what it holds in memory (its RSS, shared file
+	// pages such as its binary's text included); OwnResidentBytes the
+	// part that is its own (anonymous and shared memory), and SwapBytes
+	// what it holds in swap.
+	ResidentBytes, OwnResidentBytes, SwapBytes int64
 	// SwapInRate is its major faults served from swap, per second.
 	SwapInRate float64
 	// HighFault: it is in the detector's high-fault set.
@@ -44,8 +47,12 @@ type Consumer struct {
 	Since time.Time
 }
 
-// Size is what a consumer needs in memory now: resident plus swapped.
-func (c Consumer) Size() int64 { return c.ResidentBytes + c.SwapBytes }
+// Size is what a consumer needs in memory now: its own pages, resident
+// or swapped. Its file pages are left out: they are shared (every consumer
+// maps the same binary, about 5 MB of text each by its RSS), and counted
+// once a consumer they made a run of 25 consumers of 8 MB need four bins
+// where three hold it.
+func (c Consumer) Size() int64 { return c.OwnResidentBytes + c.SwapBytes }
 
 // Tick is the run at one tick, as a policy sees it.
 type Tick struct {

@@ -69,7 +69,8 @@ func TestTPFDecisions(t *testing.T) {
 func sized(sizes ...int64) []Consumer {
 	var cs []Consumer
 	for i, s := range sizes {
-		cs = append(cs, Consumer{Index: i, ResidentBytes: s * mib / 2, SwapBytes: s * mib / 2})
+		// Its RSS counts file pages it shares too: not its size.
+		cs = append(cs, Consumer{Index: i, ResidentBytes: s*mib/2 + 5*mib, OwnResidentBytes: s * mib / 2, SwapBytes: s * mib / 2})
 	}
 	return cs
 }

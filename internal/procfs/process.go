@@ -42,6 +42,11 @@ type Process struct {
 	VirtualBytes               uint64
 	// SwapBytes is filled only by Process, as it needs /proc/<pid>/status.
 	SwapBytes uint64
+	// OwnResidentBytes is the resident memory that is the process's own,
+	// anonymous and shared memory (RssAnon + RssShmem, status): its
+	// resident file pages, its binary's text among them, are shared with
+	// every process that maps the file. Filled only by Process.
+	OwnResidentBytes uint64
 }
 
 // ProcessStat reads /proc/<pid>/stat only, cheap enough to scan every
@@ -111,10 +116,17 @@ func withStatus(proc Process, b []byte) (Process, error) {
 	if !bytes.HasPrefix(b, []byte("Name:")) {
 		return Process{}, processErr(pid, "status", io.ErrUnexpectedEOF)
 	}
-	// Kernel threads have no VmSwap line and keep 0.
-	if proc.SwapBytes, err = statusKB(b, "VmSwap:"); err != nil {
-		return Process{}, processErr(pid, "status", err)
+	// Kernel threads have none of these lines and keep 0.
+	var anon, shmem uint64
+	for _, f := range []struct {
+		name string
+		to   *uint64
+	}{{"RssAnon:", &anon}, {"RssShmem:", &shmem}, {"VmSwap:", &proc.SwapBytes}} {
+		if *f.to, err = statusKB(b, f.name); err != nil {
+			return Process{}, processErr(pid, "status", err)
+		}
 	}
+	proc.OwnResidentBytes = anon + shmem
 	return proc, nil
 }
 

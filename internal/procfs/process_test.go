@@ -2,6 +2,7 @@ package procfs
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"slices"
@@ -10,6 +11,8 @@ import (
 	"time"
 
 	"github.com/thrashscope/thrashscope/internal/kernfile"
+
+	"github.com/thrashscope/thrashscope/internal/testenv"
 )
 
 func TestProcess(t *testing.T) {
@@ -20,9 +23,11 @@ func TestProcess(t *testing.T) {
 		ResidentBytes: 25600 * pageSize,
 		VirtualBytes:  1 << 30,
 		SwapBytes:     512 << 20,
+		// RssAnon + RssShmem, not its resident file pages.
+		OwnResidentBytes: 98304 << 10,
 	}
 	loadgenStat := loadgen
-	loadgenStat.SwapBytes = 0
+	loadgenStat.SwapBytes, loadgenStat.OwnResidentBytes = 0, 0
 	kthreadd := Process{PID: 2, Comm: "kthreadd", State: 'S', StartTicks: 6}
 	sdPAM := Process{
 		PID: 5151, Comm: "(sd-pam)", State: 'S', StartTicks: 3072,
@@ -128,7 +133,7 @@ func TestPIDs(t *testing.T) {
 // TestRealProc reads the machine's own /proc; it needs no privileges.
 func TestRealProc(t *testing.T) {
 	if _, err := os.Stat("/proc/self/stat"); err != nil {
-		t.Skipf("no procfs at /proc: %v", err)
+		testenv.Unavailable(t, fmt.Sprintf("no procfs at /proc: %v", err))
 	}
 	fs := newTestFS(t, "/proc")
 
@@ -225,7 +230,7 @@ func BenchmarkProcessStat(b *testing.B) {
 // once reaped, and its files are closed.
 func TestProcessFromKeptFiles(t *testing.T) {
 	if _, err := os.Stat("/proc/self/stat"); err != nil {
-		t.Skipf("no procfs at /proc: %v", err)
+		testenv.Unavailable(t, fmt.Sprintf("no procfs at /proc: %v", err))
 	}
 	fs := newTestFS(t, "/proc")
 	cmd := exec.Command("sleep", "30")
@@ -300,7 +305,7 @@ func waitState(t *testing.T, files *kernfile.Set, fs FS, pid int, ok func(byte) 
 // ProcessStat reads it afresh, and says a reaped process is gone.
 func TestProcessStatFromKeptFile(t *testing.T) {
 	if _, err := os.Stat("/proc/self/stat"); err != nil {
-		t.Skipf("no procfs at /proc: %v", err)
+		testenv.Unavailable(t, fmt.Sprintf("no procfs at /proc: %v", err))
 	}
 	fs := newTestFS(t, "/proc")
 	cmd := exec.Command("sleep", "30")
