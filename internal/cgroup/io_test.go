@@ -1,6 +1,7 @@
 package cgroup_test
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -20,7 +21,7 @@ func TestThrottleIO(t *testing.T) {
 	if p.V2 {
 		g = create(t, p, uniqueName("test"), cgroup.Limits{MemoryBytes: 64 << 20})
 		if _, err := os.Stat(filepath.Join(g.Path, "io.max")); err != nil {
-			t.Skipf("the io controller is not enabled for %s's children (%v): TestThrottleIONamesTheFix covers it", p.Path, err)
+			testenv.Unavailable(t, fmt.Sprintf("the io controller is not enabled for %s's children (%v): enable io in its cgroup.subtree_control", p.Path, err))
 		}
 	} else {
 		blkio, err := cgroup.OwnBlkio("/proc")

@@ -2,11 +2,14 @@ package indicators
 
 import (
 	"bytes"
+	"fmt"
 	"os"
 	"testing"
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/thrashscope/thrashscope/internal/testenv"
 )
 
 // BenchmarkWorkingSetScan is the estimator's cost: one round over this test
@@ -94,17 +97,17 @@ func BenchmarkWorkingSetScan(b *testing.B) {
 
 	b.Run("swapped", func(b *testing.B) {
 		if swaps, err := os.ReadFile("/proc/swaps"); err != nil || bytes.Count(swaps, []byte("\n")) < 2 {
-			b.Skip("no swap to page the region out to")
+			testenv.Unavailable(b, "no swap to page the region out to: enable a swap file (fallocate, mkswap, swapon)")
 		}
 		if err := unix.Madvise(region, unix.MADV_PAGEOUT); err != nil {
-			b.Skipf("madvise(MADV_PAGEOUT): %v (Linux 5.4 and later)", err)
+			testenv.Unavailable(b, fmt.Sprintf("madvise(MADV_PAGEOUT): %v (Linux 5.4 and later)", err))
 		}
 		r, _, err := w.fs.Smaps(pid, nil)
 		if err != nil {
 			b.Fatal(err)
 		}
 		if r.Swap < size/2 {
-			b.Skipf("MADV_PAGEOUT left %d MiB in swap, want most of the %d MiB", r.Swap>>20, size>>20)
+			testenv.Unavailable(b, fmt.Sprintf("MADV_PAGEOUT left %d MiB in swap, want most of the %d MiB: is swap full?", r.Swap>>20, size>>20))
 		}
 		scan(false)(b)
 	})

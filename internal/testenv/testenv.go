@@ -38,6 +38,31 @@ func skipOrFail(t testing.TB, reason string) {
 	t.Skip(reason)
 }
 
+// Unavailable skips a test whose prerequisite is missing here (a tool, a
+// mount, a kernel file), or fails it under RequireEnv: reason says what is
+// missing and how to get it. A skip in this project goes through here or
+// NotApplicable (TestSkipsGoThroughTestenv).
+func Unavailable(t testing.TB, reason string) {
+	t.Helper()
+	skipOrFail(t, reason)
+}
+
+// NotApplicableMark starts the log line of a test that does not apply to
+// this host, so that the kernel matrix reports it as not applicable, never
+// as passed.
+const NotApplicableMark = "thrashscope-not-applicable: "
+
+// NotApplicable skips a test that cannot apply to this host even as root
+// with every tool installed: the hazard it proves absent does not exist
+// here (a cgroup v1 hazard on a pure cgroup v2 host, a file of a kernel
+// newer than this one). why says so; counterpart names the test that
+// covers the same ground here. It skips under RequireEnv too.
+func NotApplicable(t testing.TB, why, counterpart string) {
+	t.Helper()
+	t.Logf("%s%s; %s covers it here", NotApplicableMark, why, counterpart)
+	t.SkipNow()
+}
+
 // RequirePrivileged skips a test that needs root unless RequireEnv is set.
 func RequirePrivileged(t testing.TB) {
 	t.Helper()

@@ -84,8 +84,10 @@ type Figure struct {
 
 // TestResult is one Go test of a step.
 type TestResult struct {
-	Name    string  `json:"name"`
-	Result  string  `json:"result"` // PASS, FAIL or SKIP
+	Name string `json:"name"`
+	// Result is PASS, FAIL, SKIP, or NotApplicable for a test that
+	// skipped through testenv.NotApplicable.
+	Result  string  `json:"result"`
 	Seconds float64 `json:"seconds"`
 	// Why is a failed test's last log lines ("x_test.go:12: ..."), so
 	// the host can name the cause without the console log.
@@ -128,6 +130,10 @@ var (
 	logLine = regexp.MustCompile(`^\s+(\S+_test\.go:\d+: .*)`)
 )
 
+// NotApplicable is the result of a test that does not apply to the
+// kernel (testenv.NotApplicable); its Why says why.
+const NotApplicable = "N/A"
+
 // whyLines and whyBytes bound a failed test's Why.
 const (
 	whyLines = 3
@@ -138,7 +144,8 @@ const (
 // test's last log lines with it.
 func GoTests(output string) []TestResult {
 	var out []TestResult
-	logs := map[string][]string{} // a top-level test's log lines, its subtests' too
+	logs := map[string][]string{}        // a top-level test's log lines, its subtests' too
+	notApplicable := map[string]string{} // why, by top-level test
 	current := ""
 	for line := range strings.Lines(output) {
 		line = strings.TrimRight(line, "\r\n")
@@ -147,6 +154,9 @@ func GoTests(output string) []TestResult {
 			continue
 		}
 		if m := logLine.FindStringSubmatch(line); m != nil && current != "" {
+			if _, why, ok := strings.Cut(m[1], testenv.NotApplicableMark); ok {
+				notApplicable[current] = why
+			}
 			if l := logs[current]; len(l) == whyLines {
 				logs[current] = append(l[1:], m[1])
 			} else {
@@ -160,6 +170,9 @@ func GoTests(output string) []TestResult {
 		}
 		secs, _ := strconv.ParseFloat(m[3], 64)
 		r := TestResult{Name: m[2], Result: m[1], Seconds: secs}
+		if why, ok := notApplicable[r.Name]; ok && r.Result == "SKIP" {
+			r.Result, r.Why = NotApplicable, why
+		}
 		if r.Result == "FAIL" {
 			r.Why = strings.Join(logs[r.Name], " / ")
 			if len(r.Why) > whyBytes {

@@ -21,7 +21,9 @@ type KernelResult struct {
 }
 
 // Pass reports whether the kernel booted, ran its whole plan, and every
-// step passed.
+// step passed with no test skipped: under RequireEnv a test that cannot run
+// fails, and one that does not apply says so (NotApplicable), so a plain
+// skip is a test that bypassed both and proves nothing.
 func (r KernelResult) Pass() bool {
 	if r.Err != "" {
 		return false
@@ -29,6 +31,11 @@ func (r KernelResult) Pass() bool {
 	for _, rep := range r.Reports {
 		if rep.Kind == "step" && !rep.Pass {
 			return false
+		}
+		for _, t := range rep.Tests {
+			if t.Result == "SKIP" {
+				return false
+			}
 		}
 	}
 	return true
@@ -156,6 +163,9 @@ func cell(res KernelResult, r row) string {
 		return "not run"
 	}
 	t := rep.Tests[i]
+	if t.Result == NotApplicable {
+		return "not applicable"
+	}
 	return fmt.Sprintf("%s %.0fs", strings.ToLower(t.Result), t.Seconds)
 }
 
@@ -392,16 +402,23 @@ func (r KernelResult) stepResult(name string) string {
 	if !ok {
 		return "not run"
 	}
-	passed := 0
+	passed, na := 0, 0
 	for _, t := range rep.Tests {
-		if t.Result == "PASS" {
+		switch t.Result {
+		case "PASS":
 			passed++
+		case NotApplicable:
+			na++
 		}
 	}
-	if !rep.Pass {
-		return fmt.Sprintf("FAIL (%d/%d)", passed, len(rep.Tests))
+	counts := fmt.Sprintf("%d/%d", passed, len(rep.Tests)-na)
+	if na > 0 {
+		counts += fmt.Sprintf(", %d not applicable", na)
 	}
-	return fmt.Sprintf("pass (%d/%d)", passed, len(rep.Tests))
+	if !rep.Pass {
+		return "FAIL (" + counts + ")"
+	}
+	return "pass (" + counts + ")"
 }
 
 // Failures says, a line each, what failed where: a kernel that could not be
@@ -415,7 +432,15 @@ func Failures(results []KernelResult) []string {
 			out = append(out, res.Name+": "+res.Err)
 		}
 		for _, rep := range res.Reports {
-			if rep.Kind != "step" || rep.Pass {
+			if rep.Kind != "step" {
+				continue
+			}
+			for _, t := range rep.Tests {
+				if t.Result == "SKIP" {
+					out = append(out, fmt.Sprintf("%s, %s: %s skipped: a test that cannot run here fails, and one that does not apply says so (testenv.NotApplicable)", res.Name, rep.Step, t.Name))
+				}
+			}
+			if rep.Pass {
 				continue
 			}
 			named := false

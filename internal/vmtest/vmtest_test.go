@@ -8,6 +8,8 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/thrashscope/thrashscope/internal/testenv"
 )
 
 // readCPIO reads a newc archive back: each entry's name, mode and data.
@@ -108,17 +110,30 @@ kernel/fs/mbcache.ko.xz:
 func TestReportsAndTests(t *testing.T) {
 	out := "=== RUN   TestA\n    a_test.go:1: fine\n--- PASS: TestA (1.25s)\n=== RUN   TestB\n    x_test.go:3: no\n" +
 		"=== RUN   TestB/sub\n    x_test.go:4: one\n    x_test.go:5: two\n    x_test.go:6: three\n" +
-		"--- FAIL: TestB (0.50s)\n    --- FAIL: TestB/sub (0.10s)\n--- SKIP: TestC (0.00s)\n"
+		"--- FAIL: TestB (0.50s)\n    --- FAIL: TestB/sub (0.10s)\n--- SKIP: TestC (0.00s)\n" +
+		"=== RUN   TestN\n    n_test.go:7: " + testenv.NotApplicableMark + "v1 only; TestA covers it here\n--- SKIP: TestN (0.00s)\n"
 	got := GoTests(out)
-	want := []TestResult{{"TestA", "PASS", 1.25, ""}, {"TestB", "FAIL", 0.5, "x_test.go:4: one / x_test.go:5: two / x_test.go:6: three"}, {"TestC", "SKIP", 0, ""}}
+	want := []TestResult{{"TestA", "PASS", 1.25, ""}, {"TestB", "FAIL", 0.5, "x_test.go:4: one / x_test.go:5: two / x_test.go:6: three"},
+		{"TestC", "SKIP", 0, ""}, {"TestN", NotApplicable, 0, "v1 only; TestA covers it here"}}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("GoTests %v, want %v", got, want)
 	}
+	// A plain skip passes nothing: it fails the kernel and is named. One
+	// that does not apply is reported so.
+	skipped := KernelResult{Kernel: Kernel{Name: "6.1"}, Reports: []Report{{Kind: "step", Step: "probes", Pass: true, Tests: want[2:]}}}
+	if skipped.Pass() || !reflect.DeepEqual(Failures([]KernelResult{skipped}), []string{"6.1, probes: TestC skipped: a test that cannot run here fails, and one that does not apply says so (testenv.NotApplicable)"}) {
+		t.Errorf("a plain skip: pass %v, failures %q", skipped.Pass(), Failures([]KernelResult{skipped}))
+	}
+	skipped.Reports[0].Tests = want[3:]
+	if !skipped.Pass() || !strings.Contains(Markdown([]KernelResult{skipped}), "| probes: TestN | not applicable |") {
+		t.Errorf("a test that does not apply: pass %v\n%s", skipped.Pass(), Markdown([]KernelResult{skipped}))
+	}
+	want = want[:2]
 	console := "[    1.0] boot\r\n" + Report{Kind: "boot", Uname: "6.1.0"}.Line() + "\r\n" +
 		"  | probes: " + Report{Kind: "done"}.Line() + "\n" + // a step's output is not a report
 		Report{Kind: "step", Step: "probes", Pass: true, Tests: want}.Line() + "\n" + Report{Kind: "done", Pass: true}.Line() + "\n"
 	reps := ParseReports(strings.NewReader(console))
-	if len(reps) != 3 || reps[0].Uname != "6.1.0" || reps[1].Step != "probes" || len(reps[1].Tests) != 3 || reps[2].Kind != "done" {
+	if len(reps) != 3 || reps[0].Uname != "6.1.0" || reps[1].Step != "probes" || len(reps[1].Tests) != 2 || reps[2].Kind != "done" {
 		t.Errorf("reports %+v", reps)
 	}
 	res := KernelResult{Kernel: Kernel{Name: "6.1"}, Reports: reps}

@@ -1,6 +1,7 @@
 package workload
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -9,6 +10,8 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/thrashscope/thrashscope/internal/cgroup"
+
+	"github.com/thrashscope/thrashscope/internal/testenv"
 )
 
 // ownGroup is this process's cgroup2 path and its directory's inode, the
@@ -17,7 +20,7 @@ func ownGroup(t *testing.T) (cgroup.Hierarchy, string, uint64) {
 	t.Helper()
 	h, err := cgroup.UnifiedHierarchy("/proc")
 	if err != nil {
-		t.Skipf("no cgroup2 mount here: %v", err)
+		testenv.Unavailable(t, fmt.Sprintf("no cgroup2 mount here: %v: mount cgroup2", err))
 	}
 	b, err := os.ReadFile("/proc/self/cgroup")
 	if err != nil {
@@ -30,7 +33,7 @@ func ownGroup(t *testing.T) (cgroup.Hierarchy, string, uint64) {
 		}
 	}
 	if own == "" {
-		t.Skip("no cgroup2 line in /proc/self/cgroup")
+		testenv.Unavailable(t, "no cgroup2 line in /proc/self/cgroup: mount cgroup2")
 	}
 	var st unix.Stat_t
 	if err := unix.Stat(filepath.Join(h.Point, strings.TrimPrefix(own, h.Root)), &st); err != nil {
