@@ -6,9 +6,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -264,7 +266,19 @@ func TestLoadgenRunCtrlC(t *testing.T) {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(3 * time.Second)
+	// Ctrl-C once consumers run, so that there is something to stop.
+	const running = 3
+	var consumers map[string]int
+	for deadline := time.Now().Add(60 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		consumers = childrenOf(cmd.Process.Pid)
+		maps.DeleteFunc(consumers, func(comm string, _ int) bool { return !strings.HasPrefix(comm, "consumer-") })
+		if len(consumers) >= running {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d consumers running after 60 s, want %d before the Ctrl-C\n%s", len(consumers), running, stderr.String())
+		}
+	}
 	begin := time.Now()
 	cmd.Process.Signal(syscall.SIGINT)
 	err := cmd.Wait()
@@ -279,6 +293,11 @@ func TestLoadgenRunCtrlC(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(dir, "samples.csv")); err != nil {
 		t.Error(err)
+	}
+	for comm, pid := range consumers {
+		if i := slices.IndexFunc(rec.Consumers, func(c run.ConsumerRecord) bool { return c.PID == pid }); i < 0 {
+			t.Errorf("%s (pid %d) ran before the Ctrl-C, and the record does not list it", comm, pid)
+		}
 	}
 	noneAlive(t, rec)
 }

@@ -676,7 +676,14 @@ func TestRecordSavesAreCoalesced(t *testing.T) {
 		}
 	}
 	waitFor(t, 90*time.Second, "the run to end", func() bool { count(); return !run.Active(d.record(t, rec.ID).State) })
-	time.Sleep(time.Second) // the final save follows the end
+	// The final save follows the end: wait until the file says so.
+	waitFor(t, 30*time.Second, "the ended record saved", func() bool {
+		time.Sleep(50 * time.Millisecond)
+		count()
+		b, err := os.ReadFile(filepath.Join(d.dataDir, "runs", rec.ID, "record.json"))
+		var saved run.Record
+		return err == nil && json.Unmarshal(b, &saved) == nil && !run.Active(saved.State) && saved.EndedAt != nil
+	})
 	count()
 	final := d.record(t, rec.ID)
 	_, samples := get(t, d.url+"/api/v1/runs/"+rec.ID+"/samples.csv")

@@ -186,8 +186,11 @@ func TestWorkloadsFromRealCgroups(t *testing.T) {
 	d := startDaemon(t, t.TempDir(), "--probes=bpf", "--cgroup.top-k=5")
 
 	file := testenv.UncachedFile(t, 8<<20) // 2,048 pages
-	for _, dir := range busy {
-		children = append(children, startInCgroup(t, dir, "0,0", file))
+	busyChild := map[string]*exec.Cmd{}
+	for label, dir := range busy {
+		c := startInCgroup(t, dir, "0,0", file)
+		children = append(children, c)
+		busyChild[label] = c
 	}
 	// 1,000 cgroups that fault once each: two pages of the file apiece.
 	many := mk("many")
@@ -250,12 +253,41 @@ func TestWorkloadsFromRealCgroups(t *testing.T) {
 		}
 	}
 
-	// The unit goes: the processes killed, its cgroup removed.
-	for _, c := range children {
+	// Each busy workload's count is its process's own, as the kernel
+	// counted it (wait4's rusage): the processes stopped, the exported
+	// counters once two scrapes agree, within 2 %.
+	majflt := map[string]int64{}
+	for label, c := range busyChild {
 		_ = c.Process.Kill()
 		_ = c.Wait()
+		ru, ok := c.ProcessState.SysUsage().(*syscall.Rusage)
+		if !ok || ru.Majflt < 1000 {
+			t.Fatalf("busy child in %s: rusage %+v: want its thousands of major faults", label, c.ProcessState.SysUsage())
+		}
+		majflt[label] = ru.Majflt
 	}
 	children = nil
+	prev := map[string]float64{}
+	got := map[string]float64{}
+	waitFor(t, 30*time.Second, "the busy workloads' counters steady in two scrapes", func() bool {
+		time.Sleep(600 * time.Millisecond)
+		_, scrape = get(t, d.url+"/metrics")
+		steady := true
+		for label := range busy {
+			got[label] = cgroupSum(scrape, "thrashscope_cgroup_major_faults_total", label)
+			steady = steady && got[label] > 0 && got[label] == prev[label]
+		}
+		maps.Copy(prev, got)
+		return steady
+	})
+	for label, want := range majflt {
+		testenv.Figure(t, "busy workload faults", "%.0f, its process's majflt %d (%+.1f%%)", got[label], want, 100*(got[label]-float64(want))/float64(want))
+		if math.Abs(got[label]-float64(want)) > 0.02*float64(want) {
+			t.Errorf("%s: %.0f major faults exported, its process took %d: more than 2%% apart", label, got[label], want)
+		}
+	}
+
+	// The unit goes: its cgroup removed.
 	unitDir := busy[rootRel+"/system.slice/db-test.service"]
 	if err := os.Remove(unitDir); err != nil {
 		t.Fatal(err)
@@ -354,13 +386,32 @@ func TestWorkloadsFoldedAtADepth(t *testing.T) {
 		t.Errorf("the pod's major faults %.0f, its containers' processes' %d: more than 2%% apart", got, want)
 	}
 
+	var st unix.Stat_t
+	if err := unix.Stat(containers[0], &st); err != nil {
+		t.Fatal(err)
+	}
 	if err := os.Remove(containers[0]); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(3 * time.Second) // past the removal check
-	_, scrape := get(t, d.url+"/metrics")
-	if after := cgroupSum(scrape, "thrashscope_cgroup_major_faults_total", podRel); after < got {
-		t.Errorf("the pod's major faults went from %.0f to %.0f when a container was removed", got, after)
+	// The observer checks for removed cgroups every tenth sample; its log
+	// says when it took this one out of the pod.
+	id := fmt.Sprintf(" id=%d ", st.Ino)
+	waitFor(t, 30*time.Second, "the observer to see the container's cgroup removed", func() bool {
+		time.Sleep(200 * time.Millisecond)
+		b, _ := os.ReadFile(d.log.Name())
+		for line := range strings.Lines(string(b)) {
+			if strings.Contains(line, `msg="a cgroup was removed;`) && strings.Contains(line, id) {
+				return true
+			}
+		}
+		return false
+	})
+	for range 3 { // and in every scrape after
+		_, scrape := get(t, d.url+"/metrics")
+		if after := cgroupSum(scrape, "thrashscope_cgroup_major_faults_total", podRel); after < got {
+			t.Errorf("the pod's major faults went from %.0f to %.0f when a container was removed", got, after)
+		}
+		time.Sleep(600 * time.Millisecond)
 	}
 }
 

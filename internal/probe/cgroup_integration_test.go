@@ -60,11 +60,12 @@ func TestCgroupCountersAgreeWithTheKernel(t *testing.T) {
 			p := loadCgroupsForTest(t)
 			var before, after readout.CgroupCounters
 			var majflt uint64
-			var psi time.Duration
+			var psi, busy time.Duration
 			var id uint64
+			var sched testenv.ThreadTimes
 			for try := 1; ; try++ {
 				var ok bool
-				if id, before, after, majflt, psi, ok = cgroupRound(t, p, tc.mode, tc.arg(t), tc.limit, tc.members); ok {
+				if id, before, after, majflt, psi, sched, busy, ok = cgroupRound(t, p, tc.mode, tc.arg(t), tc.limit, tc.members); ok {
 					break
 				}
 				if try == oomTries {
@@ -95,15 +96,18 @@ func TestCgroupCountersAgreeWithTheKernel(t *testing.T) {
 			if diff := stall - psi; diff.Abs() > psi/5 {
 				t.Errorf("cgroup stall %v against its PSI some %v: %+.0f%%, want within 20%%", stall, psi, 100*diff.Seconds()/psi.Seconds())
 			}
+			checkStallParts(t, after.Stall.Sub(before.Stall), psi, sched, busy)
 		})
 	}
 }
 
 // cgroupRound puts members children in a group under a memory limit, and
 // has them thrash one after another; it returns the group's id, its
-// counters before and after, what the members' maj_flt grew by and what
-// the group's PSI some grew by; ok is false when the OOM killer took one.
-func cgroupRound(t *testing.T, p *Probe, mode, arg string, limit int64, members int) (id uint64, before, after readout.CgroupCounters, majflt uint64, psi time.Duration, ok bool) {
+// counters before and after, what the members' maj_flt grew by, what the
+// group's PSI some grew by, and what the scheduler counted of each member
+// over its own phase, with the phases' wall time; ok is false when the
+// OOM killer took one.
+func cgroupRound(t *testing.T, p *Probe, mode, arg string, limit int64, members int) (id uint64, before, after readout.CgroupCounters, majflt uint64, psi time.Duration, sched testenv.ThreadTimes, busy time.Duration, ok bool) {
 	t.Helper()
 	cg := testenv.MemoryCgroup(t, limit)
 	pg := testenv.NewPressureGroup(t, cg)
@@ -130,9 +134,13 @@ func cgroupRound(t *testing.T, p *Probe, mode, arg string, limit int64, members 
 	}
 	before = snap.Cgroups[id]
 	for _, c := range cs {
+		s0, t0 := testenv.SchedTimes(t, c.pid()), time.Now()
 		if !c.runPhase(t, 3*time.Second) {
-			return id, before, after, 0, 0, false
+			return id, before, after, 0, 0, sched, 0, false
 		}
+		busy += time.Since(t0)
+		d := testenv.SchedTimes(t, c.pid()).Sub(s0)
+		sched.Ran, sched.Waited = sched.Ran+d.Ran, sched.Waited+d.Waited
 	}
 	psi = pg.MemorySomeTotal(t) - psi0
 	if snap, err = readArmed(p); err != nil {
@@ -142,7 +150,7 @@ func cgroupRound(t *testing.T, p *Probe, mode, arg string, limit int64, members 
 	for i, c := range cs {
 		majflt += majFlt(t, c.pid()) - m0[i]
 	}
-	return id, before, after, majflt, psi, true
+	return id, before, after, majflt, psi, sched, busy, true
 }
 
 // More cgroups faulting than a CPU has slots for their counts (the

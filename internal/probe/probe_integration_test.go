@@ -2,6 +2,7 @@ package probe
 
 import (
 	"bufio"
+	"context"
 	"fmt"
 	"io"
 	"math"
@@ -529,24 +530,77 @@ func tmpfsFile(t *testing.T, size int) string {
 	return f.Name()
 }
 
+// Each major fault's service time, from its entry to its accounting,
+// against the faulting process's own timing as the scheduler counted it:
+// the child does nothing in the round but fault on an uncached file, one
+// page at a time, so its faults' total time lies between the time it was
+// blocked (the round's wall time less what its threads ran and waited to
+// run, schedstat; less 10 % for its waits on the pipe that starts and ends
+// the round) and the round's wall time, both the scheduler's clocks: a mean
+// off by a good part either way fails. The child is in a cgroup of its own, so the
+// cgroup's histogram (cgroup_major_fault_latency_seconds) is held to the
+// same bounds and to its faults; the host's histogram has the faults of
+// every other process too, so it is held to its count only.
 func TestMajorFaultLatencyIsTimed(t *testing.T) {
-	p := loadForTest(t)
+	p := loadCgroupsForTest(t)
+	own, err := cgroup.OwnUnified("/proc")
+	if err != nil {
+		testenv.Unavailable(t, fmt.Sprintf("no cgroup2 group of this process to make the child's under: %v", err))
+	}
+	g, err := own.CreatePressureGroup(fmt.Sprintf("test-latency-%d-%d", os.Getpid(), time.Now().UnixNano()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := g.Destroy(context.Background()); err != nil {
+			t.Error(err)
+		}
+	})
 	const size = 8 << 20
 	c := startChild(t, "file", testenv.UncachedFile(t, size))
+	if err := g.Add(c.pid()); err != nil {
+		t.Fatal(err)
+	}
+	id := groupID(t, g)
 	c.expect(t, "ready")
-	before, after, got, _, ok := faultRound(t, p, c)
-	if !ok {
+	m0 := majFlt(t, c.pid())
+	before, err := readArmed(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sched0, t0 := testenv.SchedTimes(t, c.pid()), time.Now()
+	if !c.runPhase(t, -1) {
 		t.Fatal("the file-fault child was killed")
 	}
-	lat := after.Latency[readout.KindFile].Count() - before.Latency[readout.KindFile].Count()
-	if lat < got[readout.File]*98/100 || lat == 0 {
-		t.Fatalf("file latency histogram grew by %d for %d file faults", lat, got[readout.File])
+	wall := time.Since(t0)
+	sched := testenv.SchedTimes(t, c.pid()).Sub(sched0)
+	after, err := readArmed(p)
+	if err != nil {
+		t.Fatal(err)
 	}
-	mean := (after.Latency[readout.KindFile].SumSeconds - before.Latency[readout.KindFile].SumSeconds) / float64(lat)
-	if mean <= 0 || mean > 1 {
-		t.Errorf("mean file major-fault service time %v s, want in (0, 1]", mean)
+	majflt := majFlt(t, c.pid()) - m0
+	blocked := sched.Blocked(wall)
+	if pages := uint64(size / os.Getpagesize()); majflt < pages*9/10 {
+		t.Fatalf("the child's maj_flt grew by %d over %d uncached pages: the file was cached, the test proves nothing", majflt, pages)
 	}
-	t.Logf("file major-fault service time: mean %.1f µs over %d faults", mean*1e6, lat)
+
+	host := after.Latency[readout.KindFile].Count() - before.Latency[readout.KindFile].Count()
+	if host < majflt*98/100 {
+		t.Errorf("the host's file latency histogram grew by %d for the child's %d file faults", host, majflt)
+	}
+	cb, ca := before.Cgroups[id].Latency, after.Cgroups[id].Latency
+	n := ca.Count() - cb.Count()
+	sum := time.Duration((ca.SumSeconds - cb.SumSeconds) * float64(time.Second))
+	t.Logf("child: %d faults in %v, blocked %v (ran %v, waited %v); its cgroup's histogram: %d faults, %v in all, mean %v",
+		majflt, wall.Round(time.Microsecond), blocked.Round(time.Microsecond), sched.Ran.Round(time.Microsecond), sched.Waited.Round(time.Microsecond),
+		n, sum.Round(time.Microsecond), (sum / time.Duration(max(n, 1))).Round(100*time.Nanosecond))
+	if !within(n, majflt, 0.02) {
+		t.Errorf("the child's cgroup's latency histogram counted %d faults, its maj_flt %d: more than 2%% apart", n, majflt)
+	}
+	testenv.Figure(t, "fault latency", "%.0f%% of the child's blocked time (%v over %d faults), %.0f%% of the round's wall time", 100*sum.Seconds()/blocked.Seconds(), blocked.Round(time.Millisecond), majflt, 100*sum.Seconds()/wall.Seconds())
+	if sum < blocked*9/10 || sum > wall {
+		t.Errorf("the child's faults took %v by its cgroup's histogram; it was blocked %v of the round's %v: want from 90 %% of the first to the second", sum, blocked, wall)
+	}
 }
 
 // The memory stall of a process thrashing alone in its cgroup, against the
@@ -572,8 +626,9 @@ func TestMemoryStallAgreesWithPSI(t *testing.T) {
 			p := loadForTest(t)
 			var c *child
 			var pg *testenv.PressureGroup
-			var psi0 time.Duration
+			var psi0, wall time.Duration
 			var before readout.Snapshot
+			var sched testenv.ThreadTimes
 			for try := 1; ; try++ {
 				cg := testenv.MemoryCgroup(t, tc.limit)
 				pg = testenv.NewPressureGroup(t, cg)
@@ -589,7 +644,9 @@ func TestMemoryStallAgreesWithPSI(t *testing.T) {
 				if before, err = readArmed(p); err != nil {
 					t.Fatal(err)
 				}
+				sched0, t0 := testenv.SchedTimes(t, c.pid()), time.Now()
 				if c.runPhase(t, 9*time.Second) {
+					wall, sched = time.Since(t0), testenv.SchedTimes(t, c.pid()).Sub(sched0)
 					break
 				}
 				if try == oomTries {
@@ -612,7 +669,31 @@ func TestMemoryStallAgreesWithPSI(t *testing.T) {
 			if diff := got - psi; diff.Abs() > psi/5 {
 				t.Errorf("stall %v against PSI some %v: %+.0f%%, want within 20%%", got, psi, 100*diff.Seconds()/psi.Seconds())
 			}
+			checkStallParts(t, a.Sub(b), psi, sched, wall)
 		})
+	}
+}
+
+// checkStallParts holds the parts of a stall to what the scheduler
+// counted of the stalled tasks over the same span (schedstat): the stall
+// on CPU is time they ran, the stall off CPU time they were blocked, and
+// since the whole is PSI's some (within 20 %), the part off CPU is at
+// least that less all they ran. Bounds from the kernel's own clocks, so
+// an off-CPU series off by a factor fails one of them. wall is 0 where the
+// tasks were not all busy through the span (blocked then says nothing).
+func checkStallParts(t *testing.T, s readout.StallTime, psi time.Duration, sched testenv.ThreadTimes, wall time.Duration) {
+	t.Helper()
+	const slack = 5 * time.Millisecond
+	on, off := s.OnCPU(), s.OffCPU
+	t.Logf("stall on CPU %v of %v run; off CPU %v, PSI some %v, blocked %v of %v", on, sched.Ran, off, psi, sched.Blocked(wall), wall)
+	if on > sched.Ran*21/20+slack {
+		t.Errorf("stall on CPU %v, but the tasks ran %v in all", on, sched.Ran)
+	}
+	if wall > 0 && off > sched.Blocked(wall)*21/20+slack {
+		t.Errorf("stall off CPU %v, but the tasks were blocked %v at most (%v of wall time, %v ran, %v waited to run)", off, sched.Blocked(wall), wall, sched.Ran, sched.Waited)
+	}
+	if low := psi*4/5 - sched.Ran; off < low-slack {
+		t.Errorf("stall off CPU %v, under PSI some %v less 20 %% and all the %v the tasks ran", off, psi, sched.Ran)
 	}
 }
 

@@ -293,6 +293,7 @@ func (t *Tracker) remove(id uint64) {
 	if len(w.members) == 0 {
 		delete(t.byPath, path)
 	}
+	t.cfg.Logger.Debug("a cgroup was removed; its counts stay in its workload while the workload has members", "id", id, "workload", path)
 }
 
 // rank is the top-K workloads by decayed major faults plus stall

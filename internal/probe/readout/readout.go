@@ -96,6 +96,11 @@ func (s StallTime) Total() time.Duration { return s.OffCPU + s.Reclaim + s.Sampl
 // OnCPU is the part spent on CPU: reclaim, and the sampled rest.
 func (s StallTime) OnCPU() time.Duration { return s.Reclaim + s.Sampled }
 
+// Sub is the stall since earlier, part by part.
+func (s StallTime) Sub(earlier StallTime) StallTime {
+	return StallTime{OffCPU: s.OffCPU - earlier.OffCPU, Reclaim: s.Reclaim - earlier.Reclaim, Sampled: s.Sampled - earlier.Sampled}
+}
+
 // ProcessCounters are one process's cumulative counts since the probe saw it.
 type ProcessCounters struct {
 	MajorFaults FaultCounts

@@ -38,6 +38,10 @@ var Steps = []step{
 	// io.max.
 	{Package: "internal/observer", Step: vmtest.Step{Name: "runs", GoTest: true, TimeoutSeconds: 1800,
 		Args: tests("TestRunKeepsEveryConsumer", "TestRunAbortLeavesNothing", "TestObserverKilledWithConsumersFrozen", "TestRunOnAnEmulatedSwapDevice")}},
+	// A workload's readings of its cgroup's own files (v2 here: current,
+	// swap.current, max, memory.stat) against its one process's.
+	{Package: "internal/workload", Step: vmtest.Step{Name: "workloads", GoTest: true, TimeoutSeconds: 600,
+		Args: tests("TestReadKernelAgreesWithTheProcess")}},
 	// The daemon unmaps its binary's pages that ran once, and keeps a
 	// mapping whose page a breakpoint made private.
 	{Package: "internal/codepages", Step: vmtest.Step{Name: "code pages", GoTest: true, TimeoutSeconds: 300,

@@ -1,0 +1,165 @@
+package workload
+
+import (
+	"bufio"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/thrashscope/thrashscope/internal/cgroup"
+	"github.com/thrashscope/thrashscope/internal/procfs"
+	"github.com/thrashscope/thrashscope/internal/testenv"
+)
+
+// swapperEnv makes the test binary a child that fills a region of the
+// size it names with pages no swap compresses, reads every page back
+// once, says "done" and waits for its stdin to close.
+const swapperEnv = "THRASHSCOPE_WORKLOAD_TEST_SWAPPER"
+
+// runtimeSlack bounds what the swapper's runtime holds of its own before
+// it joins the test's cgroups (charged to the cgroup it started in).
+const runtimeSlack = 6 << 20
+
+func TestMain(m *testing.M) {
+	if size := os.Getenv(swapperEnv); size != "" {
+		if err := swapper(size); err != nil {
+			fmt.Fprintln(os.Stderr, "swapper:", err)
+			os.Exit(1)
+		}
+		os.Exit(0)
+	}
+	os.Exit(m.Run())
+}
+
+func swapper(size string) error {
+	n, err := strconv.Atoi(size)
+	if err != nil {
+		return err
+	}
+	// Once the parent has put it in its cgroups: memory is charged where
+	// it is first touched.
+	in := bufio.NewReader(os.Stdin)
+	if _, err := in.ReadString('\n'); err != nil {
+		return err
+	}
+	mem, err := unix.Mmap(-1, 0, n, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS)
+	if err != nil {
+		return err
+	}
+	testenv.RandomFill(mem)
+	var sum byte
+	for i := 0; i < len(mem); i += os.Getpagesize() {
+		sum += mem[i]
+	}
+	fmt.Println("done", sum)
+	_, _ = in.ReadString('\n')
+	return nil
+}
+
+// A workload's readings of its own cgroup files, on the real kernel, held
+// to what the kernel says of the one process in the group through its own
+// files (/proc/<pid>/status and stat): the cgroup's swap, which on cgroup
+// v1 is derived (memsw less usage), is the process's VmSwap; its usage
+// holds the process's anonymous memory; its pgmajfault is the process's
+// maj_flt; its limits are the one set. The process fills half again the
+// limit and reads it back, so part of it is in swap.
+func TestReadKernelAgreesWithTheProcess(t *testing.T) {
+	testenv.RequirePrivileged(t)
+	testenv.RequireSwap(t)
+	const limit = 32 << 20
+	mem := testenv.MemoryCgroup(t, limit)
+	psi := testenv.NewPressureGroup(t, mem)
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), swapperEnv+"="+strconv.Itoa(limit*3/2))
+	cmd.Stderr = os.Stderr
+	in, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { in.Close(); _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	pid := cmd.Process.Pid
+	for _, g := range []*cgroup.Cgroup{mem.Cgroup, psi.Cgroup} {
+		if err := g.Add(pid); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := io.WriteString(in, "go\n"); err != nil {
+		t.Fatal(err)
+	}
+	lines := make(chan string, 1)
+	go func() {
+		line, _ := bufio.NewReader(out).ReadString('\n')
+		lines <- line
+	}()
+	select {
+	case line := <-lines:
+		if !strings.HasPrefix(line, "done") {
+			t.Fatalf("the child said %q", line)
+		}
+	case <-time.After(2 * time.Minute):
+		t.Fatal("the child did not fill and read back its region in 2 minutes")
+	}
+	fs, err := procfs.NewFS("/proc")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := fs.Process(pid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := Files{V2: psi.Path}
+	if !mem.V2 {
+		f.V1Memory = mem.Path
+	}
+	k := ReadKernel(f)
+	t.Logf("cgroup: current %d KiB, swap %d KiB, max %d KiB, limit %d KiB, pgmajfault %d, refaults %v, events %v; process: own resident %d KiB, swap %d KiB, maj_flt %d; missing %v",
+		k.CurrentBytes>>10, k.SwapBytes>>10, k.MaxBytes>>10, k.LimitBytes>>10, k.MajorFaults, k.Refaults, k.Events, p.OwnResidentBytes>>10, p.SwapBytes>>10, p.MajorFaults, k.Missing)
+	if len(k.Missing) > 0 {
+		t.Errorf("readings left out: %v", k.Missing)
+	}
+	if p.SwapBytes < limit/4 || p.MajorFaults < 1000 {
+		t.Fatalf("the child has %d KiB in swap and %d major faults: it did not swap, the test proves nothing", p.SwapBytes>>10, p.MajorFaults)
+	}
+	// The group holds only the child: its swap is the child's, but for
+	// pages in the swap cache, which both count as they may.
+	if d := math.Abs(float64(k.SwapBytes - int64(p.SwapBytes))); d > 0.05*float64(p.SwapBytes)+(1<<20) {
+		t.Errorf("the cgroup's swap %d KiB, its one process's VmSwap %d KiB: more than 5 %% and 1 MiB apart", k.SwapBytes>>10, p.SwapBytes>>10)
+	}
+	// Its runtime's first pages were charged where it started, before it
+	// joined the group.
+	if k.CurrentBytes < int64(p.OwnResidentBytes)-runtimeSlack || k.CurrentBytes > limit {
+		t.Errorf("the cgroup's usage %d KiB: want its process's own resident %d KiB (less %d KiB its runtime took before it joined) or more, and no more than the %d KiB limit",
+			k.CurrentBytes>>10, p.OwnResidentBytes>>10, runtimeSlack>>10, limit>>10)
+	}
+	if !k.HasMajorFaults || !within(k.MajorFaults, p.MajorFaults, 0.02) {
+		t.Errorf("the cgroup's pgmajfault %d (read %v), its process's maj_flt %d: more than 2 %% apart", k.MajorFaults, k.HasMajorFaults, p.MajorFaults)
+	}
+	if k.MaxBytes != limit || k.LimitBytes != limit {
+		t.Errorf("the cgroup's max %d, the limit it lives under %d: want the %d set", k.MaxBytes, k.LimitBytes, limit)
+	}
+	if k.Events["oom_kill"] != 0 {
+		t.Errorf("events %v: an OOM kill under the guard", k.Events)
+	}
+	if !k.HasPressure || k.Pressure.Some <= 0 {
+		t.Errorf("pressure %+v (read %v): want the stall of a process that swapped", k.Pressure, k.HasPressure)
+	}
+}
+
+func within(got, want uint64, frac float64) bool {
+	return math.Abs(float64(got)-float64(want)) <= frac*float64(want)
+}
