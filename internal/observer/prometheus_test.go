@@ -17,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/thrashscope/thrashscope/dashboards"
 	"github.com/thrashscope/thrashscope/internal/cgroup"
 	"github.com/thrashscope/thrashscope/internal/run"
 	"github.com/thrashscope/thrashscope/internal/testenv"
@@ -74,15 +75,26 @@ func TestPrometheusRules(t *testing.T) {
 
 // promServer is a real Prometheus scraping one observer.
 type promServer struct {
-	url string
-	cmd *exec.Cmd
+	url    string
+	cmd    *exec.Cmd
+	config string // its config file's path
+	target string
 }
 
-// startPrometheus runs prometheus on a free loopback port with the shipped
-// thrashscope rules, scraping target every second.
-func startPrometheus(t *testing.T, bin, target string) *promServer {
+// lateRunStates is a scrape's metric_relabel_configs that drops the run
+// cgroups' thrashing state: with it, a run's workload reaches Prometheus
+// only once the config is loaded without it (reloadAll), so that its
+// first sample there is whatever state it is in then.
+const lateRunStates = `    metric_relabel_configs:
+      - source_labels: [__name__, cgroup]
+        regex: 'thrashscope_cgroup_thrashing_state;.*/thrashscope-run-[^/]*'
+        action: drop
+`
+
+// writeConfig writes the test's Prometheus config: the shipped thrashscope
+// rules, target scraped every second, extra appended to its scrape job.
+func (p *promServer) writeConfig(t *testing.T, extra string) {
 	t.Helper()
-	dir := t.TempDir()
 	// evaluation_interval does not apply to the shipped groups: they set
 	// their own (5s), and that is what is under test.
 	config := fmt.Sprintf(`global:
@@ -95,10 +107,42 @@ scrape_configs:
   - job_name: thrashscope
     static_configs:
       - targets: [%q]
-`, filepath.Join(deployDir(t), "rules", "thrashscope.yml"), target)
-	if err := os.WriteFile(filepath.Join(dir, "prometheus.yml"), []byte(config), 0o644); err != nil {
+%s`, filepath.Join(deployDir(t), "rules", "thrashscope.yml"), p.target, extra)
+	tmp := p.config + ".new"
+	if err := os.WriteFile(tmp, []byte(config), 0o644); err != nil {
 		t.Fatal(err)
 	}
+	if err := os.Rename(tmp, p.config); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// reloadAll has Prometheus load its config without extra (SIGHUP), and
+// waits until it says it has.
+func (p *promServer) reloadAll(t *testing.T) {
+	t.Helper()
+	p.writeConfig(t, "")
+	if err := p.cmd.Process.Signal(syscall.SIGHUP); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 30*time.Second, "prometheus to load its config without the relabelling", func() bool {
+		time.Sleep(100 * time.Millisecond)
+		var data struct {
+			YAML string `json:"yaml"`
+		}
+		p.api(t, "/api/v1/status/config", &data)
+		return !strings.Contains(data.YAML, "metric_relabel_configs")
+	})
+}
+
+// startPrometheus runs prometheus on a free loopback port with the shipped
+// thrashscope rules, scraping target every second, extra appended to its
+// scrape job.
+func startPrometheus(t *testing.T, bin, target, extra string) *promServer {
+	t.Helper()
+	dir := t.TempDir()
+	p := &promServer{config: filepath.Join(dir, "prometheus.yml"), target: target}
+	p.writeConfig(t, extra)
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -109,13 +153,13 @@ scrape_configs:
 	if err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.Command(bin, "--config.file="+filepath.Join(dir, "prometheus.yml"),
+	cmd := exec.Command(bin, "--config.file="+p.config,
 		"--storage.tsdb.path="+filepath.Join(dir, "data"), "--web.listen-address="+addr)
 	cmd.Stdout, cmd.Stderr = logf, logf
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	p := &promServer{url: "http://" + addr, cmd: cmd}
+	p.url, p.cmd = "http://"+addr, cmd
 	t.Cleanup(func() {
 		_ = cmd.Process.Signal(syscall.SIGTERM)
 		done := make(chan struct{})
@@ -223,7 +267,10 @@ func TestAlertsFireOnARealThrash(t *testing.T) {
 	}
 	runDepth := strings.Count(strings.Trim(filepath.Join(unifiedRel(t, own.Path), "run"), "/"), "/") + 1
 	d := startDaemon(t, t.TempDir(), "--probes=bpf", fmt.Sprintf("--cgroup.depth=%d", runDepth))
-	p := startPrometheus(t, bin, strings.TrimPrefix(d.url, "http://"))
+	// The run's workload reaches Prometheus once the observer already says
+	// it thrashes, as one does that enters the top-K thrashing: the
+	// Workloads dashboard's annotation must mark that onset too.
+	p := startPrometheus(t, bin, strings.TrimPrefix(d.url, "http://"), lateRunStates)
 	// Scraped, and the shipped recording rules evaluated on it.
 	waitFor(t, 30*time.Second, "a scrape and a recorded rate", func() bool {
 		time.Sleep(500 * time.Millisecond)
@@ -244,11 +291,19 @@ func TestAlertsFireOnARealThrash(t *testing.T) {
 	// to show: it protects one consumer at a time and the thrash goes on.
 	rec := d.startRun(t, `{"preset":"e4","scale":0.1,"policy":"tpf"}`)
 	start := rec.StartedAt
-	var end time.Time
+	runGroup := "/" + cgroup.Prefix + "run-" + rec.ID
+	var end, exposed time.Time
 	for {
 		now := time.Now()
 		if end.IsZero() {
 			metrics.scrape(t, d.url)
+		}
+		if exposed.IsZero() {
+			if _, body := get(t, d.url+"/metrics"); thrashingIn(body, runGroup) {
+				p.reloadAll(t)
+				exposed = time.Now()
+				t.Logf("the run's workload exposed to Prometheus at %s, thrashing", exposed.Sub(start).Round(100*time.Millisecond))
+			}
 		}
 		firingNow := map[string]bool{}
 		for _, a := range p.alerts(t) {
@@ -350,7 +405,6 @@ func TestAlertsFireOnARealThrash(t *testing.T) {
 		t.Error("ThrashscopeProcessMajorFaults fired for no consumer")
 	}
 	// The workload alert names the run's cgroup, its consumers folded in.
-	runGroup := "/" + cgroup.Prefix + "run-" + rec.ID
 	named := 0
 	for id := range w["ThrashscopeWorkloadThrashing"].instances {
 		if strings.HasSuffix(id, runGroup) {
@@ -377,6 +431,7 @@ func TestAlertsFireOnARealThrash(t *testing.T) {
 	})
 	metrics.check(t)
 	checkDashboardQueries(t, p, strings.TrimPrefix(d.url, "http://"), start.Add(-10*time.Second), time.Now())
+	checkLateOnsetMarked(t, p, strings.TrimPrefix(d.url, "http://"), runGroup, start.Add(-10*time.Second), time.Now())
 
 	// What the rules saw, for the log (and the reason when an alert failed).
 	for _, q := range []string{
@@ -394,6 +449,61 @@ func TestAlertsFireOnARealThrash(t *testing.T) {
 			t.Logf("%s = %v", q, res[0].Value[1])
 		}
 	}
+}
+
+// thrashingIn says whether a scrape has the workload whose cgroup ends in
+// suffix in the thrashing state.
+func thrashingIn(scrape, suffix string) bool {
+	for line := range strings.Lines(scrape) {
+		rest, ok := strings.CutPrefix(line, "thrashscope_cgroup_thrashing_state{")
+		if ok && strings.Contains(rest, suffix+`"`) && strings.HasSuffix(strings.TrimSpace(rest), "} 2") {
+			return true
+		}
+	}
+	return false
+}
+
+// checkLateOnsetMarked: the run's workload's first sample in Prometheus
+// says thrashing (the shape under test; without it the check proves
+// nothing), and the Workloads dashboard's "Workloads thrashing" annotation
+// marks it all the same.
+func checkLateOnsetMarked(t *testing.T, p *promServer, instance, runGroup string, from, to time.Time) {
+	t.Helper()
+	sel := fmt.Sprintf(`thrashscope_cgroup_thrashing_state{cgroup=~".*%s"}`, regexp.QuoteMeta(runGroup))
+	res, err := p.queryRange(sel, from, to, time.Second)
+	if err != nil || len(res) != 1 || len(res[0].Values) == 0 {
+		t.Fatalf("%s over the run: %v, %v: want one series", sel, res, err)
+	}
+	if first := fmt.Sprint(res[0].Values[0][1]); first != "2" {
+		t.Fatalf("the run's workload's first sample in Prometheus is %s, not 2 (thrashing): the late exposure did not happen, the annotation check proves nothing", first)
+	}
+	var ann *dashboards.Query
+	var file dashboards.File
+	for _, f := range shippedDashboards(t) {
+		for _, q := range f.Dashboard.Queries() {
+			if q.Kind == dashboards.KindAnnotation && q.Title == "Workloads thrashing" {
+				ann, file = &q, f
+			}
+		}
+	}
+	if ann == nil {
+		t.Fatal("no \"Workloads thrashing\" annotation in the shipped dashboards")
+	}
+	expr, err := file.Dashboard.Expand(ann.Expr, dashboardVars(instance, to.Sub(from)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	marks, err := p.queryRange(expr, from, to, dashboardStep)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range marks {
+		if strings.HasSuffix(m.Metric["cgroup"], runGroup) && len(m.Values) > 0 {
+			t.Logf("%s: the run's workload marked at %v, its first sample thrashing", file.Name, m.Values[0][0])
+			return
+		}
+	}
+	t.Errorf("%s: the \"Workloads thrashing\" annotation (%s) marks no onset of the run's workload, whose first sample was already thrashing: %d series", file.Name, expr, len(marks))
 }
 
 // checkDemandPlateau holds working_set_ratio, the consumers' measured demand

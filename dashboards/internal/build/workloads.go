@@ -63,7 +63,10 @@ func Workloads() dashboards.Dashboard {
 		[]dashboards.Variable{datasourceVariable(), instanceVariable(true)},
 		[]dashboards.Annotation{
 			annotation("Workloads thrashing", "red",
-				`changes(thrashscope_cgroup_thrashing_state{`+onAll+`}[5s]) > 0 and thrashscope_cgroup_thrashing_state{`+onAll+`} == 2`,
+				// Thrashing now and not 5 s before: a workload enters the
+				// top-K as it starts to fault, so its first sample may
+				// already say thrashing, which changes() would not see.
+				`thrashscope_cgroup_thrashing_state{`+onAll+`} == 2 unless thrashscope_cgroup_thrashing_state{`+onAll+`} offset 5s == 2`,
 				"{{cgroup}} thrashing", "the workload {{cgroup}} on {{instance}} entered thrashing", "instance,cgroup"),
 		},
 		[]dashboards.DashboardLink{link("thrashscope host", "thrashscope"), link("thrashscope fleet", "thrashscope-fleet")},
