@@ -270,3 +270,45 @@ func TestTableNamesTheSwapDevice(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// Directions keep a finding only past both the runs' spread and a fifth
+// of the mean, for measures every run of both policies has; Keeps names a
+// finding another set of runs turns around or cannot show.
+func TestDirections(t *testing.T) {
+	res := func(pol string, makespan, swapIns float64) Result {
+		nan := math.NaN()
+		return Result{Totals: analysis.Totals{Policy: pol, MakespanSeconds: makespan, SwapIns: swapIns, MajorFaults: swapIns,
+			MeanSlowdown: nan, WorstSlowdown: nan, MeanLatenessSeconds: nan, CyclesPerSwapIn: nan}}
+	}
+	committed := []Result{
+		res("none", 20, 212_000), res("binpack", 40, 46_000), res("binpack", 39, 56_000), res("none", 21, 215_000),
+		// tpf: its makespan apart from none's by more than a fifth but
+		// within twice the spread; no swap-ins for one run.
+		res("tpf", 10, nan()), res("tpf", 30, 200_000),
+	}
+	var got []string
+	for _, d := range Directions(committed) {
+		got = append(got, d.String())
+	}
+	want := []string{
+		"makespan higher under binpack than under none (×1.93)",
+		"swap-ins lower under binpack than under none (×0.24)",
+		"major faults lower under binpack than under none (×0.24)",
+	}
+	if !slices.Equal(got, want) {
+		t.Errorf("Directions:\n%q\nwant\n%q", got, want)
+	}
+	ds := Directions(committed)
+	if p := Keeps(ds, []Result{res("none", 25, 300_000), res("binpack", 26, 290_000)}); len(p) != 0 {
+		t.Errorf("the same directions, other sizes: %q, want none named", p)
+	}
+	p := Keeps(ds, []Result{res("none", 25, 100_000), res("binpack", 24, 120_000)})
+	if len(p) != 3 || !strings.Contains(p[0], "makespan higher under binpack than under none (×1.93): turned around, ×0.96 here") {
+		t.Errorf("every direction turned around: %q", p)
+	}
+	if p := Keeps(ds, []Result{res("none", 25, 100_000)}); len(p) != 3 || !strings.Contains(p[0], "no makespan for none or binpack") {
+		t.Errorf("binpack missing: %q", p)
+	}
+}
+
+func nan() float64 { return math.NaN() }
