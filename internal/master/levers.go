@@ -279,7 +279,10 @@ func (r *Master) Govern(t policy.Tick) {
 		return
 	}
 	for _, a := range g.pol.Step(t) {
-		d := g.act(r.ctx, a, r.cfg.Now)
+		d, done := g.act(r.ctx, a, r.cfg.Now)
+		if !done {
+			continue
+		}
 		r.mu.Lock()
 		if len(r.rec.Decisions) < run.MaxDecisions {
 			r.rec.Decisions = append(r.rec.Decisions, d)
@@ -294,8 +297,12 @@ func (r *Master) Govern(t policy.Tick) {
 // act carries out one action and says what it did: the decision, with its
 // error if it failed. Only Govern calls it, one at a time; g.mu is held
 // for the lever's state, not across the kernel's work.
-func (g *governor) act(ctx context.Context, a policy.Action, now func() time.Time) run.Decision {
+func (g *governor) act(ctx context.Context, a policy.Action, now func() time.Time) (run.Decision, bool) {
 	err := g.pull(ctx, a)
+	if errors.Is(err, errFinished) {
+		g.logger.Debug("a policy's action left out: its consumer finished first", "run", g.runID, "policy", g.name, "action", a.String())
+		return run.Decision{}, false
+	}
 	d := run.Decision{At: now(), Kind: string(a.Kind), Consumer: a.Consumer, Why: run.Printable(a.Why)}
 	if err != nil {
 		d.Error = run.Printable(err.Error())
@@ -304,8 +311,13 @@ func (g *governor) act(ctx context.Context, a policy.Action, now func() time.Tim
 	g.mu.Lock()
 	g.counts[a.Kind]++
 	g.mu.Unlock()
-	return d
+	return d, true
 }
+
+// errFinished is a freeze of a consumer that finished its work before the
+// lever moved (the policy saw the tick before): it is left running to its
+// exit, and the action is not a decision (act says so).
+var errFinished = errors.New("its work is over: it is exiting")
 
 // protectHeadroom is the share of the limit a protected consumer must
 // leave to the others: locked pages cannot be reclaimed, and a consumer
@@ -328,10 +340,13 @@ func (g *governor) pull(ctx context.Context, a policy.Action) error {
 			return errors.New("the run has no freezer")
 		}
 		if g.isDone(l) {
-			return errors.New("its work is over: it is exiting")
+			return errFinished
 		}
 		if err := group.Freeze(ctx); err != nil {
 			_ = group.Thaw() // half-frozen is worse than running
+			if g.isDone(l) {
+				return errFinished // finished's thaw cut the freeze short
+			}
 			return err
 		}
 		g.mu.Lock()
@@ -342,7 +357,7 @@ func (g *governor) pull(ctx context.Context, a policy.Action) error {
 			if err := group.Thaw(); err != nil {
 				return fmt.Errorf("its work ended as it was frozen, and thawing it failed: %w", err)
 			}
-			return errors.New("its work ended as it was frozen: thawed")
+			return errFinished
 		}
 		l.frozen = true
 		// The page-out has its own copy of the pidfd: the consumer's

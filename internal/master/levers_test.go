@@ -53,7 +53,7 @@ func TestLeversOfAProtectingPolicy(t *testing.T) {
 		{policy.Action{Kind: policy.Release, Consumer: 1}, "", nil, 0}, // not running: nothing is locked
 	} {
 		ctl.Reset()
-		d := g.act(ctx, c.action, now)
+		d, _ := g.act(ctx, c.action, now)
 		if d.Kind != string(c.action.Kind) || d.Consumer != c.action.Consumer || !d.At.Equal(now()) || d.Why != c.action.Why {
 			t.Errorf("%s: decision %+v does not say what was done", c.action, d)
 		}
@@ -96,7 +96,7 @@ func TestProtectionRefusedPastTheHeadroom(t *testing.T) {
 	}
 	var ctl bytes.Buffer
 	g.levers[0].ctl = &ctl
-	d := g.act(context.Background(), policy.Action{Kind: policy.Protect, Consumer: 0}, time.Now)
+	d, _ := g.act(context.Background(), policy.Action{Kind: policy.Protect, Consumer: 0}, time.Now)
 	if !strings.Contains(d.Error, "refused") || ctl.Len() != 0 || g.state().Protected != 0 {
 		t.Errorf("a 90 MiB consumer in 100 MiB: %q, pipe %v; want it refused and nothing asked", d.Error, ctl.Bytes())
 	}
@@ -144,15 +144,15 @@ func TestAFinishedConsumerIsNeverLeftFrozen(t *testing.T) {
 	freeze := policy.Action{Kind: policy.Freeze, Consumer: 0}
 
 	g := fresh()
-	if d := g.act(ctx, freeze, time.Now); d.Error != "" {
+	if d, _ := g.act(ctx, freeze, time.Now); d.Error != "" {
 		t.Fatalf("freezing: %s", d.Error)
 	}
 	g.finished(0)
 	if frozen, err := ch.Frozen(); err != nil || frozen || g.state().Frozen != 0 {
 		t.Errorf("frozen, then finished: the kernel says frozen %v (%v), the levers %d frozen; want thawed", frozen, err, g.state().Frozen)
 	}
-	if d := g.act(ctx, freeze, time.Now); !strings.Contains(d.Error, "work is over") {
-		t.Errorf("a freeze after the end: %q, want it refused", d.Error)
+	if d, recorded := g.act(ctx, freeze, time.Now); recorded {
+		t.Errorf("a freeze after the end: decision %+v recorded, want it left out", d)
 	}
 	if frozen, _ := ch.Frozen(); frozen {
 		t.Error("a freeze after the end froze it")
@@ -162,9 +162,14 @@ func TestAFinishedConsumerIsNeverLeftFrozen(t *testing.T) {
 	for i := range 200 {
 		g := fresh()
 		done := make(chan struct{})
-		go func() { g.act(ctx, freeze, time.Now); close(done) }()
+		var d run.Decision
+		var recorded bool
+		go func() { d, recorded = g.act(ctx, freeze, time.Now); close(done) }()
 		g.finished(0)
 		<-done
+		if recorded && d.Error != "" {
+			t.Fatalf("try %d: the freeze, raced by the end, was recorded failed: %s", i, d.Error)
+		}
 		if frozen, err := ch.Frozen(); err != nil || frozen {
 			t.Fatalf("try %d: a freeze and the end at once left it frozen %v (%v)", i, frozen, err)
 		}
