@@ -2,8 +2,6 @@ package cgroup_test
 
 import (
 	"context"
-	"fmt"
-	"os"
 	"os/exec"
 	"strings"
 	"syscall"
@@ -34,20 +32,7 @@ func cpuSeconds(t *testing.T, pid int) float64 {
 // one child of it, removed when the test ends.
 func freezeGroup(t *testing.T) (*cgroup.Cgroup, *cgroup.Cgroup) {
 	t.Helper()
-	testenv.RequirePrivileged(t)
-	p, err := cgroup.OwnUnified("/proc")
-	if err != nil {
-		t.Fatal(err)
-	}
-	g, err := p.CreateFreezeGroup(fmt.Sprintf("test-freeze-%d-%d", os.Getpid(), time.Now().UnixNano()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := g.Destroy(context.Background()); err != nil {
-			t.Error(err)
-		}
-	})
+	g := testenv.UnifiedGroup(t, "freeze", true)
 	ch, err := g.Child("consumer-00")
 	if err != nil {
 		t.Fatal(err)

@@ -3,7 +3,6 @@ package master
 import (
 	"bytes"
 	"context"
-	"fmt"
 	"log/slog"
 	"os"
 	"os/exec"
@@ -108,20 +107,7 @@ func TestProtectionRefusedPastTheHeadroom(t *testing.T) {
 // freeze and the consumer's end come in, it is left thawed, and a freeze
 // after the end is refused.
 func TestAFinishedConsumerIsNeverLeftFrozen(t *testing.T) {
-	testenv.RequirePrivileged(t)
-	p, err := cgroup.OwnUnified("/proc")
-	if err != nil {
-		t.Fatal(err)
-	}
-	root, err := p.CreateFreezeGroup(fmt.Sprintf("test-finished-%d-%d", os.Getpid(), time.Now().UnixNano()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := root.Destroy(context.Background()); err != nil {
-			t.Error(err)
-		}
-	})
+	root := testenv.UnifiedGroup(t, "finished", true)
 	ch, err := root.Child(run.ConsumerName(0))
 	if err != nil {
 		t.Fatal(err)

@@ -2,7 +2,6 @@ package probe
 
 import (
 	"bufio"
-	"context"
 	"fmt"
 	"io"
 	"math"
@@ -543,19 +542,7 @@ func tmpfsFile(t *testing.T, size int) string {
 // every other process too, so it is held to its count only.
 func TestMajorFaultLatencyIsTimed(t *testing.T) {
 	p := loadCgroupsForTest(t)
-	own, err := cgroup.OwnUnified("/proc")
-	if err != nil {
-		testenv.Unavailable(t, fmt.Sprintf("no cgroup2 group of this process to make the child's under: %v", err))
-	}
-	g, err := own.CreatePressureGroup(fmt.Sprintf("test-latency-%d-%d", os.Getpid(), time.Now().UnixNano()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := g.Destroy(context.Background()); err != nil {
-			t.Error(err)
-		}
-	})
+	g := testenv.UnifiedGroup(t, "latency", false)
 	const size = 8 << 20
 	c := startChild(t, "file", testenv.UncachedFile(t, size))
 	if err := g.Add(c.pid()); err != nil {

@@ -205,6 +205,35 @@ func MemoryCgroup(t testing.TB, limitBytes int64) *Cgroup {
 	return &Cgroup{Cgroup: c, Guard: guard}
 }
 
+// UnifiedGroup makes a group for one test in the unified hierarchy,
+// beneath this process's own group there, with a freezer when freeze is
+// set, and removes it (and kills what is left in it) when the test ends.
+// Its memory.pressure counts only the processes put in it.
+func UnifiedGroup(t testing.TB, name string, freeze bool) *cgroup.Cgroup {
+	t.Helper()
+	RequirePrivileged(t)
+	parent, err := cgroup.OwnUnified("/proc")
+	if err != nil {
+		Unavailable(t, fmt.Sprintf("no cgroup2 group of this process to make the test's under: %v", err))
+	}
+	create := parent.CreatePressureGroup
+	if freeze {
+		create = parent.CreateFreezeGroup
+	}
+	g, err := create(fmt.Sprintf("test-%s-%d-%d", name, os.Getpid(), time.Now().UnixNano()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if err := g.Destroy(ctx); err != nil {
+			t.Error(err)
+		}
+	})
+	return g
+}
+
 // PressureGroup is a cgroup2 group made for one test, to read the PSI of
 // the processes put in it: the kernel's own memory-stall figure.
 type PressureGroup struct {
