@@ -63,7 +63,7 @@ func run(ctx context.Context, docs, only, out, loadgen string) error {
 			fmt.Printf("%s: no finding beyond its %d runs' spread: nothing to keep\n\n", name, len(c.Results))
 			continue
 		}
-		fmt.Printf("%s: %v, %d repeats, each run bounded at a quarter past the longest committed (%s)\n", name, c.Policies, c.Repeats, c.Longest.Round(1e9))
+		fmt.Printf("%s: %v, %d repeats (the longest committed run took %s)\n", name, c.Policies, c.Repeats, c.Longest.Round(1e9))
 		rs, err := c.Rerun(ctx, c.Repeats, loadgen, filepath.Join(out, name), os.Stderr)
 		if err != nil {
 			return fmt.Errorf("%s: %w", name, err)

@@ -210,11 +210,12 @@ func specOf(r run.Resolved) run.Spec {
 
 // Rerun runs the committed comparison again, each policy repeats times,
 // interleaved, its runs under out: binary is the consumers' loadgen. A run
-// still going at a quarter past the longest committed one is aborted (a
-// comparison committed with --timeout ran its slow runs to that bound).
+// still going well past the longest committed one (a quarter more, and two
+// minutes at least) is aborted: a comparison committed with --timeout ran
+// its slow runs to that bound.
 func (c Committed) Rerun(ctx context.Context, repeats int, binary, out string, progress io.Writer) ([]Result, error) {
 	return Run(ctx, Config{Spec: c.Spec, Policies: c.Policies, Repeats: repeats, OutDir: out, Binary: binary,
-		ProcfsPath: "/proc", Progress: progress, Timeout: min(c.Longest+c.Longest/4, run.MaxRunDuration)})
+		ProcfsPath: "/proc", Progress: progress, Timeout: min(c.Longest+max(c.Longest/4, 2*time.Minute), run.MaxRunDuration)})
 }
 
 // Emulated says whether the comparison ran on an emulated swap device,

@@ -67,9 +67,10 @@ func swapper(size string) error {
 // A workload's readings of its own cgroup files, on the real kernel, held
 // to what the kernel says of the one process in the group through its own
 // files (/proc/<pid>/status and stat): the cgroup's swap, which on cgroup
-// v1 is derived (memsw less usage), is the process's VmSwap; its usage
-// holds the process's anonymous memory; its pgmajfault is the process's
-// maj_flt; its limits are the one set. The process fills half again the
+// v1 is derived (memsw less usage), is the process's VmSwap (on v2, the
+// slots of its swap cache too); its usage holds the process's anonymous
+// memory; its pgmajfault is the process's maj_flt, and its retries; its
+// refaults are anonymous; its limits are the one set. The process fills half again the
 // limit and reads it back, so part of it is in swap.
 func TestReadKernelAgreesWithTheProcess(t *testing.T) {
 	testenv.RequirePrivileged(t)
@@ -135,10 +136,18 @@ func TestReadKernelAgreesWithTheProcess(t *testing.T) {
 	if p.SwapBytes < limit/4 || p.MajorFaults < 1000 {
 		t.Fatalf("the child has %d KiB in swap and %d major faults: it did not swap, the test proves nothing", p.SwapBytes>>10, p.MajorFaults)
 	}
-	// The group holds only the child: its swap is the child's, but for
-	// pages in the swap cache, which both count as they may.
-	if d := math.Abs(float64(k.SwapBytes - int64(p.SwapBytes))); d > 0.05*float64(p.SwapBytes)+(1<<20) {
-		t.Errorf("the cgroup's swap %d KiB, its one process's VmSwap %d KiB: more than 5 %% and 1 MiB apart", k.SwapBytes>>10, p.SwapBytes>>10)
+	// The group holds only the child. On v1 its swap (memsw less usage)
+	// is the pages only in swap, the child's VmSwap: v1 drops a page's
+	// swap charge when the page is read back. On v2 memory.swap.current
+	// is the slots the group holds, and a page read back keeps its slot
+	// while it stays in the swap cache: from VmSwap up to VmSwap and all
+	// the child's own resident pages.
+	if mem.V2 {
+		if lo, hi := int64(p.SwapBytes)-(1<<20), int64(p.SwapBytes+p.OwnResidentBytes)+(1<<20); k.SwapBytes < lo || k.SwapBytes > hi {
+			t.Errorf("the cgroup's swap.current %d KiB: want from its one process's VmSwap %d KiB to that and its own resident %d KiB", k.SwapBytes>>10, p.SwapBytes>>10, p.OwnResidentBytes>>10)
+		}
+	} else if d := math.Abs(float64(k.SwapBytes - int64(p.SwapBytes))); d > 0.05*float64(p.SwapBytes)+(1<<20) {
+		t.Errorf("the cgroup's swap (memsw less usage) %d KiB, its one process's VmSwap %d KiB: more than 5 %% and 1 MiB apart", k.SwapBytes>>10, p.SwapBytes>>10)
 	}
 	// Its runtime's first pages were charged where it started, before it
 	// joined the group.
@@ -146,11 +155,20 @@ func TestReadKernelAgreesWithTheProcess(t *testing.T) {
 		t.Errorf("the cgroup's usage %d KiB: want its process's own resident %d KiB (less %d KiB its runtime took before it joined) or more, and no more than the %d KiB limit",
 			k.CurrentBytes>>10, p.OwnResidentBytes>>10, runtimeSlack>>10, limit>>10)
 	}
-	if !k.HasMajorFaults || !within(k.MajorFaults, p.MajorFaults, 0.02) {
-		t.Errorf("the cgroup's pgmajfault %d (read %v), its process's maj_flt %d: more than 2 %% apart", k.MajorFaults, k.HasMajorFaults, p.MajorFaults)
+	// pgmajfault counts each read of a swap-in fault, maj_flt each fault
+	// once: a fault retried after its page was taken again while it waited
+	// (a small group under pressure) reads twice. And the group's counts
+	// may lag a little behind (the kernel flushes them in batches).
+	if !k.HasMajorFaults || float64(k.MajorFaults) < 0.98*float64(p.MajorFaults) || float64(k.MajorFaults) > 1.1*float64(p.MajorFaults) {
+		t.Errorf("the cgroup's pgmajfault %d (read %v), its process's maj_flt %d: want from 2 %% under to 10 %% over", k.MajorFaults, k.HasMajorFaults, p.MajorFaults)
 	}
 	if k.MaxBytes != limit || k.LimitBytes != limit {
 		t.Errorf("the cgroup's max %d, the limit it lives under %d: want the %d set", k.MaxBytes, k.LimitBytes, limit)
+	}
+	// Reading back pages evicted a moment ago refaults them (their
+	// shadows are fresh), and they are anonymous.
+	if k.Refaults["anon"] == 0 || k.Refaults["anon"] < k.Refaults["file"] {
+		t.Errorf("refaults %v: want the anonymous pages the process read back from swap", k.Refaults)
 	}
 	if k.Events["oom_kill"] != 0 {
 		t.Errorf("events %v: an OOM kill under the guard", k.Events)
@@ -158,8 +176,4 @@ func TestReadKernelAgreesWithTheProcess(t *testing.T) {
 	if !k.HasPressure || k.Pressure.Some <= 0 {
 		t.Errorf("pressure %+v (read %v): want the stall of a process that swapped", k.Pressure, k.HasPressure)
 	}
-}
-
-func within(got, want uint64, frac float64) bool {
-	return math.Abs(float64(got)-float64(want)) <= frac*float64(want)
 }
