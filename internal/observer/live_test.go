@@ -135,7 +135,7 @@ func screenshot(t *testing.T, ctx context.Context, name string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	dir := os.Getenv("THRASHSCOPE_ARTIFACTS")
+	dir := os.Getenv(testenv.ArtifactsEnv)
 	if dir == "" {
 		dir = t.TempDir()
 	}

@@ -52,14 +52,38 @@ func Unavailable(t testing.TB, reason string) {
 // as passed.
 const NotApplicableMark = "thrashscope-not-applicable: "
 
+// ArtifactsEnv names a directory where tests leave what CI shows after
+// them (.ci/run sets it): a screenshot, and the list of the tests that did
+// not apply to the host (NotApplicableFile).
+const ArtifactsEnv = "THRASHSCOPE_ARTIFACTS"
+
+// NotApplicableFile, under ArtifactsEnv's directory, lists a line per test
+// that did not apply, with why: go test shows no skip without -v.
+const NotApplicableFile = "not-applicable.txt"
+
 // NotApplicable skips a test that cannot apply to this host even as root
 // with every tool installed: the hazard it proves absent does not exist
 // here (a cgroup v1 hazard on a pure cgroup v2 host, a file of a kernel
 // newer than this one). why says so; counterpart names the test that
-// covers the same ground here. It skips under RequireEnv too.
+// covers the same ground here. It skips under RequireEnv too, and says so
+// in the log (the kernel matrix reads it) and in NotApplicableFile.
 func NotApplicable(t testing.TB, why, counterpart string) {
 	t.Helper()
-	t.Logf("%s%s; %s covers it here", NotApplicableMark, why, counterpart)
+	line := fmt.Sprintf("%s; %s covers it here", why, counterpart)
+	t.Log(NotApplicableMark + line)
+	if dir := os.Getenv(ArtifactsEnv); dir != "" {
+		f, err := os.OpenFile(filepath.Join(dir, NotApplicableFile), os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o644)
+		if err != nil {
+			t.Fatalf("listing a test that does not apply here: %v", err)
+		}
+		_, err = fmt.Fprintf(f, "%s: %s\n", t.Name(), line)
+		if cerr := f.Close(); err == nil {
+			err = cerr
+		}
+		if err != nil {
+			t.Fatalf("listing a test that does not apply here: %v", err)
+		}
+	}
 	t.SkipNow()
 }
 
