@@ -17,6 +17,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 
@@ -25,7 +26,7 @@ import (
 
 func main() {
 	docs := flag.String("docs", "docs/policies", "the committed comparisons")
-	only := flag.String("only", "", "run only the comparisons whose directory under --docs contains this (e.g. syn8-1.1); all by default")
+	only := flag.String("only", "", "run only these comparisons, their directories under --docs, comma-separated (e.g. syn8-1.1,hdd-2013/e4); all by default")
 	out := flag.String("out", "", "directory for the runs (default: a temporary one, removed after)")
 	loadgen := flag.String("loadgen", "bin/loadgen", "the consumers' binary")
 	flag.Parse()
@@ -51,7 +52,7 @@ func run(ctx context.Context, docs, only, out, loadgen string) error {
 	var turned []string
 	for _, dir := range dirs {
 		name, _ := filepath.Rel(docs, dir)
-		if !strings.Contains(name, only) {
+		if only != "" && !slices.Contains(strings.Split(only, ","), name) {
 			continue
 		}
 		c, err := compare.LoadCommitted(dir)
