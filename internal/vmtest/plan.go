@@ -126,6 +126,9 @@ var (
 	// testStart names the test whose output follows: go test -v prints
 	// it when a test starts, resumes, or takes the output over.
 	testStart = regexp.MustCompile(`^=== (?:RUN|CONT|NAME) +(\S+)`)
+	// subtestFailed is a failed subtest's result, indented under its
+	// parent's.
+	subtestFailed = regexp.MustCompile(`^\s+--- FAIL: (\S+) \(`)
 	// logLine is a t.Log, t.Error or t.Fatal line, indented by go test.
 	logLine = regexp.MustCompile(`^\s+(\S+_test\.go:\d+: .*)`)
 )
@@ -141,27 +144,35 @@ const (
 )
 
 // GoTests reads the top-level results of go test -test.v output, a failed
-// test's last log lines with it.
+// test's last log lines with it: those of the subtests that failed and
+// have no failed subtest of their own, so that a later subtest that passed
+// does not hide why an earlier one failed.
 func GoTests(output string) []TestResult {
 	var out []TestResult
-	logs := map[string][]string{}        // a top-level test's log lines, its subtests' too
+	logs := map[string][]string{}        // each test's and subtest's last log lines
 	notApplicable := map[string]string{} // why, by top-level test
+	var failed []string                  // subtests that failed, in order
 	current := ""
 	for line := range strings.Lines(output) {
 		line = strings.TrimRight(line, "\r\n")
 		if m := testStart.FindStringSubmatch(line); m != nil {
-			current, _, _ = strings.Cut(m[1], "/")
+			current = m[1]
 			continue
 		}
 		if m := logLine.FindStringSubmatch(line); m != nil && current != "" {
+			top, _, _ := strings.Cut(current, "/")
 			if _, why, ok := strings.Cut(m[1], testenv.NotApplicableMark); ok {
-				notApplicable[current] = why
+				notApplicable[top] = why
 			}
 			if l := logs[current]; len(l) == whyLines {
 				logs[current] = append(l[1:], m[1])
 			} else {
 				logs[current] = append(l, m[1])
 			}
+			continue
+		}
+		if m := subtestFailed.FindStringSubmatch(line); m != nil {
+			failed = append(failed, m[1])
 			continue
 		}
 		m := testLine.FindStringSubmatch(line)
@@ -173,15 +184,40 @@ func GoTests(output string) []TestResult {
 		if why, ok := notApplicable[r.Name]; ok && r.Result == "SKIP" {
 			r.Result, r.Why = NotApplicable, why
 		}
-		if r.Result == "FAIL" {
-			r.Why = strings.Join(logs[r.Name], " / ")
-			if len(r.Why) > whyBytes {
-				r.Why = r.Why[:whyBytes] + "…"
-			}
-		}
 		out = append(out, r)
 	}
+	// go test prints a parent's result before its subtests': a failed
+	// test's why waits for the whole output.
+	for i, r := range out {
+		if r.Result == "FAIL" {
+			out[i].Why = failedWhy(r.Name, failed, logs)
+		}
+	}
 	return out
+}
+
+// failedWhy is the last log lines of the failed leaves under a failed
+// top-level test (each prefixed by its subtest's name), or its own where
+// no subtest failed, its end kept within whyBytes.
+func failedWhy(top string, failed []string, logs map[string][]string) string {
+	var parts []string
+	for _, name := range failed {
+		if !strings.HasPrefix(name, top+"/") || slices.ContainsFunc(failed, func(f string) bool { return strings.HasPrefix(f, name+"/") }) {
+			continue
+		}
+		if l := logs[name]; len(l) > 0 {
+			parts = append(parts, strings.TrimPrefix(name, top+"/")+": "+strings.Join(l, " / "))
+		}
+	}
+	if len(parts) == 0 {
+		parts = []string{strings.Join(logs[top], " / ")}
+	}
+	// The last line is the likeliest cause: a long why keeps its end.
+	why := strings.Join(parts, " // ")
+	if len(why) > whyBytes {
+		why = "…" + strings.ToValidUTF8(why[len(why)-whyBytes:], "")
+	}
+	return why
 }
 
 // Figures reads the figures the tests logged (testenv.Figure) from go test

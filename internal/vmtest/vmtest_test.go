@@ -110,13 +110,19 @@ kernel/fs/mbcache.ko.xz:
 func TestReportsAndTests(t *testing.T) {
 	out := "=== RUN   TestA\n    a_test.go:1: fine\n--- PASS: TestA (1.25s)\n=== RUN   TestB\n    x_test.go:3: no\n" +
 		"=== RUN   TestB/sub\n    x_test.go:4: one\n    x_test.go:5: two\n    x_test.go:6: three\n" +
-		"--- FAIL: TestB (0.50s)\n    --- FAIL: TestB/sub (0.10s)\n--- SKIP: TestC (0.00s)\n" +
+		"=== RUN   TestB/later\n    x_test.go:8: fine\n    x_test.go:9: fine too\n" +
+		"--- FAIL: TestB (0.50s)\n    --- FAIL: TestB/sub (0.10s)\n    --- PASS: TestB/later (0.10s)\n--- SKIP: TestC (0.00s)\n" +
 		"=== RUN   TestN\n    n_test.go:7: " + testenv.NotApplicableMark + "v1 only; TestA covers it here\n--- SKIP: TestN (0.00s)\n"
 	got := GoTests(out)
-	want := []TestResult{{"TestA", "PASS", 1.25, ""}, {"TestB", "FAIL", 0.5, "x_test.go:4: one / x_test.go:5: two / x_test.go:6: three"},
+	want := []TestResult{{"TestA", "PASS", 1.25, ""}, {"TestB", "FAIL", 0.5, "sub: x_test.go:4: one / x_test.go:5: two / x_test.go:6: three"},
 		{"TestC", "SKIP", 0, ""}, {"TestN", NotApplicable, 0, "v1 only; TestA covers it here"}}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("GoTests %v, want %v", got, want)
+	}
+	// A long why keeps its end, where the cause is.
+	long := GoTests("=== RUN   TestL\n    l_test.go:1: " + strings.Repeat("x", 2*whyBytes) + "\n    l_test.go:2: the cause\n--- FAIL: TestL (1.00s)\n")
+	if len(long) != 1 || !strings.HasSuffix(long[0].Why, "l_test.go:2: the cause") || !strings.HasPrefix(long[0].Why, "…") {
+		t.Errorf("a long why: %+v", long)
 	}
 	// A plain skip passes nothing: it fails the kernel and is named. One
 	// that does not apply is reported so.
@@ -149,7 +155,7 @@ func TestReportsAndTests(t *testing.T) {
 	other := KernelResult{Kernel: Kernel{Name: "6.12"}, Err: "fetching linux-image-6.12-amd64: 404"}
 	got2 := Failures([]KernelResult{res, other})
 	want2 := []string{
-		"6.1, probes: TestB failed after 0s: x_test.go:4: one / x_test.go:5: two / x_test.go:6: three",
+		"6.1, probes: TestB failed after 0s: sub: x_test.go:4: one / x_test.go:5: two / x_test.go:6: three",
 		"6.1, runs: failed after 1800s: running tests: / TestD (29m59s) / (killed after its 1800 s)",
 		"6.12: fetching linux-image-6.12-amd64: 404",
 	}
