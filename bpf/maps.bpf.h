@@ -506,6 +506,10 @@ static __always_inline struct cgroup_pending *cgroup_pending_of(__u64 id, __u64 
 		if (p->id)
 			add_pending(p);
 		p->id = id;
+		// Its entry in cgroups, made now while it holds the slot: a
+		// cgroup counts there whenever another holds its slot, and one
+		// that has an entry keeps counting when the map is full.
+		cgroup_stats_of(id);
 	}
 	p->last_ns = now;
 	return p;

@@ -27,3 +27,4 @@ char LICENSE[] SEC("license") = "Dual BSD/GPL";
 #include "memory_stall.bpf.h"
 #include "memory_stall_sample.bpf.h"
 #include "process_exit.bpf.h"
+#include "cgroup_rmdir.bpf.h"

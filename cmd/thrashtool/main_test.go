@@ -1,19 +1,48 @@
 package main
 
 import (
+	"bufio"
+	"bytes"
+	"compress/gzip"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
 	"github.com/thrashscope/thrashscope/internal/run"
 	"github.com/thrashscope/thrashscope/internal/testenv"
 )
+
+// measureEnv makes the test binary a small process that runs the command
+// after it and prints the command's peak RSS (KiB) last. A process started
+// by Go shares its starter's memory until it execs, and the kernel keeps
+// that memory's peak as the new program's (ru_maxrss): a test process that
+// had built 60 MB of input would be counted in the tool's peak. The
+// measurer is fresh and small, and so is what it hands down.
+const measureEnv = "THRASHSCOPE_TEST_MEASURE_RSS"
+
+func TestMain(m *testing.M) {
+	if os.Getenv(measureEnv) != "" {
+		cmd := exec.Command(os.Args[1], os.Args[2:]...)
+		cmd.Stdout, cmd.Stderr = os.Stdout, os.Stderr
+		err := cmd.Run()
+		if cmd.ProcessState == nil {
+			fmt.Fprintln(os.Stderr, "measure:", err)
+			os.Exit(2)
+		}
+		fmt.Fprintf(os.Stderr, "\nmaxrss %d\n", cmd.ProcessState.SysUsage().(*syscall.Rusage).Maxrss)
+		os.Exit(cmd.ProcessState.ExitCode())
+	}
+	os.Exit(m.Run())
+}
 
 // The report command, run as a user would, on the report package's
 // committed e4 run.
@@ -92,5 +121,106 @@ func TestCompareTimeout(t *testing.T) {
 				t.Errorf("the consumer that ran alone (pid %d) outlived its run", rec.Alone.PID)
 			}
 		}
+	}
+}
+
+// The report command on tables no run writes: a gzipped one that inflates
+// far past the 64 MiB a table may hold, a line of 60 MB, and lines past the
+// rows a run writes. Each is refused with the file and the reason, and the
+// tool's peak resident memory stays under 100 MB: the tables are streamed.
+func TestReportRefusesHostileTablesInBoundedMemory(t *testing.T) {
+	bin := testenv.Binary(t, "thrashtool")
+	const id = "20261122-032121-67c5ed"
+	src := filepath.Join("..", "..", "internal", "report", "testdata", "data", "runs", id)
+	record, err := os.ReadFile(filepath.Join(src, "record.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	samples, err := os.ReadFile(filepath.Join(src, "samples.csv"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	header, _, _ := strings.Cut(string(samples), "\n")
+	for _, tc := range []struct {
+		name, file string
+		write      func(w io.Writer) error
+		says       string
+	}{
+		{"newlines inflating to 256 MiB", "samples.csv.gz", func(w io.Writer) error {
+			zw := gzip.NewWriter(w)
+			fmt.Fprintln(zw, header)
+			blank := bytes.Repeat([]byte("\n"), 1<<20)
+			for range 256 {
+				if _, err := zw.Write(blank); err != nil {
+					return err
+				}
+			}
+			return zw.Close()
+		}, "holds more than the 67108864 bytes a run writes"},
+		{"a line of 60 MB", "samples.csv", func(w io.Writer) error {
+			fmt.Fprintln(w, header)
+			_, err := w.Write(bytes.Repeat([]byte("7"), 60<<20))
+			return err
+		}, "line 2 is longer than 65536 bytes"},
+		{"more rows than a run writes", "samples.csv", func(w io.Writer) error {
+			bw := bufio.NewWriter(w)
+			fmt.Fprintln(bw, header)
+			_, row, _ := strings.Cut(strings.SplitN(string(samples), "\n", 3)[1], ",")
+			for i := range 150_000 {
+				fmt.Fprintf(bw, "%.1f,%s\n", float64(i+1)/10, row) // 100 ms apart, the shortest interval
+			}
+			return bw.Flush()
+		}, "more than 144001 rows"},
+		{"more process rows than a run writes", "processes.csv", func(w io.Writer) error {
+			bw := bufio.NewWriter(w)
+			fmt.Fprintln(bw, "elapsed_seconds,consumer,pid,comm,demand_bytes,resident_bytes,swap_bytes,working_set_bytes,major_faults_per_second,stall_percent")
+			for i := range 310_000 {
+				fmt.Fprintf(bw, "%.1f,%d,%d,consumer-%02d,9998336,19116032,0,-1,-1.000,-1.000\n", 10+float64(i/5)/10, i%5, 31269+i%5, i%5)
+			}
+			return bw.Flush()
+		}, "more than 307200 rows"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			data := t.TempDir()
+			dir := filepath.Join(data, "runs", id)
+			if err := os.MkdirAll(dir, 0o755); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(filepath.Join(dir, "record.json"), record, 0o600); err != nil {
+				t.Fatal(err)
+			}
+			if tc.file != "samples.csv" && tc.file != "samples.csv.gz" {
+				if err := os.WriteFile(filepath.Join(dir, "samples.csv"), samples, 0o600); err != nil {
+					t.Fatal(err)
+				}
+			}
+			f, err := os.Create(filepath.Join(dir, tc.file))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := tc.write(f); err != nil {
+				t.Fatal(err)
+			}
+			if err := f.Close(); err != nil {
+				t.Fatal(err)
+			}
+			cmd := exec.Command(os.Args[0], bin, "report", "--run", id, "--data.dir", data, "--out", filepath.Join(t.TempDir(), "out"))
+			cmd.Env = append(os.Environ(), measureEnv+"=1")
+			began := time.Now()
+			b, err := cmd.CombinedOutput()
+			took := time.Since(began)
+			out, rss, _ := strings.Cut(string(b), "\nmaxrss ")
+			peak, perr := strconv.Atoi(strings.TrimSpace(rss))
+			if perr != nil {
+				t.Fatalf("no peak RSS measured: %v\n%s", err, b)
+			}
+			t.Logf("%s: %s in %v, peak RSS %d KiB", tc.name, strings.TrimSpace(out), took.Round(time.Millisecond), peak)
+			if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 1 || !strings.Contains(out, tc.says) {
+				t.Errorf("%v, %s: want exit 1 and %q", err, out, tc.says)
+			}
+			if peak > 100<<10 {
+				t.Errorf("peak RSS %d KiB, want under 100 MB", peak)
+			}
+		})
 	}
 }

@@ -549,6 +549,7 @@ func TestHardeningAdmitsARealRun(t *testing.T) {
 	measured := false
 	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(250 * time.Millisecond) {
 		_, metrics := request(t, "GET", base+"/metrics", "")
+		testenv.NoDuplicateSeries(t, string(metrics))
 		if measured = bytes.Contains(metrics, []byte(`thrashscope_process_working_set_bytes{comm="consumer-00"`)); measured {
 			break
 		}

@@ -67,21 +67,20 @@ type Options struct {
 // WorkloadOptions bound the workloads' series.
 type WorkloadOptions struct {
 	TopK, Depth int
+	// Trust says where a path's unit and pod names are believed.
+	Trust workload.Trust
 	// Hierarchy is the cgroup2 mount the ids are named in; V1Memory the
 	// v1 memory mount where memory is on v1, whose group at a workload's
 	// path gives its memory readings.
 	Hierarchy cgroup.Hierarchy
 	V1Memory  string
-	// ProcfsPath is where a member process's /proc/<pid>/cgroup names its
-	// v1 memory group.
-	ProcfsPath string
 }
 
 // files are where a workload's cgroup files are.
 func (w WorkloadOptions) files(path string) workload.Files {
 	f := workload.Files{V2: w.Hierarchy.Dir(path), V2Root: w.Hierarchy.Point}
 	if w.V1Memory != "" {
-		f.V1Memory = workload.V1MemoryGroup(w.V1Memory, w.ProcfsPath, f.V2, path)
+		f.V1Memory = workload.V1MemoryGroup(w.V1Memory, path)
 	}
 	return f
 }
@@ -147,7 +146,7 @@ func Declare(o Options) (Flow, error) {
 			return Flow{}, err
 		}
 		pc.Workloads = workload.NewTracker(workload.Config{
-			TopK: w.TopK, Depth: w.Depth, Paths: r, Forget: o.Probe.ForgetCgroup,
+			TopK: w.TopK, Depth: w.Depth, Trust: w.Trust, Paths: r, Forget: o.Probe.ForgetCgroup,
 			Files: w.files, Detector: o.Detector, Logger: o.Logger.With("component", "workloads"),
 		})
 	}

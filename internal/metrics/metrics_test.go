@@ -253,13 +253,14 @@ func TestProgramStatsAbsentWhileNeverOn(t *testing.T) {
 }
 
 // A process whose name is not valid UTF-8 (cut inside a character, or set
-// so) keeps its series under a valid label, and the detector's and every
+// so) or holds a terminal's escape keeps its series under a valid,
+// printable label (labelvalue), and the detector's and every
 // other process's series are still there: a label Prometheus refuses used
 // to panic the collector and drop the rest of the scrape.
 func TestInvalidUTF8CommKeepsEverySeries(t *testing.T) {
 	s := &sampler.Reading{}
 	v := &indicators.Verdict{State: 2, HighFaultCount: 2, Processes: map[int]indicators.ProcessVerdict{}}
-	for i, comm := range []string{"dataproc-\xc3", "postgres", "caf\xc3\xa9\xff"} {
+	for i, comm := range []string{"dataproc-\xc3", "postgres", "caf\xc3\xa9\xff", "\x1b[2Jwiper"} {
 		p := sampler.Process{}
 		p.PID, p.Comm = 100+i, comm
 		p.MajorFaults[readout.Anon] = 7
@@ -295,7 +296,7 @@ func TestInvalidUTF8CommKeepsEverySeries(t *testing.T) {
 		t.Error("thrashscope_thrashing_state missing from the scrape")
 	}
 	for _, name := range []string{"thrashscope_process_minor_faults_total", "thrashscope_process_resident_bytes", "thrashscope_process_high_fault"} {
-		for _, want := range []string{"dataproc-\uFFFD", "postgres", "café\uFFFD"} {
+		for _, want := range []string{"dataproc-\uFFFDC3", "postgres", "café\uFFFDFF", "\uFFFD1B[2Jwiper"} {
 			if !seen[name][want] {
 				t.Errorf("%s: no series with comm %q (have %v)", name, want, seen[name])
 			}

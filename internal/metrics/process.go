@@ -7,6 +7,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 
+	"github.com/thrashscope/thrashscope/internal/labelvalue"
 	"github.com/thrashscope/thrashscope/internal/pipeline"
 	"github.com/thrashscope/thrashscope/internal/probe/readout"
 )
@@ -54,10 +55,12 @@ func (m *processes) describe(ch chan<- *prometheus.Desc) {
 	}
 }
 
-// labelPairs are a process's series' pairs: comm, the extra label, pid.
+// labelPairs are a process's series' pairs: comm, the extra label, pid. A
+// comm is any 15 bytes a process chose: escaped as the workloads' names
+// are, so that no control byte reaches a terminal that curls /metrics.
 func (m *processes) labelPairs(pid int, comm, name, value string) []*dto.LabelPair {
 	return m.pairs.get(processKey{pid, comm, name, value}, func() []*dto.LabelPair {
-		p := []*dto.LabelPair{pair("pid", strconv.Itoa(pid)), pair("comm", comm)}
+		p := []*dto.LabelPair{pair("pid", strconv.Itoa(pid)), pair("comm", labelvalue.Escape(comm))}
 		if name != "" {
 			p = append(p, pair(name, value))
 		}

@@ -147,7 +147,7 @@ func (s latencySample) writeTo(m *dto.Metric, a *arena) {
 
 // workloads are the per-cgroup series' descriptors.
 type workloads struct {
-	major, stall, stallOff, latency, lost *prometheus.Desc
+	major, stall, stallOff, latency, lost, removedLost *prometheus.Desc
 	// From the cgroup's own files.
 	pressure, events, refaults, activations, pgmajfault *prometheus.Desc
 	current, swap, max, high, limit                     *prometheus.Desc
@@ -157,11 +157,12 @@ type workloads struct {
 func newWorkloads() *workloads {
 	with := func(extra ...string) []string { return append(append([]string(nil), workloadLabels...), extra...) }
 	return &workloads{
-		major:    desc("cgroup_major_faults_total", "Major page faults of the tasks in the cgroup, by kind (as process_major_faults_total), from the BPF probe since it first saw the cgroup fault or stall; every task counts, not only the top-K processes.", with("kind")...),
-		stall:    desc("cgroup_memory_stall_seconds_total", "Time the cgroup's tasks spent in a memory stall as PSI counts it (in_memstall set, on CPU or off), summed over tasks, from the BPF probe.", with()...),
-		stallOff: desc("cgroup_memory_stall_off_cpu_seconds_total", "The part of cgroup_memory_stall_seconds_total spent off CPU.", with()...),
-		latency:  desc("cgroup_major_fault_latency_seconds", "Service time of the cgroup's major faults, all kinds, from fault entry to the kernel accounting it as major (BPF); timed while the host takes major faults.", with()...),
-		lost:     desc("cgroup_events_lost_total", "Faults and stalls not counted per cgroup because the probe's cgroup map was full (2,048 live cgroups at once).", nil...),
+		major:       desc("cgroup_major_faults_total", "Major page faults of the tasks in the cgroup, by kind (as process_major_faults_total), from the BPF probe since it first saw the cgroup fault or stall; every task counts, not only the top-K processes.", with("kind")...),
+		stall:       desc("cgroup_memory_stall_seconds_total", "Time the cgroup's tasks spent in a memory stall as PSI counts it (in_memstall set, on CPU or off), summed over tasks, from the BPF probe.", with()...),
+		stallOff:    desc("cgroup_memory_stall_off_cpu_seconds_total", "The part of cgroup_memory_stall_seconds_total spent off CPU.", with()...),
+		latency:     desc("cgroup_major_fault_latency_seconds", "Service time of the cgroup's major faults, all kinds, from fault entry to the kernel accounting it as major (BPF); timed while the host takes major faults.", with()...),
+		lost:        desc("cgroup_events_lost_total", "Faults and stalls not counted per cgroup because the probe's cgroup map was full (2,048 live cgroups at once; a removed cgroup leaves it as the kernel removes it).", nil...),
+		removedLost: desc("cgroup_removed_lost_total", "Removed cgroups whose faults and stalls since the previous sample were not counted: the queue that hands a removed cgroup's last counts to the observer was full (4,096 removals in one sample).", nil...),
 
 		pressure:    desc("cgroup_pressure_memory_stalled_seconds_total", "The cgroup's own memory.pressure totals: some (at least one task stalled on memory) and full (all non-idle tasks at once).", with("kind")...),
 		events:      desc("cgroup_memory_events_total", "The cgroup's memory.events: high (throttled over memory.high), max (at memory.max), oom, oom_kill; on cgroup v1, max is memory.failcnt and oom_kill memory.oom_control's.", with("event")...),
@@ -183,6 +184,7 @@ func (m *workloads) update(t *pipeline.Tick, out *emitter, pairs pairsFunc) {
 		return // off, or the maps failed to read: nothing is sent as 0
 	}
 	out.sample(m.lost, nil, prometheus.CounterValue, float64(s.CgroupEventsLost))
+	out.sample(m.removedLost, nil, prometheus.CounterValue, float64(s.RemovedCgroupsLost))
 	for _, w := range t.Workloads {
 		l := w.Labels
 		base := pairs(l, "", "")

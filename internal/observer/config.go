@@ -7,10 +7,13 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/thrashscope/thrashscope/internal/indicators"
+	"github.com/thrashscope/thrashscope/internal/strictjson"
 )
 
 // Probe modes, as in --probes.
@@ -37,8 +40,11 @@ type Config struct {
 	// per-cgroup accounting off. CgroupDepth, when above 0, counts a
 	// deeper cgroup in its ancestor at that depth.
 	CgroupTopK, CgroupDepth int
-	DataDir                 string
-	CgroupParent            string
+	// KubeletRoots are the kubelet's --cgroup-root(s), under which alone
+	// Kubernetes labels are read; none is "/" (workload.Trust).
+	KubeletRoots []string
+	DataDir      string
+	CgroupParent string
 	// LoadgenBinary is the consumer executable; empty finds loadgen beside
 	// this executable, then on PATH.
 	LoadgenBinary string
@@ -89,6 +95,11 @@ func (c Config) Validate() error {
 	if c.CgroupTopK < 0 || c.CgroupTopK > 1000 {
 		errs = append(errs, fmt.Errorf("--cgroup.top-k=%d: want 0 (off) to 1000 (each workload adds about a dozen series)", c.CgroupTopK))
 	}
+	for _, r := range c.KubeletRoots {
+		if !strings.HasPrefix(r, "/") || slices.Contains(strings.Split(r, "/"), "..") || len(r) > 4096 {
+			errs = append(errs, fmt.Errorf("--cgroup.kubelet-root=%q: want the kubelet's --cgroup-root, a path from the cgroup2 root such as / or /kubelet.slice", strictjson.Clip(r)))
+		}
+	}
 	if c.CgroupDepth < 0 || c.CgroupDepth > 32 {
 		errs = append(errs, fmt.Errorf("--cgroup.depth=%d: want 0 (every level) to 32", c.CgroupDepth))
 	}
@@ -126,11 +137,21 @@ const maxTokenBytes = 4 << 10
 
 // ReadToken reads the API bearer token, refusing an empty one.
 func ReadToken(path string) (string, error) {
-	f, err := os.Open(path)
+	// Opened without blocking: a FIFO with no writer would hold the
+	// observer at start with nothing logged. Only a regular file is read
+	// (a Kubernetes secret's link to one is).
+	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK, 0)
 	if err != nil {
 		return "", fmt.Errorf("--web.api-token-file: %w", err)
 	}
 	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return "", fmt.Errorf("--web.api-token-file: %w", err)
+	}
+	if !fi.Mode().IsRegular() {
+		return "", fmt.Errorf("--web.api-token-file=%q is a %s, not a regular file: write the token to a file (e.g. openssl rand -hex 32 > token; chmod 600 token)", path, fileKind(fi.Mode()))
+	}
 	b, err := io.ReadAll(io.LimitReader(f, maxTokenBytes+1))
 	if err != nil {
 		return "", fmt.Errorf("--web.api-token-file: %w", err)
@@ -143,6 +164,23 @@ func ReadToken(path string) (string, error) {
 		return "", fmt.Errorf("--web.api-token-file=%q is empty: put a random token in it (e.g. openssl rand -hex 32)", path)
 	}
 	return tok, nil
+}
+
+// fileKind names a mode's file type.
+func fileKind(m os.FileMode) string {
+	switch {
+	case m&os.ModeNamedPipe != 0:
+		return "named pipe"
+	case m&os.ModeSocket != 0:
+		return "socket"
+	case m&os.ModeCharDevice != 0:
+		return "character device"
+	case m&os.ModeDevice != 0:
+		return "block device"
+	case m.IsDir():
+		return "directory"
+	}
+	return "special file"
 }
 
 // TokenFileExposed says, when the token file can be read or changed by

@@ -1,13 +1,15 @@
 package observer
 
 import (
-	"github.com/thrashscope/thrashscope/internal/indicators"
-
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/thrashscope/thrashscope/internal/indicators"
 )
 
 func validConfig() Config {
@@ -36,6 +38,14 @@ func TestValidate(t *testing.T) {
 	if err := os.WriteFile(empty, []byte("\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
+	fifo := filepath.Join(dir, "fifo") // no writer: a blocking open waits for one
+	if err := unix.Mkfifo(fifo, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	linked := filepath.Join(dir, "linked") // as a Kubernetes secret mounts it
+	if err := os.Symlink(token, linked); err != nil {
+		t.Fatal(err)
+	}
 	huge := filepath.Join(dir, "huge")
 	if err := os.WriteFile(huge, make([]byte, maxTokenBytes+1), 0o600); err != nil {
 		t.Fatal(err)
@@ -53,6 +63,9 @@ func TestValidate(t *testing.T) {
 		{"all interfaces with token", func(c *Config) { c.ListenAddresses = []string{"0.0.0.0:9752"}; c.APITokenFile = token }, ""},
 		{"empty token", func(c *Config) { c.APITokenFile = empty }, "is empty"},
 		{"huge token file", func(c *Config) { c.APITokenFile = huge }, "larger than 4096 bytes"},
+		{"token file a FIFO", func(c *Config) { c.APITokenFile = fifo }, "is a named pipe, not a regular file"},
+		{"token file a directory", func(c *Config) { c.APITokenFile = dir }, "is a directory, not a regular file"},
+		{"token file a link to one", func(c *Config) { c.APITokenFile = linked }, ""},
 		{"missing token file", func(c *Config) { c.APITokenFile = filepath.Join(dir, "nope") }, "--web.api-token-file"},
 		{"hostname", func(c *Config) { c.ListenAddresses = []string{"example.org:9752"} }, "not an IP address"},
 		{"no port", func(c *Config) { c.ListenAddresses = []string{"127.0.0.1"} }, "--web.listen-address"},
@@ -66,6 +79,9 @@ func TestValidate(t *testing.T) {
 		{"cgroup top-k off", func(c *Config) { c.CgroupTopK = 0 }, ""},
 		{"cgroup top-k negative", func(c *Config) { c.CgroupTopK = -1 }, "--cgroup.top-k"},
 		{"cgroup top-k huge", func(c *Config) { c.CgroupTopK = 5000 }, "--cgroup.top-k"},
+		{"kubelet root", func(c *Config) { c.KubeletRoots = []string{"/", "/kubelet.slice"} }, ""},
+		{"kubelet root relative", func(c *Config) { c.KubeletRoots = []string{"kubelet.slice"} }, "--cgroup.kubelet-root"},
+		{"kubelet root climbing", func(c *Config) { c.KubeletRoots = []string{"/a/../b"} }, "--cgroup.kubelet-root"},
 		{"cgroup depth negative", func(c *Config) { c.CgroupDepth = -2 }, "--cgroup.depth"},
 		{"cgroupfs not a cgroup mount", func(c *Config) { c.CgroupfsPath = dir }, "--path.cgroupfs"},
 		{"bad procfs", func(c *Config) { c.ProcfsPath = filepath.Join(dir, "nope") }, "--path.procfs"},

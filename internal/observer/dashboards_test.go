@@ -1,9 +1,9 @@
 package observer
 
 import (
-	"bufio"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"net/url"
 	"slices"
@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/thrashscope/thrashscope/dashboards"
+	"github.com/thrashscope/thrashscope/internal/testenv"
 )
 
 // The dashboards' real checks, run inside TestAlertsFireOnARealThrash so
@@ -92,10 +93,13 @@ func (m *dashboardMetrics) scrape(t *testing.T, observerURL string) bool {
 		t.Fatal(err)
 	}
 	defer resp.Body.Close()
-	sc := bufio.NewScanner(resp.Body)
-	sc.Buffer(make([]byte, 1<<20), 1<<20)
-	for sc.Scan() {
-		line := sc.Text()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	testenv.NoDuplicateSeries(t, string(body))
+	for line := range strings.Lines(string(body)) {
+		line = strings.TrimSpace(line)
 		if line == "" || line[0] == '#' {
 			continue
 		}

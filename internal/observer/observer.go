@@ -350,8 +350,9 @@ type limits struct {
 	MaxHeaderBytes, MaxConns      int
 }
 
-// serverLimits: a request has 5 s for its headers (at most 16 KiB) and 15 s
-// in all (a run spec is under 64 KiB); a reply 60 s (a 64 MiB samples.csv,
+// serverLimits: a request has 5 s for its headers (at most 16 KiB with its
+// request line) and 15 s in all (a run spec is under 64 KiB); a reply 60 s
+// (a 64 MiB samples.csv,
 // a 30 s pprof profile); a kept-alive connection idles 30 s; 256
 // connections at once, past which new ones wait in the kernel's backlog.
 // So a slow or idle client is cut within seconds, and /metrics and /healthz
@@ -368,9 +369,14 @@ func (l limits) server(h http.Handler) *http.Server {
 		ReadTimeout:       l.Read,
 		WriteTimeout:      l.Write,
 		IdleTimeout:       l.Idle,
-		MaxHeaderBytes:    l.MaxHeaderBytes,
+		MaxHeaderBytes:    l.MaxHeaderBytes - headerSlop,
 	}
 }
+
+// headerSlop is what net/http reads of a request's head past
+// MaxHeaderBytes before it refuses it: taken off, so that the bound is
+// the one documented.
+const headerSlop = 4096
 
 // schemeOf tells whether the web config turns TLS on, for the page's URL.
 // A config that does not parse is left to the server to report.

@@ -92,6 +92,9 @@ func (r *running) get(t *testing.T, path string) (int, string) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	if strings.HasPrefix(path, "/metrics") {
+		testenv.NoDuplicateSeries(t, string(b))
+	}
 	return resp.StatusCode, string(b)
 }
 

@@ -7,6 +7,7 @@ import (
 	"github.com/thrashscope/thrashscope/internal/flow"
 	"github.com/thrashscope/thrashscope/internal/pipeline"
 	"github.com/thrashscope/thrashscope/internal/procfs"
+	"github.com/thrashscope/thrashscope/internal/workload"
 )
 
 // declarePipeline is the daemon's data flow (package flow declares it for
@@ -51,7 +52,7 @@ func (o *Observer) declarePipeline(cfg Config, fs procfs.FS, logger *slog.Logger
 // container's view of the host's cgroup2 mount), else the cgroup2 mount of
 // this process, and the v1 memory mount beside it on a hybrid host.
 func workloadOptions(cfg Config, logger *slog.Logger) flow.WorkloadOptions {
-	w := flow.WorkloadOptions{TopK: cfg.CgroupTopK, Depth: cfg.CgroupDepth}
+	w := flow.WorkloadOptions{TopK: cfg.CgroupTopK, Depth: cfg.CgroupDepth, Trust: workload.Trust{KubeletRoots: cfg.KubeletRoots}}
 	if cfg.CgroupfsPath != "" {
 		w.Hierarchy = cgroup.Hierarchy{Point: cfg.CgroupfsPath, Root: "/"}
 		return w
@@ -63,6 +64,5 @@ func workloadOptions(cfg Config, logger *slog.Logger) flow.WorkloadOptions {
 	}
 	w.Hierarchy = h
 	w.V1Memory, _ = cgroup.V1MemoryMount(cfg.ProcfsPath)
-	w.ProcfsPath = cfg.ProcfsPath
 	return w
 }

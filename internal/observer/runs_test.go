@@ -424,6 +424,9 @@ func get(t *testing.T, url string) (int, string) {
 	}
 	defer resp.Body.Close()
 	b, _ := io.ReadAll(resp.Body)
+	if strings.HasSuffix(url, "/metrics") {
+		testenv.NoDuplicateSeries(t, string(b)) // in every scrape a test reads
+	}
 	return resp.StatusCode, string(b)
 }
 

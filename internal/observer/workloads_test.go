@@ -2,11 +2,14 @@ package observer
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"fmt"
+	"io"
 	"io/fs"
 	"maps"
 	"math"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -17,9 +20,12 @@ import (
 	"testing"
 	"time"
 
+	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/common/expfmt"
 	"golang.org/x/sys/unix"
 
 	"github.com/thrashscope/thrashscope/internal/cgroup"
+	"github.com/thrashscope/thrashscope/internal/labelvalue"
 	"github.com/thrashscope/thrashscope/internal/testenv"
 )
 
@@ -176,14 +182,18 @@ func TestWorkloadsFromRealCgroups(t *testing.T) {
 	const uid = "3e1d7a2b-54c8-4f0e-9b1a-0c2d3e4f5a6b"
 	cid := strings.Repeat("9f", 32)
 	hostile := "bad\xff\"q name"
-	rootRel := "/" + filepath.Base(root.Path)
+	// The observer is given the test's group as its cgroup2 mount, as a
+	// container is given the host's: the groups made in it are at the top
+	// of the hierarchy it names, where systemd and the kubelet put theirs
+	// (workload.Trust believes their shapes there only).
+	rootRel := ""
 	busy := map[string]string{ // cgroup label -> dir
 		rootRel + "/system.slice/db-test.service":             mk("system.slice/db-test.service"),
 		rootRel + "/kubepods/burstable/pod" + uid + "/" + cid: mk("kubepods/burstable/pod" + uid + "/" + cid),
-		// as the exposition format writes it: U+FFFD for the bad byte, the quote escaped
-		rootRel + `/hostile/bad�\"q name`: mk("hostile/" + hostile),
+		// as the exposition format writes it: U+FFFD and its hex for the bad byte (labelvalue), the quote escaped
+		rootRel + `/hostile/bad�FF\"q name`: mk("hostile/" + hostile),
 	}
-	d := startDaemon(t, t.TempDir(), "--probes=bpf", "--cgroup.top-k=5")
+	d := startDaemon(t, t.TempDir(), "--probes=bpf", "--cgroup.top-k=5", "--path.cgroupfs="+root.Path)
 
 	file := testenv.UncachedFile(t, 8<<20) // 2,048 pages
 	busyChild := map[string]*exec.Cmd{}
@@ -341,7 +351,7 @@ func TestWorkloadsFoldedAtADepth(t *testing.T) {
 	const uid = "5a0c2d3e-1b2c-4d5e-8f90-a1b2c3d4e5f6"
 	podRel := filepath.Join(unifiedRel(t, root.Path), "kubepods/besteffort/pod"+uid)
 	depth := strings.Count(strings.Trim(podRel, "/"), "/") + 1
-	d := startDaemon(t, t.TempDir(), "--probes=bpf", "--cgroup.top-k=5", fmt.Sprintf("--cgroup.depth=%d", depth))
+	d := startDaemon(t, t.TempDir(), "--probes=bpf", "--cgroup.top-k=5", fmt.Sprintf("--cgroup.depth=%d", depth), "--cgroup.kubelet-root="+unifiedRel(t, root.Path))
 
 	var want uint64
 	var containers []string
@@ -444,4 +454,350 @@ func unifiedRel(t *testing.T, dir string) string {
 		t.Fatal(err)
 	}
 	return filepath.Join(h.Root, rel)
+}
+
+// TestHostileNamesGiveDistinctSeries: real cgroups whose names differ only
+// in a control byte or a byte of invalid UTF-8, and two long siblings whose
+// paths pass the label bound, each with a process that faults: one
+// workload each, in text, OpenMetrics and protobuf scrapes alike, with no
+// series twice, and each workload's count its own process's (wait4's
+// rusage) within 2 %.
+func TestHostileNamesGiveDistinctSeries(t *testing.T) {
+	testenv.RequirePrivileged(t)
+	parent, err := cgroup.OwnUnified("/proc")
+	if err != nil {
+		t.Fatalf("no cgroup2 group of this process to make test groups under: %v", err)
+	}
+	root, err := parent.CreatePressureGroup(fmt.Sprintf("test-hostile-%d", os.Getpid()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { removeTree(t, root.Path) })
+	long := strings.Repeat("L", 239)
+	names := []string{"hostile-test-\x01", "hostile-test-\x02", "hostile-test-\xff", "hostile-test-\xfe", long + "1", long + "2"}
+	d := startDaemon(t, t.TempDir(), "--probes=bpf", fmt.Sprintf("--cgroup.top-k=%d", len(names)+4))
+	want := map[string]int64{} // the cgroup label, escaped, to its process's faults
+	for _, name := range names {
+		dir := filepath.Join(root.Path, name)
+		if err := os.Mkdir(dir, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		c := startInCgroup(t, dir, "0,1024", testenv.UncachedFile(t, 4<<20)) // a file of its own, uncached
+		if err := c.Wait(); err != nil {
+			t.Fatalf("fault child in %q: %v", dir, err)
+		}
+		ru, ok := c.ProcessState.SysUsage().(*syscall.Rusage)
+		if !ok || ru.Majflt < 1000 {
+			t.Fatalf("fault child in %q: rusage %+v: fewer than the 1,000 major faults it was to take", dir, c.ProcessState.SysUsage())
+		}
+		want[labelvalue.Escape(unifiedRel(t, dir))] = ru.Majflt
+	}
+	if len(want) != len(names) {
+		t.Fatalf("%d names gave %d labels", len(names), len(want))
+	}
+
+	got := map[string]float64{}
+	prev := map[string]float64{}
+	waitFor(t, 30*time.Second, "each hostile workload's faults, the same in two scrapes", func() bool {
+		time.Sleep(500 * time.Millisecond)
+		_, scrape := get(t, d.url+"/metrics")
+		steady := true
+		for label := range want {
+			got[label] = cgroupSum(scrape, "thrashscope_cgroup_major_faults_total", label)
+			steady = steady && got[label] > 0 && got[label] == prev[label]
+		}
+		maps.Copy(prev, got)
+		return steady
+	})
+	for label, n := range want {
+		if math.Abs(got[label]-float64(n)) > 0.02*float64(n) {
+			t.Errorf("%q: %.0f major faults exported, its process took %d: more than 2%% apart", label, got[label], n)
+		}
+	}
+
+	// No series twice, whatever the format a scraper asks for.
+	for _, accept := range []string{"text/plain;version=0.0.4", "application/openmetrics-text;version=1.0.0", "application/vnd.google.protobuf;proto=io.prometheus.client.MetricFamily;encoding=delimited"} {
+		req, err := http.NewRequest("GET", d.url+"/metrics", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("Accept", accept)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, err := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if err != nil || resp.StatusCode != http.StatusOK {
+			t.Fatalf("a scrape asking for %s: %d, %v", accept, resp.StatusCode, err)
+		}
+		if expfmt.ResponseFormat(resp.Header).FormatType() != expfmt.TypeProtoDelim {
+			// Text and OpenMetrics: one sample a line.
+			testenv.NoDuplicateSeries(t, string(body))
+			for label := range want {
+				if cgroupSum(string(body), "thrashscope_cgroup_major_faults_total", label) <= 0 {
+					t.Errorf("asking for %s: no thrashscope_cgroup_major_faults_total series of %q", accept, label)
+				}
+			}
+			continue
+		}
+		labels := map[string]bool{}
+		seen := map[string]bool{}
+		for _, s := range protoSeries(t, body) {
+			if s.name == "thrashscope_cgroup_major_faults_total" {
+				labels[s.labels["cgroup"]] = true
+			}
+			if k := s.key(); seen[k] {
+				t.Errorf("asking for %s: the series %s more than once", accept, k)
+			}
+			seen[s.key()] = true
+		}
+		for label := range want {
+			if !labels[label] {
+				t.Errorf("asking for %s: no thrashscope_cgroup_major_faults_total series of %q", accept, label)
+			}
+		}
+	}
+}
+
+// aSeries is one series of a scrape: its name and labels.
+type aSeries struct {
+	name   string
+	labels map[string]string
+}
+
+func (s aSeries) key() string {
+	var b strings.Builder
+	b.WriteString(s.name)
+	for _, k := range slices.Sorted(maps.Keys(s.labels)) {
+		fmt.Fprintf(&b, ",%s=%q", k, s.labels[k])
+	}
+	return b.String()
+}
+
+// protoSeries decodes a delimited protobuf scrape, each series as often as
+// it appears.
+func protoSeries(t *testing.T, body []byte) []aSeries {
+	t.Helper()
+	var out []aSeries
+	dec := expfmt.NewDecoder(bytes.NewReader(body), expfmt.NewFormat(expfmt.TypeProtoDelim))
+	for {
+		var mf dto.MetricFamily
+		if err := dec.Decode(&mf); err == io.EOF {
+			return out
+		} else if err != nil {
+			t.Fatalf("decoding a protobuf scrape: %v", err)
+		}
+		for _, m := range mf.GetMetric() {
+			s := aSeries{name: mf.GetName(), labels: map[string]string{}}
+			for _, l := range m.GetLabel() {
+				s.labels[l.GetName()] = l.GetValue()
+			}
+			out = append(out, s)
+		}
+	}
+}
+
+// TestPodLabelsOnlyUnderTheKubeletRoot: the kubelet's shape (kubepods,
+// QoS, pod, container) is a pod only right under the kubelet's root; the
+// same shape under a user@UID.service delegation, which its user may
+// build, or under any other group, is just names (the units' trust is
+// TestParse's: it reads the path from the hierarchy's root, and the test's
+// groups are under its own).
+func TestPodLabelsOnlyUnderTheKubeletRoot(t *testing.T) {
+	testenv.RequirePrivileged(t)
+	parent, err := cgroup.OwnUnified("/proc")
+	if err != nil {
+		t.Fatalf("no cgroup2 group of this process to make test groups under: %v", err)
+	}
+	root, err := parent.CreatePressureGroup(fmt.Sprintf("test-spoof-%d", os.Getpid()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { removeTree(t, root.Path) })
+	const uid = "7b1d7a2b-54c8-4f0e-9b1a-0c2d3e4f5a6b"
+	uidU := strings.ReplaceAll(uid, "-", "_")
+	cid := strings.Repeat("7c", 32)
+	shape := "kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod" + uidU + ".slice/cri-containerd-" + cid + ".scope"
+	dirs := map[string]string{ // what the path is to the dir
+		"under the kubelet's root": filepath.Join(root.Path, "kubelet", shape),
+		"under a user delegation":  filepath.Join(root.Path, "user.slice/user-4242.slice/user@4242.service", shape),
+		"under another group":      filepath.Join(root.Path, "hostile-test-spoof", shape),
+	}
+	d := startDaemon(t, t.TempDir(), "--probes=bpf", "--cgroup.top-k=10", "--cgroup.kubelet-root="+unifiedRel(t, filepath.Join(root.Path, "kubelet")))
+	labels := map[string]string{} // the cgroup label to what it is
+	for what, dir := range dirs {
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		c := startInCgroup(t, dir, "0,1024", testenv.UncachedFile(t, 4<<20)) // a file of its own, uncached
+		if err := c.Wait(); err != nil {
+			t.Fatalf("fault child %s: %v", what, err)
+		}
+		labels[labelvalue.Escape(unifiedRel(t, dir))] = what // clipped: the paths pass 256 bytes
+	}
+	var series map[string]string
+	waitFor(t, 30*time.Second, "the three workloads in a scrape", func() bool {
+		time.Sleep(500 * time.Millisecond)
+		_, scrape := get(t, d.url+"/metrics")
+		series = cgroupSeries(scrape, "thrashscope_cgroup_major_faults_total")
+		for label := range labels {
+			if _, ok := series[label]; !ok {
+				return false
+			}
+		}
+		return true
+	})
+	for label, what := range labels {
+		got := series[label]
+		pod := strings.Contains(got, `pod_uid="`+uid+`"`) && strings.Contains(got, `container_id="`+cid+`"`) && strings.Contains(got, `qos="burstable"`)
+		forged := strings.Contains(got, "pod_uid=") || strings.Contains(got, "container_id=") || strings.Contains(got, "qos=")
+		switch what {
+		case "under the kubelet's root":
+			if !pod {
+				t.Errorf("%s: labels {%s}, want its pod_uid, container_id and qos", what, got)
+			}
+		default:
+			if forged {
+				t.Errorf("%s: labels {%s}, want no pod labels", what, got)
+			}
+		}
+	}
+}
+
+// TestV1ReadingsAreTheWorkloadsOwn: where memory is on cgroup v1, a
+// workload's memory readings come from the v1 group at its own path, and
+// from nowhere else. A process joins its cgroup2 group, faults for two
+// seconds in the v1 group it started in (this test's own), then joins the
+// v1 group at its workload's path: across 20 scrapes a second apart no
+// memory counter of the workload goes down, and once the process is gone
+// each equals what the v1 group's own files say.
+func TestV1ReadingsAreTheWorkloadsOwn(t *testing.T) {
+	testenv.RequirePrivileged(t)
+	v1, ok := cgroup.V1MemoryMount("/proc")
+	if !ok {
+		testenv.NotApplicable(t, "memory is on cgroup v2 here: a workload's readings are its cgroup2 group's own files", "TestReadKernelAgreesWithTheProcess")
+	}
+	parent, err := cgroup.OwnUnified("/proc")
+	if err != nil {
+		t.Fatalf("no cgroup2 group of this process to make test groups under: %v", err)
+	}
+	u, err := parent.CreatePressureGroup(fmt.Sprintf("test-v1own-%d", os.Getpid()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rel := unifiedRel(t, u.Path)
+	own := filepath.Join(v1, rel) // the v1 group at the workload's path
+	if err := os.Mkdir(own, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	var child *exec.Cmd
+	t.Cleanup(func() {
+		if child != nil {
+			_ = child.Process.Kill()
+			_ = child.Wait()
+		}
+		removeTree(t, u.Path)
+		if err := os.Remove(own); err != nil {
+			t.Errorf("the test's v1 group %s: %v", own, err)
+		}
+	})
+	d := startDaemon(t, t.TempDir(), "--probes=bpf", "--cgroup.top-k=5")
+	child = startInCgroup(t, u.Path, "0,0", testenv.UncachedFile(t, 8<<20))
+	waitFor(t, 30*time.Second, "the workload in a scrape", func() bool {
+		time.Sleep(300 * time.Millisecond)
+		_, scrape := get(t, d.url+"/metrics")
+		return len(memoryCounters(scrape, rel)) > 0
+	})
+	time.Sleep(2 * time.Second) // faulting in the v1 group it started in
+	if err := os.WriteFile(filepath.Join(own, "cgroup.procs"), []byte(strconv.Itoa(child.Process.Pid)), 0); err != nil {
+		t.Fatal(err)
+	}
+	last := map[string]float64{}
+	for i := range 20 {
+		_, scrape := get(t, d.url+"/metrics")
+		for k, v := range memoryCounters(scrape, rel) {
+			if v < last[k] {
+				t.Errorf("scrape %d: %s went from %.0f to %.0f", i, k, last[k], v)
+			}
+			last[k] = v
+		}
+		time.Sleep(time.Second)
+	}
+	if last[`thrashscope_cgroup_memory_stat_major_faults_total{cgroup="`+rel+`"}`] < 100 {
+		t.Fatalf("the workload's memory.stat major faults %v: the child did not fault in its own v1 group, the test proves nothing", last)
+	}
+	_ = child.Process.Kill()
+	_ = child.Wait()
+	child = nil
+
+	// Once the process is gone the files hold still: the series are them.
+	stat := func() map[string]float64 {
+		b, err := os.ReadFile(filepath.Join(own, "memory.stat"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		m := map[string]float64{}
+		for line := range strings.Lines(string(b)) {
+			k, v, _ := strings.Cut(strings.TrimSpace(line), " ")
+			m[k], _ = strconv.ParseFloat(v, 64)
+		}
+		return m
+	}
+	want := func() map[string]float64 {
+		s := stat()
+		failcnt, err := os.ReadFile(filepath.Join(own, "memory.failcnt"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		max, _ := strconv.ParseFloat(strings.TrimSpace(string(failcnt)), 64)
+		return map[string]float64{
+			`thrashscope_cgroup_memory_stat_major_faults_total{cgroup="` + rel + `"}`:        s["total_pgmajfault"],
+			`thrashscope_cgroup_workingset_refaults_total{cgroup="` + rel + `",type="anon"}`: s["total_workingset_refault_anon"],
+			`thrashscope_cgroup_workingset_refaults_total{cgroup="` + rel + `",type="file"}`: s["total_workingset_refault_file"],
+			`thrashscope_cgroup_memory_events_total{cgroup="` + rel + `",event="max"}`:       max,
+		}
+	}
+	var got, kernel map[string]float64
+	agree := func() bool {
+		for k, v := range kernel {
+			if got[k] != v {
+				return false
+			}
+		}
+		return true
+	}
+	for deadline := time.Now().Add(15 * time.Second); ; time.Sleep(500 * time.Millisecond) {
+		_, scrape := get(t, d.url+"/metrics")
+		got, kernel = memoryCounters(scrape, rel), want()
+		if agree() || time.Now().After(deadline) {
+			break
+		}
+	}
+	for k, v := range kernel {
+		if got[k] != v {
+			t.Errorf("%s: exported %.0f, its own v1 group's file says %.0f", k, got[k], v)
+		}
+	}
+}
+
+// memoryCounters are a workload's cgroup_memory_* and cgroup_workingset_*
+// counters in a scrape, by series.
+func memoryCounters(scrape, cgroupLabel string) map[string]float64 {
+	out := map[string]float64{}
+	for line := range strings.Lines(scrape) {
+		if !strings.HasPrefix(line, "thrashscope_cgroup_memory_") && !strings.HasPrefix(line, "thrashscope_cgroup_workingset_") {
+			continue
+		}
+		i := strings.LastIndexByte(strings.TrimSpace(line), ' ')
+		key := line[:i]
+		name, _, _ := strings.Cut(key, "{")
+		if !strings.HasSuffix(name, "_total") || !strings.Contains(key, `cgroup="`+cgroupLabel+`"`) {
+			continue
+		}
+		if v, err := strconv.ParseFloat(strings.TrimSpace(line[i:]), 64); err == nil {
+			out[key] = v
+		}
+	}
+	return out
 }

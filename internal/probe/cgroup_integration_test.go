@@ -2,7 +2,11 @@ package probe
 
 import (
 	"fmt"
+	"io"
+	"os"
+	"path/filepath"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -311,5 +315,127 @@ func TestWakesWhenFaultsBegin(t *testing.T) {
 		if later != 0 {
 			t.Errorf("%d wakes while the faults went on past their first second, want none", later)
 		}
+	}
+}
+
+// churnGroups makes n empty groups under dir, c00000 and on, and returns
+// their ids.
+func churnGroups(t *testing.T, dir string, n int) []uint64 {
+	t.Helper()
+	ids := make([]uint64, n)
+	for i := range n {
+		sub := filepath.Join(dir, fmt.Sprintf("c%05d", i))
+		if err := os.Mkdir(sub, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		var st unix.Stat_t
+		if err := unix.Stat(sub, &st); err != nil {
+			t.Fatal(err)
+		}
+		ids[i] = st.Ino
+	}
+	return ids
+}
+
+// churn has one child join each of n new groups under dir in turn and
+// take two major faults in each, then removes them; it returns their ids
+// and the child's maj_flt over it (a page or two in a thousand was cached
+// already: a minor fault).
+func churn(t *testing.T, dir string, n int) ([]uint64, uint64) {
+	t.Helper()
+	ids := churnGroups(t, dir, n)
+	c := startChild(t, "churn", dir+","+testenv.UncachedFile(t, 2*n*os.Getpagesize()))
+	c.expect(t, "ready")
+	m0 := majFlt(t, c.pid())
+	if !c.runPhase(t, -1) {
+		t.Fatal("the churning child was killed")
+	}
+	majflt := majFlt(t, c.pid()) - m0
+	for i := range n {
+		if err := os.Remove(filepath.Join(dir, fmt.Sprintf("c%05d", i))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return ids, majflt
+}
+
+// The cgroup map under churn. Two fills of 1,800 groups that each take two
+// major faults, the second made right after the first is removed: every
+// group of both is counted, the groups' faults are the child's maj_flt to
+// the fault, none lost, since a removed
+// group leaves the map as the kernel removes it (cgroup_rmdir) and its
+// last counts come to the reader. Then 2,200 groups churned, more than the
+// map holds, while a tracked group thrashes: the tracked group keeps
+// counting, its major faults its member's maj_flt within 2 %.
+func TestCgroupChurnLosesNothing(t *testing.T) {
+	testenv.RequireSwap(t)
+	p := loadCgroupsForTest(t)
+	if !p.rmdirHooked {
+		t.Fatalf("the cgroup_rmdir hook did not attach (program: %v; queue: %v): removed cgroups would hold the map until the sweep", p.notLoaded["cgroup_rmdir"], p.notLoaded["removed_cgroups"])
+	}
+	snap, err := readArmed(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lost0 := snap.CgroupEventsLost
+	for fill := 1; fill <= 2; fill++ {
+		root := testenv.UnifiedGroup(t, fmt.Sprintf("churn-%d", fill), false)
+		ids, majflt := churn(t, root.Path, 1800)
+		if snap, err = readArmed(p); err != nil {
+			t.Fatal(err)
+		}
+		var sum uint64
+		none := 0
+		for _, id := range ids {
+			n := snap.Cgroups[id].MajorFaults.Total()
+			sum += n
+			if n == 0 {
+				none++
+			}
+		}
+		t.Logf("fill %d: %d major faults counted in %d groups, the child's maj_flt %d; %d groups with none; events lost %d", fill, sum, len(ids), majflt, none, snap.CgroupEventsLost-lost0)
+		if majflt < uint64(len(ids)) || sum != majflt || none > 0 || snap.CgroupEventsLost != lost0 {
+			t.Errorf("fill %d of %d groups: %d major faults counted, the child took %d; %d groups with none, %d events lost: want every fault, in its group, none lost", fill, len(ids), sum, majflt, none, snap.CgroupEventsLost-lost0)
+		}
+	}
+
+	// A tracked group thrashing beside 2,200 churned groups.
+	cg := testenv.MemoryCgroup(t, 48<<20)
+	pg := testenv.NewPressureGroup(t, cg)
+	id := groupID(t, pg.Cgroup)
+	c := startChild(t, "thrash-file", testenv.UncachedFile(t, 128<<20))
+	for _, g := range []*cgroup.Cgroup{cg.Cgroup, pg.Cgroup} {
+		if err := g.Add(c.pid()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c.expect(t, "ready")
+	m0 := majFlt(t, c.pid())
+	if snap, err = readArmed(p); err != nil {
+		t.Fatal(err)
+	}
+	before := snap.Cgroups[id]
+	if _, err := io.WriteString(c.in, "go\n"); err != nil {
+		t.Fatal(err)
+	}
+	many := testenv.UnifiedGroup(t, "churn-many", false)
+	_, _ = churn(t, many.Path, 2200)
+	if _, err := io.WriteString(c.in, "stop\n"); err != nil {
+		t.Fatal(err)
+	}
+	if line, err := c.out.ReadString('\n'); err != nil || strings.TrimSpace(line) != "done" {
+		t.Fatalf("the tracked thrasher said %q (%v)", line, err)
+	}
+	majflt := majFlt(t, c.pid()) - m0
+	if snap, err = readArmed(p); err != nil {
+		t.Fatal(err)
+	}
+	got := snap.Cgroups[id].MajorFaults.Total() - before.MajorFaults.Total()
+	t.Logf("tracked group: %d major faults counted, its member's maj_flt %d; %d events lost to the full map meanwhile", got, majflt, snap.CgroupEventsLost-lost0)
+	if majflt < 1000 {
+		t.Fatalf("the tracked group's member took %d major faults only: it did not thrash, the test proves nothing", majflt)
+	}
+	if !within(got, majflt, 0.02) {
+		t.Errorf("the tracked group counted %d major faults, its member's maj_flt %d: more than 2%% apart", got, majflt)
 	}
 }

@@ -1,6 +1,7 @@
 package probe
 
 import (
+	"errors"
 	"fmt"
 	"sync"
 
@@ -30,6 +31,7 @@ func (p *Probe) readCgroups(snap *readout.Snapshot) error {
 		return nil
 	}
 	var err error
+	removed := map[uint64]readout.CgroupCounters{}
 	for try := range pendingTries {
 		var before, after [][]thrashscopeCgroupPending
 		if before, err = readPending(p.objs.CgroupsPending); err != nil {
@@ -37,6 +39,15 @@ func (p *Probe) readCgroups(snap *readout.Snapshot) error {
 		}
 		if snap.Cgroups, err = readCgroupMap(p.objs.Cgroups, &p.reading.groups); err != nil {
 			return err
+		}
+		// Drained after the map: a cgroup removed since the map was read
+		// is in the queue; one removed before, in the queue and not the
+		// map; one being removed, in both (the queue's is the later).
+		if err := p.drainRemoved(removed); err != nil {
+			return err
+		}
+		for id, c := range removed {
+			snap.Cgroups[id] = c.AtLeast(snap.Cgroups[id])
 		}
 		if after, err = readPending(p.objs.CgroupsPending); err != nil {
 			return err
@@ -47,6 +58,30 @@ func (p *Probe) readCgroups(snap *readout.Snapshot) error {
 	}
 	if snap.CgroupEventsLost, err = sumPerCPU(p.objs.CgroupEventsLost); err != nil {
 		return fmt.Errorf("reading cgroup_events_lost: %w", err)
+	}
+	if p.rmdirHooked {
+		if snap.RemovedCgroupsLost, err = sumPerCPU(p.objs.RemovedCgroupsLost); err != nil {
+			return fmt.Errorf("reading removed_cgroups_lost: %w", err)
+		}
+	}
+	return nil
+}
+
+// drainRemoved takes the removed cgroups' last counts off their queue
+// into removed: at most the queue's size, so a hook that keeps pushing
+// cannot hold the reader.
+func (p *Probe) drainRemoved(removed map[uint64]readout.CgroupCounters) error {
+	if !p.rmdirHooked {
+		return nil
+	}
+	for range p.objs.RemovedCgroups.MaxEntries() {
+		var r thrashscopeRemovedCgroup
+		if err := p.objs.RemovedCgroups.LookupAndDelete(nil, &r); errors.Is(err, ebpf.ErrKeyNotExist) {
+			return nil
+		} else if err != nil {
+			return fmt.Errorf("reading removed_cgroups: %w", err)
+		}
+		removed[r.Id] = decodeCgroup(r.Stats).AtLeast(removed[r.Id])
 	}
 	return nil
 }

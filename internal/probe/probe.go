@@ -69,14 +69,17 @@ const loadGCPercent = 20
 // Probe holds the loaded objects and their links. Close releases them in
 // reverse order: links, perf events, then objects.
 type Probe struct {
-	objs     thrashscopeObjects
-	links    []link.Link
-	perf     *perfEvents // PAGE_FAULTS_MAJ
-	status   []readout.Status
-	reading  readState
-	latency  latencyHooks
-	sampling stallSampling
-	logger   *slog.Logger
+	objs  thrashscopeObjects
+	links []link.Link
+	// rmdirHooked: removed cgroups hand their last counts over through
+	// removed_cgroups (cgroup_rmdir).
+	rmdirHooked bool
+	perf        *perfEvents // PAGE_FAULTS_MAJ
+	status      []readout.Status
+	reading     readState
+	latency     latencyHooks
+	sampling    stallSampling
+	logger      *slog.Logger
 	// filemap: mm_filemap_fault is attached, so a swap-in of a private
 	// file mapping's written page is told from a page-cache read.
 	filemap bool
@@ -206,6 +209,19 @@ func (p *Probe) startCgroups() {
 		return
 	}
 	p.cgroups = true
+	// A removed cgroup leaves the map as the kernel removes it; without
+	// the hook it goes at the reader's next sweep (every tenth sample).
+	if p.objs.CgroupRmdir == nil || p.objs.RemovedCgroups == nil {
+		p.logger.Warn("removed cgroups leave the cgroup map only at the workloads' sweep: this kernel did not take the cgroup_rmdir program", "err", errors.Join(p.notLoaded["cgroup_rmdir"], p.notLoaded["removed_cgroups"]))
+		return
+	}
+	l, err := link.AttachRawTracepoint(link.RawTracepointOptions{Name: "cgroup_rmdir", Program: p.objs.CgroupRmdir})
+	if err != nil {
+		p.logger.Warn("removed cgroups leave the cgroup map only at the workloads' sweep", "err", fmt.Errorf("attaching raw tracepoint cgroup_rmdir: %w", err))
+		return
+	}
+	p.links = append(p.links, l)
+	p.rmdirHooked = true
 }
 
 // Cgroups reports whether faults and stalls are counted per cgroup.

@@ -7,6 +7,7 @@ import (
 	"math"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
@@ -284,6 +285,40 @@ func runChild(mode, arg string) error {
 			return err
 		}
 		sink = sum
+	case "churn":
+		// Join each group under a directory in turn, c00000 and on, and
+		// take two major faults in each (two uncached pages of a file,
+		// read through a private mapping), then wait in the directory.
+		dir, file, _ := strings.Cut(arg, ",")
+		mem, err := mapFile(file, unix.PROT_READ, unix.MAP_PRIVATE)
+		if err != nil {
+			return err
+		}
+		ents, err := os.ReadDir(dir)
+		if err != nil {
+			return err
+		}
+		fmt.Println("ready")
+		if err := waitFor("go"); err != nil {
+			return err
+		}
+		page, n := os.Getpagesize(), 0
+		var sum byte
+		for _, e := range ents {
+			if !e.IsDir() {
+				continue
+			}
+			if err := os.WriteFile(filepath.Join(dir, e.Name(), "cgroup.procs"), []byte("0"), 0); err != nil {
+				return err
+			}
+			sum += mem[2*n*page] + mem[(2*n+1)*page]
+			n++
+		}
+		sink = sum
+		if err := os.WriteFile(filepath.Join(dir, "cgroup.procs"), []byte("0"), 0); err != nil {
+			return err
+		}
+		fmt.Println("done")
 	case "idle":
 		fmt.Println("ready")
 	default:

@@ -113,6 +113,9 @@ func (p *Probe) programStats() ([]readout.ProgramStats, error) {
 	progs := p.programs()
 	out := make([]readout.ProgramStats, 0, len(progs))
 	for _, np := range progs {
+		if np.prog == nil {
+			continue // this kernel did not take it (notLoaded says why)
+		}
 		st, err := np.prog.Stats()
 		if err != nil {
 			return nil, fmt.Errorf("reading run statistics of %s: %w", np.name, err)
@@ -142,6 +145,7 @@ func (p *Probe) programs() []namedProgram {
 		{"memory_stall_sample", o.MemoryStallSample},
 		{"memory_stall", o.MemoryStall},
 		{"process_exit", o.ProcessExit},
+		{"cgroup_rmdir", o.CgroupRmdir},
 	}
 }
 

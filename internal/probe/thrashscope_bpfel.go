@@ -85,6 +85,12 @@ const (
 	thrashscopeProbeIdPROBES                    thrashscopeProbeId = 5
 )
 
+type thrashscopeRemovedCgroup struct {
+	_     structs.HostLayout
+	Id    uint64
+	Stats thrashscopeCgroupStats
+}
+
 type thrashscopeStallThread struct {
 	_            structs.HostLayout
 	OffSince     uint64
@@ -126,10 +132,14 @@ const (
 	thrashscopeMapProbeEventsLost     = "probe_events_lost"
 	thrashscopeMapProcessMajorFaults  = "process_major_faults"
 	thrashscopeMapProcessMemoryStall  = "process_memory_stall"
+	thrashscopeMapRemovedCgroups      = "removed_cgroups"
+	thrashscopeMapRemovedCgroupsLost  = "removed_cgroups_lost"
+	thrashscopeMapRemovedScratch      = "removed_scratch"
 	thrashscopeMapStallThreads        = "stall_threads"
 	thrashscopeMapStalledThreads      = "stalled_threads"
 	thrashscopeMapWakeCpus            = "wake_cpus"
 	thrashscopeMapWakes               = "wakes"
+	thrashscopeProgCgroupRmdir        = "cgroup_rmdir"
 	thrashscopeProgFaultEntryKernel   = "fault_entry_kernel"
 	thrashscopeProgFaultEntryUser     = "fault_entry_user"
 	thrashscopeProgFilemapFault       = "filemap_fault"
@@ -192,6 +202,7 @@ type thrashscopeSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type thrashscopeProgramSpecs struct {
+	CgroupRmdir        *ebpf.ProgramSpec `ebpf:"cgroup_rmdir"`
 	FaultEntryKernel   *ebpf.ProgramSpec `ebpf:"fault_entry_kernel"`
 	FaultEntryUser     *ebpf.ProgramSpec `ebpf:"fault_entry_user"`
 	FilemapFault       *ebpf.ProgramSpec `ebpf:"filemap_fault"`
@@ -222,6 +233,9 @@ type thrashscopeMapSpecs struct {
 	ProbeEventsLost    *ebpf.MapSpec `ebpf:"probe_events_lost"`
 	ProcessMajorFaults *ebpf.MapSpec `ebpf:"process_major_faults"`
 	ProcessMemoryStall *ebpf.MapSpec `ebpf:"process_memory_stall"`
+	RemovedCgroups     *ebpf.MapSpec `ebpf:"removed_cgroups"`
+	RemovedCgroupsLost *ebpf.MapSpec `ebpf:"removed_cgroups_lost"`
+	RemovedScratch     *ebpf.MapSpec `ebpf:"removed_scratch"`
 	StallThreads       *ebpf.MapSpec `ebpf:"stall_threads"`
 	StalledThreads     *ebpf.MapSpec `ebpf:"stalled_threads"`
 	WakeCpus           *ebpf.MapSpec `ebpf:"wake_cpus"`
@@ -274,6 +288,9 @@ type thrashscopeMaps struct {
 	ProbeEventsLost    *ebpf.Map `ebpf:"probe_events_lost"`
 	ProcessMajorFaults *ebpf.Map `ebpf:"process_major_faults"`
 	ProcessMemoryStall *ebpf.Map `ebpf:"process_memory_stall"`
+	RemovedCgroups     *ebpf.Map `ebpf:"removed_cgroups"`
+	RemovedCgroupsLost *ebpf.Map `ebpf:"removed_cgroups_lost"`
+	RemovedScratch     *ebpf.Map `ebpf:"removed_scratch"`
 	StallThreads       *ebpf.Map `ebpf:"stall_threads"`
 	StalledThreads     *ebpf.Map `ebpf:"stalled_threads"`
 	WakeCpus           *ebpf.Map `ebpf:"wake_cpus"`
@@ -295,6 +312,9 @@ func (m *thrashscopeMaps) Close() error {
 		m.ProbeEventsLost,
 		m.ProcessMajorFaults,
 		m.ProcessMemoryStall,
+		m.RemovedCgroups,
+		m.RemovedCgroupsLost,
+		m.RemovedScratch,
 		m.StallThreads,
 		m.StalledThreads,
 		m.WakeCpus,
@@ -319,6 +339,7 @@ type thrashscopeVariables struct {
 //
 // It can be passed to loadThrashscopeObjects or ebpf.CollectionSpec.LoadAndAssign.
 type thrashscopePrograms struct {
+	CgroupRmdir        *ebpf.Program `ebpf:"cgroup_rmdir"`
 	FaultEntryKernel   *ebpf.Program `ebpf:"fault_entry_kernel"`
 	FaultEntryUser     *ebpf.Program `ebpf:"fault_entry_user"`
 	FilemapFault       *ebpf.Program `ebpf:"filemap_fault"`
@@ -334,6 +355,7 @@ type thrashscopePrograms struct {
 
 func (p *thrashscopePrograms) Close() error {
 	return _ThrashscopeClose(
+		p.CgroupRmdir,
 		p.FaultEntryKernel,
 		p.FaultEntryUser,
 		p.FilemapFault,

@@ -120,21 +120,27 @@ func loadRun(d *store.Dir, id string) (analysis.Recorded, error) {
 			"a run left active by an observer that died is marked aborted when the observer next starts", id, rec.State, rec.Spec.Duration(), id)
 	}
 	r.Record = rec
-	b, err := d.ReadFile(id, store.SamplesFile)
+	// The tables are streamed: what is held is their rows, bounded, never
+	// the files (a gzipped one may inflate to gigabytes).
+	f, err := d.Open(id, store.SamplesFile)
 	if errors.Is(err, store.ErrNotFound) {
 		return r, fmt.Errorf("run %s has no %s (it ended, %s, before its first sample was saved): there is nothing to draw; report another run", id, store.SamplesFile, rec.State)
 	}
 	if err != nil {
 		return r, err
 	}
-	if r.Samples, err = store.ParseSamples(b); err != nil {
+	r.Samples, err = store.ReadSamples(f)
+	f.Close()
+	if err != nil {
 		return r, fmt.Errorf("run %s: %w", id, err)
 	}
 	if len(r.Samples) == 0 {
 		return r, fmt.Errorf("run %s: %s has no rows (the run ended within its first sample): report another run", id, store.SamplesFile)
 	}
-	if b, err := d.ReadFile(id, store.ProcessesFile); err == nil {
-		if r.Processes, err = store.ParseProcesses(b); err != nil {
+	if f, err := d.Open(id, store.ProcessesFile); err == nil {
+		r.Processes, err = store.ReadProcesses(f)
+		f.Close()
+		if err != nil {
 			return r, fmt.Errorf("run %s: %w", id, err)
 		}
 		if r.Processes == nil {

@@ -235,7 +235,9 @@ func DecodeSpec(b []byte) (Spec, error) {
 			if errors.As(err, &ute) {
 				return s, &FieldError{Field: name, Msg: fmt.Sprintf("want a %s, got a JSON %s", ute.Type, ute.Value)}
 			}
-			return s, &FieldError{Field: name, Msg: strictjson.Clip(err.Error())}
+			// The fields' own errors clip what they echo of the input:
+			// clipping the message would cut the bound it explains.
+			return s, &FieldError{Field: name, Msg: err.Error()}
 		}
 	}
 	return s, nil

@@ -186,7 +186,7 @@ func TestSwapDevice(t *testing.T) {
 		t.Errorf("an old record's device: %+v", rec.Spec.SwapDevice)
 	}
 	var fe *FieldError
-	if _, err := DecodeSpec([]byte(`{"preset":"e4","swap_device":{"read_iops":0}}`)); !errors.As(err, &fe) || fe.Field != "swap_device" || !strings.Contains(err.Error(), "swap_device: read_iops: 0: want a whole number") {
+	if _, err := DecodeSpec([]byte(`{"preset":"e4","swap_device":{"read_iops":0}}`)); !errors.As(err, &fe) || fe.Field != "swap_device" || !strings.Contains(err.Error(), "swap_device: read_iops: 0: want a whole number of I/Os a second from 1 to 4294967294 (0 or less") {
 		t.Errorf("read_iops 0: %v", err)
 	}
 }

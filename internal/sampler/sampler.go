@@ -85,6 +85,9 @@ type Reading struct {
 	// when they are off or the maps failed to read.
 	Cgroups          map[uint64]readout.CgroupCounters
 	CgroupEventsLost uint64
+	// RemovedCgroupsLost counts removed cgroups whose last counts were
+	// dropped (readout.Snapshot's).
+	RemovedCgroupsLost uint64
 
 	// Failed holds, for each source this reading could not read, why;
 	// nil for a source read (or one this host does not have). A failed
@@ -219,7 +222,7 @@ func (s *Sampler) Read(pinned []int) (*Reading, error) {
 			s.cfg.Probe.Arm(time.Now(), snap)
 		}
 		smp.Latency, smp.Lost, smp.Programs = snap.Latency, snap.Lost, snap.Programs
-		smp.Cgroups, smp.CgroupEventsLost = snap.Cgroups, snap.CgroupEventsLost
+		smp.Cgroups, smp.CgroupEventsLost, smp.RemovedCgroupsLost = snap.Cgroups, snap.CgroupEventsLost, snap.RemovedCgroupsLost
 	} else {
 		smp.Used[SourceProcesses] = true
 	}

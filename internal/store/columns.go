@@ -1,12 +1,14 @@
 package store
 
 import (
-	"bytes"
 	"encoding/csv"
 	"errors"
 	"fmt"
+	"io"
 	"math"
 	"strconv"
+	"strings"
+	"time"
 	"unicode/utf8"
 
 	"github.com/thrashscope/thrashscope/internal/run"
@@ -80,28 +82,101 @@ var fillBounds = map[string]bound{
 // maxCommBytes bounds a comm read back: the kernel's is at most 15 bytes.
 const maxCommBytes = 64
 
-// readCSV reads a table with a header and checks that the wanted columns
-// are there; col maps each column name to its index.
-func readCSV(b []byte, want []string) (recs [][]string, col map[string]int, err error) {
-	r := csv.NewReader(bytes.NewReader(b))
-	r.ReuseRecord = false
-	all, err := r.ReadAll()
+// maxLineBytes bounds one line of a table read back: thrashscope's longest,
+// a samples.csv row, is under 1 KiB.
+const maxLineBytes = 64 << 10
+
+// Row bounds of the tables read back, so that what a reader holds is
+// bounded whatever the file: a run's samples at the shortest interval
+// (100 ms) for its longest (run.MaxRunDuration), 21 MB held; processes.csv
+// rows for 512 consumers sampled each second for ten minutes (25 for over
+// three hours), 27 MB held (docs/runs.md has the peaks measured).
+const (
+	maxSampleRows  = int(run.MaxRunDuration/(100*time.Millisecond)) + 1
+	maxProcessRows = 512 * 600
+	maxFillRows    = 1 << 16
+)
+
+// eachRecord reads a table with a header from r a line at a time, checks
+// that the wanted columns are there, and calls fn with each record (valid
+// only until fn returns) and its row number from 0; col maps each column
+// name to its index. A line over maxLineBytes or a row past maxRows is
+// refused as it comes, before it is held: a table is streamed, never read
+// whole.
+func eachRecord(file string, r io.Reader, want []string, maxRows int, fn func(n int, rec []string, col map[string]int) error) error {
+	if err := readRecords(r, want, maxRows, fn); err != nil {
+		if _, ok := err.(rowError); ok {
+			return fmt.Errorf("%s line %w", file, err)
+		}
+		return fmt.Errorf("%s: %w", file, err)
+	}
+	return nil
+}
+
+// rowError is a row's own error, its line's number first.
+type rowError struct {
+	line int
+	err  error
+}
+
+func (e rowError) Error() string { return fmt.Sprintf("%d: %v", e.line, e.err) }
+func (e rowError) Unwrap() error { return e.err }
+
+func readRecords(r io.Reader, want []string, maxRows int, fn func(n int, rec []string, col map[string]int) error) error {
+	cr := csv.NewReader(&lineBound{r: r})
+	cr.ReuseRecord = true
+	header, err := cr.Read()
+	if err == io.EOF {
+		return errors.New("empty: no header")
+	}
 	if err != nil {
-		return nil, nil, err
+		return err
 	}
-	if len(all) == 0 {
-		return nil, nil, errors.New("empty: no header")
-	}
-	col = map[string]int{}
-	for i, name := range all[0] {
-		col[name] = i
+	col := make(map[string]int, len(header))
+	for i, name := range header {
+		col[strings.Clone(name)] = i
 	}
 	for _, name := range want {
 		if _, ok := col[name]; !ok {
-			return nil, nil, fmt.Errorf("no %s column", name)
+			return fmt.Errorf("no %s column", name)
 		}
 	}
-	return all[1:], col, nil
+	for n := 0; ; n++ {
+		rec, err := cr.Read()
+		if err == io.EOF {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		if n == maxRows {
+			return fmt.Errorf("more than %d rows: more than a run writes; not thrashscope's", maxRows)
+		}
+		if err := fn(n, rec, col); err != nil {
+			return err
+		}
+	}
+}
+
+// lineBound passes r through, and fails a line longer than maxLineBytes.
+type lineBound struct {
+	r    io.Reader
+	line int // bytes since the last newline
+	n    int // lines read, from 1
+}
+
+func (l *lineBound) Read(p []byte) (int, error) {
+	n, err := l.r.Read(p)
+	for _, c := range p[:n] {
+		if c == '\n' {
+			l.line, l.n = 0, l.n+1
+			continue
+		}
+		if l.line++; l.line > maxLineBytes {
+			return 0, fmt.Errorf("line %d is longer than %d bytes: not thrashscope's", l.n+1, maxLineBytes)
+		}
+	}
+	return n, err
 }
 
 // parser reads typed fields of one record, each checked against its

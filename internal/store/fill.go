@@ -1,7 +1,7 @@
 package store
 
 import (
-	"fmt"
+	"bytes"
 	"strconv"
 )
 
@@ -22,12 +22,8 @@ var FillColumns = []string{"chunk_index", "allocated_bytes", "repeats", "fill_se
 
 // ParseFill reads a fill.csv.
 func ParseFill(b []byte) ([]FillRow, error) {
-	recs, col, err := readCSV(b, FillColumns)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", FillFile, err)
-	}
-	rows := make([]FillRow, 0, len(recs))
-	for n, rec := range recs {
+	var rows []FillRow
+	err := eachRecord(FillFile, bytes.NewReader(b), FillColumns, maxFillRows, func(n int, rec []string, col map[string]int) error {
 		p := parser{rec: rec, col: col, bounds: fillBounds}
 		r := FillRow{
 			Chunk: int(p.int("chunk_index")), AllocatedBytes: p.int("allocated_bytes"), Repeats: int(p.int("repeats")),
@@ -35,9 +31,13 @@ func ParseFill(b []byte) ([]FillRow, error) {
 			MemoryFreeBytes: p.float("memory_free_bytes"), SwapFreeBytes: p.float("swap_free_bytes"),
 		}
 		if p.err != nil {
-			return nil, fmt.Errorf("%s line %d: %w", FillFile, n+2, p.err)
+			return rowError{n + 2, p.err}
 		}
 		rows = append(rows, r)
+		return nil
+	})
+	if err != nil {
+		return nil, err
 	}
 	return rows, nil
 }

@@ -3,8 +3,9 @@ package store
 import (
 	"bytes"
 	"encoding/csv"
-	"fmt"
+	"io"
 	"strconv"
+	"strings"
 	"sync"
 )
 
@@ -181,13 +182,15 @@ func (r ProcessRow) record() []string {
 
 // ParseProcesses reads a processes.csv. Columns are found by name, so a
 // table with more columns (a later version) still reads.
-func ParseProcesses(b []byte) ([]ProcessRow, error) {
-	recs, col, err := readCSV(b, ProcessColumns)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", ProcessesFile, err)
-	}
-	rows := make([]ProcessRow, 0, len(recs))
-	for n, rec := range recs {
+func ParseProcesses(b []byte) ([]ProcessRow, error) { return ReadProcesses(bytes.NewReader(b)) }
+
+// ReadProcesses reads a processes.csv from r as ParseProcesses does, a
+// line at a time: what it holds is its rows (at most maxProcessRows), each
+// distinct comm once.
+func ReadProcesses(r io.Reader) ([]ProcessRow, error) {
+	rows := make([]ProcessRow, 0, maxProcessRows) // as ReadSamples
+	comms := map[string]string{}
+	err := eachRecord(ProcessesFile, r, ProcessColumns, maxProcessRows, func(n int, rec []string, col map[string]int) error {
 		p := parser{rec: rec, col: col, bounds: processBounds}
 		r := ProcessRow{
 			ElapsedSeconds:       p.float("elapsed_seconds"),
@@ -201,13 +204,27 @@ func ParseProcesses(b []byte) ([]ProcessRow, error) {
 			MajorFaultsPerSecond: p.float("major_faults_per_second"),
 			StallPercent:         p.float("stall_percent"),
 		}
+		// A field is a piece of its whole line: a comm kept is a copy,
+		// and a consumer's, seen on every sample, is kept once.
+		if c, ok := comms[r.Comm]; ok {
+			r.Comm = c
+		} else {
+			r.Comm = strings.Clone(r.Comm)
+			if len(comms) < 4096 {
+				comms[r.Comm] = r.Comm
+			}
+		}
 		if n > 0 {
 			p.after(rows[n-1].ElapsedSeconds, r.ElapsedSeconds, false)
 		}
 		if p.err != nil {
-			return nil, fmt.Errorf("%s line %d: %w", ProcessesFile, n+2, p.err)
+			return rowError{n + 2, p.err}
 		}
 		rows = append(rows, r)
+		return nil
+	})
+	if err != nil {
+		return nil, err
 	}
 	return rows, nil
 }

@@ -127,6 +127,15 @@ func TestOpenExistingMakesNothing(t *testing.T) {
 	if _, err := os.Stat(tmp); err != nil {
 		t.Error("OpenExisting removed a writer's temporary file")
 	}
+	// A runs/ that is a link to another directory's runs is refused, as
+	// the writer refuses it.
+	linked := t.TempDir()
+	if err := os.Symlink(filepath.Join(root, "runs"), filepath.Join(linked, "runs")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := OpenExisting(linked); err == nil || !strings.Contains(err.Error(), "runs/ is a symbolic link") {
+		t.Errorf("runs/ a link: %v, want it refused", err)
+	}
 }
 
 // wholeCSV encodes rows from scratch, as the tables did before they kept

@@ -1,7 +1,8 @@
 package store
 
 import (
-	"fmt"
+	"bytes"
+	"io"
 	"slices"
 	"strconv"
 	"sync"
@@ -104,13 +105,16 @@ func (t *Table) CSV() []byte {
 
 // ParseSamples reads a samples.csv. Columns are found by name, so a table
 // with more columns (a later version) still reads.
-func ParseSamples(b []byte) ([]Row, error) {
-	recs, col, err := readCSV(b, Columns)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", SamplesFile, err)
-	}
-	rows := make([]Row, 0, len(recs))
-	for n, rec := range recs {
+func ParseSamples(b []byte) ([]Row, error) { return ReadSamples(bytes.NewReader(b)) }
+
+// ReadSamples reads a samples.csv from r as ParseSamples does, a line at a
+// time: what it holds is its rows, at most maxSampleRows.
+func ReadSamples(r io.Reader) ([]Row, error) {
+	// Room for the most a run writes, made once: only what the rows fill
+	// becomes resident, and a slice grown by appends would hold its old
+	// and new arrays at once (twice the rows at the end).
+	rows := make([]Row, 0, maxSampleRows)
+	err := eachRecord(SamplesFile, r, Columns, maxSampleRows, func(n int, rec []string, col map[string]int) error {
 		p := parser{rec: rec, col: col, bounds: sampleBounds}
 		var r Row
 		r.ElapsedSeconds = p.float("elapsed_seconds")
@@ -128,9 +132,13 @@ func ParseSamples(b []byte) ([]Row, error) {
 			p.after(rows[n-1].ElapsedSeconds, r.ElapsedSeconds, true)
 		}
 		if p.err != nil {
-			return nil, fmt.Errorf("%s line %d: %w", SamplesFile, n+2, p.err)
+			return rowError{n + 2, p.err}
 		}
 		rows = append(rows, r)
+		return nil
+	})
+	if err != nil {
+		return nil, err
 	}
 	return rows, nil
 }

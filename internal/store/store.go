@@ -116,7 +116,12 @@ func OpenExisting(path string) (*Dir, error) {
 	if path == "" {
 		return nil, errors.New("the data directory is empty: give the observer's --data.dir or loadgen run's --out")
 	}
-	fi, err := os.Stat(filepath.Join(path, "runs"))
+	fi, err := os.Lstat(filepath.Join(path, "runs"))
+	if err == nil && fi.Mode()&os.ModeSymlink != 0 {
+		// As the writer refuses it (package outdir): a link planted there
+		// would have readers take another directory's files for runs.
+		return nil, fmt.Errorf("%s: runs/ is a symbolic link, and thrashscope never reads or writes through one: give the directory that holds the real runs/", path)
+	}
 	if err != nil || !fi.IsDir() {
 		return nil, fmt.Errorf("%s holds no runs/ directory: give the observer's --data.dir (default /var/lib/thrashscope) or loadgen run's --out", path)
 	}
@@ -256,6 +261,16 @@ func (d *Dir) ReadFile(id, name string) ([]byte, error) {
 		return nil, err
 	}
 	return b.Bytes(), nil
+}
+
+// Open opens one of a run's files as ReadFile reads it, to be read a
+// buffer at a time; the caller closes it.
+func (d *Dir) Open(id, name string) (io.ReadCloser, error) {
+	r, err := d.openTable(id, name)
+	if err != nil {
+		return nil, err
+	}
+	return r, nil
 }
 
 // Copy writes one of a run's files to w as ReadFile reads it, a buffer at a

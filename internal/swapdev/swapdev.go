@@ -253,12 +253,18 @@ func Parse(text string) (Spec, error) {
 		return Named(text)
 	}
 	s := Spec{Profile: Custom}
+	seen := map[string]bool{}
 	for pair := range strings.SplitSeq(text, ",") {
 		name, value, _ := strings.Cut(strings.TrimSpace(pair), "=")
 		f := s.field(name)
 		if f == nil {
 			return Spec{}, fmt.Errorf("%s: unknown limit; want %s", strictjson.Clip(name), strings.Join(limitFields, ", "))
 		}
+		// As the API refuses a duplicate key: which of two was meant?
+		if seen[name] {
+			return Spec{}, fmt.Errorf("%s given twice: give each limit once", name)
+		}
+		seen[name] = true
 		v, err := parseLimit(name, value)
 		if err != nil {
 			return Spec{}, err

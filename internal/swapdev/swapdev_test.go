@@ -86,11 +86,12 @@ func TestParseFlag(t *testing.T) {
 		t.Errorf("Parse(hdd-2013): %+v, %v", s, err)
 	}
 	for in, says := range map[string]string{
-		"read_iops=0":     "read_iops: 0: want",
-		"riops=5":         "riops: unknown limit",
-		"read_iops=lots":  "read_iops: lots",
-		"ssd":             `"ssd" is not a device profile`,
-		"read_iops=5,x=1": "x: unknown limit",
+		"read_iops=0":             "read_iops: 0: want",
+		"riops=5":                 "riops: unknown limit",
+		"read_iops=lots":          "read_iops: lots",
+		"ssd":                     `"ssd" is not a device profile`,
+		"read_iops=5,x=1":         "x: unknown limit",
+		"read_iops=5,read_iops=9": "read_iops given twice",
 	} {
 		if _, err := Parse(in); err == nil || !strings.Contains(err.Error(), says) {
 			t.Errorf("Parse(%q): %v, want %q", in, err, says)

@@ -8,7 +8,6 @@ import (
 	"math"
 	"os"
 	"path/filepath"
-	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -307,74 +306,21 @@ func parsePressure(text string) (Pressure, error) {
 }
 
 // V1MemoryGroup finds, where the memory controller is on cgroup v1
-// (mounted at v1Mount), the v1 memory group of the workload whose cgroup2
-// group is v2Dir (path from the cgroup2 root): the memory group of a
-// process in it (its /proc/<pid>/cgroup; for a process in a child, as
-// many levels up as the child is below the group), else the group at the
-// same path (systemd keeps the trees alike). "" when there is none.
-func V1MemoryGroup(v1Mount, procRoot, v2Dir, path string) string {
-	if pid, below := memberPID(v2Dir); pid != "" {
-		if b, err := os.ReadFile(filepath.Join(procRoot, pid, "cgroup")); err == nil {
-			for line := range strings.Lines(string(b)) {
-				parts := strings.SplitN(strings.TrimSpace(line), ":", 3)
-				if len(parts) == 3 && slices.Contains(strings.Split(parts[1], ","), "memory") {
-					p := parts[2]
-					for range below {
-						p = filepath.Dir(p)
-					}
-					if dir := filepath.Join(v1Mount, p); isDir(dir) {
-						return dir
-					}
-				}
-			}
-		}
-	}
+// (mounted at v1Mount), the v1 memory group of the workload at path (from
+// the cgroup2 root): the group at the same path, which systemd keeps alike
+// in both trees; "" when there is none, and the workload's memory readings
+// are left out. Never a member's group, nor an ancestor: a process may be
+// in its cgroup2 group before it joins its v1 one (thrashscope's consumers
+// are, for a second or two), and the workload would report its parent's
+// figures, then fall back to its own.
+func V1MemoryGroup(v1Mount, path string) string {
 	if dir := filepath.Join(v1Mount, path); isDir(dir) {
 		return dir
 	}
 	return ""
 }
 
-// memberPID is a process in the group dir or, for a group whose processes
-// are all in its children, in the nearest of its descendants that has one
-// (at most 64 groups looked at), and how many levels below dir that is.
-func memberPID(dir string) (pid string, below int) {
-	type group struct {
-		dir   string
-		level int
-	}
-	queue := []group{{dir, 0}}
-	for seen := 0; len(queue) > 0 && seen < 64; seen++ {
-		g := queue[0]
-		queue = queue[1:]
-		if pid := firstLine(filepath.Join(g.dir, "cgroup.procs")); pid != "" {
-			return pid, g.level
-		}
-		ents, _ := os.ReadDir(g.dir)
-		for _, e := range ents {
-			if e.IsDir() {
-				queue = append(queue, group{filepath.Join(g.dir, e.Name()), g.level + 1})
-			}
-		}
-	}
-	return "", 0
-}
-
 func isDir(dir string) bool {
 	fi, err := os.Stat(dir)
 	return err == nil && fi.IsDir()
-}
-
-// firstLine is a file's first line, read 32 bytes at most: a pid of a
-// group that may hold thousands.
-func firstLine(path string) string {
-	f, err := os.Open(path)
-	if err != nil {
-		return ""
-	}
-	defer f.Close()
-	var b [32]byte
-	n, _ := f.Read(b[:])
-	line, _, _ := strings.Cut(string(b[:n]), "\n")
-	return strings.TrimSpace(line)
 }

@@ -112,41 +112,25 @@ func TestParsePressure(t *testing.T) {
 	}
 }
 
-// A workload's v1 memory group is its member's (from /proc/<pid>/cgroup),
-// found in a child when the group itself holds no process, else the group
-// at the same path.
+// A workload's v1 memory group is the group at its own path, whatever
+// group its members' /proc/<pid>/cgroup names: never a guess from a member,
+// never an ancestor.
 func TestV1MemoryGroup(t *testing.T) {
-	base := t.TempDir()
-	mk := func(rel string) string {
-		dir := filepath.Join(base, rel)
-		if err := os.MkdirAll(dir, 0o755); err != nil {
-			t.Fatal(err)
-		}
-		return dir
-	}
-	write := func(path, text string) {
-		if err := os.WriteFile(path, []byte(text), 0o600); err != nil {
+	v1 := t.TempDir()
+	for _, rel := range []string{"user.slice/thrashscope-run-x/consumer-00", "system.slice/db.service"} {
+		if err := os.MkdirAll(filepath.Join(v1, rel), 0o755); err != nil {
 			t.Fatal(err)
 		}
 	}
-	v1 := mk("v1")
-	mk("v1/user.slice/thrashscope-run-x/consumer-00")
-	mk("v1/system.slice/db.service")
-	proc := mk("proc")
-	mk("proc/4242")
-	write(filepath.Join(proc, "4242", "cgroup"), "12:pids:/user.slice\n5:memory:/user.slice/thrashscope-run-x/consumer-00\n0::/thrashscope-run-x/consumer-00\n")
-	run := mk("v2/thrashscope-run-x")
-	write(filepath.Join(run, "cgroup.procs"), "")
-	write(filepath.Join(mk("v2/thrashscope-run-x/consumer-00"), "cgroup.procs"), "4242\n")
-	db := mk("v2/system.slice/db.service")
-	write(filepath.Join(db, "cgroup.procs"), "")
-	for _, c := range []struct{ v2, path, want string }{
-		{filepath.Join(base, "v2/thrashscope-run-x/consumer-00"), "/thrashscope-run-x/consumer-00", filepath.Join(v1, "user.slice/thrashscope-run-x/consumer-00")},
-		{run, "/thrashscope-run-x", filepath.Join(v1, "user.slice/thrashscope-run-x")}, // its child's, a level up
-		{db, "/system.slice/db.service", filepath.Join(v1, "system.slice/db.service")}, // no member: the same path
-		{filepath.Join(base, "v2/gone"), "/gone", ""},
+	for _, c := range []struct{ path, want string }{
+		{"/system.slice/db.service", filepath.Join(v1, "system.slice/db.service")},
+		{"/user.slice/thrashscope-run-x/consumer-00", filepath.Join(v1, "user.slice/thrashscope-run-x/consumer-00")},
+		// Its v1 group is elsewhere (a member's is under user.slice): none.
+		{"/thrashscope-run-x/consumer-00", ""},
+		{"/system.slice/db.service/child", ""}, // not the parent's
+		{"/gone", ""},
 	} {
-		if got := V1MemoryGroup(v1, proc, c.v2, c.path); got != c.want {
+		if got := V1MemoryGroup(v1, c.path); got != c.want {
 			t.Errorf("V1MemoryGroup(%s) = %q, want %q", c.path, got, c.want)
 		}
 	}

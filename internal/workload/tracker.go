@@ -31,6 +31,8 @@ type Config struct {
 	// its ancestor at Depth (so a pod's containers count in the pod at 3,
 	// kubepods/<qos>/<pod>).
 	Depth int
+	// Trust names the workloads (Trust.Parse).
+	Trust Trust
 	Paths Paths
 	// Forget drops a removed cgroup from the probe's map.
 	Forget func(id uint64)
@@ -157,7 +159,7 @@ func (t *Tracker) Observe(now time.Time, cgroups map[uint64]readout.CgroupCounte
 	out := make([]Workload, 0, len(top))
 	for _, w := range top {
 		wl := Workload{
-			Labels: Parse(w.path), Counters: w.cur, IDs: slices.Sorted(maps.Keys(w.members)),
+			Labels: t.cfg.Trust.Parse(w.path), Counters: w.cur, IDs: slices.Sorted(maps.Keys(w.members)),
 			HasRates: w.hasRates, MajorFaultsPerSecond: w.faults, StallPercent: 100 * w.stallNow,
 		}
 		t.readKernel(now, w, &wl)
@@ -264,7 +266,7 @@ func (t *Tracker) gather(cgroups map[uint64]readout.CgroupCounters) {
 		// A counter never goes back: a read that missed a CPU's
 		// counts on their way into the map (see probe.Probe.Read) is
 		// held at the last.
-		w.members[id] = atLeast(w.members[id], c)
+		w.members[id] = c.AtLeast(w.members[id])
 	}
 	// A cgroup the probes no longer count was removed (its map entry
 	// dropped, here or by a previous observer).
@@ -346,21 +348,6 @@ func add(a, b readout.CgroupCounters) readout.CgroupCounters {
 	}
 	a.Latency.SumSeconds += b.Latency.SumSeconds
 	return a
-}
-
-// atLeast is c, each counter no less than in last.
-func atLeast(last, c readout.CgroupCounters) readout.CgroupCounters {
-	for i := range c.MajorFaults {
-		c.MajorFaults[i] = max(c.MajorFaults[i], last.MajorFaults[i])
-	}
-	c.Stall.OffCPU = max(c.Stall.OffCPU, last.Stall.OffCPU)
-	c.Stall.Reclaim = max(c.Stall.Reclaim, last.Stall.Reclaim)
-	c.Stall.Sampled = max(c.Stall.Sampled, last.Stall.Sampled)
-	for i := range c.Latency.Slots {
-		c.Latency.Slots[i] = max(c.Latency.Slots[i], last.Latency.Slots[i])
-	}
-	c.Latency.SumSeconds = max(c.Latency.SumSeconds, last.Latency.SumSeconds)
-	return c
 }
 
 func sub(a, b uint64) uint64 {

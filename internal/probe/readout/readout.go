@@ -117,6 +117,23 @@ type CgroupCounters struct {
 	Latency     Histogram
 }
 
+// AtLeast is c with each counter no less than in last: a counter never
+// goes back, though a read may miss counts on their way between two
+// places (a CPU's slot and the map, the map and the removed queue).
+func (c CgroupCounters) AtLeast(last CgroupCounters) CgroupCounters {
+	for i := range c.MajorFaults {
+		c.MajorFaults[i] = max(c.MajorFaults[i], last.MajorFaults[i])
+	}
+	c.Stall.OffCPU = max(c.Stall.OffCPU, last.Stall.OffCPU)
+	c.Stall.Reclaim = max(c.Stall.Reclaim, last.Stall.Reclaim)
+	c.Stall.Sampled = max(c.Stall.Sampled, last.Stall.Sampled)
+	for i := range c.Latency.Slots {
+		c.Latency.Slots[i] = max(c.Latency.Slots[i], last.Latency.Slots[i])
+	}
+	c.Latency.SumSeconds = max(c.Latency.SumSeconds, last.Latency.SumSeconds)
+	return c
+}
+
 // LatencySlots is the number of log2 nanosecond slots in a latency histogram.
 const LatencySlots = 40 // as latency_hist in the BPF C (held by package probe's tests)
 
@@ -171,6 +188,10 @@ type Snapshot struct {
 	// CgroupEventsLost counts the faults and stalls the full cgroup map
 	// could not count.
 	CgroupEventsLost uint64
+	// RemovedCgroupsLost counts the removed cgroups whose last counts
+	// (since the reader's last sample) the full queue to the reader could
+	// not take.
+	RemovedCgroupsLost uint64
 }
 
 // Activity is the running totals that say whether the host takes major

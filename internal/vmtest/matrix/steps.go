@@ -28,7 +28,7 @@ var Steps = []step{
 	// The probes against the kernel's own figures: maj_flt by kind, the
 	// stall against the group's memory.pressure, per process and per cgroup.
 	{Package: "internal/probe", Step: vmtest.Step{Name: "probes", GoTest: true, TimeoutSeconds: 1200, Kernels: "bpf",
-		Args: tests("TestMajorFaultKindsAgreeWithMajFlt", "TestMemoryStallAgreesWithPSI", "TestProcessExitClearsCounters", "TestMajorFaultLatencyIsTimed", "TestCgroupCountersAgreeWithTheKernel", "TestCgroupCountersWhenManyShareTheSlots", "TestWakesWhenFaultsBegin")}},
+		Args: tests("TestMajorFaultKindsAgreeWithMajFlt", "TestMemoryStallAgreesWithPSI", "TestProcessExitClearsCounters", "TestMajorFaultLatencyIsTimed", "TestCgroupCountersAgreeWithTheKernel", "TestCgroupCountersWhenManyShareTheSlots", "TestCgroupChurnLosesNothing", "TestWakesWhenFaultsBegin")}},
 	// Run cgroups under memory.max, the v2 freezer, the OOM guard, io.max.
 	{Package: "internal/cgroup", Step: vmtest.Step{Name: "cgroups", GoTest: true, TimeoutSeconds: 900,
 		Args: tests("TestCreateAddDestroy", "TestChildUnderTheLimit", "TestOOMKills", "TestOOMGuard", "TestFreezeStopsAndThawResumes", "TestFrozenProcessDiesOfSIGKILL", "TestThrottleIO", "TestThrottleIONamesTheFix", "TestReclaimOfNothingComesBack")}},
@@ -42,6 +42,10 @@ var Steps = []step{
 	// swap.current, max, memory.stat) against its one process's.
 	{Package: "internal/workload", Step: vmtest.Step{Name: "workloads", GoTest: true, TimeoutSeconds: 600,
 		Args: tests("TestReadKernelAgreesWithTheProcess")}},
+	// The workloads' series on a pure v2 host: one each whatever the
+	// names, and pod labels only under the kubelet's root.
+	{Package: "internal/observer", Step: vmtest.Step{Name: "workload series", GoTest: true, TimeoutSeconds: 600, Kernels: "bpf",
+		Args: tests("TestHostileNamesGiveDistinctSeries", "TestPodLabelsOnlyUnderTheKubeletRoot")}},
 	// The daemon unmaps its binary's pages that ran once, and keeps a
 	// mapping whose page a breakpoint made private.
 	{Package: "internal/codepages", Step: vmtest.Step{Name: "code pages", GoTest: true, TimeoutSeconds: 300,
