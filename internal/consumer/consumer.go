@@ -66,6 +66,11 @@ type Config struct {
 	// writing to the run cgroup's cgroup.procs, which the master passes
 	// open (fd 4 for loadgen consume).
 	Join bool
+	// JoinUnified: right after joining the run cgroup, the consumer joins
+	// its group in the unified hierarchy too (fd 6), where memory is on
+	// cgroup v1: its memory group first, so that its cgroup2 group never
+	// holds it while its memory is elsewhere.
+	JoinUnified bool
 	// CycleLog: the consumer logs its write cycles in its slot of the
 	// run's cycle board (fd 5 for loadgen consume) instead of reporting
 	// each on the pipe.
@@ -94,6 +99,7 @@ func Command(app *kingpin.Application) (*kingpin.CmdClause, *Config) {
 	cmd.Flag("repeats", "Fill mode: repeats.").Default("0").IntVar(&c.Repeats)
 	cmd.Flag("hot-interval", "Fill mode: pause between the helper's passes over earlier chunks.").Default("0s").DurationVar(&c.HotInterval)
 	cmd.Flag("join", "At --start, join the run cgroup through fd 4, its cgroup.procs opened by the master.").BoolVar(&c.Join)
+	cmd.Flag("join-unified", "With --join, then join its group in the unified hierarchy through fd 6 (memory on cgroup v1).").BoolVar(&c.JoinUnified)
 	cmd.Flag("cycle-log", "Log write cycles in slot --index of the run's cycle board, fd 5 (shared memory the master reads), not on the message pipe.").BoolVar(&c.CycleLog)
 	return cmd, c
 }
@@ -152,6 +158,7 @@ func (c Config) Args() []string {
 		"--repeats=" + i(c.Repeats),
 		"--hot-interval=" + c.HotInterval.String(),
 		map[bool]string{true: "--join", false: "--no-join"}[c.Join],
+		map[bool]string{true: "--join-unified", false: "--no-join-unified"}[c.JoinUnified],
 		map[bool]string{true: "--cycle-log", false: "--no-cycle-log"}[c.CycleLog],
 	}
 }
@@ -189,6 +196,9 @@ func (c Config) Validate() error {
 	}
 	if c.ParentPID < 0 {
 		bad("--parent-pid=%d: want a pid, or 0 for no check", c.ParentPID)
+	}
+	if c.JoinUnified && !c.Join {
+		bad("--join-unified: only with --join (the memory group first)")
 	}
 	switch c.Mode {
 	case ModeCycles:

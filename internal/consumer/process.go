@@ -47,7 +47,13 @@ func ProcessMain(cfg Config) error {
 		if err != nil {
 			return err
 		}
-		join = residentJoin{procs}
+		j := residentJoin{procs: procs}
+		if cfg.JoinUnified {
+			if j.unified, err = joinFile(UnifiedJoinFD); err != nil {
+				return err
+			}
+		}
+		join = j
 	}
 	var log *CycleLog
 	if cfg.CycleLog {
@@ -122,12 +128,24 @@ func joinFile(fd int) (*os.File, error) {
 // signal before the join: its frame pages are charged to the cgroup the
 // consumer waits in, and locked (mlockall) they stay resident. Threads the
 // runtime starts later get no preemption signal (Env).
-type residentJoin struct{ procs *os.File }
+//
+// Where memory is on cgroup v1 it then joins its group in the unified
+// hierarchy (its PSI, its freezer): after its memory group, so that a
+// reader of its cgroup2 group never finds it there with its memory still
+// charged elsewhere. A group frozen meanwhile freezes it as it joins.
+type residentJoin struct{ procs, unified *os.File }
 
 func (j residentJoin) Write(p []byte) (int, error) {
 	startThreads(runtime.GOMAXPROCS(0) + spareThreads)
 	touchSignalStacks()
-	return j.procs.Write(p)
+	n, err := j.procs.Write(p)
+	if err != nil || j.unified == nil {
+		return n, err
+	}
+	if _, err := j.unified.Write(p); err != nil {
+		return n, fmt.Errorf("joining its group in the unified hierarchy: %w", err)
+	}
+	return n, nil
 }
 
 // spareThreads is how many threads beyond GOMAXPROCS a consumer starts

@@ -11,15 +11,19 @@ import (
 // The protocol's files are placed at their descriptors: exec.Cmd's
 // ExtraFiles start at fd 3.
 func TestExtraFilesPlaceEachAtItsFD(t *testing.T) {
-	m, j, b := os.NewFile(100, "m"), os.NewFile(101, "j"), os.NewFile(102, "b")
-	files := ExtraFiles(m, j, b)
-	for fd, want := range map[int]*os.File{MessageFD: m, JoinFD: j, BoardFD: b} {
+	m, j, b, u := os.NewFile(100, "m"), os.NewFile(101, "j"), os.NewFile(102, "b"), os.NewFile(103, "u")
+	files := ExtraFiles(m, j, b, u)
+	for fd, want := range map[int]*os.File{MessageFD: m, JoinFD: j, BoardFD: b, UnifiedJoinFD: u} {
 		if fd-3 >= len(files) || files[fd-3] != want {
 			t.Errorf("fd %d holds %v, want %s", fd, files, want.Name())
 		}
 	}
-	if got := ExtraFiles(m, j, nil); len(got) != 2 {
+	if got := ExtraFiles(m, j, nil, nil); len(got) != 2 {
 		t.Errorf("without a board: %d files, want the message pipe and the join file", len(got))
+	}
+	// The unified group's file without a board: fd 5 stays closed.
+	if got := ExtraFiles(m, j, nil, u); len(got) != 4 || got[BoardFD-3] != nil || got[UnifiedJoinFD-3] != u {
+		t.Errorf("without a board, with the unified group: %v", got)
 	}
 }
 

@@ -26,14 +26,20 @@ const (
 	MessageFD = 3
 	JoinFD    = 4
 	BoardFD   = 5
+	// UnifiedJoinFD is the cgroup.procs of the consumer's group in the
+	// unified hierarchy, where memory is on cgroup v1 (--join-unified).
+	UnifiedJoinFD = 6
 )
 
 // ExtraFiles places a consumer's files at their descriptors, for
 // exec.Cmd.ExtraFiles (whose first entry is fd 3); board may be nil.
-func ExtraFiles(message, join, board *os.File) []*os.File {
+func ExtraFiles(message, join, board, unified *os.File) []*os.File {
 	files := []*os.File{MessageFD - 3: message, JoinFD - 3: join}
-	if board != nil {
-		files = append(files, board) // BoardFD
+	if board != nil || unified != nil {
+		files = append(files, board) // BoardFD, closed in the child when nil
+	}
+	if unified != nil {
+		files = append(files, unified) // UnifiedJoinFD
 	}
 	return files
 }

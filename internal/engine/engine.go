@@ -51,6 +51,9 @@ type Config struct {
 	Logger *slog.Logger
 	// OnCycle sees every write cycle (the duration histogram).
 	OnCycle func(consumer int, d time.Duration)
+	// Pairs learns each run's groups in the unified hierarchy with their
+	// memory groups, where memory is on v1 (master.Config.Pairs).
+	Pairs *cgroup.Pairs
 }
 
 // saveEvery is how many sample rows pass between saves of the table.
@@ -226,6 +229,7 @@ func (e *Engine) Start(spec run.Spec) (run.Record, error) {
 		Logger:  e.cfg.Logger,
 		ProcFS:  e.cfg.ProcFS,
 		OnCycle: e.cfg.OnCycle,
+		Pairs:   e.cfg.Pairs,
 		// A change (a consumer started or ended) is saved with the next
 		// sample, off the run's goroutines: a save syncs to disk, and 25
 		// consumers starting a second apart need one save a second, not 25.

@@ -74,13 +74,18 @@ type WorkloadOptions struct {
 	// path gives its memory readings.
 	Hierarchy cgroup.Hierarchy
 	V1Memory  string
+	// Pairs names the memory groups of thrashscope's own groups, where
+	// they are not at the same path (a run's).
+	Pairs *cgroup.Pairs
 }
 
 // files are where a workload's cgroup files are.
 func (w WorkloadOptions) files(path string) workload.Files {
 	f := workload.Files{V2: w.Hierarchy.Dir(path), V2Root: w.Hierarchy.Point}
 	if w.V1Memory != "" {
-		f.V1Memory = workload.V1MemoryGroup(w.V1Memory, path)
+		if f.V1Memory = w.Pairs.Memory(f.V2); f.V1Memory == "" {
+			f.V1Memory = workload.V1MemoryGroup(w.V1Memory, path)
+		}
 	}
 	return f
 }

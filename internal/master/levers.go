@@ -81,6 +81,7 @@ type governor struct {
 	// unifiedRoot is the run's group in the unified hierarchy, made where
 	// the memory controller is on cgroup v1; nil otherwise.
 	unifiedRoot *cgroup.Cgroup
+	pairs       *cgroup.Pairs // told each unified group's memory group
 
 	// protection is the lever a protection pulls, ProtectMemoryMin or
 	// ProtectMlock; "" for a policy that protects none.
@@ -148,13 +149,17 @@ func newGovernor(cfg Config, memGroups []*cgroup.Cgroup, n int) (*governor, erro
 		cfg.Logger.Warn("no group in the unified hierarchy for the run: its consumers' stall and workload are counted where the observer runs", "run", cfg.ID, "err", err)
 		return g, nil
 	}
-	g.unifiedRoot = root
+	g.unifiedRoot, g.pairs = root, cfg.Pairs
+	if len(memGroups) > 0 {
+		g.pairs.Pair(root.Path, filepath.Dir(memGroups[0].Path))
+	}
 	for i := range n {
 		ch, err := root.Child(run.ConsumerName(i))
 		if err != nil {
 			return nil, errors.Join(err, g.destroy())
 		}
 		g.levers[i].unified = ch
+		g.pairs.Pair(ch.Path, memGroups[i].Path)
 		if needsFreezer(g.name) {
 			g.levers[i].group = ch
 		}
@@ -186,14 +191,30 @@ func (g *governor) destroy() error {
 	if g.unifiedRoot == nil {
 		return nil
 	}
+	g.pairs.Unpair(g.unifiedRoot.Path)
+	for _, l := range g.levers {
+		if l.unified != nil {
+			g.pairs.Unpair(l.unified.Path)
+		}
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	return g.unifiedRoot.Destroy(ctx)
 }
 
+// unifiedJoin opens consumer i's group in the unified hierarchy, where
+// memory is on v1, for the consumer to join right after its memory group
+// at its start (consumer.Config.JoinUnified); nil where it has none. The
+// caller closes it.
+func (g *governor) unifiedJoin(i int) (*os.File, error) {
+	if i >= len(g.levers) || g.levers[i].unified == nil {
+		return nil, nil
+	}
+	return g.levers[i].unified.OpenProcs()
+}
+
 // attach gives consumer i's levers once it is started, before anything
-// can reap it: its pidfd, its control pipe, and (where the memory
-// cgroup is on v1) its place in its unified group.
+// can reap it: its pidfd and its control pipe.
 func (g *governor) attach(i, pid int, ctl io.Writer) error {
 	fd, err := unix.PidfdOpen(pid, 0)
 	if err != nil {
@@ -204,11 +225,6 @@ func (g *governor) attach(i, pid int, ctl io.Writer) error {
 	l := &g.levers[i]
 	l.pidfd, l.ctl = fd, ctl
 	g.mu.Unlock()
-	if l.unified != nil {
-		if err := l.unified.Add(pid); err != nil {
-			return fmt.Errorf("putting consumer %d in its group in the unified hierarchy: %w", i, err)
-		}
-	}
 	return nil
 }
 

@@ -62,6 +62,10 @@ type Config struct {
 	// workload, and the freezer); nil finds this process's own group
 	// there.
 	Unified *cgroup.Parent
+	// Pairs learns, where memory is on v1, each of the run's groups in the
+	// unified hierarchy with its memory group, for the workloads' memory
+	// readings; nil tells no one.
+	Pairs *cgroup.Pairs
 	// ProcFS reads the consumers' /proc stat, to see that each makes
 	// progress; the zero FS is /proc.
 	ProcFS procfs.FS

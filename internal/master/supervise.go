@@ -139,12 +139,22 @@ func (r *Master) startConsumer(cc consumer.Config) (*exec.Cmd, *os.File, io.Writ
 	if err != nil {
 		return nil, nil, nil, nil, err
 	}
+	unified, err := r.gov.unifiedJoin(cc.Index)
+	if err != nil {
+		repR.Close()
+		repW.Close()
+		return nil, nil, nil, nil, fmt.Errorf("consumer %d's group in the unified hierarchy: %w", cc.Index, err)
+	}
+	if unified != nil {
+		defer unified.Close() // the consumer has its own once started
+		cc.JoinUnified = true
+	}
 	cmd := exec.Command(r.cfg.Binary, cc.Args()...)
 	var board *os.File
 	if cc.CycleLog {
 		board = r.board.File
 	}
-	cmd.ExtraFiles = consumer.ExtraFiles(repW, r.joins[cc.Index], board)
+	cmd.ExtraFiles = consumer.ExtraFiles(repW, r.joins[cc.Index], board, unified)
 	stderr := &logWriter{l: r.cfg.Logger.With("run", r.cfg.ID, "consumer", cc.Index), done: make(chan struct{})}
 	// Its stderr through a pipe read here with a small buffer: an
 	// io.Writer as cmd.Stderr would make os/exec copy it with 32 KB held

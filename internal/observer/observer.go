@@ -58,6 +58,9 @@ type Observer struct {
 	wake     *pressure.Trigger      // nil when --detector.wake-stall=0 or the kernel has none
 	history  *history.Store         // the live page's last 15 minutes
 	release  *codeReleaser          // nil with --no-runtime.release-code
+	// pairs: the runs' groups in the unified hierarchy and their memory
+	// groups, told by the engine, read by the workloads (memory on v1).
+	pairs cgroup.Pairs
 }
 
 // New loads the probes as --probes says and builds everything else.
@@ -100,7 +103,7 @@ func build(cfg Config, logger *slog.Logger, checkOnly bool) (*Observer, error) {
 	var cycles *metrics.CycleDurations
 	if !checkOnly {
 		cycles = metrics.NewCycleDurations()
-		o.engine = newEngine(cfg, fs, logger, cycles.ObserveCycle)
+		o.engine = newEngine(cfg, fs, logger, cycles.ObserveCycle, &o.pairs)
 	}
 	o.history = history.New(cfg.SampleInterval)
 	if !checkOnly && cfg.Wake && o.probe == nil {
@@ -197,14 +200,14 @@ func (o *Observer) runStatus() (live.RunStatus, bool) {
 
 // newEngine sets up the run engine, or returns nil (logged) when runs cannot
 // work here: the observer still observes.
-func newEngine(cfg Config, fs procfs.FS, logger *slog.Logger, onCycle func(int, time.Duration)) *engine.Engine {
+func newEngine(cfg Config, fs procfs.FS, logger *slog.Logger, onCycle func(int, time.Duration), pairs *cgroup.Pairs) *engine.Engine {
 	log := logger.With("component", "runs")
 	st, err := store.Open(cfg.DataDir)
 	if err != nil {
 		log.Warn("runs are disabled: "+err.Error()+"; set --data.dir to a writable directory", "data_dir", cfg.DataDir)
 		return nil
 	}
-	rc := engine.Config{Store: st, ProcFS: fs, Logger: log, OnCycle: onCycle, Binary: cfg.LoadgenBinary}
+	rc := engine.Config{Store: st, ProcFS: fs, Logger: log, OnCycle: onCycle, Binary: cfg.LoadgenBinary, Pairs: pairs}
 	if rc.Binary == "" {
 		rc.Binary = FindLoadgen()
 	}

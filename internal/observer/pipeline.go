@@ -29,6 +29,7 @@ func (o *Observer) declarePipeline(cfg Config, fs procfs.FS, logger *slog.Logger
 		opts.Probe = o.probe
 		if o.probe.Cgroups() {
 			opts.Workloads = workloadOptions(cfg, logger)
+			opts.Workloads.Pairs = &o.pairs
 		}
 	}
 	if o.engine != nil {

@@ -781,8 +781,40 @@ func TestV1ReadingsAreTheWorkloadsOwn(t *testing.T) {
 	}
 }
 
+// TestRunConsumersCountersNeverGoBack: a run's consumers join their
+// cgroup2 group and their memory group at their start; across 20 scrapes a
+// second apart during the run, no workload's memory counter goes down
+// (on a hybrid host a consumer's figures came from its parent's v1 group
+// for the two seconds it was in its cgroup2 group alone: 47,038 major
+// faults, then 0).
+func TestRunConsumersCountersNeverGoBack(t *testing.T) {
+	testenv.RequirePrivileged(t)
+	testenv.RequireSwap(t)
+	d := startDaemon(t, t.TempDir(), "--probes=bpf")
+	rec := d.startRun(t, `{"preset":"e4","scale":0.1}`)
+	last := map[string]float64{}
+	seen := 0
+	for i := range 20 {
+		_, scrape := get(t, d.url+"/metrics")
+		for k, v := range memoryCounters(scrape, "") {
+			if v < last[k] {
+				t.Errorf("scrape %d: %s went from %.0f to %.0f", i, k, last[k], v)
+			}
+			last[k] = v
+		}
+		if n := len(cgroupSeries(scrape, "thrashscope_cgroup_major_faults_total")); n > seen {
+			seen = n
+		}
+		time.Sleep(time.Second)
+	}
+	if seen == 0 {
+		t.Fatalf("run %s: no workload in 20 scrapes, the test proves nothing", rec.ID)
+	}
+	t.Logf("run %s: %d memory counters followed, up to %d workloads a scrape", rec.ID, len(last), seen)
+}
+
 // memoryCounters are a workload's cgroup_memory_* and cgroup_workingset_*
-// counters in a scrape, by series.
+// counters in a scrape, by series; every workload's for cgroupLabel "".
 func memoryCounters(scrape, cgroupLabel string) map[string]float64 {
 	out := map[string]float64{}
 	for line := range strings.Lines(scrape) {
@@ -792,7 +824,7 @@ func memoryCounters(scrape, cgroupLabel string) map[string]float64 {
 		i := strings.LastIndexByte(strings.TrimSpace(line), ' ')
 		key := line[:i]
 		name, _, _ := strings.Cut(key, "{")
-		if !strings.HasSuffix(name, "_total") || !strings.Contains(key, `cgroup="`+cgroupLabel+`"`) {
+		if !strings.HasSuffix(name, "_total") || (cgroupLabel != "" && !strings.Contains(key, `cgroup="`+cgroupLabel+`"`)) {
 			continue
 		}
 		if v, err := strconv.ParseFloat(strings.TrimSpace(line[i:]), 64); err == nil {
