@@ -226,5 +226,5 @@ func ReadProcesses(r io.Reader) ([]ProcessRow, error) {
 	if err != nil {
 		return nil, err
 	}
-	return rows, nil
+	return trim(rows), nil
 }

@@ -112,7 +112,8 @@ func ParseSamples(b []byte) ([]Row, error) { return ReadSamples(bytes.NewReader(
 func ReadSamples(r io.Reader) ([]Row, error) {
 	// Room for the most a run writes, made once: only what the rows fill
 	// becomes resident, and a slice grown by appends would hold its old
-	// and new arrays at once (twice the rows at the end).
+	// and new arrays at once (twice the rows at the end). The rows are
+	// kept in an array of their own size (trim).
 	rows := make([]Row, 0, maxSampleRows)
 	err := eachRecord(SamplesFile, r, Columns, maxSampleRows, func(n int, rec []string, col map[string]int) error {
 		p := parser{rec: rec, col: col, bounds: sampleBounds}
@@ -140,5 +141,11 @@ func ReadSamples(r io.Reader) ([]Row, error) {
 	if err != nil {
 		return nil, err
 	}
-	return rows, nil
+	return trim(rows), nil
+}
+
+// trim is rows in an array of their own length: a reader keeps many runs'
+// tables, and each table was read into room for the most a run writes.
+func trim[T any](rows []T) []T {
+	return append(make([]T, 0, len(rows)), rows...)
 }
