@@ -394,8 +394,11 @@ func TestCgroupChurnLosesNothing(t *testing.T) {
 			}
 		}
 		t.Logf("fill %d: %d major faults counted in %d groups, the child's maj_flt %d; %d groups with none; events lost %d", fill, sum, len(ids), majflt, none, snap.CgroupEventsLost-lost0)
-		if majflt < uint64(len(ids)) || sum != majflt || none > 0 || snap.CgroupEventsLost != lost0 {
-			t.Errorf("fill %d of %d groups: %d major faults counted, the child took %d; %d groups with none, %d events lost: want every fault, in its group, none lost", fill, len(ids), sum, majflt, none, snap.CgroupEventsLost-lost0)
+		// Every fault the child took is counted in one of the fill's
+		// groups. A group may have none: both its pages were cached
+		// already (a minor fault each; once on 6.12).
+		if majflt < uint64(len(ids)) || sum != majflt || snap.CgroupEventsLost != lost0 {
+			t.Errorf("fill %d of %d groups: %d major faults counted in them, the child took %d; %d events lost: want every fault, in its group, none lost", fill, len(ids), sum, majflt, snap.CgroupEventsLost-lost0)
 		}
 	}
 
