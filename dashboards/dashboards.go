@@ -2,18 +2,18 @@
 // of the data flow: they read the observer's metrics, and the recording
 // rules of deploy/prometheus/rules/thrashscope.yml, from Prometheus.
 //
-// The JSON files are generated from internal/build (go generate) and
-// embedded here, so tests can walk every panel, annotation and variable,
-// turn their Grafana variables into real PromQL and run it.
+// The JSON files are generated from internal/build with the Grafana
+// Foundation SDK (go generate) and embedded here, decoded back through the
+// SDK's strict decoder and validation, so tests can walk every panel,
+// annotation and variable, turn their Grafana variables into real PromQL
+// and run it.
 package dashboards
 
 import (
 	"bytes"
 	"embed"
 	"encoding/json"
-	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"regexp"
 	"slices"
@@ -21,6 +21,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/grafana/grafana-foundation-sdk/go/dashboard"
+	"github.com/grafana/grafana-foundation-sdk/go/prometheus"
 	"github.com/prometheus/prometheus/promql/parser"
 )
 
@@ -28,6 +30,11 @@ import (
 
 //go:embed *.json
 var files embed.FS
+
+// Dashboard is one Grafana dashboard, in the SDK's model.
+type Dashboard struct {
+	dashboard.Dashboard
+}
 
 // File is one shipped dashboard.
 type File struct {
@@ -59,24 +66,9 @@ func All() ([]File, error) {
 	return out, nil
 }
 
-// Decode decodes a dashboard, refusing fields the model does not know and
-// anything after the object.
-func Decode(b []byte) (Dashboard, error) {
-	dec := json.NewDecoder(bytes.NewReader(b))
-	dec.DisallowUnknownFields()
-	var d Dashboard
-	if err := dec.Decode(&d); err != nil {
-		return Dashboard{}, fmt.Errorf("decoding dashboard: %w", err)
-	}
-	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
-		return Dashboard{}, errors.New("decoding dashboard: data after the top-level object")
-	}
-	return d, nil
-}
-
 // Encode writes a dashboard as the shipped files are written: two-space
 // indent, a final newline, no HTML escaping (PromQL has < and >).
-func Encode(d Dashboard) ([]byte, error) {
+func Encode(d dashboard.Dashboard) ([]byte, error) {
 	var buf bytes.Buffer
 	enc := json.NewEncoder(&buf)
 	enc.SetEscapeHTML(false)
@@ -87,37 +79,69 @@ func Encode(d Dashboard) ([]byte, error) {
 	return buf.Bytes(), nil
 }
 
-// AllPanels returns every panel in layout order, rows included, with the
-// panels of collapsed rows right after their row.
-func (d Dashboard) AllPanels() []Panel {
-	var out []Panel
+// Rows returns the dashboard's rows in layout order.
+func (d Dashboard) Rows() []dashboard.RowPanel {
+	var out []dashboard.RowPanel
 	for _, p := range d.Panels {
-		out = append(out, p)
-		if p.Panels != nil {
-			out = append(out, *p.Panels...)
+		if p.RowPanel != nil {
+			out = append(out, *p.RowPanel)
 		}
 	}
 	return out
 }
 
-// RowTitles returns the title of the row each panel id sits under ("" for
-// panels above the first row).
-func (d Dashboard) RowTitles() map[int]string {
-	rows := map[int]string{}
+// AllPanels returns every panel but the rows in layout order, with the
+// panels of collapsed rows where their row is, and the title of the row
+// each sits under ("" above the first row).
+func (d Dashboard) AllPanels() []Panel {
+	var out []Panel
 	row := ""
 	for _, p := range d.Panels {
-		if p.Type == "row" {
-			row = p.Title
-			if p.Panels != nil {
-				for _, c := range *p.Panels {
-					rows[c.ID] = row
-				}
+		switch {
+		case p.Panel != nil:
+			out = append(out, Panel{Panel: *p.Panel, Row: row})
+		case p.RowPanel != nil:
+			row = deref(p.RowPanel.Title)
+			for _, c := range p.RowPanel.Panels {
+				out = append(out, Panel{Panel: c, Row: row})
 			}
-			continue
 		}
-		rows[p.ID] = row
 	}
-	return rows
+	return out
+}
+
+// Panel is a panel and the title of its row.
+type Panel struct {
+	dashboard.Panel
+	Row string
+}
+
+// ID is the panel's id, 0 if it has none.
+func (p Panel) ID() int { return int(deref(p.Id)) }
+
+// Title is the panel's title.
+func (p Panel) Title() string { return deref(p.Panel.Title) }
+
+// Prometheus returns the panel's queries, or an error naming one that is
+// not a Prometheus query.
+func (p Panel) Prometheus() ([]*prometheus.Dataquery, error) {
+	out := make([]*prometheus.Dataquery, 0, len(p.Targets))
+	for i, t := range p.Targets {
+		q, ok := t.(*prometheus.Dataquery)
+		if !ok {
+			return nil, fmt.Errorf("panel %q target %d is a %T, not a Prometheus query", p.Title(), i, t)
+		}
+		out = append(out, q)
+	}
+	return out, nil
+}
+
+func deref[T any](p *T) T {
+	var zero T
+	if p == nil {
+		return zero
+	}
+	return *p
 }
 
 // Query kinds.
@@ -131,6 +155,7 @@ const (
 type Query struct {
 	Kind    string // KindPanel, KindAnnotation or KindVariable
 	Title   string // the panel's title, or the annotation's or variable's name
+	Row     string // panels only: the row it sits under
 	PanelID int    // panels only
 	RefID   string // panels only
 	Expr    string // with Grafana variables, as written
@@ -151,37 +176,55 @@ var labelValues = regexp.MustCompile(`^\s*label_values\(\s*(.+?)\s*,\s*(\w+)\s*\
 
 // Queries returns every PromQL expression of the dashboard: each panel's
 // targets (collapsed rows included), each annotation query, and the series
-// selector of each label_values(metric, label) variable.
-func (d Dashboard) Queries() []Query {
+// selector of each label_values(metric, label) variable. A target that is
+// not a Prometheus query is an error.
+func (d Dashboard) Queries() ([]Query, error) {
 	var out []Query
 	for _, p := range d.AllPanels() {
-		for _, t := range p.Targets {
-			out = append(out, Query{Kind: KindPanel, Title: p.Title, PanelID: p.ID, RefID: t.RefID,
-				Expr: t.Expr, Legend: t.LegendFormat, Instant: t.Instant, Format: t.Format})
+		qs, err := p.Prometheus()
+		if err != nil {
+			return nil, err
+		}
+		for _, t := range qs {
+			format := ""
+			if t.Format != nil {
+				format = string(*t.Format)
+			}
+			out = append(out, Query{Kind: KindPanel, Title: p.Title(), Row: p.Row, PanelID: p.ID(), RefID: deref(t.RefId),
+				Expr: t.Expr, Legend: deref(t.LegendFormat), Instant: deref(t.Instant), Format: format})
 		}
 	}
 	for _, a := range d.Annotations.List {
-		if a.Expr != "" {
-			out = append(out, Query{Kind: KindAnnotation, Title: a.Name, Expr: a.Expr,
-				Legend: a.TitleFormat + " " + a.TextFormat})
+		if expr := deref(a.Expr); expr != "" {
+			out = append(out, Query{Kind: KindAnnotation, Title: a.Name, Expr: expr,
+				Legend: deref(a.TitleFormat) + " " + deref(a.TextFormat)})
 		}
 	}
 	for _, v := range d.Templating.List {
-		if m := labelValues.FindStringSubmatch(v.Query); v.Type == "query" && m != nil {
+		if m := labelValues.FindStringSubmatch(variableQuery(v)); v.Type == "query" && m != nil {
 			out = append(out, Query{Kind: KindVariable, Title: v.Name, Expr: m[1], Legend: "{{" + m[2] + "}}"})
 		}
 	}
-	return out
+	return out, nil
+}
+
+// variableQuery is a variable's query when it is a string: the plugin id
+// of a datasource variable, label_values(...) of a query variable.
+func variableQuery(v dashboard.VariableModel) string {
+	if v.Query == nil {
+		return ""
+	}
+	return deref(v.Query.String)
 }
 
 // Variable returns the dashboard variable of that name.
-func (d Dashboard) Variable(name string) (Variable, bool) {
+func (d Dashboard) Variable(name string) (dashboard.VariableModel, bool) {
 	for _, v := range d.Templating.List {
 		if v.Name == name {
 			return v, true
 		}
 	}
-	return Variable{}, false
+	return dashboard.VariableModel{}, false
 }
 
 // Vars are the values Grafana would substitute into a query.
@@ -224,7 +267,7 @@ func (d Dashboard) Expand(expr string, v Vars) (string, error) {
 			unknown = append(unknown, ref)
 			return ref
 		}
-		return formatValues(values, format, def.Multi || def.IncludeAll)
+		return formatValues(values, format, deref(def.Multi) || deref(def.IncludeAll))
 	})
 	if len(unknown) > 0 {
 		return "", fmt.Errorf("no value for %s in %q: the dashboard does not define it, or Vars lacks it", strings.Join(unknown, ", "), expr)

@@ -13,6 +13,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/grafana/grafana-foundation-sdk/go/common"
+	"github.com/grafana/grafana-foundation-sdk/go/dashboard"
+	"github.com/grafana/grafana-foundation-sdk/go/heatmap"
+	"github.com/grafana/grafana-foundation-sdk/go/prometheus"
+	"github.com/grafana/grafana-foundation-sdk/go/timeseries"
 	"github.com/prometheus/prometheus/promql/parser"
 	"go.yaml.in/yaml/v3"
 
@@ -35,7 +40,7 @@ func all(t *testing.T) []dashboards.File {
 func byUID(t *testing.T, uid string) dashboards.Dashboard {
 	t.Helper()
 	for _, f := range all(t) {
-		if f.Dashboard.UID == uid {
+		if deref(f.Dashboard.Uid) == uid {
 			return f.Dashboard
 		}
 	}
@@ -57,11 +62,18 @@ func TestJSONIsGenerated(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	again, err := build.Files()
+	if err != nil {
+		t.Fatal(err)
+	}
 	got := map[string][]byte{}
 	for _, f := range all(t) {
 		got[f.Name] = f.JSON
 	}
 	for name, b := range want {
+		if !bytes.Equal(again[name], b) {
+			t.Errorf("%s: two builds differ: internal/build is not deterministic (map order?)", name)
+		}
 		if !bytes.Equal(got[name], b) {
 			t.Errorf("%s differs from internal/build: run go generate ./dashboards (and edit panels in internal/build, not the JSON)", name)
 		}
@@ -71,14 +83,13 @@ func TestJSONIsGenerated(t *testing.T) {
 	}
 }
 
-// TestDecodeIsStrict: every file decodes into the model with no field
-// left over, and the model keeps every field (a semantic round trip).
+// TestDecodeIsStrict: every file decodes through the SDK's strict decoder
+// and validation with no field left over, and its types keep every field
+// (a semantic round trip); a hand-edited panel with a field the SDK does
+// not know fails.
 func TestDecodeIsStrict(t *testing.T) {
 	for _, f := range all(t) {
-		if !json.Valid(f.JSON) {
-			t.Fatalf("%s is not valid JSON", f.Name)
-		}
-		again, err := dashboards.Encode(f.Dashboard)
+		again, err := dashboards.Encode(f.Dashboard.Dashboard)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -90,58 +101,78 @@ func TestDecodeIsStrict(t *testing.T) {
 			t.Fatal(err)
 		}
 		if !reflect.DeepEqual(a, b) {
-			t.Errorf("%s: decoding and encoding again changes it: the model drops or alters a field", f.Name)
+			t.Errorf("%s: decoding and encoding again changes it: the SDK's types drop or alter a field", f.Name)
 		}
 	}
-	// A misspelt option must not pass silently.
-	for _, bad := range []string{
-		`{"uid":"x","panels":[{"type":"timeseries","fieldConfig":{"defaults":{"custom":{"lineInterpolaton":"smooth"}}}}]}`,
-		`{"uid":"x"} {"uid":"y"}`,
-		`{"uid":"x","schemaVersion":"39"}`,
+	// Hand edits of a shipped panel: each must fail, naming where.
+	f := all(t)[0]
+	for _, c := range []struct{ what, from, to string }{
+		{"a misspelt panel field", `"gridPos": {`, `"gridPosition": {}, "gridPos": {`},
+		{"a misspelt field option", `"unit": "short"`, `"unti": "short"`},
+		{"a mapping of an unknown type", `"type": "value"`, `"type": "values"`},
+		{"a misspelt option", `"lineInterpolation": "smooth"`, `"lineInterpolaton": "smooth"`},
+		{"an unknown panel option", `"legend": {`, `"legand": {}, "legend": {`},
+		{"a query field of the wrong type", `"refId": "A"`, `"refId": 1`},
+		{"a second object", "\n}\n", "\n}\n{}"},
 	} {
+		bad := strings.Replace(string(f.JSON), c.from, c.to, 1)
+		if bad == string(f.JSON) {
+			t.Fatalf("%s: %q not in %s", c.what, c.from, f.Name)
+		}
 		if _, err := dashboards.Decode([]byte(bad)); err == nil {
-			t.Errorf("Decode accepted %s", bad)
+			t.Errorf("Decode accepted %s in %s", c.what, f.Name)
+		} else {
+			t.Logf("%s: %v", c.what, err)
 		}
 	}
 }
 
 func TestDashboardSettings(t *testing.T) {
-	for uid, title := range map[string]string{"thrashscope": "thrashscope", "thrashscope-fleet": "thrashscope fleet"} {
+	for uid, title := range map[string]string{"thrashscope": "thrashscope", "thrashscope-fleet": "thrashscope fleet",
+		"thrashscope-workloads": "thrashscope workloads"} {
 		d := byUID(t, uid)
-		if d.Title != title {
-			t.Errorf("%s: title %q, want %q", uid, d.Title, title)
+		if deref(d.Title) != title {
+			t.Errorf("%s: title %q, want %q", uid, deref(d.Title), title)
 		}
-		if d.ID != nil {
-			t.Errorf("%s: id %d, want null so Grafana assigns it", uid, *d.ID)
+		if d.Id != nil {
+			t.Errorf("%s: id %d, want none so Grafana assigns it", uid, *d.Id)
 		}
-		if d.SchemaVersion != 38 && d.SchemaVersion != 39 {
-			t.Errorf("%s: schemaVersion %d, want 38 or 39 (Grafana 10)", uid, d.SchemaVersion)
+		if d.SchemaVersion != 39 {
+			t.Errorf("%s: schemaVersion %d, want 39 (Grafana 10.4, loaded by 10 and later)", uid, d.SchemaVersion)
 		}
-		if d.Time != (dashboards.TimeRange{From: "now-15m", To: "now"}) || d.Refresh != "5s" {
-			t.Errorf("%s: time %v refresh %q, want the last 15 min every 5s", uid, d.Time, d.Refresh)
+		if d.Time == nil || d.Time.From != "now-15m" || d.Time.To != "now" || deref(d.Refresh) != "5s" {
+			t.Errorf("%s: time %+v refresh %q, want the last 15 min every 5s", uid, d.Time, deref(d.Refresh))
 		}
-		if d.Description == "" || !slices.Contains(d.Tags, "thrashscope") {
+		if deref(d.Description) == "" || !slices.Contains(d.Tags, "thrashscope") {
 			t.Errorf("%s: needs a description and the thrashscope tag", uid)
 		}
 		ds, ok := d.Variable("datasource")
-		if !ok || ds.Type != "datasource" || ds.Query != "prometheus" {
+		if !ok || ds.Type != "datasource" || ds.Query == nil || deref(ds.Query.String) != "prometheus" {
 			t.Errorf("%s: datasource variable %+v, want type datasource of plugin prometheus", uid, ds)
 		}
 		inst, ok := d.Variable("instance")
-		if !ok || inst.Type != "query" || inst.Query != "label_values(thrashscope_build_info, instance)" ||
-			inst.Datasource == nil || inst.Datasource.UID != "${datasource}" {
+		if !ok || inst.Type != "query" || inst.Query == nil || deref(inst.Query.String) != "label_values(thrashscope_build_info, instance)" ||
+			inst.Datasource == nil || deref(inst.Datasource.Uid) != "${datasource}" {
 			t.Errorf("%s: instance variable %+v, want label_values(thrashscope_build_info, instance) on ${datasource}", uid, inst)
 		}
 		if d.Templating.List[0].Name != "datasource" {
 			t.Errorf("%s: the datasource variable must come first: the others query it", uid)
 		}
 	}
-	if inst, _ := byUID(t, "thrashscope").Variable("instance"); inst.Multi || inst.IncludeAll {
+	if inst, _ := byUID(t, "thrashscope").Variable("instance"); deref(inst.Multi) || deref(inst.IncludeAll) {
 		t.Error("thrashscope: instance must be a single host")
 	}
-	if inst, _ := byUID(t, "thrashscope-fleet").Variable("instance"); !inst.Multi || !inst.IncludeAll {
+	if inst, _ := byUID(t, "thrashscope-fleet").Variable("instance"); !deref(inst.Multi) || !deref(inst.IncludeAll) {
 		t.Error("thrashscope-fleet: instance must allow several hosts and All")
 	}
+}
+
+func deref[T any](p *T) T {
+	var zero T
+	if p == nil {
+		return zero
+	}
+	return *p
 }
 
 // units are the Grafana unit ids the dashboards may use; Grafana shows any
@@ -165,69 +196,81 @@ func TestPanels(t *testing.T) {
 	for _, f := range all(t) {
 		d := f.Dashboard
 		ids := map[int]string{}
+		for _, r := range d.Rows() {
+			if r.Id == 0 || deref(r.Title) == "" {
+				t.Errorf("%s: row %q (id %d) needs a title and an id", f.Name, deref(r.Title), r.Id)
+			}
+			ids[int(r.Id)] = deref(r.Title)
+		}
 		for _, p := range d.AllPanels() {
-			where := f.Name + ": panel " + p.Title
-			if prev, dup := ids[p.ID]; dup || p.ID <= 0 {
-				t.Errorf("%s: id %d, already used by %q", where, p.ID, prev)
+			where := f.Name + ": panel " + p.Title()
+			if prev, dup := ids[p.ID()]; dup || p.ID() <= 0 {
+				t.Errorf("%s: id %d, already used by %q", where, p.ID(), prev)
 			}
-			ids[p.ID] = p.Title
-			if p.Title == "" {
-				t.Errorf("%s (id %d): no title", f.Name, p.ID)
+			ids[p.ID()] = p.Title()
+			if p.Title() == "" {
+				t.Errorf("%s (id %d): no title", f.Name, p.ID())
 			}
-			if p.Type == "row" {
-				continue
+			if desc := deref(p.Description); !strings.Contains(desc, "Unit: ") || !sources.MatchString(desc) {
+				t.Errorf("%s: description must name its figure or source and say \"Unit: ...\": %q", where, desc)
 			}
-			if !strings.Contains(p.Description, "Unit: ") || !sources.MatchString(p.Description) {
-				t.Errorf("%s: description must name its figure or source and say \"Unit: ...\": %q", where, p.Description)
-			}
-			if p.FieldConfig == nil || !validUnit(p.FieldConfig.Defaults.Unit) {
+			if p.FieldConfig == nil || !validUnit(deref(p.FieldConfig.Defaults.Unit)) {
 				t.Errorf("%s: fieldConfig.defaults.unit is not a Grafana unit", where)
+				continue
 			}
 			for _, o := range p.FieldConfig.Overrides {
 				for _, prop := range o.Properties {
-					if u, ok := prop.Value.(string); prop.ID == "unit" && (!ok || !validUnit(u)) {
+					if u, ok := prop.Value.(string); prop.Id == "unit" && (!ok || !validUnit(u)) {
 						t.Errorf("%s: override unit %v is not a Grafana unit", where, prop.Value)
 					}
 				}
 			}
-			if p.Datasource == nil || *p.Datasource != (dashboards.DatasourceRef{Type: "prometheus", UID: "${datasource}"}) {
+			if p.Datasource == nil || deref(p.Datasource.Type) != "prometheus" || deref(p.Datasource.Uid) != "${datasource}" {
 				t.Errorf("%s: datasource %+v, want ${datasource}", where, p.Datasource)
 			}
-			if len(p.Targets) == 0 {
+			queries, err := p.Prometheus()
+			if err != nil {
+				t.Errorf("%s: %v", where, err)
+				continue
+			}
+			if len(queries) == 0 {
 				t.Errorf("%s: no queries", where)
 			}
 			refs := map[string]bool{}
-			for _, tg := range p.Targets {
-				if tg.Datasource == nil || tg.Datasource.UID != "${datasource}" {
-					t.Errorf("%s query %s: datasource %+v, want ${datasource}", where, tg.RefID, tg.Datasource)
+			for _, tg := range queries {
+				ref := deref(tg.RefId)
+				if tg.Datasource == nil || deref(tg.Datasource.Uid) != "${datasource}" {
+					t.Errorf("%s query %s: datasource %+v, want ${datasource}", where, ref, tg.Datasource)
 				}
-				if refs[tg.RefID] || tg.RefID == "" {
-					t.Errorf("%s: refId %q empty or repeated", where, tg.RefID)
+				if refs[ref] || ref == "" {
+					t.Errorf("%s: refId %q empty or repeated", where, ref)
 				}
-				refs[tg.RefID] = true
+				refs[ref] = true
 			}
+			format := func(q *prometheus.Dataquery) prometheus.PromQueryFormat { return deref(q.Format) }
 			switch p.Type {
 			case "timeseries":
-				if c := p.FieldConfig.Defaults.Custom; c == nil || c.LineInterpolation != "smooth" {
+				if c, ok := p.FieldConfig.Defaults.Custom.(*timeseries.FieldConfig); !ok ||
+					deref(c.LineInterpolation) != common.LineInterpolationSmooth {
 					t.Errorf("%s: lines must be smooth, as the paper's Bézier-smoothed curves", where)
 				}
 			case "heatmap":
-				if o := p.Options; o.Calculate == nil || *o.Calculate || o.YAxis == nil || !validUnit(o.YAxis.Unit) ||
-					o.RowsFrame == nil || o.RowsFrame.Layout != "le" {
+				if o, ok := p.Options.(*heatmap.Options); !ok || o.Calculate == nil || *o.Calculate ||
+					!validUnit(deref(o.YAxis.Unit)) || o.RowsFrame == nil || deref(o.RowsFrame.Layout) != common.HeatmapCellLayoutLe {
 					t.Errorf("%s: a heatmap of a Prometheus histogram shows its own le buckets (calculate false, rowsFrame le, a y unit)", where)
 				}
-				for _, tg := range p.Targets {
-					if tg.Format != "heatmap" || !strings.Contains(tg.Expr, "_bucket") || !strings.Contains(tg.Expr, "by (le)") {
-						t.Errorf("%s: query %s must sum _bucket rates by le with format heatmap", where, tg.RefID)
+				for _, tg := range queries {
+					if format(tg) != prometheus.PromQueryFormatHeatmap || !strings.Contains(tg.Expr, "_bucket") || !strings.Contains(tg.Expr, "by (le)") {
+						t.Errorf("%s: query %s must sum _bucket rates by le with format heatmap", where, deref(tg.RefId))
 					}
 				}
 			case "table":
-				for _, tg := range p.Targets {
-					if !tg.Instant || tg.Range || tg.Format != "table" {
-						t.Errorf("%s: query %s must be an instant table query", where, tg.RefID)
+				for _, tg := range queries {
+					if !deref(tg.Instant) || deref(tg.Range) || format(tg) != prometheus.PromQueryFormatTable {
+						t.Errorf("%s: query %s must be an instant table query", where, deref(tg.RefId))
 					}
 				}
-				if len(p.Transformations) == 0 || p.Transformations[0].ID != "merge" {
+				if len(p.Transformations) == 0 || p.Transformations[0].Id != "merge" {
 					t.Errorf("%s: the queries must be merged into one row per key", where)
 				}
 			case "state-timeline":
@@ -241,15 +284,21 @@ func TestPanels(t *testing.T) {
 	}
 }
 
-func checkStateMappings(t *testing.T, where string, mappings []dashboards.Mapping) {
+func checkStateMappings(t *testing.T, where string, mappings []dashboard.ValueMapping) {
 	t.Helper()
-	want := map[string]dashboards.MappingResult{
-		"0": {Text: "normal", Color: "green", Index: 0},
-		"1": {Text: "monitoring", Color: "yellow", Index: 1},
-		"2": {Text: "thrashing", Color: "red", Index: 2},
+	type result struct {
+		text, color string
+		index       int32
 	}
-	if len(mappings) != 1 || mappings[0].Type != "value" || !reflect.DeepEqual(mappings[0].Options, want) {
-		t.Errorf("%s: state mappings %+v, want 0 normal (green), 1 monitoring (yellow), 2 thrashing (red)", where, mappings)
+	want := map[string]result{"0": {"normal", "green", 0}, "1": {"monitoring", "yellow", 1}, "2": {"thrashing", "red", 2}}
+	got := map[string]result{}
+	if len(mappings) == 1 && mappings[0].ValueMap != nil && mappings[0].ValueMap.Type == dashboard.MappingTypeValueToText {
+		for v, r := range mappings[0].ValueMap.Options {
+			got[v] = result{deref(r.Text), deref(r.Color), deref(r.Index)}
+		}
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("%s: state mappings %+v, want 0 normal (green), 1 monitoring (yellow), 2 thrashing (red)", where, got)
 	}
 }
 
@@ -257,31 +306,54 @@ func checkStateMappings(t *testing.T, where string, mappings []dashboards.Mappin
 // the top level and inside each collapsed row (below the row itself).
 func checkLayout(t *testing.T, name string, d dashboards.Dashboard) {
 	t.Helper()
-	overlap := func(a, b dashboards.GridPos) bool {
+	type box struct {
+		title string
+		g     dashboard.GridPos
+	}
+	overlap := func(a, b dashboard.GridPos) bool {
 		return a.X < b.X+b.W && b.X < a.X+a.W && a.Y < b.Y+b.H && b.Y < a.Y+a.H
 	}
-	check := func(panels []dashboards.Panel, minY int) {
-		for i, p := range panels {
-			g := p.GridPos
-			if g.W <= 0 || g.H <= 0 || g.X < 0 || g.X+g.W > 24 || g.Y < minY {
-				t.Errorf("%s: panel %q at %+v is off the grid", name, p.Title, g)
+	check := func(boxes []box, minY uint32) {
+		for i, p := range boxes {
+			g := p.g
+			if g.W == 0 || g.H == 0 || g.X+g.W > 24 || g.Y < minY {
+				t.Errorf("%s: panel %q at %+v is off the grid", name, p.title, g)
 			}
-			for _, q := range panels[:i] {
-				if overlap(g, q.GridPos) {
-					t.Errorf("%s: panels %q %+v and %q %+v overlap", name, q.Title, q.GridPos, p.Title, g)
+			for _, q := range boxes[:i] {
+				if overlap(g, q.g) {
+					t.Errorf("%s: panels %q %+v and %q %+v overlap", name, q.title, q.g, p.title, g)
 				}
 			}
 		}
 	}
-	check(d.Panels, 0)
+	var top []box
 	for _, p := range d.Panels {
-		if p.Type == "row" && p.Panels != nil && len(*p.Panels) > 0 {
-			if p.Collapsed == nil || !*p.Collapsed {
-				t.Errorf("%s: row %q holds panels but is not collapsed", name, p.Title)
+		switch {
+		case p.Panel != nil && p.Panel.GridPos != nil:
+			top = append(top, box{deref(p.Panel.Title), *p.Panel.GridPos})
+		case p.RowPanel != nil && p.RowPanel.GridPos != nil:
+			r := p.RowPanel
+			top = append(top, box{deref(r.Title), *r.GridPos})
+			if len(r.Panels) == 0 {
+				continue
 			}
-			check(*p.Panels, p.GridPos.Y+1)
+			if !r.Collapsed {
+				t.Errorf("%s: row %q holds panels but is not collapsed", name, deref(r.Title))
+			}
+			var inside []box
+			for _, c := range r.Panels {
+				if c.GridPos == nil {
+					t.Errorf("%s: panel %q has no position", name, deref(c.Title))
+					continue
+				}
+				inside = append(inside, box{deref(c.Title), *c.GridPos})
+			}
+			check(inside, r.GridPos.Y+1)
+		default:
+			t.Errorf("%s: a panel or row has no position", name)
 		}
 	}
+	check(top, 0)
 }
 
 // TestRowsReadLikeThePaper: the host dashboard's rows, in order, each
@@ -289,10 +361,8 @@ func checkLayout(t *testing.T, name string, d dashboards.Dashboard) {
 func TestRowsReadLikeThePaper(t *testing.T) {
 	d := byUID(t, "thrashscope")
 	var rows []string
-	for _, p := range d.Panels {
-		if p.Type == "row" {
-			rows = append(rows, p.Title)
-		}
+	for _, r := range d.Rows() {
+		rows = append(rows, deref(r.Title))
 	}
 	if want := []string{"Paper figures", "Processes", "Detector", "Run"}; !slices.Equal(rows, want) {
 		t.Fatalf("rows %v, want %v", rows, want)
@@ -310,9 +380,8 @@ func TestRowsReadLikeThePaper(t *testing.T) {
 			"thrashscope_run_demand_bytes", "thrashscope_run_memory_limit_bytes",
 			"thrashscope_run_write_cycle_duration_seconds_bucket", "thrashscope_run_consumer_lateness_seconds"},
 	}
-	rowOf := d.RowTitles()
 	got := map[string]map[string]bool{}
-	for _, q := range d.Queries() {
+	for _, q := range queries(t, d) {
 		if q.Kind != dashboards.KindPanel {
 			continue
 		}
@@ -324,12 +393,11 @@ func TestRowsReadLikeThePaper(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%s: %v", q, err)
 		}
-		row := rowOf[q.PanelID]
-		if got[row] == nil {
-			got[row] = map[string]bool{}
+		if got[q.Row] == nil {
+			got[q.Row] = map[string]bool{}
 		}
 		for _, n := range names {
-			got[row][n] = true
+			got[q.Row][n] = true
 		}
 	}
 	for row, names := range want {
@@ -341,29 +409,32 @@ func TestRowsReadLikeThePaper(t *testing.T) {
 	}
 	// The paper's figures are cited where they are mirrored.
 	for _, p := range d.AllPanels() {
-		if rowOf[p.ID] == "Paper figures" && !regexp.MustCompile(`Figs \d+, \d+, \d+ and \d+`).MatchString(p.Description) {
-			t.Errorf("paper figure panel %q cites no figures: %q", p.Title, p.Description)
+		if p.Row == "Paper figures" && !regexp.MustCompile(`Figs \d+, \d+, \d+ and \d+`).MatchString(deref(p.Description)) {
+			t.Errorf("paper figure panel %q cites no figures: %q", p.Title(), deref(p.Description))
 		}
 	}
-	var run dashboards.Panel
-	for _, p := range d.Panels {
-		if p.Title == "Run" {
-			run = p
-		}
-	}
-	if run.Panels == nil || len(*run.Panels) == 0 {
+	if run := d.Rows()[3]; len(run.Panels) == 0 {
 		t.Error("the Run row is collapsed and must hold its panels")
 	}
 	// Run start and end, and detector transitions, as annotations.
 	var annotations []string
 	for _, a := range d.Annotations.List {
-		annotations = append(annotations, a.Expr)
+		annotations = append(annotations, deref(a.Expr))
 	}
 	for _, m := range []string{"thrashscope_run_info", "thrashscope_runs_total", "thrashscope_detector_transitions_total"} {
 		if !strings.Contains(strings.Join(annotations, "\n"), m) {
 			t.Errorf("no annotation reads %s", m)
 		}
 	}
+}
+
+func queries(t *testing.T, d dashboards.Dashboard) []dashboards.Query {
+	t.Helper()
+	qs, err := d.Queries()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return qs
 }
 
 // recordingRules parses deploy/prometheus/rules/thrashscope.yml.
@@ -407,7 +478,7 @@ func TestQueries(t *testing.T) {
 	rules := recordingRules(t)
 	for _, f := range all(t) {
 		d := f.Dashboard
-		queries := d.Queries()
+		queries := queries(t, d)
 		kinds := map[string]int{}
 		for _, q := range queries {
 			kinds[q.Kind]++
@@ -458,7 +529,7 @@ func TestQueries(t *testing.T) {
 			t.Errorf("%s: queries by kind %v, want annotations and the instance variable", f.Name, kinds)
 		}
 		for _, a := range d.Annotations.List {
-			if a.Datasource == nil || a.Datasource.UID != "${datasource}" || a.Expr == "" || a.Step == "" {
+			if a.Datasource == nil || deref(a.Datasource.Uid) != "${datasource}" || deref(a.Expr) == "" || deref(a.Step) == "" {
 				t.Errorf("%s: annotation %q must be a Prometheus query on ${datasource} with a step", f.Name, a.Name)
 			}
 		}

@@ -59,7 +59,11 @@ func newDashboardMetrics(t *testing.T) *dashboardMetrics {
 	t.Helper()
 	m := &dashboardMetrics{users: map[string][]string{}, seen: map[string]bool{}}
 	for _, f := range shippedDashboards(t) {
-		for _, q := range f.Dashboard.Queries() {
+		qs, err := f.Dashboard.Queries()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, q := range qs {
 			expr, err := f.Dashboard.Expand(q.Expr, dashboardVars("127.0.0.1:9752", time.Minute))
 			if err != nil {
 				t.Fatalf("%s: %v", f.Name, err)
@@ -208,7 +212,11 @@ func checkDashboardQueries(t *testing.T, p *promServer, instance string, from, t
 	}
 	for _, f := range shippedDashboards(t) {
 		d := f.Dashboard
-		for _, q := range d.Queries() {
+		qs, err := d.Queries()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, q := range qs {
 			n++
 			expr, err := d.Expand(q.Expr, dashboardVars(instance, to.Sub(from)))
 			if err != nil {

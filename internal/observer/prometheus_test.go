@@ -480,7 +480,11 @@ func checkLateOnsetMarked(t *testing.T, p *promServer, instance, runGroup string
 	var ann *dashboards.Query
 	var file dashboards.File
 	for _, f := range shippedDashboards(t) {
-		for _, q := range f.Dashboard.Queries() {
+		qs, err := f.Dashboard.Queries()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, q := range qs {
 			if q.Kind == dashboards.KindAnnotation && q.Title == "Workloads thrashing" {
 				ann, file = &q, f
 			}

@@ -1,13 +1,24 @@
-// Package build constructs thrashscope's Grafana dashboards in Go, so every
-// panel follows the same conventions by construction: the ${datasource}
-// variable, smooth lines, a unit, and a description that names its source.
-// go generate ./dashboards writes the JSON that Grafana loads.
+// Package build constructs thrashscope's Grafana dashboards with the
+// Grafana Foundation SDK's builders, so every panel follows the same
+// conventions by construction: the ${datasource} variable, smooth lines, a
+// unit, and a description that names its source. go generate ./dashboards
+// writes the JSON that Grafana loads.
 package build
 
 import (
 	"strconv"
 
-	"github.com/thrashscope/thrashscope/dashboards"
+	"github.com/grafana/grafana-foundation-sdk/go/cog"
+	"github.com/grafana/grafana-foundation-sdk/go/cog/variants"
+	"github.com/grafana/grafana-foundation-sdk/go/common"
+	"github.com/grafana/grafana-foundation-sdk/go/dashboard"
+	"github.com/grafana/grafana-foundation-sdk/go/heatmap"
+	"github.com/grafana/grafana-foundation-sdk/go/prometheus"
+	"github.com/grafana/grafana-foundation-sdk/go/stat"
+	"github.com/grafana/grafana-foundation-sdk/go/statetimeline"
+	"github.com/grafana/grafana-foundation-sdk/go/table"
+	"github.com/grafana/grafana-foundation-sdk/go/timeseries"
+
 	"github.com/thrashscope/thrashscope/internal/indicators"
 )
 
@@ -15,12 +26,14 @@ import (
 // target, annotation and variable query goes through it.
 const datasource = "${datasource}"
 
-// schemaVersion is Grafana 10.4's dashboard schema; Grafana 10 and later
-// load it without migration.
+// schemaVersion is Grafana 10.4's dashboard schema: Grafana 10 and later
+// load it without migration, and nothing here needs a later one. The
+// SDK's builder writes its own (42, Grafana 12) and has no setter, so
+// Dashboard sets the field after building.
 const schemaVersion = 39
 
-func ds() *dashboards.DatasourceRef {
-	return &dashboards.DatasourceRef{Type: "prometheus", UID: datasource}
+func ds() common.DataSourceRef {
+	return common.DataSourceRef{Type: ptr("prometheus"), Uid: ptr(datasource)}
 }
 
 func ptr[T any](v T) *T { return &v }
@@ -39,404 +52,303 @@ const (
 	unitCycles = "count:cycles/s"
 )
 
-// Query constructors.
+// query is a Prometheus query of a panel.
+type query = cog.Builder[variants.Dataquery]
 
-func series(ref, expr, legend string) dashboards.Target {
-	return dashboards.Target{RefID: ref, Datasource: ds(), EditorMode: "code", Expr: expr,
-		LegendFormat: legend, Format: "time_series", Range: true}
+func prom(ref, expr string) *prometheus.DataqueryBuilder {
+	return prometheus.NewDataqueryBuilder().RefId(ref).Datasource(ds()).
+		EditorMode(prometheus.QueryEditorModeCode).Expr(expr)
+}
+
+// series is a range query drawn as time series.
+func series(ref, expr, legend string) query {
+	return prom(ref, expr).LegendFormat(legend).Format(prometheus.PromQueryFormatTimeSeries).Range()
 }
 
 // instant is a table query: one row per series at the panel's end time.
-func instant(ref, expr string) dashboards.Target {
-	return dashboards.Target{RefID: ref, Datasource: ds(), EditorMode: "code", Expr: expr,
-		Format: "table", Instant: true}
+func instant(ref, expr string) query {
+	return prom(ref, expr).Format(prometheus.PromQueryFormatTable).Instant()
 }
 
 // buckets is a histogram query for a heatmap: Grafana de-accumulates the
 // le buckets itself.
-func buckets(expr string) dashboards.Target {
-	return dashboards.Target{RefID: "A", Datasource: ds(), EditorMode: "code", Expr: expr,
-		LegendFormat: "{{le}}", Format: "heatmap", Range: true}
+func buckets(expr string) query {
+	return prom("A", expr).LegendFormat("{{le}}").Format(prometheus.PromQueryFormatHeatmap).Range()
 }
 
 // Panel constructors. Each takes the description first: it is what a
-// reader sees on hover, so it is written with the panel, not after.
+// reader sees on hover, so it is written with the panel, not after. Each
+// returns its type's builder, to which a dashboard adds its size
+// (Span, Height) and any tweak.
 
-func baseThresholds(steps ...dashboards.ThresholdStep) *dashboards.Thresholds {
-	return &dashboards.Thresholds{Mode: "absolute",
-		Steps: append([]dashboards.ThresholdStep{{Color: "green"}}, steps...)}
+func thresholds(steps ...dashboard.Threshold) *dashboard.ThresholdsConfigBuilder {
+	return dashboard.NewThresholdsConfigBuilder().Mode(dashboard.ThresholdsModeAbsolute).
+		Steps(append([]dashboard.Threshold{{Color: "green"}}, steps...))
 }
 
-func timeseries(title, desc, unit string, targets ...dashboards.Target) dashboards.Panel {
-	return dashboards.Panel{
-		Type: "timeseries", Title: title, Description: desc, Datasource: ds(), Targets: targets,
-		FieldConfig: &dashboards.FieldConfig{
-			Defaults: dashboards.FieldDefaults{
-				Unit:       unit,
-				Color:      &dashboards.FieldColor{Mode: "palette-classic"},
-				Thresholds: baseThresholds(),
-				Mappings:   []dashboards.Mapping{},
-				Custom: &dashboards.Custom{
-					DrawStyle: "line",
-					// The paper smoothed its noisy 1 s samples with Bézier
-					// curves; a spline through the points does the same.
-					LineInterpolation: "smooth",
-					LineWidth:         ptr(1),
-					FillOpacity:       ptr(10),
-					GradientMode:      "none",
-					ShowPoints:        "never",
-					PointSize:         5,
-					SpanNulls:         ptr(false),
-					AxisPlacement:     "auto",
-					BarAlignment:      ptr(0),
-					Stacking:          &dashboards.Stacking{Mode: "none", Group: "A"},
-					ThresholdsStyle:   &dashboards.ThresholdsStyle{Mode: "off"},
-					ScaleDistribution: &dashboards.ScaleDistribution{Type: "linear"},
-					HideFrom:          &dashboards.HideFrom{},
-				},
-			},
-			Overrides: []dashboards.Override{},
-		},
-		Options: &dashboards.Options{
-			Legend:  &dashboards.Legend{ShowLegend: ptr(true), DisplayMode: "list", Placement: "bottom", Calcs: &[]string{}},
-			Tooltip: &dashboards.Tooltip{Mode: "multi", Sort: "desc"},
-		},
+// at is a threshold step from v on.
+func at(v float64, color string) dashboard.Threshold {
+	return dashboard.Threshold{Value: &v, Color: color}
+}
+
+func colorMode(mode dashboard.FieldColorModeId) *dashboard.FieldColorBuilder {
+	return dashboard.NewFieldColorBuilder().Mode(mode)
+}
+
+func fixedColor(color string) dashboard.FieldColor {
+	return dashboard.FieldColor{Mode: dashboard.FieldColorModeIdFixed, FixedColor: &color}
+}
+
+func legend(mode common.LegendDisplayMode, calcs ...string) *common.VizLegendOptionsBuilder {
+	if calcs == nil {
+		calcs = []string{}
 	}
+	return common.NewVizLegendOptionsBuilder().ShowLegend(true).DisplayMode(mode).
+		Placement(common.LegendPlacementBottom).Calcs(calcs)
+}
+
+func timeseriesPanel(title, desc, unit string, targets ...query) *timeseries.PanelBuilder {
+	return timeseries.NewPanelBuilder().Title(title).Description(desc).Datasource(ds()).Targets(targets).
+		Unit(unit).ColorScheme(colorMode(dashboard.FieldColorModeIdPaletteClassic)).Thresholds(thresholds()).
+		DrawStyle(common.GraphDrawStyleLine).
+		// The paper smoothed its noisy 1 s samples with Bézier curves; a
+		// spline through the points does the same.
+		LineInterpolation(common.LineInterpolationSmooth).
+		LineWidth(1).FillOpacity(10).ShowPoints(common.VisibilityModeNever).
+		SpanNulls(common.BoolOrFloat64{Bool: ptr(false)}).
+		Legend(legend(common.LegendDisplayModeList)).
+		Tooltip(common.NewVizTooltipOptionsBuilder().Mode(common.TooltipDisplayModeMulti).Sort(common.SortOrderDescending))
 }
 
 // stateColors are the detector's states' colours, indexed as
 // indicators.StateNames.
 var stateColors = [...]string{indicators.Normal: "green", indicators.Monitoring: "yellow", indicators.Thrashing: "red"}
 
+// stateMapping maps the detector's states (0, 1, 2) to their names and
+// colours.
+func stateMapping() dashboard.ValueMapping {
+	m := map[string]dashboard.ValueMappingResult{}
+	for i, name := range indicators.StateNames {
+		m[strconv.Itoa(i)] = dashboard.ValueMappingResult{Text: ptr(name), Color: ptr(stateColors[i]), Index: ptr(int32(i))}
+	}
+	return valueMap(m)
+}
+
+func valueMap(m map[string]dashboard.ValueMappingResult) dashboard.ValueMapping {
+	return dashboard.ValueMapping{ValueMap: &dashboard.ValueMap{Type: dashboard.MappingTypeValueToText, Options: m}}
+}
+
 // stateTimeline shows the detector's states as coloured bands.
-func stateTimeline(title, desc string, states []string, colors []string, targets ...dashboards.Target) dashboards.Panel {
-	m := dashboards.Mapping{Type: "value", Options: map[string]dashboards.MappingResult{}}
-	for i, s := range states {
-		m.Options[strconv.Itoa(i)] = dashboards.MappingResult{Text: s, Color: colors[i], Index: i}
-	}
-	return dashboards.Panel{
-		Type: "state-timeline", Title: title, Description: desc, Datasource: ds(), Targets: targets,
-		FieldConfig: &dashboards.FieldConfig{
-			Defaults: dashboards.FieldDefaults{
-				Unit:       unitNone,
-				Min:        ptr(0.0),
-				Max:        ptr(float64(len(states) - 1)),
-				Color:      &dashboards.FieldColor{Mode: "thresholds"},
-				Thresholds: baseThresholds(),
-				Mappings:   []dashboards.Mapping{m},
-				Custom: &dashboards.Custom{
-					LineWidth:   ptr(0),
-					FillOpacity: ptr(80),
-					HideFrom:    &dashboards.HideFrom{},
-				},
-			},
-			Overrides: []dashboards.Override{},
-		},
-		Options: &dashboards.Options{
-			MergeValues: ptr(true),
-			ShowValue:   "auto",
-			AlignValue:  "left",
-			RowHeight:   ptr(0.9),
-			Legend:      &dashboards.Legend{ShowLegend: ptr(true), DisplayMode: "list", Placement: "bottom", Calcs: &[]string{}},
-			Tooltip:     &dashboards.Tooltip{Mode: "single", Sort: "none"},
-		},
-	}
+func stateTimeline(title, desc string, targets ...query) *statetimeline.PanelBuilder {
+	return statetimeline.NewPanelBuilder().Title(title).Description(desc).Datasource(ds()).Targets(targets).
+		Unit(unitNone).Min(0).Max(float64(len(indicators.StateNames) - 1)).
+		ColorScheme(colorMode(dashboard.FieldColorModeIdThresholds)).Thresholds(thresholds()).
+		Mappings([]dashboard.ValueMapping{stateMapping()}).
+		LineWidth(0).FillOpacity(80).
+		MergeValues(true).ShowValue(common.VisibilityModeAuto).AlignValue(common.TimelineValueAlignmentLeft).RowHeight(0.9).
+		Legend(legend(common.LegendDisplayModeList)).
+		Tooltip(common.NewVizTooltipOptionsBuilder().Mode(common.TooltipDisplayModeSingle).Sort(common.SortOrderNone))
 }
 
-// heatmap shows a Prometheus histogram as it comes: buckets on the y axis
-// (yUnit), the rate in each bucket as colour (cellUnit).
-func heatmap(title, desc, yUnit, cellUnit string, target dashboards.Target) dashboards.Panel {
-	return dashboards.Panel{
-		Type: "heatmap", Title: title, Description: desc, Datasource: ds(), Targets: []dashboards.Target{target},
-		FieldConfig: &dashboards.FieldConfig{
-			Defaults: dashboards.FieldDefaults{
-				Unit:     cellUnit,
-				Mappings: []dashboards.Mapping{},
-				Custom: &dashboards.Custom{
-					ScaleDistribution: &dashboards.ScaleDistribution{Type: "linear"},
-					HideFrom:          &dashboards.HideFrom{},
-				},
-			},
-			Overrides: []dashboards.Override{},
-		},
-		Options: &dashboards.Options{
-			Calculate: ptr(false), // the buckets are the histogram's own
-			CellGap:   ptr(1),
-			Color: &dashboards.HeatmapColor{Mode: "scheme", Scheme: "Oranges", Fill: "dark-orange",
-				Scale: "exponential", Exponent: 0.5, Steps: 64},
-			YAxis:        &dashboards.HeatmapYAxis{AxisPlacement: "left", Unit: yUnit},
-			CellValues:   &dashboards.CellValues{Unit: cellUnit},
-			RowsFrame:    &dashboards.RowsFrame{Layout: "le"},
-			FilterValues: &dashboards.FilterValues{Le: ptr(1e-9)}, // hide empty buckets
-			ShowValue:    "never",
-			Legend:       &dashboards.Legend{Show: ptr(true)},
-			Tooltip:      &dashboards.Tooltip{Mode: "single", YHistogram: ptr(true), ShowColorScale: ptr(false)},
-			Exemplars:    &dashboards.ExemplarConfig{Color: "rgba(255,0,255,0.7)"},
-		},
-	}
+// heatmapPanel shows a Prometheus histogram as it comes: buckets on the y
+// axis (yUnit), the rate in each bucket as colour (cellUnit).
+func heatmapPanel(title, desc, yUnit, cellUnit string, target query) *heatmap.PanelBuilder {
+	return heatmap.NewPanelBuilder().Title(title).Description(desc).Datasource(ds()).WithTarget(target).
+		Unit(cellUnit).
+		Calculate(false). // the buckets are the histogram's own
+		CellGap(1).
+		Color(heatmap.NewHeatmapColorOptionsBuilder().Mode(heatmap.HeatmapColorModeScheme).Scheme("Oranges").
+			Fill("dark-orange").Scale(heatmap.HeatmapColorScaleExponential).Exponent(0.5).Steps(64)).
+		YAxis(heatmap.NewYAxisConfigBuilder().AxisPlacement(common.AxisPlacementLeft).Unit(yUnit)).
+		CellValues(heatmap.NewCellValuesBuilder().Unit(cellUnit)).
+		RowsFrame(heatmap.NewRowsHeatmapOptionsBuilder().Layout(common.HeatmapCellLayoutLe)).
+		FilterValues(heatmap.NewFilterValueRangeBuilder().Le(1e-9)). // hide empty buckets
+		ShowValue(common.VisibilityModeNever).
+		ShowLegend().
+		Tooltip(heatmap.NewHeatmapTooltipBuilder().Mode(common.TooltipDisplayModeSingle).YHistogram(true).ShowColorScale(false)).
+		ExemplarsColor("rgba(255,0,255,0.7)")
 }
 
-// stat shows one value per query, or its legend when textMode is "name".
-func stat(title, desc, unit, textMode string, targets ...dashboards.Target) dashboards.Panel {
-	return dashboards.Panel{
-		Type: "stat", Title: title, Description: desc, Datasource: ds(), Targets: targets,
-		FieldConfig: &dashboards.FieldConfig{
-			Defaults: dashboards.FieldDefaults{
-				Unit:       unit,
-				Color:      &dashboards.FieldColor{Mode: "thresholds"},
-				Thresholds: baseThresholds(),
-				Mappings:   []dashboards.Mapping{},
-			},
-			Overrides: []dashboards.Override{},
-		},
-		Options: &dashboards.Options{
-			ReduceOptions: &dashboards.ReduceOptions{Calcs: []string{"lastNotNull"}, Fields: ""},
-			TextMode:      textMode,
-			ColorMode:     "value",
-			GraphMode:     "none",
-			JustifyMode:   "auto",
-			Orientation:   "auto",
-			WideLayout:    ptr(true),
-			ShowPercent:   ptr(false),
-		},
-	}
+// statPanel shows one value per query, or its legend when textMode is
+// name.
+func statPanel(title, desc, unit string, textMode common.BigValueTextMode, targets ...query) *stat.PanelBuilder {
+	return stat.NewPanelBuilder().Title(title).Description(desc).Datasource(ds()).Targets(targets).
+		Unit(unit).ColorScheme(colorMode(dashboard.FieldColorModeIdThresholds)).Thresholds(thresholds()).
+		ReduceOptions(common.NewReduceDataOptionsBuilder().Calcs([]string{"lastNotNull"}).Fields("")).
+		TextMode(textMode).ColorMode(common.BigValueColorModeValue).GraphMode(common.BigValueGraphModeNone).
+		JustifyMode(common.BigValueJustifyModeAuto).Orientation(common.VizOrientationAuto).
+		WideLayout(true).ShowPercentChange(false)
 }
 
 // column is one value column of a joined table: the instant query's
 // "Value #<ref>" field renamed, with its unit.
 type column struct {
 	ref, name, unit string
-	mappings        []dashboards.Mapping
+	mappings        []dashboard.ValueMapping
 	hidden          bool // a query run for its labels only
 }
 
-// table joins instant queries by their remaining labels (merge), drops the
-// time column, sorts by the first value column and keeps the top limit.
-func table(title, desc string, keys []string, limit int, cols []column, targets ...dashboards.Target) dashboards.Panel {
+// tablePanel joins instant queries by their remaining labels (merge),
+// drops the time column, sorts by the first value column and keeps the top
+// limit.
+func tablePanel(title, desc string, keys []string, limit int, cols []column, targets ...query) *table.PanelBuilder {
 	order := map[string]int{}
 	for i, k := range keys {
 		order[k] = i
 	}
-	var overrides []dashboards.Override
+	p := table.NewPanelBuilder().Title(title).Description(desc).Datasource(ds()).Targets(targets).
+		Unit(unitCount).ColorScheme(colorMode(dashboard.FieldColorModeIdThresholds)).Thresholds(thresholds()).
+		Align(common.FieldTextAlignmentAuto).
+		CellOptions(common.TableCellOptions{TableAutoCellOptions: &common.TableAutoCellOptions{Type: common.TableCellDisplayModeAuto}}).
+		Filterable(false).Inspect(false).
+		ShowHeader(true).FrameIndex(0).CellHeight(common.TableCellHeightSm).
+		// The SDK's default footer has a null reducer, which its own strict
+		// decoder refuses; Grafana's is an empty list.
+		Footer(common.NewTableFooterOptionsBuilder().Show(false).Reducer([]string{}))
 	for i, c := range cols {
 		field := "Value #" + c.ref
 		order[field] = len(keys) + i
-		props := []dashboards.Property{{ID: "displayName", Value: c.name}, {ID: "unit", Value: c.unit}}
+		props := []dashboard.DynamicConfigValue{{Id: "displayName", Value: c.name}, {Id: "unit", Value: c.unit}}
 		if c.mappings != nil {
-			props = append(props, dashboards.Property{ID: "mappings", Value: c.mappings},
-				dashboards.Property{ID: "custom.cellOptions", Value: dashboards.CellOptions{Type: "color-text"}})
+			props = append(props, dashboard.DynamicConfigValue{Id: "mappings", Value: c.mappings},
+				dashboard.DynamicConfigValue{Id: "custom.cellOptions",
+					Value: common.TableColorTextCellOptions{Type: common.TableCellDisplayModeColorText}})
 		}
 		if c.hidden {
-			props = append(props, dashboards.Property{ID: "custom.hidden", Value: true})
+			props = append(props, dashboard.DynamicConfigValue{Id: "custom.hidden", Value: true})
 		}
-		overrides = append(overrides, dashboards.Override{Matcher: dashboards.Matcher{ID: "byName", Options: field}, Properties: props})
+		p.OverrideByName(field, props)
 	}
-	transformations := []dashboards.Transformation{
-		{ID: "merge", Options: map[string]any{}},
-		{ID: "organize", Options: map[string]any{
+	p.WithTransformation(dashboard.DataTransformerConfig{Id: "merge", Options: map[string]any{}}).
+		WithTransformation(dashboard.DataTransformerConfig{Id: "organize", Options: map[string]any{
 			"excludeByName": map[string]bool{"Time": true},
 			"indexByName":   order,
 			"renameByName":  map[string]string{},
-		}},
-		{ID: "sortBy", Options: map[string]any{"fields": map[string]any{},
-			"sort": []map[string]any{{"field": "Value #" + cols[0].ref, "desc": true}}}},
-	}
+		}}).
+		WithTransformation(dashboard.DataTransformerConfig{Id: "sortBy", Options: map[string]any{"fields": map[string]any{},
+			"sort": []map[string]any{{"field": "Value #" + cols[0].ref, "desc": true}}}})
 	if limit > 0 {
-		transformations = append(transformations, dashboards.Transformation{ID: "limit", Options: map[string]int{"limitField": limit}})
+		p.WithTransformation(dashboard.DataTransformerConfig{Id: "limit", Options: map[string]int{"limitField": limit}})
 	}
-	return dashboards.Panel{
-		Type: "table", Title: title, Description: desc, Datasource: ds(), Targets: targets,
-		FieldConfig: &dashboards.FieldConfig{
-			Defaults: dashboards.FieldDefaults{
-				Unit:       unitCount,
-				Color:      &dashboards.FieldColor{Mode: "thresholds"},
-				Thresholds: baseThresholds(),
-				Mappings:   []dashboards.Mapping{},
-				Custom: &dashboards.Custom{
-					Align:       "auto",
-					CellOptions: &dashboards.CellOptions{Type: "auto"},
-					Filterable:  ptr(false),
-					Inspect:     ptr(false),
-				},
-			},
-			Overrides: overrides,
-		},
-		Options: &dashboards.Options{
-			ShowHeader: ptr(true),
-			FrameIndex: ptr(0),
-			CellHeight: "sm",
-		},
-		Transformations: transformations,
-	}
-}
-
-// Field option tweaks.
-
-// minMax fixes the axis, e.g. 0-100 % for CPU shares.
-func minMax(p dashboards.Panel, lo, hi float64) dashboards.Panel {
-	p.FieldConfig.Defaults.Min, p.FieldConfig.Defaults.Max = ptr(lo), ptr(hi)
 	return p
 }
 
-// thresholdLine draws a line at v (dashed when dashed), coloured color.
-func thresholdLine(p dashboards.Panel, v float64, color string, dashed bool) dashboards.Panel {
-	p.FieldConfig.Defaults.Thresholds = baseThresholds(dashboards.ThresholdStep{Color: color, Value: ptr(v)})
-	mode := "line"
+// instanceLink is an override linking a table's instance column to that
+// host's dashboard.
+func instanceLink(title string) []dashboard.DynamicConfigValue {
+	return []dashboard.DynamicConfigValue{{Id: "links", Value: []dashboard.DashboardLink{{
+		Title: title, Type: dashboard.DashboardLinkTypeLink, Tags: []string{},
+		Url: ptr("/d/thrashscope/thrashscope?var-instance=${__value.raw}&${datasource:queryparam}&${__url_time_range}"),
+	}}}}
+}
+
+// thresholdStyle draws a timeseries' thresholds as lines (dashed when
+// dashed).
+func thresholdStyle(dashed bool) *common.GraphThresholdsStyleConfigBuilder {
+	mode := common.GraphThresholdsStyleModeLine
 	if dashed {
-		mode = "dashed"
+		mode = common.GraphThresholdsStyleModeDashed
 	}
-	p.FieldConfig.Defaults.Custom.ThresholdsStyle = &dashboards.ThresholdsStyle{Mode: mode}
-	return p
+	return common.NewGraphThresholdsStyleConfigBuilder().Mode(mode)
 }
 
-// decimals fixes the number of decimals shown.
-func decimals(p dashboards.Panel, n int) dashboards.Panel {
-	p.FieldConfig.Defaults.Decimals = ptr(n)
-	return p
-}
-
+// Line styles for a query's series beside the solid ones.
 var (
-	dashed = dashboards.LineStyle{Fill: "dash", Dash: []int{10, 10}}
-	dotted = dashboards.LineStyle{Fill: "dot", Dash: []int{0, 10}}
+	dashed = common.LineStyle{Fill: ptr(common.LineStyleFillDash), Dash: []float64{10, 10}}
+	dotted = common.LineStyle{Fill: ptr(common.LineStyleFillDot), Dash: []float64{0, 10}}
 )
 
-// styleQuery draws one query's series with a line style (and a fixed
-// colour, if color is set).
-func styleQuery(p dashboards.Panel, ref string, style dashboards.LineStyle, color string) dashboards.Panel {
-	props := []dashboards.Property{{ID: "custom.lineStyle", Value: style}}
+// lineStyle draws a query's series with a line style (and a fixed colour,
+// if color is set): an override by query.
+func lineStyle(style common.LineStyle, color string) []dashboard.DynamicConfigValue {
+	props := []dashboard.DynamicConfigValue{{Id: "custom.lineStyle", Value: style}}
 	if color != "" {
-		props = append(props, dashboards.Property{ID: "color", Value: dashboards.FieldColor{Mode: "fixed", FixedColor: color}})
+		props = append(props, dashboard.DynamicConfigValue{Id: "color", Value: fixedColor(color)})
 	}
-	p.FieldConfig.Overrides = append(p.FieldConfig.Overrides,
-		dashboards.Override{Matcher: dashboards.Matcher{ID: "byFrameRefID", Options: ref}, Properties: props})
-	return p
+	return props
 }
 
-// colorSeries pins a series (by display name) to a colour.
-func colorSeries(p dashboards.Panel, name, color string) dashboards.Panel {
-	p.FieldConfig.Overrides = append(p.FieldConfig.Overrides, dashboards.Override{
-		Matcher:    dashboards.Matcher{ID: "byName", Options: name},
-		Properties: []dashboards.Property{{ID: "color", Value: dashboards.FieldColor{Mode: "fixed", FixedColor: color}}},
-	})
-	return p
+// colored pins a series (by display name, or a query by ref) to a colour.
+func colored(color string) []dashboard.DynamicConfigValue {
+	return []dashboard.DynamicConfigValue{{Id: "color", Value: fixedColor(color)}}
 }
 
-// legendTable puts the legend below as a table with the given
-// calculations, for panels with many series.
-func legendTable(p dashboards.Panel, calcs ...string) dashboards.Panel {
-	p.Options.Legend = &dashboards.Legend{ShowLegend: ptr(true), DisplayMode: "table", Placement: "bottom", Calcs: &calcs}
-	return p
-}
-
-// layout places panels on Grafana's 24-column grid, left to right and
-// then down, and numbers them.
-type layout struct {
-	panels    []dashboards.Panel
-	row       int // index in panels of the current row, or -1
-	collapsed bool
-	x, y, h   int // cursor and the tallest panel of the current line
-	rowY      int // y of the current row
-	nextID    int
-}
-
-func newLayout() *layout { return &layout{row: -1, nextID: 1} }
-
-func (l *layout) newline() {
-	if l.x > 0 {
-		l.y += l.h
-	}
-	l.x, l.h = 0, 0
-}
-
-// addRow starts a row. A collapsed row keeps its panels inside it; they
-// are laid out as they appear when the row is expanded.
-func (l *layout) addRow(title string, collapsed bool) {
-	l.newline()
-	if l.collapsed {
-		// The panels of the collapsed row before take no room.
-		l.y = l.rowY + 1
-	}
-	p := dashboards.Panel{ID: l.nextID, Type: "row", Title: title, Collapsed: ptr(collapsed),
-		GridPos: dashboards.GridPos{H: 1, W: 24, X: 0, Y: l.y}, Panels: &[]dashboards.Panel{}}
-	l.nextID++
-	l.panels = append(l.panels, p)
-	l.row, l.collapsed, l.rowY = len(l.panels)-1, collapsed, l.y
-	l.y++
-}
-
-// add places a panel w columns wide and h high.
-func (l *layout) add(w, h int, p dashboards.Panel) {
-	if l.x+w > 24 {
-		l.newline()
-	}
-	p.ID = l.nextID
-	l.nextID++
-	p.GridPos = dashboards.GridPos{H: h, W: w, X: l.x, Y: l.y}
-	l.x += w
-	l.h = max(l.h, h)
-	if l.collapsed {
-		*l.panels[l.row].Panels = append(*l.panels[l.row].Panels, p)
-		return
-	}
-	l.panels = append(l.panels, p)
+// row starts a row; a collapsed one holds its panels.
+func row(title string, collapsed bool) *dashboard.RowBuilder {
+	return dashboard.NewRowBuilder(title).Collapsed(collapsed)
 }
 
 // datasourceVariable lets one pick the Prometheus that scrapes the
 // observers; it defaults to the provisioned one (uid prometheus).
-func datasourceVariable() dashboards.Variable {
-	return dashboards.Variable{
-		Name: "datasource", Label: "Data source", Type: "datasource", Query: "prometheus",
-		Description: "The Prometheus that scrapes the thrashscope observers and loads deploy/prometheus/rules/thrashscope.yml.",
-		Refresh:     1,
-		Current:     &dashboards.Current{Text: "Prometheus", Value: "prometheus"},
-		Options:     []dashboards.Current{},
-	}
+func datasourceVariable() *dashboard.DatasourceVariableBuilder {
+	return dashboard.NewDatasourceVariableBuilder("datasource").Label("Data source").Type("prometheus").
+		Description("The Prometheus that scrapes the thrashscope observers and loads deploy/prometheus/rules/thrashscope.yml.").
+		Current(dashboard.VariableOption{Text: text("Prometheus"), Value: text("prometheus")})
+}
+
+func text(s string) dashboard.StringOrArrayOfString {
+	return dashboard.StringOrArrayOfString{String: &s}
 }
 
 // instanceVariable lists the observers Prometheus scrapes.
-func instanceVariable(multi bool) dashboards.Variable {
+func instanceVariable(multi bool) *dashboard.QueryVariableBuilder {
 	q := "label_values(thrashscope_build_info, instance)"
-	v := dashboards.Variable{
-		Name: "instance", Label: "Instance", Type: "query", Datasource: ds(),
-		Description: "The observer (host) to show: every scrape target that exports thrashscope_build_info.",
-		Query:       q, Definition: q, Refresh: 2, Sort: 1,
-		Options: []dashboards.Current{},
-	}
+	v := dashboard.NewQueryVariableBuilder("instance").Label("Instance").Datasource(ds()).
+		Description("The observer (host) to show: every scrape target that exports thrashscope_build_info.").
+		Query(dashboard.StringOrMap{String: &q}).Definition(q).
+		Refresh(dashboard.VariableRefreshOnTimeRangeChanged).Sort(dashboard.VariableSortAlphabeticalAsc)
 	if multi {
-		v.Multi, v.IncludeAll = true, true
-		v.Current = &dashboards.Current{Selected: true, Text: []string{"All"}, Value: []string{"$__all"}}
+		all := dashboard.StringOrArrayOfString{ArrayOfString: []string{"All"}}
+		allValue := dashboard.StringOrArrayOfString{ArrayOfString: []string{"$__all"}}
+		v.Multi(true).IncludeAll(true).Current(dashboard.VariableOption{Selected: ptr(true), Text: all, Value: allValue})
 	}
 	return v
 }
 
-func annotation(name, color, expr, title, text, tags string) dashboards.Annotation {
-	return dashboards.Annotation{
-		Name: name, Datasource: ds(), Enable: true, IconColor: color, Expr: expr,
+func annotation(name, color, expr, title, text, tags string) *dashboard.AnnotationQueryBuilder {
+	return dashboard.NewAnnotationQueryBuilder().Name(name).Datasource(ds()).Enable(true).IconColor(color).Expr(expr).
 		// The expressions look back 5s, so a 5s step sees each event once.
-		Step:        "5s",
-		TitleFormat: title, TextFormat: text, TagKeys: tags,
-	}
+		Step("5s").
+		TitleFormat(title).TextFormat(text).TagKeys(tags)
 }
 
 // link is a header link to another thrashscope dashboard, keeping the
 // time range and the data source.
-func link(title, uid string) dashboards.DashboardLink {
-	return dashboards.DashboardLink{Title: title, Type: "link", URL: "/d/" + uid + "?${datasource:queryparam}",
-		Icon: "dashboard", Tags: []string{}, KeepTime: true}
+func link(title, uid string) *dashboard.DashboardLinkBuilder {
+	return dashboard.NewDashboardLinkBuilder(title).Type(dashboard.DashboardLinkTypeLink).
+		Url("/d/" + uid + "?${datasource:queryparam}").Icon("dashboard").Tags([]string{}).KeepTime(true)
 }
 
-func dashboard(uid, title, desc string, tags []string, panels []dashboards.Panel, vars []dashboards.Variable, annotations []dashboards.Annotation, links []dashboards.DashboardLink) dashboards.Dashboard {
-	return dashboards.Dashboard{
-		UID: uid, Title: title, Description: desc, Tags: tags,
-		Editable: true, GraphTooltip: 1, Refresh: "5s", SchemaVersion: schemaVersion, Version: 1,
-		Time:       dashboards.TimeRange{From: "now-15m", To: "now"},
-		Timepicker: dashboards.Timepicker{RefreshIntervals: []string{"5s", "10s", "30s", "1m", "5m"}},
-		Timezone:   "browser",
-		Links:      links,
-		Annotations: dashboards.Annotations{
-			List: annotations,
-		},
-		Templating: dashboards.Templating{List: vars},
-		Panels:     panels,
+// newDashboard starts a dashboard with thrashscope's settings; the caller
+// adds variables, panels, annotations and links.
+func newDashboard(uid, title, desc string) *dashboard.DashboardBuilder {
+	return dashboard.NewDashboardBuilder(title).Uid(uid).Description(desc).Tags([]string{"thrashscope"}).
+		Editable().Tooltip(dashboard.DashboardCursorSyncCrosshair).Refresh("5s").Version(1).
+		Time("now-15m", "now").Timezone("browser").
+		Timepicker(dashboard.NewTimePickerBuilder().RefreshIntervals([]string{"5s", "10s", "30s", "1m", "5m"}))
+}
+
+// build builds a dashboard and numbers its panels, rows included, in
+// layout order: the builders place panels (Span, Height) but leave ids to
+// Grafana, and the tests and links name panels by id.
+func build(b *dashboard.DashboardBuilder) (dashboard.Dashboard, error) {
+	d, err := b.Build()
+	if err != nil {
+		return d, err
 	}
+	d.SchemaVersion = schemaVersion
+	id := uint32(0)
+	next := func() *uint32 { id++; v := id; return &v }
+	for _, p := range d.Panels {
+		switch {
+		case p.Panel != nil:
+			p.Panel.Id = next()
+		case p.RowPanel != nil:
+			p.RowPanel.Id = *next()
+			for i := range p.RowPanel.Panels {
+				p.RowPanel.Panels[i].Id = next()
+			}
+		}
+	}
+	return d, nil
 }

@@ -3,8 +3,9 @@ package build
 import (
 	"strconv"
 
-	"github.com/thrashscope/thrashscope/dashboards"
-	"github.com/thrashscope/thrashscope/internal/indicators"
+	"github.com/grafana/grafana-foundation-sdk/go/cog"
+	"github.com/grafana/grafana-foundation-sdk/go/common"
+	"github.com/grafana/grafana-foundation-sdk/go/dashboard"
 )
 
 // on restricts a selector to the dashboard's instance.
@@ -30,26 +31,24 @@ func topKeys(k int, label, sel string) string {
 
 // Thrashscope is the per-host dashboard: the paper's figures first, then
 // the processes, the detector and the induced run.
-func Thrashscope() dashboards.Dashboard {
-	l := newLayout()
-	paperRow(l)
-	processesRow(l)
-	detectorRow(l)
-	runRow(l)
-	return dashboard("thrashscope", "thrashscope",
+func Thrashscope() (dashboard.Dashboard, error) {
+	b := newDashboard("thrashscope", "thrashscope",
 		"One host under thrashscope: the CPU and paging figures of Maziero et al. 2013, per-process faults, "+
-			"stalls and working sets, the TPF-style thrash detector (Jiang and Zhang 2001), and induced runs.",
-		[]string{"thrashscope"}, l.panels,
-		[]dashboards.Variable{datasourceVariable(), instanceVariable(false)},
-		thrashscopeAnnotations(),
-		[]dashboards.DashboardLink{link("thrashscope fleet", "thrashscope-fleet")},
-	)
+			"stalls and working sets, the TPF-style thrash detector (Jiang and Zhang 2001), and induced runs.").
+		WithVariable(datasourceVariable()).WithVariable(instanceVariable(false))
+	paperRow(b)
+	processesRow(b)
+	detectorRow(b)
+	b.WithRow(runRow())
+	b.Annotations(thrashscopeAnnotations())
+	b.Link(link("thrashscope fleet", "thrashscope-fleet"))
+	return build(b)
 }
 
 // paperRow adds the row of the paper's CPU and paging figures.
-func paperRow(l *layout) {
-	l.addRow("Paper figures", false)
-	l.add(8, 8, minMax(timeseries("CPU usage: user and system",
+func paperRow(b *dashboard.DashboardBuilder) {
+	b.WithRow(row("Paper figures", false))
+	b.WithPanel(timeseriesPanel("CPU usage: user and system",
 		"Share of all CPU time spent at user level and at system level, over 10 s "+
 			"(recording rule thrashscope:cpu_seconds:ratio_rate10s, from /proc/stat). "+
 			"Mirrors the CPU figures of Maziero et al. 2013, Figs 4, 6, 8 and 10, one curve per mode. "+
@@ -57,8 +56,8 @@ func paperRow(l *layout) {
 			"Unit: percent of all CPUs' time (0-100 %).",
 		unitShare,
 		series("A", `thrashscope:cpu_seconds:ratio_rate10s{`+on+`}`, "{{mode}}"),
-	), 0, 1))
-	l.add(8, 8, colorSeries(colorSeries(timeseries("Paging: swap-in and swap-out",
+	).Min(0).Max(1).Span(8).Height(8))
+	b.WithPanel(timeseriesPanel("Paging: swap-in and swap-out",
 		"Pages swapped in and out per second, over 10 s (vmstat pswpin and pswpout, recording rules "+
 			"thrashscope:swap_in_pages:rate10s and thrashscope:swap_out_pages:rate10s). "+
 			"Mirrors the paging figures of Maziero et al. 2013, Figs 5, 7, 9 and 11: page-in and page-out per second. "+
@@ -66,8 +65,8 @@ func paperRow(l *layout) {
 		unitPages,
 		series("A", `thrashscope:swap_in_pages:rate10s{`+on+`}`, "swap-in"),
 		series("B", `thrashscope:swap_out_pages:rate10s{`+on+`}`, "swap-out"),
-	), "swap-in", "blue"), "swap-out", "red"))
-	l.add(8, 8, colorSeries(colorSeries(timeseries("Block I/O: pgpgin and pgpgout",
+	).OverrideByName("swap-in", colored("blue")).OverrideByName("swap-out", colored("red")).Span(8).Height(8))
+	b.WithPanel(timeseriesPanel("Block I/O: pgpgin and pgpgout",
 		"What the paper's Linux counters measured: /proc/vmstat pgpgin and pgpgout count KiB of all block I/O, "+
 			"swap and files alike, so these curves sit above the swap-only ones. "+
 			"Mirrors Figs 5, 7, 9 and 11 of Maziero et al. 2013 as they were taken on Linux. "+
@@ -75,13 +74,13 @@ func paperRow(l *layout) {
 		unitBlock,
 		series("A", `rate(thrashscope_paged_in_bytes_total{`+on+`}[$__rate_interval])`, "paged in (pgpgin)"),
 		series("B", `rate(thrashscope_paged_out_bytes_total{`+on+`}[$__rate_interval])`, "paged out (pgpgout)"),
-	), "paged in (pgpgin)", "blue"), "paged out (pgpgout)", "red"))
+	).OverrideByName("paged in (pgpgin)", colored("blue")).OverrideByName("paged out (pgpgout)", colored("red")).Span(8).Height(8))
 }
 
 // processesRow adds the row of per-process faults, stalls and working sets.
-func processesRow(l *layout) {
-	l.addRow("Processes", false)
-	l.add(12, 9, styleQuery(legendTable(timeseries("Major faults per process: swap-ins and file",
+func processesRow(b *dashboard.DashboardBuilder) {
+	b.WithRow(row("Processes", false))
+	b.WithPanel(timeseriesPanel("Major faults per process: swap-ins and file",
 		"Major page faults per second, over 30 s, of the ten processes that faulted most in the time range "+
 			"(recording rule thrashscope:process_major_faults:rate30s, from the BPF perf event PAGE_FAULTS_MAJ). "+
 			"Solid: swap-ins, the only faults TPF (Jiang and Zhang 2001) counts: anon (private anonymous memory) "+
@@ -91,9 +90,9 @@ func processesRow(l *layout) {
 		unitFaults,
 		series("A", top(10, `thrashscope:process_major_faults:rate30s{`+on+`, kind=~"anon|shmem"}`), "{{comm}} {{pid}} {{kind}}"),
 		series("B", top(10, `thrashscope:process_major_faults:rate30s{`+on+`, kind!~"anon|shmem"}`), "{{comm}} {{pid}} {{kind}}"),
-	), "max"), "B", dashed, ""))
+	).Legend(legend(common.LegendDisplayModeTable, "max")).OverrideByQuery("B", lineStyle(dashed, "")).Span(12).Height(9))
 	stall := `thrashscope:process_memory_stall_seconds:rate30s{` + on + `}`
-	l.add(12, 9, styleQuery(legendTable(timeseries("Memory stall per process",
+	b.WithPanel(timeseriesPanel("Memory stall per process",
 		"Share of wall time each process's threads spent stalled on memory, as PSI counts it: with in_memstall set, "+
 			"in reclaim, reading back a page evicted from the working set, or throttled, on CPU and off "+
 			"(recording rule thrashscope:process_memory_stall_seconds:rate30s; Source: the BPF sched_switch, "+
@@ -104,10 +103,10 @@ func processesRow(l *layout) {
 		unitShare,
 		series("A", top(10, stall), "{{comm}} {{pid}}"),
 		series("B", `thrashscope:process_memory_stall_off_cpu_seconds:rate30s{`+on+`} and on (pid) `+topPIDs(10, stall), "{{comm}} {{pid}} off CPU"),
-	), "max"), "B", dashed, ""))
+	).Legend(legend(common.LegendDisplayModeTable, "max")).OverrideByQuery("B", lineStyle(dashed, "")).Span(12).Height(9))
 	// The five largest working sets, and the same processes' RSS and size.
 	ws := `thrashscope_process_working_set_bytes{` + on + `}`
-	l.add(12, 9, styleQuery(styleQuery(legendTable(timeseries("Working set, RSS and virtual size per process",
+	b.WithPanel(timeseriesPanel("Working set, RSS and virtual size per process",
 		"For the five processes with the largest working sets in the time range: Denning's working set (pages referenced in the "+
 			"last --wss.interval, solid), the resident set (dashed) and the virtual size (dotted). "+
 			"TPF (Jiang and Zhang 2001) plots each process's memory demand against its RSS: a working set "+
@@ -116,9 +115,10 @@ func processesRow(l *layout) {
 		series("A", top(5, ws), "{{comm}} {{pid}} working set"),
 		series("B", `thrashscope_process_resident_bytes{`+on+`} and on (pid) `+topPIDs(5, ws), "{{comm}} {{pid}} RSS"),
 		series("C", `thrashscope_process_virtual_bytes{`+on+`} and on (pid) `+topPIDs(5, ws), "{{comm}} {{pid}} virtual"),
-	), "lastNotNull"), "B", dashed, ""), "C", dotted, ""))
+	).Legend(legend(common.LegendDisplayModeTable, "lastNotNull")).
+		OverrideByQuery("B", lineStyle(dashed, "")).OverrideByQuery("C", lineStyle(dotted, "")).Span(12).Height(9))
 	byProcess := func(agg, metric string) string { return agg + ` by (pid, comm) (` + metric + `{` + on + `})` }
-	l.add(12, 9, table("Top thrashers",
+	b.WithPanel(tablePanel("Top thrashers",
 		"The tracked processes, busiest first: major faults per second and memory-stall share over 30 s, "+
 			"resident, swapped-out and working-set size, and whether the thrash detector holds the process in its "+
 			"high-fault set (TPF's PF_High/PF_Low hysteresis, Jiang and Zhang 2001). "+
@@ -130,11 +130,10 @@ func processesRow(l *layout) {
 			{ref: "C", name: "RSS", unit: unitBytes},
 			{ref: "D", name: "swap", unit: unitBytes},
 			{ref: "E", name: "working set", unit: unitBytes},
-			{ref: "F", name: "high-fault", unit: unitNone, mappings: []dashboards.Mapping{{Type: "value",
-				Options: map[string]dashboards.MappingResult{
-					"0": {Text: "no", Color: "green", Index: 0},
-					"1": {Text: "yes", Color: "red", Index: 1},
-				}}}},
+			{ref: "F", name: "high-fault", unit: unitNone, mappings: []dashboard.ValueMapping{valueMap(map[string]dashboard.ValueMappingResult{
+				"0": {Text: ptr("no"), Color: ptr("green"), Index: ptr(int32(0))},
+				"1": {Text: ptr("yes"), Color: ptr("red"), Index: ptr(int32(1))},
+			})}},
 		},
 		instant("A", byProcess("sum", "thrashscope:process_major_faults:rate30s")),
 		instant("B", byProcess("sum", "thrashscope:process_memory_stall_seconds:rate30s")),
@@ -142,44 +141,43 @@ func processesRow(l *layout) {
 		instant("D", byProcess("sum", "thrashscope_process_swap_bytes")),
 		instant("E", byProcess("sum", "thrashscope_process_working_set_bytes")),
 		instant("F", byProcess("max", "thrashscope_process_high_fault")),
-	))
+	).Span(12).Height(9))
 }
 
 // detectorRow adds the row of the thrash detector, PSI and fault latency.
-func detectorRow(l *layout) {
-	l.addRow("Detector", false)
-	l.add(24, 5, stateTimeline("Thrash detector state",
+func detectorRow(b *dashboard.DashboardBuilder) {
+	b.WithRow(row("Detector", false))
+	b.WithPanel(stateTimeline("Thrash detector state",
 		"The thrash detector's state: normal; monitoring while two or more processes are in the high-fault set; "+
 			"thrashing when, on top of that, CPU utilisation is below --detector.cpu-low or PSI memory full is "+
 			"above --detector.psi-full. The three states of TPF (Jiang and Zhang 2001), with thrashing in place "+
 			"of TPF's protection. Unit: state (0 normal, 1 monitoring, 2 thrashing).",
-		indicators.StateNames[:], stateColors[:],
 		series("A", `thrashscope_thrashing_state{`+on+`}`, "detector"),
-	))
-	l.add(8, 8, thresholdLine(timeseries("High-fault processes",
+	).Span(24).Height(5))
+	b.WithPanel(timeseriesPanel("High-fault processes",
 		"Processes in the high-fault set: they join above --detector.pf-high (10) major faults/s and leave "+
 			"below --detector.pf-low (1), as in TPF (Jiang and Zhang 2001). Two or more (dashed line) put the "+
 			"detector in monitoring. Unit: processes.",
 		unitCount,
 		series("A", `thrashscope_high_fault_processes{`+on+`}`, "high-fault processes"),
-	), 2, "yellow", true))
-	l.add(8, 8, decimals(thresholdLine(timeseries("Working-set ratio",
+	).Thresholds(thresholds(at(2, "yellow"))).ThresholdsStyle(thresholdStyle(true)).Span(8).Height(8))
+	b.WithPanel(timeseriesPanel("Working-set ratio",
 		"Sum of the tracked processes' working sets (Denning) over the memory available to them: the run "+
 			"cgroup's limit for a run's consumers, otherwise MemAvailable plus their resident memory. Above the "+
 			"line at 1 they cannot all fit; ThrashscopeWorkingSetOvercommit fires after 2 m there. "+
 			"Unit: ratio (1 = exactly full).",
 		unitNone,
 		series("A", `thrashscope_working_set_ratio{`+on+`}`, "working sets / memory"),
-	), 1, "red", false), 2))
-	l.add(8, 8, colorSeries(colorSeries(minMax(timeseries("Memory pressure (PSI)",
+	).Thresholds(thresholds(at(1, "red"))).ThresholdsStyle(thresholdStyle(false)).Decimals(2).Span(8).Height(8))
+	b.WithPanel(timeseriesPanel("Memory pressure (PSI)",
 		"Share of wall time in which at least one (some) or every (full) non-idle task was stalled on memory, "+
 			"over 10 s like the kernel's avg10 (recording rule thrashscope:pressure_memory_stalled_seconds:rate10s; "+
 			"Source: /proc/pressure/memory). Full above 60 % for 30 s fires ThrashscopeMemoryPressureFull. "+
 			"Unit: percent of wall time.",
 		unitShare,
 		series("A", `thrashscope:pressure_memory_stalled_seconds:rate10s{`+on+`}`, "{{kind}}"),
-	), 0, 1), "some", "orange"), "full", "red"))
-	l.add(12, 8, styleQuery(timeseries("Refaults and restores",
+	).Min(0).Max(1).OverrideByName("some", colored("orange")).OverrideByName("full", colored("red")).Span(8).Height(8))
+	b.WithPanel(timeseriesPanel("Refaults and restores",
 		"Evicted pages faulted back in while still part of the working set (refaults, solid), and those among "+
 			"them that had been in the working set when evicted (restores, dashed), by anon and file "+
 			"(Source: /proc/vmstat workingset_refault_* and workingset_restore_*). Refaults are Denning's "+
@@ -187,40 +185,40 @@ func detectorRow(l *layout) {
 		unitPages,
 		series("A", `sum by (type) (rate(thrashscope_workingset_refaults_total{`+on+`}[$__rate_interval]))`, "refaults {{type}}"),
 		series("B", `sum by (type) (rate(thrashscope_workingset_restores_total{`+on+`}[$__rate_interval]))`, "restores {{type}}"),
-	), "B", dashed, ""))
-	l.add(12, 8, heatmap("Major-fault service time",
+	).OverrideByQuery("B", lineStyle(dashed, "")).Span(12).Height(8))
+	b.WithPanel(heatmapPanel("Major-fault service time",
 		"How long major faults take to serve, anon and file together: from fault entry to the kernel "+
 			"accounting the fault as major (Source: BPF raw tracepoints page_fault_user and page_fault_kernel, "+
 			"histogram thrashscope_major_fault_latency_seconds). Each column is one interval; the colour is the "+
 			"faults per second that fell in the bucket. Unit: seconds (y axis), faults per second (colour).",
 		unitSecond, unitFaults,
 		buckets(`sum by (le) (rate(thrashscope_major_fault_latency_seconds_bucket{`+on+`}[$__rate_interval]))`),
-	))
+	).Span(12).Height(8))
 }
 
 // runRow adds the row of an induced run, collapsed.
-func runRow(l *layout) {
+func runRow() *dashboard.RowBuilder {
 	// Collapsed: runs are occasional, the rows above are always live.
-	l.addRow("Run", true)
-	l.add(4, 8, stat("Most recent run",
+	r := row("Run", true)
+	r.WithPanel(statPanel("Most recent run",
 		"The most recent run, active or ended, and its preset: e1-e4 and fig12 are the experiments of Maziero et al. 2013, "+
 			"syn8 the SYN8 workload of Reuven and Wiseman 2006, pair TPF's LU + LU of Jiang and Zhang 2001, fill the progressive fill. "+
 			"Below it, the swap device the run emulated (none: the host's swap as it is; hdd-2013, the papers' 7,200 rpm disk; cloud-3000; custom) "+
 			"and what the kernel's I/O throttle held on this host: reads and writes on cgroup v2, reads (swap-ins) only on cgroup v1. "+
 			"Unit: none (the run id and preset; the device).",
-		unitNone, "name",
+		unitNone, common.BigValueTextModeName,
 		series("A", `thrashscope_run_info{`+on+`}`, "{{run_id}} ({{preset}})"),
 		series("B", `thrashscope_run_swap_device_info{`+on+`}`, "swap {{profile}} ({{throttled}} throttled)"),
-	))
-	l.add(10, 8, styleQuery(timeseries("Consumers: active and planned",
+	).Span(4).Height(8))
+	r.WithPanel(timeseriesPanel("Consumers: active and planned",
 		"Consumers of the run holding their memory now (solid) against those the schedule has active now "+
 			"(dashed): consumer i runs from lead_in + i·t_c to t_f = lead_in + (i+N+1)·t_c, the schedule of "+
 			"Maziero et al. 2013. Active above planned is a consumer running past its t_f. Unit: consumers.",
 		unitCount,
 		series("A", `thrashscope_run_consumers_active{`+on+`}`, "active"),
 		series("B", `thrashscope_run_consumers_planned{`+on+`}`, "planned"),
-	), "B", dashed, ""))
-	l.add(10, 8, styleQuery(timeseries("Demand and limit",
+	).OverrideByQuery("B", lineStyle(dashed, "")).Span(10).Height(8))
+	r.WithPanel(timeseriesPanel("Demand and limit",
 		"Memory the active consumers ask for (active × S) against the run cgroup's memory limit (red, dashed): "+
 			"the run overcommits while demand is above the limit, as the paper's 25 × 100 MB did in 1 GB of RAM "+
 			"(Maziero et al. 2013). TPF (Jiang and Zhang 2001) plots the same demand against RSS per process. "+
@@ -228,28 +226,29 @@ func runRow(l *layout) {
 		unitBytes,
 		series("A", `thrashscope_run_demand_bytes{`+on+`}`, "demand"),
 		series("B", `thrashscope_run_memory_limit_bytes{`+on+`}`, "cgroup limit"),
-	), "B", dashed, "red"))
-	l.add(12, 8, heatmap("Write-cycle duration",
+	).OverrideByQuery("B", lineStyle(dashed, "red")).Span(10).Height(8))
+	r.WithPanel(heatmapPanel("Write-cycle duration",
 		"How long the consumers' write cycles took: W writes to random offsets, without the t_s sleep, every "+
 			"consumer (histogram thrashscope_run_write_cycle_duration_seconds). In RAM a cycle takes milliseconds; "+
 			"thrashing stretches it to seconds, the slowdown the benchmark of Maziero et al. 2013 provokes. "+
 			"Unit: seconds (y axis), cycles per second (colour).",
 		unitSecond, unitCycles,
 		buckets(`sum by (le) (rate(thrashscope_run_write_cycle_duration_seconds_bucket{`+on+`}[$__rate_interval]))`),
-	))
-	l.add(12, 8, legendTable(timeseries("Lateness per consumer",
+	).Span(12).Height(8))
+	r.WithPanel(timeseriesPanel("Lateness per consumer",
 		"How long past its planned finish t_f each consumer ended, or, still running, is now. "+
 			"Maziero et al. 2013 saw consumers finish late under thrashing (Windows, in e2); thrashscope keeps "+
 			"it per consumer. Unit: seconds.",
 		unitSecond,
 		series("A", `thrashscope_run_consumer_lateness_seconds{`+on+`}`, "{{consumer}}"),
-	), "max"))
+	).Legend(legend(common.LegendDisplayModeTable, "max")).Span(12).Height(8))
+	return r
 }
 
 // thrashscopeAnnotations mark runs, their policy's actions and the
 // detector's transitions.
-func thrashscopeAnnotations() []dashboards.Annotation {
-	return []dashboards.Annotation{
+func thrashscopeAnnotations() []cog.Builder[dashboard.AnnotationQuery] {
+	return []cog.Builder[dashboard.AnnotationQuery]{
 		// A new run_id series is a run that just started.
 		annotation("Run started", "blue",
 			`thrashscope_run_info{`+on+`} unless thrashscope_run_info{`+on+`} offset 5s`,
