@@ -97,7 +97,7 @@ func serveFlags(app *kingpin.Application) *serveOptions {
 	serve.Flag("web.api-token-file", "File holding the bearer token that mutating API requests must carry.").Default("").StringVar(&cfg.APITokenFile)
 	serve.Flag("path.procfs", "procfs mount point.").Default("/proc").StringVar(&cfg.ProcfsPath)
 	serve.Flag("path.sysfs", "sysfs mount point.").Default("/sys").StringVar(&cfg.SysfsPath)
-	serve.Flag("path.cgroupfs", "The host's cgroup2 mount, to name workloads in (default: this process's, from /proc/self/mountinfo); in a container, the host's /sys/fs/cgroup mounted read-only.").Default("").StringVar(&cfg.CgroupfsPath)
+	serve.Flag("path.cgroupfs", "The host's /sys/fs/cgroup, pure cgroup2 or hybrid (cgroup2 in unified/, v1 memory in memory/), to name workloads in (default: this process's mounts, from /proc/self/mountinfo); in a container, the host's /sys/fs/cgroup mounted read-only.").Default("").StringVar(&cfg.CgroupfsPath)
 	serve.Flag("probes", "auto: BPF when it loads, else procfs alone; bpf: BPF or fail; procfs: no BPF.").Default(observer.ProbesAuto).EnumVar(&cfg.Probes, observer.ProbesAuto, observer.ProbesBPF, observer.ProbesProcfs)
 	serve.Flag("sample.interval", "How often to read the kernel.").Default("1s").DurationVar(&cfg.SampleInterval)
 	serve.Flag("sample.wake", "Sample before the interval is up when memory trouble begins (major faults or stalls beginning after a quiet second, at most every 250 ms through it; on procfs alone a PSI trigger), so a thrash is judged within a second of its onset. --no-sample.wake keeps to the interval.").Default("true").BoolVar(&cfg.Wake)

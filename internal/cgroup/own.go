@@ -244,3 +244,26 @@ func (h Hierarchy) Dir(path string) string {
 	}
 	return filepath.Join(h.Point, rel)
 }
+
+// HostMount reads a host's cgroup mount given as a directory (a
+// container's read-only view of the host's /sys/fs/cgroup): the cgroup2
+// hierarchy, and the v1 memory hierarchy beside it on a hybrid host. A
+// pure cgroup2 host's /sys/fs/cgroup is the cgroup2 root itself; a hybrid
+// host's is a tmpfs holding unified/ (cgroup2) and memory/ (v1), so
+// either may be mounted there.
+func HostMount(dir string) (h Hierarchy, v1Memory string, err error) {
+	isFile := func(p ...string) bool {
+		fi, err := os.Stat(filepath.Join(p...))
+		return err == nil && !fi.IsDir()
+	}
+	switch {
+	case isFile(dir, "cgroup.controllers"):
+		return Hierarchy{Point: dir, Root: "/"}, "", nil
+	case isFile(dir, "unified", "cgroup.controllers"):
+		if isFile(dir, "memory", "memory.limit_in_bytes") {
+			v1Memory = filepath.Join(dir, "memory")
+		}
+		return Hierarchy{Point: filepath.Join(dir, "unified"), Root: "/"}, v1Memory, nil
+	}
+	return Hierarchy{}, "", fmt.Errorf("%s is not a cgroup2 mount, nor a hybrid host's cgroup directory (no cgroup.controllers there or in unified/): mount the host's /sys/fs/cgroup there read-only", dir)
+}

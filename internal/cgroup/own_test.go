@@ -1,6 +1,7 @@
 package cgroup
 
 import (
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -108,5 +109,67 @@ func TestCreateRejectsBadInput(t *testing.T) {
 	// Not a cgroup filesystem: Check refuses before any mkdir.
 	if _, err := p.Create("x", Limits{MemoryBytes: 1 << 20}); err == nil || !strings.Contains(err.Error(), "not in a cgroup filesystem") {
 		t.Errorf("Create under a plain directory: %v", err)
+	}
+}
+
+// TestHostMount: a container given the host's /sys/fs/cgroup finds the
+// cgroup2 hierarchy in it whether the host is pure cgroup2 or hybrid, and
+// the v1 memory hierarchy beside it on a hybrid host.
+func TestHostMount(t *testing.T) {
+	touch := func(p ...string) {
+		t.Helper()
+		f := filepath.Join(p...)
+		if err := os.MkdirAll(filepath.Dir(f), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(f, nil, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	pure, hybrid, hybridNoMemory, v1, empty := t.TempDir(), t.TempDir(), t.TempDir(), t.TempDir(), t.TempDir()
+	touch(pure, "cgroup.controllers")
+	touch(pure, "cgroup.procs")
+	touch(hybrid, "unified", "cgroup.controllers")
+	touch(hybrid, "memory", "memory.limit_in_bytes")
+	touch(hybridNoMemory, "unified", "cgroup.controllers")
+	touch(v1, "memory", "memory.limit_in_bytes")
+	touch(v1, "cpu", "cgroup.procs")
+	for _, c := range []struct {
+		name, dir, point, v1Memory string
+	}{
+		{"pure cgroup2", pure, pure, ""},
+		{"hybrid", hybrid, filepath.Join(hybrid, "unified"), filepath.Join(hybrid, "memory")},
+		{"hybrid without a v1 memory hierarchy", hybridNoMemory, filepath.Join(hybridNoMemory, "unified"), ""},
+	} {
+		h, mem, err := HostMount(c.dir)
+		if err != nil || h != (Hierarchy{Point: c.point, Root: "/"}) || mem != c.v1Memory {
+			t.Errorf("%s: HostMount = %+v, %q, %v; want %s and %q", c.name, h, mem, err, c.point, c.v1Memory)
+		}
+	}
+	for name, dir := range map[string]string{"pure v1": v1, "empty": empty, "missing": filepath.Join(empty, "nope")} {
+		if h, _, err := HostMount(dir); err == nil || !strings.Contains(err.Error(), "mount the host's /sys/fs/cgroup") {
+			t.Errorf("%s: HostMount = %+v, %v; want an error saying what to mount", name, h, err)
+		}
+	}
+}
+
+// TestHostMountAgreesWithMountinfo: this machine's own /sys/fs/cgroup
+// read as a directory gives the cgroup2 hierarchy mountinfo names, and the
+// v1 memory hierarchy when there is one.
+func TestHostMountAgreesWithMountinfo(t *testing.T) {
+	want, err := UnifiedHierarchy("/proc")
+	if err != nil {
+		t.Fatalf("this machine has no cgroup2 mount: %v", err)
+	}
+	h, mem, err := HostMount("/sys/fs/cgroup")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if h.Point != want.Point {
+		t.Errorf("HostMount(/sys/fs/cgroup) = %+v, mountinfo's cgroup2 mount %+v", h, want)
+	}
+	wantMem, _ := V1MemoryMount("/proc")
+	if mem != wantMem {
+		t.Errorf("HostMount(/sys/fs/cgroup) v1 memory = %q, mountinfo's %q", mem, wantMem)
 	}
 }

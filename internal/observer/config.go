@@ -6,12 +6,12 @@ import (
 	"io"
 	"net"
 	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"syscall"
 	"time"
 
+	"github.com/thrashscope/thrashscope/internal/cgroup"
 	"github.com/thrashscope/thrashscope/internal/indicators"
 	"github.com/thrashscope/thrashscope/internal/strictjson"
 )
@@ -104,8 +104,8 @@ func (c Config) Validate() error {
 		errs = append(errs, fmt.Errorf("--cgroup.depth=%d: want 0 (every level) to 32", c.CgroupDepth))
 	}
 	if c.CgroupfsPath != "" {
-		if fi, err := os.Stat(filepath.Join(c.CgroupfsPath, "cgroup.procs")); err != nil || fi.IsDir() {
-			errs = append(errs, fmt.Errorf("--path.cgroupfs=%q: not a cgroup mount (no cgroup.procs there): mount the host's /sys/fs/cgroup (or /sys/fs/cgroup/unified) there read-only, or leave the flag out", c.CgroupfsPath))
+		if _, _, err := cgroup.HostMount(c.CgroupfsPath); err != nil {
+			errs = append(errs, fmt.Errorf("--path.cgroupfs: %w, or leave the flag out", err))
 		}
 	}
 	for _, p := range []struct{ flag, path string }{{"--path.procfs", c.ProcfsPath}, {"--path.sysfs", c.SysfsPath}} {

@@ -50,12 +50,14 @@ func (o *Observer) declarePipeline(cfg Config, fs procfs.FS, logger *slog.Logger
 }
 
 // workloadOptions are where the workloads are named: --path.cgroupfs (a
-// container's view of the host's cgroup2 mount), else the cgroup2 mount of
-// this process, and the v1 memory mount beside it on a hybrid host.
+// container's view of the host's cgroup mount, pure cgroup2 or hybrid),
+// else the cgroup2 mount of this process; with the v1 memory mount beside
+// it on a hybrid host.
 func workloadOptions(cfg Config, logger *slog.Logger) flow.WorkloadOptions {
 	w := flow.WorkloadOptions{TopK: cfg.CgroupTopK, Depth: cfg.CgroupDepth, Trust: workload.Trust{KubeletRoots: cfg.KubeletRoots}}
 	if cfg.CgroupfsPath != "" {
-		w.Hierarchy = cgroup.Hierarchy{Point: cfg.CgroupfsPath, Root: "/"}
+		// Checked by Config.validate.
+		w.Hierarchy, w.V1Memory, _ = cgroup.HostMount(cfg.CgroupfsPath)
 		return w
 	}
 	h, err := cgroup.UnifiedHierarchy(cfg.ProcfsPath)

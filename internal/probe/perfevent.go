@@ -53,7 +53,11 @@ func attachPerfEvents(cpus []int, ev perfEvent, prog *ebpf.Program, enable bool)
 		fd, err := unix.PerfEventOpen(&attr, -1, cpu, -1, unix.PERF_FLAG_FD_CLOEXEC)
 		if err != nil {
 			if errors.Is(err, unix.EACCES) || errors.Is(err, unix.EPERM) {
-				err = fmt.Errorf("%w: run as root or grant CAP_PERFMON", err)
+				if denied := deniedBy(); denied != nil {
+					err = fmt.Errorf("%w: %w", err, denied)
+				} else {
+					err = fmt.Errorf("%w: run as root or grant CAP_PERFMON", err)
+				}
 			}
 			return fail(fmt.Errorf("opening perf event %s on CPU %d: %w", ev.name, cpu, err))
 		}

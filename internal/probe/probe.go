@@ -145,6 +145,9 @@ func Load(opts Options) (*Probe, error) {
 	}
 	// Kernels before 5.11 charge BPF memory to RLIMIT_MEMLOCK.
 	if err := rlimit.RemoveMemlock(); err != nil {
+		if denied := deniedBy(); denied != nil {
+			return nil, fmt.Errorf("%w: %w", ErrUnavailable, denied)
+		}
 		return nil, fmt.Errorf("%w: raising the memlock limit: %w; run as root, or grant CAP_BPF, CAP_PERFMON and CAP_SYS_RESOURCE, or use --probes=procfs", ErrUnavailable, err)
 	}
 
@@ -155,6 +158,9 @@ func Load(opts Options) (*Probe, error) {
 	}
 	failed, err := loadObjects(&p.objs, kernel)
 	if err != nil {
+		if denied := deniedBy(); denied != nil {
+			return nil, fmt.Errorf("%w: loading objects: %w", ErrUnavailable, denied)
+		}
 		return nil, fmt.Errorf("%w: loading objects: %w (%s)", ErrUnavailable, err, describeFailed(failed))
 	}
 	p.notLoaded = failed

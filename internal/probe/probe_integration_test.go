@@ -166,6 +166,8 @@ func runChild(mode, arg string) error {
 		}
 	}
 	switch mode {
+	case "seccomp":
+		return seccompChild()
 	case "file":
 		// Read every page of a file whose cache was dropped, through a
 		// private mapping. MADV_RANDOM turns off readahead and
