@@ -4,7 +4,7 @@ VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -X github.com/prometheus/common/version.Version=$(VERSION) -X github.com/prometheus/common/version.Revision=$(shell git rev-parse --short HEAD 2>/dev/null)
 GOFILES  = $(shell git ls-files '*.go' | grep -v '_bpfel.go$$')
 
-.PHONY: build run test test-kernels generate lint bench soak fuzz vmlinux
+.PHONY: build run test test-kernels test-deploy generate lint bench soak fuzz vmlinux
 
 build: ## bin/observer, bin/loadgen and bin/thrashtool (reports, comparisons, findings), static (no libc mapped: 1.5 MiB less RSS); the committed BPF objects mean no clang is needed
 	CGO_ENABLED=0 $(GO) build -ldflags "$(LDFLAGS)" -o bin/ ./cmd/...
@@ -17,6 +17,9 @@ test: ## every test; privileged ones skip off root unless THRASHSCOPE_REQUIRE_PR
 
 test-kernels: ## boot each kernel of the matrix (Debian 12's 6.1 and 6.12, Debian 11's 5.10) in qemu, pure cgroup v2 with swap, run the functional tests there and print the table (qemu-system-x86, busybox-static, kmod)
 	$(GO) run ./internal/vmtest/matrix --markdown docs/kernels.md --summary README.md
+
+test-deploy: ## prove each deploy kit in a real engine here: the image under Podman, the compose kit under podman-compose (an induced run's alert reaches Alertmanager), the DaemonSet's pod under a kubelet and containerd; installs what it needs, keeps base images and the kubelet in /var/cache/thrashscope-deploy, leaves nothing running (root)
+	$(GO) run ./internal/deploytest
 
 generate: ## rebuild the bpf2go objects from bpf/ (needs clang, llvm-strip), the dashboards JSON and the Kubernetes PrometheusRule
 	$(GO) generate ./...

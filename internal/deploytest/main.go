@@ -1,0 +1,160 @@
+// Command deploytest proves thrashscope's deploy kits in real engines on
+// this machine (make test-deploy, root):
+//   - the image from deploy/container/Dockerfile, built and run under
+//     Podman with runc and the flags deploy/README.md gives;
+//   - deploy/compose/compose.yaml under podman-compose: the observer,
+//     Prometheus with the shipped rules and Alertmanager, and a small run
+//     induced through the observer's API that fires
+//     ThrashscopeHostThrashing into Alertmanager;
+//   - the DaemonSet's pod template from deploy/kubernetes/observer.yaml as a
+//     static pod under a kubelet and containerd.
+//
+// It installs what it needs from Debian's packages, PyPI and the Go module
+// proxy, makes base images from Debian packages (no image registry is used),
+// keeps what is slow to make (base images, the kubelet) in --cache, and
+// removes everything it started: containers, pods, the kubelet, containerd,
+// their cgroups, mounts, network interfaces and namespaces. What is left
+// behind fails the run.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"slices"
+	"strings"
+	"syscall"
+	"text/tabwriter"
+	"time"
+)
+
+// kit is one deploy kit proved in an engine.
+type kit struct {
+	name string
+	run  func(e *env) (figures []string, err error)
+}
+
+var kits = []kit{
+	{"image", (*env).proveImage},
+	{"compose", (*env).proveCompose},
+	{"kubelet", (*env).proveKubelet},
+}
+
+// notRun are the parts of the kits that cannot run on this kind of
+// machine, and why.
+var notRun = []string{
+	"Grafana (the compose kit's grafana service): its server is not in Debian's packages, PyPI or npm, and no image registry is reachable; the dashboards are checked as data instead (go test ./dashboards, and every panel query against a real Prometheus in internal/observer)",
+	"a full control plane (kube-apiserver, scheduler, the DaemonSet controller, the Service's kube-proxy rules, the ServiceMonitor): the DaemonSet's pod template runs as a static pod under a real kubelet, which is what the DaemonSet controller would hand it; the Service is scraped at the pod port it names",
+}
+
+func main() {
+	cache := flag.String("cache", "/var/cache/thrashscope-deploy", "where base images, podman-compose and the kubelet are kept between runs")
+	only := flag.String("only", "", "the kits to prove, comma-separated (image, compose, kubelet); all by default")
+	flag.Parse()
+	if os.Geteuid() != 0 {
+		fmt.Fprintln(os.Stderr, "deploytest: run as root: container engines, cgroups and BPF need it")
+		os.Exit(2)
+	}
+	ctx, cancel := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer cancel()
+
+	repo, err := repoRoot()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "deploytest:", err)
+		os.Exit(2)
+	}
+	before, err := takeSnapshot()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "deploytest:", err)
+		os.Exit(2)
+	}
+	e, err := newEnv(ctx, repo, *cache)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "deploytest:", err)
+		os.Exit(1)
+	}
+
+	type result struct {
+		name    string
+		took    time.Duration
+		figures []string
+		err     error
+	}
+	var results []result
+	for _, k := range kits {
+		if *only != "" && !slices.Contains(strings.Split(*only, ","), k.name) {
+			continue
+		}
+		e.logf("== %s", k.name)
+		start := time.Now()
+		figures, err := k.run(e)
+		if cerr := e.cleanup(); err == nil {
+			err = cerr
+		}
+		results = append(results, result{k.name, time.Since(start), figures, err})
+		if err != nil {
+			e.logf("%s: FAILED: %v", k.name, err)
+		}
+	}
+	podmanLeft := e.podmanLeftovers()
+	failed := e.close()
+
+	after, err := takeSnapshot()
+	leftovers := podmanLeft
+	if err != nil {
+		leftovers = append(leftovers, "reading what is left: "+err.Error())
+	} else {
+		leftovers = append(leftovers, before.leftovers(after)...)
+	}
+
+	fmt.Println()
+	tw := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "KIT\tRESULT\tTOOK\tFIGURES")
+	for _, r := range results {
+		status := "pass"
+		if r.err != nil {
+			status = "FAIL: " + r.err.Error()
+			failed = true
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", r.name, status, r.took.Round(time.Second), strings.Join(r.figures, "; "))
+	}
+	tw.Flush()
+	fmt.Println("\nNot run here:")
+	for _, s := range notRun {
+		fmt.Println("  - " + s)
+	}
+	if len(leftovers) > 0 {
+		failed = true
+		fmt.Println("\nLEFT BEHIND:")
+		for _, l := range leftovers {
+			fmt.Println("  - " + l)
+		}
+	} else {
+		fmt.Println("\nNothing left behind: no container, pod, volume, process, cgroup, mount, network interface or namespace the kits started, and no file in the engines' state directories.")
+	}
+	if failed {
+		os.Exit(1)
+	}
+}
+
+// repoRoot is the module root: where go.mod is, from the working
+// directory up.
+func repoRoot() (string, error) {
+	dir, err := os.Getwd()
+	if err != nil {
+		return "", err
+	}
+	for {
+		if _, err := os.Stat(filepath.Join(dir, "deploy", "container", "Dockerfile")); err == nil {
+			return dir, nil
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			return "", fmt.Errorf("run from the thrashscope repository (no deploy/container/Dockerfile above %s)", dir)
+		}
+		dir = parent
+	}
+}

@@ -1,0 +1,117 @@
+package main
+
+import (
+	"bufio"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+)
+
+// snapshot is what an engine could leave behind: cgroups, mounts,
+// processes of the engines and what they run, network interfaces, network
+// namespaces, and files in the engines' default state directories.
+type snapshot struct {
+	cgroups, mounts, processes, links, netns, files map[string]bool
+}
+
+// stateDirs are where engines keep state and configuration by default;
+// the kits point theirs elsewhere, and nothing may appear here.
+var stateDirs = []string{"/etc/cni", "/etc/containers", "/etc/kubernetes", "/run/libpod", "/run/containers",
+	"/run/containerd", "/var/lib/containers", "/var/lib/containerd", "/var/lib/cni", "/var/lib/kubelet",
+	"/var/log/containers", "/var/log/pods"}
+
+// engineProcesses are the commands the kits start, directly or through an
+// engine.
+var engineProcesses = []string{"podman", "conmon", "containerd", "containerd-shim", "containerd-shim-runc-v2", "kubelet",
+	"runc", "observer", "loadgen", "prometheus", "prometheus-alertmanager", "alertmanager", "pause", "catatonit",
+	"podman-compose", "aardvark-dns", "netavark", "slirp4netns"}
+
+func takeSnapshot() (snapshot, error) {
+	s := snapshot{cgroups: map[string]bool{}, mounts: map[string]bool{}, processes: map[string]bool{},
+		links: map[string]bool{}, netns: map[string]bool{}, files: map[string]bool{}}
+	for _, dir := range stateDirs {
+		_ = filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+			if err == nil {
+				s.files[p] = true
+			}
+			return nil
+		})
+	}
+	// Every cgroup, in every hierarchy, to depth 4: the engines make
+	// theirs at depth 1 to 3 (libpod_parent/…, kubepods/burstable/pod…/…).
+	err := filepath.WalkDir("/sys/fs/cgroup", func(p string, d fs.DirEntry, err error) error {
+		if err != nil || !d.IsDir() {
+			return nil
+		}
+		if strings.Count(strings.TrimPrefix(p, "/sys/fs/cgroup"), "/") > 5 {
+			return fs.SkipDir
+		}
+		s.cgroups[p] = true
+		return nil
+	})
+	if err != nil {
+		return s, err
+	}
+	f, err := os.Open("/proc/self/mountinfo")
+	if err != nil {
+		return s, err
+	}
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	for sc.Scan() {
+		if fields := strings.Fields(sc.Text()); len(fields) > 4 {
+			s.mounts[fields[4]] = true
+		}
+	}
+	f.Close()
+	procs, _ := os.ReadDir("/proc")
+	for _, p := range procs {
+		exe, err := os.Readlink(filepath.Join("/proc", p.Name(), "exe"))
+		if err != nil {
+			continue
+		}
+		if slices.Contains(engineProcesses, filepath.Base(strings.TrimSuffix(exe, " (deleted)"))) {
+			s.processes[p.Name()+" "+exe] = true
+		}
+	}
+	links, _ := os.ReadDir("/sys/class/net")
+	for _, l := range links {
+		s.links[l.Name()] = true
+	}
+	ns, _ := os.ReadDir("/run/netns")
+	for _, n := range ns {
+		s.netns[n.Name()] = true
+	}
+	return s, nil
+}
+
+// leftovers are what after has and s had not.
+func (s snapshot) leftovers(after snapshot) []string {
+	var out []string
+	for _, c := range []struct {
+		what          string
+		before, after map[string]bool
+	}{
+		{"cgroup", s.cgroups, after.cgroups},
+		{"mount", s.mounts, after.mounts},
+		{"process", s.processes, after.processes},
+		{"network interface", s.links, after.links},
+		{"network namespace", s.netns, after.netns},
+		{"file", s.files, after.files},
+	} {
+		var names []string
+		for n := range c.after {
+			if !c.before[n] {
+				names = append(names, n)
+			}
+		}
+		slices.Sort(names)
+		for _, n := range names {
+			out = append(out, fmt.Sprintf("%s %s", c.what, n))
+		}
+	}
+	return out
+}
