@@ -88,7 +88,9 @@ func (e *env) ensureKubelet() (string, error) {
 	if err := os.MkdirAll(filepath.Dir(bin), 0o755); err != nil {
 		return "", err
 	}
-	build := exec.CommandContext(e.ctx, "go", "build", "-trimpath", "-o", bin+".tmp", "k8s.io/kubernetes/cmd/kubelet")
+	// The version the kubelet reports, as the release build stamps it.
+	ldflags := "-X k8s.io/component-base/version.gitVersion=" + kubernetesVersion
+	build := exec.CommandContext(e.ctx, "go", "build", "-trimpath", "-ldflags", ldflags, "-o", bin+".tmp", "k8s.io/kubernetes/cmd/kubelet")
 	build.Dir, build.Env = mod, append(os.Environ(), goEnv...)
 	if out, err := build.CombinedOutput(); err != nil {
 		return "", fmt.Errorf("building the kubelet: %w\n%s", err, tail(out))
