@@ -51,8 +51,19 @@ func newEnv(ctx context.Context, repo, cache string) (*env, error) {
 	if err := os.MkdirAll(cache, 0o755); err != nil {
 		return nil, err
 	}
-	work, err := os.MkdirTemp("", "thrashscope-deploy-")
-	if err != nil {
+	// One fixed place: podman's store remembers its run directories, and a
+	// run killed before its end leaves its state here, cleared now.
+	work := "/run/thrashscope-deploy"
+	if _, err := os.Stat(work); err == nil {
+		e.logf("clearing %s, left by a run that did not finish", work)
+		if err := unmountUnder(work); err != nil {
+			return nil, err
+		}
+		if err := os.RemoveAll(work); err != nil {
+			return nil, err
+		}
+	}
+	if err := os.MkdirAll(work, 0o755); err != nil {
 		return nil, err
 	}
 	e.work = work

@@ -192,6 +192,14 @@ state = %q
 	if err := os.WriteFile(filepath.Join(dir, "cni", "net.d", "10-thrashscope-deploy.conflist"), []byte(cni), 0o644); err != nil {
 		return nil, err
 	}
+	// What the kubelet, containerd and the containers make outside the
+	// work directory, removed once they are gone: cgroups (kubepods/…),
+	// the shims' sockets and runc's state (/run/containerd), CNI's result
+	// cache, log links, the kubelet's device-plugin socket.
+	cgroupsBefore, filesBefore := cgroupDirs(), newFiles(nil, outsideDirs...)
+	e.defer_(func() error {
+		return errors.Join(removeNewCgroups(cgroupsBefore), removeNewFiles(filesBefore, outsideDirs...))
+	})
 	containerd, err := e.daemon("containerd", filepath.Join(dir, "containerd.log"), "containerd", "--config", filepath.Join(dir, "containerd.toml"))
 	if err != nil {
 		return nil, err
@@ -211,12 +219,6 @@ state = %q
 		return errors.Join(errs...)
 	})
 	e.defer_(containerd)
-	// What the kubelet and the containers make outside the work directory:
-	// cgroups (kubepods/…), CNI's result cache, log links.
-	cgroupsBefore, filesBefore := cgroupDirs(), newFiles(nil, cniCache, containerLogs)
-	e.defer_(func() error {
-		return errors.Join(removeNewCgroups(cgroupsBefore), removeNewFiles(filesBefore, cniCache, containerLogs))
-	})
 	ctr := func(args ...string) (string, error) {
 		return e.run("ctr", append([]string{"--address", sock, "--namespace", "k8s.io"}, args...)...)
 	}
@@ -275,7 +277,7 @@ evictionHard: {memory.available: "100Mi", nodefs.available: "1%%", imagefs.avail
 		return nil, err
 	}
 	stopKubelet, err := e.daemon("kubelet", filepath.Join(dir, "kubelet.log"), kubelet, "--config", filepath.Join(dir, "kubelet.yaml"),
-		"--root-dir", filepath.Join(dir, "kubelet"), "--hostname-override", "thrashscope-deploy", "--v", "1")
+		"--root-dir", filepath.Join(dir, "kubelet"), "--cert-dir", filepath.Join(dir, "kubelet", "pki"), "--hostname-override", "thrashscope-deploy", "--v", "1")
 	if err != nil {
 		return nil, err
 	}
@@ -692,11 +694,9 @@ func (p staticPod) manifest(tokenDir string) ([]byte, error) {
 	return yaml.Marshal(map[string]any{"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": spec})
 }
 
-// Where the CRI and the kubelet write outside their own directories.
-const (
-	cniCache      = "/var/lib/cni"
-	containerLogs = "/var/log/containers"
-)
+// outsideDirs are where containerd 1.6, its shims, the CRI and the
+// kubelet write outside the directories they are given.
+var outsideDirs = []string{"/run/containerd", "/var/lib/cni", "/var/log/containers", "/var/lib/kubelet"}
 
 // cgroupDirs lists every cgroup directory now.
 func cgroupDirs() map[string]bool {
