@@ -21,9 +21,9 @@ import (
 // The kubelet is built from the Go module proxy's k8s.io/kubernetes: its
 // go.mod points the k8s.io/* staging modules at ./staging, which a module
 // download does not have, so a small module of our own requires it and
-// points them at the same versions published on their own. 1.34 is the
-// last release whose kubelet still starts on cgroup v1 (the memory
-// controller is on v1 here) by default; failCgroupV1: false is set anyway.
+// points them at the same versions published on their own. 1.34's
+// kubelet starts on cgroup v1 (the memory controller is on v1 here) by
+// default (failCgroupV1 false); the config says so anyway.
 const (
 	kubernetesVersion = "v1.34.4"
 	stagingVersion    = "v0.34.4"
@@ -159,7 +159,7 @@ func (e *env) proveKubelet() ([]string, error) {
 		}
 	}
 	sock := filepath.Join(dir, "containerd", "containerd.sock")
-	before := linkNames()
+	before, netnsBefore := linkNames(), entries("/run/netns")
 
 	// containerd, with its image store and state in the work directory.
 	conf := fmt.Sprintf(`version = 2
@@ -208,6 +208,14 @@ state = %q
 		// The network the pods left, and their mounts under the work
 		// directory, once containerd is gone.
 		var errs []error
+		// A pod network the kubelet did not tear down (it was stopped
+		// first): deleting the namespace takes its veth pair with it.
+		for _, ns := range newEntries(netnsBefore, "/run/netns") {
+			e.logf("removing the pod network namespace %s, left by the CRI", ns)
+			if _, err := e.run("ip", "netns", "delete", ns); err != nil {
+				errs = append(errs, err)
+			}
+		}
 		if !before[podBridge] {
 			if _, err := os.Stat("/sys/class/net/" + podBridge); err == nil {
 				if _, err := e.run("ip", "link", "delete", podBridge); err != nil {
@@ -293,13 +301,15 @@ evictionHard: {memory.available: "100Mi", nodefs.available: "1%%", imagefs.avail
 	}
 	e.defer_(func() error {
 		os.Remove(mpath)
-		_, err := e.poll("the static pod gone", 60*time.Second, func() error {
-			ps, err := kubeletPods()
-			if err != nil {
-				return nil // the kubelet is gone; removeCRIContainers sweeps
+		// The kubelet drops the pod from its list at once, then kills it:
+		// its containers, then the sandbox, whose network it tears down.
+		// Wait for all of that before the kubelet stops.
+		_, err := e.poll("the static pod's containers and network gone", 90*time.Second, func() error {
+			if tasks, err := ctr("tasks", "list", "--quiet"); err == nil && strings.TrimSpace(tasks) != "" {
+				return fmt.Errorf("tasks still there: %s", strings.Join(strings.Fields(tasks), " "))
 			}
-			if len(ps) > 0 {
-				return fmt.Errorf("%d pods still there", len(ps))
+			if ns := newEntries(netnsBefore, "/run/netns"); len(ns) > 0 {
+				return fmt.Errorf("pod network namespaces still there: %v", ns)
 			}
 			return nil
 		})
@@ -448,6 +458,28 @@ func unmountUnder(dir string) error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// entries lists a directory's names.
+func entries(dir string) map[string]bool {
+	out := map[string]bool{}
+	list, _ := os.ReadDir(dir)
+	for _, d := range list {
+		out[d.Name()] = true
+	}
+	return out
+}
+
+// newEntries are the names in dir that before did not have.
+func newEntries(before map[string]bool, dir string) []string {
+	var out []string
+	for n := range entries(dir) {
+		if !before[n] {
+			out = append(out, n)
+		}
+	}
+	slices.Sort(out)
+	return out
 }
 
 func linkNames() map[string]bool {
