@@ -56,7 +56,7 @@ func (o *Observer) declarePipeline(cfg Config, fs procfs.FS, logger *slog.Logger
 func workloadOptions(cfg Config, logger *slog.Logger) flow.WorkloadOptions {
 	w := flow.WorkloadOptions{TopK: cfg.CgroupTopK, Depth: cfg.CgroupDepth, Trust: workload.Trust{KubeletRoots: cfg.KubeletRoots}}
 	if cfg.CgroupfsPath != "" {
-		// Checked by Config.validate.
+		// Config.Validate checked it.
 		w.Hierarchy, w.V1Memory, _ = cgroup.HostMount(cfg.CgroupfsPath)
 		return w
 	}
