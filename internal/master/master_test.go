@@ -33,6 +33,25 @@ func TestLogWriterKeepsTheLastLine(t *testing.T) {
 	}
 }
 
+// TestLogWriterNamesACrash: when a consumer's Go runtime crashes, the
+// reason is the line that says why (its first), not the last line of a
+// goroutine's stack; the crash output comes in chunks, as from a pipe.
+func TestLogWriterNamesACrash(t *testing.T) {
+	w := &logWriter{l: slog.New(slog.DiscardHandler)}
+	w.Write([]byte("loadgen: consumer 7 started\n"))
+	w.Write([]byte("fatal error: runtime: cannot allocate memory\n\nruntime stack:\nruntime.throw({0x7a1000, 0x1d})\n"))
+	w.Write([]byte("goroutine 1 [running]:\nmain.main()\n\t/src/cmd/loadgen/main.go:82 +0x2e89\n"))
+	w.Write([]byte("panic: a later one\n"))
+	if got, want := w.Last(), "fatal error: runtime: cannot allocate memory"; got != want {
+		t.Errorf("Last() = %q, want the crash's first line %q", got, want)
+	}
+	plain := &logWriter{l: slog.New(slog.DiscardHandler)}
+	plain.Write([]byte("loadgen: the fatal error: of a message that does not begin with it\n"))
+	if got := plain.Last(); !strings.HasPrefix(got, "loadgen:") {
+		t.Errorf("a line that is no crash: Last() = %q", got)
+	}
+}
+
 // TestLogWriterReadsAConsumersPipe: a consumer's stderr is read from its
 // pipe to the end, and Last waits for that end, so the reason a run fails
 // with has the last line the consumer printed before it exited.

@@ -322,11 +322,14 @@ func (r *Master) kill() {
 }
 
 // logWriter turns a consumer's stderr into log lines, and keeps the last
-// one for the reason a run fails.
+// one for the reason a run fails, or, when the consumer crashed, the Go
+// runtime's first line, which names the cause: the last line of a crash is
+// the end of a goroutine's stack.
 type logWriter struct {
-	l    *slog.Logger
-	mu   sync.Mutex
-	last string
+	l     *slog.Logger
+	mu    sync.Mutex
+	last  string
+	crash string
 	// done is closed when copyFrom has read its pipe to the end.
 	done chan struct{}
 }
@@ -348,31 +351,55 @@ func (w *logWriter) copyFrom(pipe *os.File) {
 	}
 }
 
+// crashHeads begin the line in which the Go runtime says why a process
+// died.
+var crashHeads = []string{"fatal error:", "panic:", "unexpected fault address", "runtime: out of memory"}
+
 func (w *logWriter) Write(b []byte) (int, error) {
 	w.l.Warn("consumer: " + string(b))
+	for _, line := range strings.Split(string(b), "\n") {
+		line = strings.TrimSpace(line)
+		for _, head := range crashHeads {
+			if strings.HasPrefix(line, head) {
+				w.mu.Lock()
+				if w.crash == "" {
+					w.crash = clipReason(line)
+				}
+				w.mu.Unlock()
+			}
+		}
+	}
 	if line := strings.TrimSpace(string(b)); line != "" {
 		if j := strings.LastIndexByte(line, '\n'); j >= 0 {
 			line = line[j+1:]
 		}
-		// It goes into the record's reason: one printable line.
-		line = run.Printable(line)
-		if len(line) > maxReasonLine {
-			line = strings.ToValidUTF8(line[:maxReasonLine], "") + "…"
-		}
 		w.mu.Lock()
-		w.last = line
+		w.last = clipReason(line)
 		w.mu.Unlock()
 	}
 	return len(b), nil
 }
 
-// Last is the last line written; after copyFrom, the last the consumer
-// printed (it waits for the pipe's end).
+// clipReason makes a line fit the record's reason: printable, and short.
+func clipReason(line string) string {
+	line = run.Printable(line)
+	if len(line) > maxReasonLine {
+		line = strings.ToValidUTF8(line[:maxReasonLine], "") + "…"
+	}
+	return line
+}
+
+// Last is the line that says why the consumer ended: the Go runtime's
+// first line of a crash, else the last line written; after copyFrom, of
+// all the consumer printed (it waits for the pipe's end).
 func (w *logWriter) Last() string {
 	if w.done != nil {
 		<-w.done
 	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	if w.crash != "" {
+		return w.crash
+	}
 	return w.last
 }
