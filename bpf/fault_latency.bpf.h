@@ -34,9 +34,11 @@ static __always_inline __u32 log2_slot(__u64 v)
 // turn out major are read back, in major_fault (major_faults.bpf.h). Kernel-mode faults on
 // user addresses (copy_to_user into swapped-out memory) enter through
 // page_fault_kernel and can be major too.
-static __always_inline int stamp_fault(__u64 addr)
+static __always_inline int stamp_fault(__u64 addr, bool portable)
 {
-	struct fault_task *ft = fault_task_of(bpf_get_current_task_btf());
+	// The portable way keys the thread by its id: no task pointer needed.
+	struct task_struct *task = portable ? NULL : bpf_get_current_task_btf();
+	struct fault_task *ft = current_fault_task(task, portable, true);
 
 	if (!ft)
 		return 0;
@@ -45,16 +47,14 @@ static __always_inline int stamp_fault(__u64 addr)
 	return 0;
 }
 
-SEC("raw_tp/page_fault_user")
-int fault_entry_user(struct bpf_raw_tracepoint_args *ctx)
+static __always_inline int fault_entry_body(struct bpf_raw_tracepoint_args *ctx, bool portable)
 {
-	return stamp_fault(ctx->args[0]);
+	return stamp_fault(ctx->args[0], portable);
 }
 
-SEC("raw_tp/page_fault_kernel")
-int fault_entry_kernel(struct bpf_raw_tracepoint_args *ctx)
-{
-	return stamp_fault(ctx->args[0]);
-}
+BOTH_WAYS("raw_tp/page_fault_user", fault_entry_user, struct bpf_raw_tracepoint_args,
+	  fault_entry_body)
+BOTH_WAYS("raw_tp/page_fault_kernel", fault_entry_kernel, struct bpf_raw_tracepoint_args,
+	  fault_entry_body)
 
 #endif // __THRASHSCOPE_FAULT_LATENCY_BPF_H

@@ -11,17 +11,31 @@
 // this on its way in; shmem and tmpfs have their own handler, and a swap-in
 // of anonymous memory goes through do_swap_page. It runs only on faults that
 // reach a file's page cache, not on every fault.
-SEC("raw_tp/mm_filemap_fault")
-int filemap_fault(struct bpf_raw_tracepoint_args *ctx)
+static __always_inline int filemap_fault_body(struct bpf_raw_tracepoint_args *ctx, bool portable)
 {
-	struct task_struct *task = bpf_get_current_task_btf();
-	struct fault_task *ft = fault_task_of(task);
+	struct task_struct *task = current_task(portable);
+	struct fault_task *ft = current_fault_task(task, portable, true);
 
 	if (ft)
-		ft->filemap_seq = fault_count(task) + 1;
+		ft->filemap_seq = fault_count(task, portable) + 1;
 	return 0;
 }
 
+BOTH_WAYS("raw_tp/mm_filemap_fault", filemap_fault, struct bpf_raw_tracepoint_args,
+	  filemap_fault_body)
+
+static __always_inline __u32 class_of(struct file *file, __u64 magic, __u64 flags)
+{
+	if (!file)
+		return MAPPING_ANON;
+	if (magic == TMPFS_MAGIC)
+		return MAPPING_SHMEM;
+	if (flags & VM_SHARED)
+		return MAPPING_FILE_SHARED;
+	return MAPPING_FILE_PRIVATE;
+}
+
+// bpf_find_vma's callback, with the mmap lock held: plain loads.
 static long classify_vma(struct task_struct *task, struct vm_area_struct *vma, void *data)
 {
 	struct mapping *m = data;
@@ -29,55 +43,76 @@ static long classify_vma(struct task_struct *task, struct vm_area_struct *vma, v
 
 	m->start = vma->vm_start;
 	m->end = vma->vm_end;
-	if (!file)
-		m->class = MAPPING_ANON;
-	else if (file->f_inode->i_sb->s_magic == TMPFS_MAGIC)
-		m->class = MAPPING_SHMEM;
-	else if (vma->vm_flags & VM_SHARED)
-		m->class = MAPPING_FILE_SHARED;
-	else
-		m->class = MAPPING_FILE_PRIVATE;
+	m->class = class_of(file, file ? file->f_inode->i_sb->s_magic : 0, vma->vm_flags);
 	return 0;
+}
+
+// The same from the portable way's walk: probe reads. vm_flags is const in
+// newer kernels' BTF, so it is read into a variable of its own.
+static __always_inline void classify_walked(struct vm_area_struct *vma, struct mapping *m)
+{
+	struct file *file = BPF_CORE_READ(vma, vm_file);
+	unsigned long flags = 0;
+
+	bpf_core_read(&flags, sizeof(flags), &vma->vm_flags);
+	m->start = BPF_CORE_READ(vma, vm_start);
+	m->end = BPF_CORE_READ(vma, vm_end);
+	m->class = class_of(file, file ? BPF_CORE_READ(file, f_inode, i_sb, s_magic) : 0, flags);
 }
 
 // mm_seq is what tells that the address space changed (see struct mapping);
 // odd while a writer is mid-change. mm is the current task's, reached
 // through a BTF pointer: plain loads.
-static __always_inline __u64 mm_seq(struct mm_struct *mm)
+static __always_inline __u64 mm_seq(struct mm_struct *mm, bool portable)
 {
-	if (bpf_core_field_exists(((struct mm_struct___seqcount *)0)->mm_lock_seq))
-		return ((struct mm_struct___seqcount *)mm)->mm_lock_seq.sequence;
-	if (bpf_core_field_exists(((struct mm_struct___int *)0)->mm_lock_seq))
-		return (__u32)((struct mm_struct___int *)mm)->mm_lock_seq;
+	struct mm_struct___seqcount *mseq = (void *)mm;
+	struct mm_struct___int *mint = (void *)mm;
+
+	if (bpf_core_field_exists(mseq->mm_lock_seq))
+		return portable ? BPF_CORE_READ(mseq, mm_lock_seq.sequence)
+				: mseq->mm_lock_seq.sequence;
+	if (bpf_core_field_exists(mint->mm_lock_seq))
+		return (__u32)(portable ? BPF_CORE_READ(mint, mm_lock_seq) : mint->mm_lock_seq);
 	// No per-VMA locks: the shape, always even.
-	return ((__u64)mm->map_count << 48 ^ (__u64)mm->total_vm << 24 ^ (__u64)mm->data_vm << 8 ^
-		(__u64)mm->exec_vm << 32 ^ (__u64)mm->stack_vm) &
+	return ((__u64)KREAD(portable, mm, map_count) << 48 ^
+		(__u64)KREAD(portable, mm, total_vm) << 24 ^
+		(__u64)KREAD(portable, mm, data_vm) << 8 ^
+		(__u64)KREAD(portable, mm, exec_vm) << 32 ^ (__u64)KREAD(portable, mm, stack_vm)) &
 	       ~1ULL;
 }
 
 // mapping_class finds the class of the mapping holding addr: from the cache
 // when the address space has not changed since it was looked up, else with
-// bpf_find_vma. In this perf-event context bpf_find_vma defers its mmap
-// unlock to an irq_work, a self-interrupt (a VM exit on a virtual machine)
-// that costs 6-8 µs: it runs once per mapping and address-space change, not
-// per fault. Returns -1 when the mapping cannot be looked up.
-static __always_inline int mapping_class(struct task_struct *task, __u32 tgid, __u64 addr)
+// bpf_find_vma (the fast way) or a walk of the mappings' index (portable).
+// In this perf-event context bpf_find_vma defers its mmap unlock to an
+// irq_work, a self-interrupt (a VM exit on a virtual machine): it runs once
+// per mapping and address-space change, not per fault. Returns -1 when the
+// mapping cannot be looked up.
+static __always_inline int mapping_class(struct task_struct *task, __u32 tgid, __u64 addr,
+					 bool portable)
 {
-	struct mm_struct *mm = task->mm;
+	struct mm_struct *mm = KREAD(portable, task, mm);
+	struct vm_area_struct *vma;
 	struct mapping_key key = {.tgid = tgid, .region = addr >> MAPPING_REGION_SHIFT};
 	struct mapping m = {}, *cached;
 	__u64 seq;
 
 	if (!mm)
 		return -1;
-	seq = mm_seq(mm);
+	seq = mm_seq(mm, portable);
 	cached = bpf_map_lookup_elem(&mappings, &key);
 	if (cached && cached->mm == (__u64)mm && cached->seq == seq && cached->start <= addr &&
 	    addr < cached->end)
 		return cached->class;
 	count_one(&mapping_lookups);
-	if (bpf_find_vma(task, addr, classify_vma, &m, 0) != 0)
+	if (portable) {
+		vma = walk_vma(mm, addr);
+		if (!vma)
+			return -1;
+		classify_walked(vma, &m);
+	} else if (bpf_find_vma(task, addr, classify_vma, &m, 0) != 0) {
 		return -1;
+	}
 	// An odd seqcount is a writer mid-change: the answer holds for this
 	// fault, whose own mapping is locked, but not for the next.
 	if (!(seq & 1)) {
@@ -100,12 +135,11 @@ static __always_inline int mapping_class(struct task_struct *task, __u32 tgid, _
 // other major fault read swap-backed memory back, and the mapping says
 // which: anonymous (a private file mapping's written pages are anonymous
 // copies too) or shmem.
-SEC("perf_event")
-int major_fault(struct bpf_perf_event_data *ctx)
+static __always_inline int major_fault_body(struct bpf_perf_event_data *ctx, bool portable)
 {
 	__u64 now = bpf_ktime_get_ns();
 	__u32 tgid = bpf_get_current_pid_tgid() >> 32;
-	struct task_struct *task = bpf_get_current_task_btf();
+	struct task_struct *task = current_task(portable);
 	struct major_faults zero = {}, *mf;
 	struct cgroup_pending *cp;
 	struct cgroup_stats *cs;
@@ -121,11 +155,11 @@ int major_fault(struct bpf_perf_event_data *ctx)
 	count_one(&major_faults_seen);
 	wake_sampler(now);
 
-	ft = bpf_task_storage_get(&fault_tasks, task, 0, 0);
-	if (ft && ft->filemap_seq == fault_count(task)) {
+	ft = current_fault_task(task, portable, false);
+	if (ft && ft->filemap_seq == fault_count(task, portable)) {
 		kind = FAULT_FILE;
 	} else {
-		class = mapping_class(task, tgid, addr);
+		class = mapping_class(task, tgid, addr, portable);
 		if (class == MAPPING_ANON || (class == MAPPING_FILE_PRIVATE && filemap_hooked))
 			kind = FAULT_ANON;
 		else if (class == MAPPING_SHMEM)
@@ -150,7 +184,7 @@ int major_fault(struct bpf_perf_event_data *ctx)
 	// The cgroup's slot on this CPU, or its entry in cgroups while
 	// another cgroup holds the slot.
 	if (cgroups_on) {
-		cgid = task_cgroup_id(task);
+		cgid = current_cgroup_id(task, portable);
 		cp = cgroup_pending_of(cgid, now);
 		if (cp) {
 			cg_faults = cp->faults;
@@ -210,5 +244,7 @@ int major_fault(struct bpf_perf_event_data *ctx)
 	ft->start_ns = 0;
 	return 0;
 }
+
+BOTH_WAYS("perf_event", major_fault, struct bpf_perf_event_data, major_fault_body)
 
 #endif // __THRASHSCOPE_MAJOR_FAULTS_BPF_H

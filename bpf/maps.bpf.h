@@ -235,12 +235,26 @@ struct {
 	__type(value, struct mapping);
 } mappings SEC(".maps");
 
+// A thread's fault in progress: in the thread's own storage on the fast
+// way; on the portable way (no task storage before 5.11) in a hash keyed
+// by its id, made at its first fault and dropped when it exits. A full
+// hash leaves a thread's faults unclassed by filemap_fault and untimed
+// (counted in probe_events_lost).
+#define MAX_FAULT_THREADS 32768
+
 struct {
 	__uint(type, BPF_MAP_TYPE_TASK_STORAGE);
 	__uint(map_flags, BPF_F_NO_PREALLOC);
 	__type(key, int);
 	__type(value, struct fault_task);
 } fault_tasks SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, MAX_FAULT_THREADS);
+	__type(key, __u32); // tid
+	__type(value, struct fault_task);
+} fault_threads SEC(".maps");
 
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
@@ -370,6 +384,40 @@ struct mm_struct___int {
 	int mm_lock_seq;
 } __attribute__((preserve_access_index));
 
+// Two ways to reach the kernel, each program built in both from one body
+// (BOTH_WAYS); internal/probe loads one of them under the programs' own
+// names, the fast way where the kernel offers what it needs:
+//  - fast (Linux 5.17+): the current task through BTF pointers (plain
+//    loads), a thread's fault in task storage, a mapping found with
+//    bpf_find_vma;
+//  - portable (Linux 5.8+): the task read with bpf_probe_read_kernel, the
+//    cgroup with bpf_get_current_cgroup_id, a thread's fault in a hash
+//    keyed by its id, a mapping found by walking the address space's own
+//    index (the maple tree, or the red-black tree before 6.1).
+// The way is a constant of each body, so the compiler keeps one branch
+// only: a portable program calls no helper a 5.10 kernel lacks.
+#define BOTH_WAYS(sec, name, ctx_t, body)                                                          \
+	SEC(sec) int name(ctx_t *ctx)                                                              \
+	{                                                                                          \
+		return body(ctx, false);                                                           \
+	}                                                                                          \
+	SEC(sec) int name##_portable(ctx_t *ctx)                                                   \
+	{                                                                                          \
+		return body(ctx, true);                                                            \
+	}
+
+static __always_inline struct task_struct *current_task(bool portable)
+{
+	return portable ? (struct task_struct *)bpf_get_current_task() : bpf_get_current_task_btf();
+}
+
+// A field of a kernel object: a plain load through a BTF pointer (fast), or
+// a probe read (portable).
+#define KREAD(portable, task, field) ((portable) ? BPF_CORE_READ(task, field) : (task)->field)
+#define TASK_IN_MEMSTALL(portable, task)                                                           \
+	((portable) ? BPF_CORE_READ_BITFIELD_PROBED(task, in_memstall)                             \
+		    : BPF_CORE_READ_BITFIELD(task, in_memstall))
+
 static __always_inline void count_lost(__u32 probe)
 {
 	__u64 *n = bpf_map_lookup_elem(&probe_events_lost, &probe);
@@ -443,18 +491,18 @@ static __always_inline struct cgroup_stats *cgroup_stats_for_event(__u64 id)
 	return cs;
 }
 
-// The cgroup v2 id of a task: plain loads through BTF pointers, which cost
-// no helper call.
-static __always_inline __u64 task_cgroup_id(struct task_struct *task)
+// The cgroup v2 id of the current task: plain loads through BTF pointers,
+// which cost no helper call, or the helper that reads the same.
+static __always_inline __u64 current_cgroup_id(struct task_struct *task, bool portable)
 {
-	return task->cgroups->dfl_cgrp->kn->id;
+	return portable ? bpf_get_current_cgroup_id() : task->cgroups->dfl_cgrp->kn->id;
 }
 
 // The cgroup of the current task, in the v2 hierarchy.
-static __always_inline struct cgroup_stats *current_cgroup_stats(void)
+static __always_inline struct cgroup_stats *current_cgroup_stats(struct task_struct *task,
+								 bool portable)
 {
-	return cgroups_on ? cgroup_stats_for_event(task_cgroup_id(bpf_get_current_task_btf()))
-			  : NULL;
+	return cgroups_on ? cgroup_stats_for_event(current_cgroup_id(task, portable)) : NULL;
 }
 
 // add_pending adds a slot's counts into its cgroup's and empties it, seq
@@ -515,14 +563,31 @@ static __always_inline struct cgroup_pending *cgroup_pending_of(__u64 id, __u64 
 	return p;
 }
 
-static __always_inline __u64 fault_count(struct task_struct *task)
+static __always_inline __u64 fault_count(struct task_struct *task, bool portable)
 {
-	return task->maj_flt + task->min_flt;
+	return KREAD(portable, task, maj_flt) + KREAD(portable, task, min_flt);
 }
 
-static __always_inline struct fault_task *fault_task_of(struct task_struct *task)
+// The current thread's fault in progress, made if create; NULL when the
+// portable way's hash is full (counted) or not made.
+static __always_inline struct fault_task *current_fault_task(struct task_struct *task,
+							     bool portable, bool create)
 {
-	return bpf_task_storage_get(&fault_tasks, task, 0, BPF_LOCAL_STORAGE_GET_F_CREATE);
+	struct fault_task zero = {}, *ft;
+	__u32 tid;
+
+	if (!portable)
+		return bpf_task_storage_get(&fault_tasks, task, 0,
+					    create ? BPF_LOCAL_STORAGE_GET_F_CREATE : 0);
+	tid = (__u32)bpf_get_current_pid_tgid();
+	ft = bpf_map_lookup_elem(&fault_threads, &tid);
+	if (ft || !create)
+		return ft;
+	bpf_map_update_elem(&fault_threads, &tid, &zero, BPF_NOEXIST);
+	ft = bpf_map_lookup_elem(&fault_threads, &tid);
+	if (!ft)
+		count_lost(PROBE_FAULT_LATENCY);
+	return ft;
 }
 
 #endif // __THRASHSCOPE_MAPS_BPF_H

@@ -22,45 +22,46 @@
 //    such stall the standard error is about sqrt(T * period): 10 ms over
 //    100 ms at a 1 ms period, 32 ms over 1 s.
 
-static __always_inline void reclaim_begin(void)
+static __always_inline int reclaim_begin(struct bpf_raw_tracepoint_args *ctx, bool portable)
 {
-	struct task_struct *task = bpf_get_current_task_btf();
+	struct task_struct *task = current_task(portable);
 	struct stall_thread zero = {}, *st;
 	__u32 tid;
 
 	// Reclaim outside a stall (a write to memory.max or memory.reclaim)
 	// is not one; PSI does not count it either.
-	if (!BPF_CORE_READ_BITFIELD(task, in_memstall))
-		return;
-	tid = task->pid;
+	if (!TASK_IN_MEMSTALL(portable, task))
+		return 0;
+	tid = (__u32)bpf_get_current_pid_tgid();
 	st = counter_for(&stall_threads, tid, &zero);
 	if (!st) {
 		count_lost(PROBE_MEMORY_STALL);
-		return;
+		return 0;
 	}
 	st->in_reclaim = 1;
 	st->reclaim_since = bpf_ktime_get_ns();
 	count_one(&memory_stalls_seen);
+	return 0;
 }
 
-static __always_inline void reclaim_end(void)
+static __always_inline int reclaim_end(struct bpf_raw_tracepoint_args *ctx, bool portable)
 {
-	struct task_struct *task = bpf_get_current_task_btf();
+	__u64 pid_tgid = bpf_get_current_pid_tgid();
+	__u32 tid = (__u32)pid_tgid;
 	struct cgroup_stats *cs;
 	struct stall_time *ms;
 	struct stall_thread *st;
-	__u32 tid = task->pid;
 	__u64 now;
 
 	st = bpf_map_lookup_elem(&stall_threads, &tid);
 	if (!st || !st->in_reclaim)
-		return;
+		return 0;
 	now = bpf_ktime_get_ns();
 	if (st->reclaim_since && now > st->reclaim_since) {
-		ms = stall_of(task->tgid);
+		ms = stall_of(pid_tgid >> 32);
 		if (ms)
 			__sync_fetch_and_add(&ms->reclaim_ns, now - st->reclaim_since);
-		cs = current_cgroup_stats();
+		cs = current_cgroup_stats(portable ? NULL : bpf_get_current_task_btf(), portable);
 		if (cs)
 			__sync_fetch_and_add(&cs->stall.reclaim_ns, now - st->reclaim_since);
 	}
@@ -68,41 +69,22 @@ static __always_inline void reclaim_end(void)
 	st->reclaim_since = 0;
 	if (st->off_since == 0) // running: nothing left to keep
 		bpf_map_delete_elem(&stall_threads, &tid);
-}
-
-SEC("raw_tp/mm_vmscan_direct_reclaim_begin")
-int reclaim_begin_direct(struct bpf_raw_tracepoint_args *ctx)
-{
-	reclaim_begin();
 	return 0;
 }
 
-SEC("raw_tp/mm_vmscan_direct_reclaim_end")
-int reclaim_end_direct(struct bpf_raw_tracepoint_args *ctx)
-{
-	reclaim_end();
-	return 0;
-}
-
-SEC("raw_tp/mm_vmscan_memcg_reclaim_begin")
-int reclaim_begin_memcg(struct bpf_raw_tracepoint_args *ctx)
-{
-	reclaim_begin();
-	return 0;
-}
-
-SEC("raw_tp/mm_vmscan_memcg_reclaim_end")
-int reclaim_end_memcg(struct bpf_raw_tracepoint_args *ctx)
-{
-	reclaim_end();
-	return 0;
-}
+BOTH_WAYS("raw_tp/mm_vmscan_direct_reclaim_begin", reclaim_begin_direct,
+	  struct bpf_raw_tracepoint_args, reclaim_begin)
+BOTH_WAYS("raw_tp/mm_vmscan_direct_reclaim_end", reclaim_end_direct, struct bpf_raw_tracepoint_args,
+	  reclaim_end)
+BOTH_WAYS("raw_tp/mm_vmscan_memcg_reclaim_begin", reclaim_begin_memcg,
+	  struct bpf_raw_tracepoint_args, reclaim_begin)
+BOTH_WAYS("raw_tp/mm_vmscan_memcg_reclaim_end", reclaim_end_memcg, struct bpf_raw_tracepoint_args,
+	  reclaim_end)
 
 // sched_switch(preempt, prev, next, prev_state); prev is current here.
-SEC("raw_tp/sched_switch")
-int memory_stall(struct bpf_raw_tracepoint_args *ctx)
+static __always_inline int memory_stall_body(struct bpf_raw_tracepoint_args *ctx, bool portable)
 {
-	struct task_struct *prev = bpf_get_current_task_btf();
+	struct task_struct *prev = current_task(portable);
 	struct task_struct *next = (struct task_struct *)ctx->args[2];
 	struct stall_thread zero = {}, *st;
 	struct cgroup_stats *cs;
@@ -115,19 +97,19 @@ int memory_stall(struct bpf_raw_tracepoint_args *ctx)
 	if (!stalled)
 		return 0;
 
-	if (BPF_CORE_READ_BITFIELD(prev, in_memstall)) {
+	if (TASK_IN_MEMSTALL(portable, prev)) {
 		now = bpf_ktime_get_ns();
-		tid = prev->pid;
+		tid = KREAD(portable, prev, pid);
 		st = counter_for(&stall_threads, tid, &zero);
 		if (!st) {
 			count_lost(PROBE_MEMORY_STALL);
 		} else {
 			if (st->reclaim_since && now > st->reclaim_since) {
-				ms = stall_of(prev->tgid);
+				ms = stall_of(KREAD(portable, prev, tgid));
 				if (ms)
 					__sync_fetch_and_add(&ms->reclaim_ns,
 							     now - st->reclaim_since);
-				cs = current_cgroup_stats();
+				cs = current_cgroup_stats(prev, portable);
 				if (cs)
 					__sync_fetch_and_add(&cs->stall.reclaim_ns,
 							     now - st->reclaim_since);
@@ -138,7 +120,7 @@ int memory_stall(struct bpf_raw_tracepoint_args *ctx)
 				wake_sampler(now);
 			}
 			st->off_since = now;
-			st->cgroup = cgroups_on ? task_cgroup_id(prev) : 0;
+			st->cgroup = cgroups_on ? current_cgroup_id(prev, portable) : 0;
 			count_one(&memory_stalls_seen);
 		}
 	}
@@ -167,5 +149,7 @@ int memory_stall(struct bpf_raw_tracepoint_args *ctx)
 		bpf_map_delete_elem(&stall_threads, &tid);
 	return 0;
 }
+
+BOTH_WAYS("raw_tp/sched_switch", memory_stall, struct bpf_raw_tracepoint_args, memory_stall_body)
 
 #endif // __THRASHSCOPE_MEMORY_STALL_BPF_H

@@ -8,28 +8,29 @@
 
 // CPU-clock sample on each CPU, while stalls occur (internal/probe enables
 // the events then). current is the task the timer interrupted.
-SEC("perf_event")
-int memory_stall_sample(struct bpf_perf_event_data *ctx)
+static __always_inline int memory_stall_sample_body(struct bpf_perf_event_data *ctx, bool portable)
 {
-	struct task_struct *task = bpf_get_current_task_btf();
+	struct task_struct *task = current_task(portable);
 	struct cgroup_stats *cs;
 	struct stall_time *ms;
 	struct stall_thread *st;
 	__u32 tid;
 
-	if (!BPF_CORE_READ_BITFIELD(task, in_memstall))
+	if (!TASK_IN_MEMSTALL(portable, task))
 		return 0;
-	tid = task->pid;
+	tid = KREAD(portable, task, pid);
 	st = bpf_map_lookup_elem(&stall_threads, &tid);
 	if (st && st->in_reclaim)
 		return 0; // timed exactly
-	ms = stall_of(task->tgid);
+	ms = stall_of(KREAD(portable, task, tgid));
 	if (ms)
 		__sync_fetch_and_add(&ms->sampled_ns, ctx->sample_period);
-	cs = current_cgroup_stats();
+	cs = current_cgroup_stats(task, portable);
 	if (cs)
 		__sync_fetch_and_add(&cs->stall.sampled_ns, ctx->sample_period);
 	return 0;
 }
+
+BOTH_WAYS("perf_event", memory_stall_sample, struct bpf_perf_event_data, memory_stall_sample_body)
 
 #endif // __THRASHSCOPE_MEMORY_STALL_SAMPLE_BPF_H

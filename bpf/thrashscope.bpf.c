@@ -22,6 +22,7 @@ char LICENSE[] SEC("license") = "Dual BSD/GPL";
 // The shared types and maps, then one file per probe, named as observer
 // --check names it.
 #include "maps.bpf.h"
+#include "vma.bpf.h"
 #include "fault_latency.bpf.h"
 #include "major_faults.bpf.h"
 #include "memory_stall.bpf.h"

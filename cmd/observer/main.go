@@ -23,6 +23,7 @@ import (
 
 	"github.com/thrashscope/thrashscope/internal/indicators"
 	"github.com/thrashscope/thrashscope/internal/observer"
+	"github.com/thrashscope/thrashscope/internal/probe"
 )
 
 const defaultDataDir = "/var/lib/thrashscope"
@@ -99,6 +100,7 @@ func serveFlags(app *kingpin.Application) *serveOptions {
 	serve.Flag("path.sysfs", "sysfs mount point.").Default("/sys").StringVar(&cfg.SysfsPath)
 	serve.Flag("path.cgroupfs", "The host's /sys/fs/cgroup, pure cgroup2 or hybrid (cgroup2 in unified/, v1 memory in memory/), to name workloads in (default: this process's mounts, from /proc/self/mountinfo); in a container, the host's /sys/fs/cgroup mounted read-only.").Default("").StringVar(&cfg.CgroupfsPath)
 	serve.Flag("probes", "auto: BPF when it loads, else procfs alone; bpf: BPF or fail; procfs: no BPF.").Default(observer.ProbesAuto).EnumVar(&cfg.Probes, observer.ProbesAuto, observer.ProbesBPF, observer.ProbesProcfs)
+	serve.Flag("probes.way", "How the BPF programs reach the kernel's data. auto: fast where the kernel has task BTF, task storage and bpf_find_vma (Linux 5.17+), else portable; fast; portable: probe reads, a per-thread hash and a walk of the mappings' index (Linux 5.8+). --check says which and why.").Default(string(probe.WayAuto)).EnumVar((*string)(&cfg.ProbesWay), "auto", "fast", "portable")
 	serve.Flag("sample.interval", "How often to read the kernel.").Default("1s").DurationVar(&cfg.SampleInterval)
 	serve.Flag("sample.wake", "Sample before the interval is up when memory trouble begins (major faults or stalls beginning after a quiet second, at most every 250 ms through it; on procfs alone a PSI trigger), so a thrash is judged within a second of its onset. --no-sample.wake keeps to the interval.").Default("true").BoolVar(&cfg.Wake)
 	serve.Flag("process.top-k", "How many of the busiest processes get per-process series.").Default("20").IntVar(&cfg.TopK)

@@ -25,7 +25,7 @@ func (f fakeProbe) Arm(time.Time, readout.Snapshot) {}
 func (f fakeProbe) Status() []readout.Status {
 	out := make([]readout.Status, 0, len(readout.Names))
 	for _, n := range readout.Names {
-		out = append(out, readout.Status{Name: n, Attached: n != readout.ProcessExit, Required: true})
+		out = append(out, readout.Status{Name: n, Attached: n != readout.ProcessExit, Required: true, Way: "fast"})
 	}
 	return out
 }
@@ -85,13 +85,13 @@ thrashscope_cpu_seconds_total{mode="softirq"} 7.89
 thrashscope_cpu_seconds_total{mode="steal"} 0.42
 thrashscope_cpu_seconds_total{mode="system"} 234.56
 thrashscope_cpu_seconds_total{mode="user"} 1234.56
-# HELP thrashscope_probe_up 1 when the BPF probe is loaded and attached, 0 when it failed or thrashscope runs on procfs alone.
+# HELP thrashscope_probe_up 1 when the BPF probe is loaded and attached, 0 when it failed or thrashscope runs on procfs alone; way is how its programs reach the kernel's data (fast: Linux 5.17+; portable: older kernels, or --probes.way=portable), empty on procfs alone.
 # TYPE thrashscope_probe_up gauge
-thrashscope_probe_up{probe="fault_latency"} 0
-thrashscope_probe_up{probe="major_faults"} 0
-thrashscope_probe_up{probe="memory_stall"} 0
-thrashscope_probe_up{probe="memory_stall_sample"} 0
-thrashscope_probe_up{probe="process_exit"} 0
+thrashscope_probe_up{probe="fault_latency",way=""} 0
+thrashscope_probe_up{probe="major_faults",way=""} 0
+thrashscope_probe_up{probe="memory_stall",way=""} 0
+thrashscope_probe_up{probe="memory_stall_sample",way=""} 0
+thrashscope_probe_up{probe="process_exit",way=""} 0
 `
 	names := []string{"thrashscope_paged_in_bytes_total", "thrashscope_paged_out_bytes_total", "thrashscope_swap_in_pages_total",
 		"thrashscope_swap_out_pages_total", "thrashscope_pressure_memory_stalled_seconds_total", "thrashscope_workingset_refaults_total",
@@ -155,13 +155,13 @@ thrashscope_process_swap_bytes{comm="loadgen",pid="4242"} 5.36870912e+08
 # HELP thrashscope_process_virtual_bytes Virtual memory size.
 # TYPE thrashscope_process_virtual_bytes gauge
 thrashscope_process_virtual_bytes{comm="loadgen",pid="4242"} 1.073741824e+09
-# HELP thrashscope_probe_up 1 when the BPF probe is loaded and attached, 0 when it failed or thrashscope runs on procfs alone.
+# HELP thrashscope_probe_up 1 when the BPF probe is loaded and attached, 0 when it failed or thrashscope runs on procfs alone; way is how its programs reach the kernel's data (fast: Linux 5.17+; portable: older kernels, or --probes.way=portable), empty on procfs alone.
 # TYPE thrashscope_probe_up gauge
-thrashscope_probe_up{probe="fault_latency"} 1
-thrashscope_probe_up{probe="major_faults"} 1
-thrashscope_probe_up{probe="memory_stall"} 1
-thrashscope_probe_up{probe="memory_stall_sample"} 1
-thrashscope_probe_up{probe="process_exit"} 0
+thrashscope_probe_up{probe="fault_latency",way="fast"} 1
+thrashscope_probe_up{probe="major_faults",way="fast"} 1
+thrashscope_probe_up{probe="memory_stall",way="fast"} 1
+thrashscope_probe_up{probe="memory_stall_sample",way="fast"} 1
+thrashscope_probe_up{probe="process_exit",way="fast"} 0
 # HELP thrashscope_probe_events_lost_total Kernel events a probe could not count: a full map, a missing fault start, or events the kernel did not hand to the program.
 # TYPE thrashscope_probe_events_lost_total counter
 thrashscope_probe_events_lost_total{probe="fault_latency"} 0

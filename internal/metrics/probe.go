@@ -24,7 +24,7 @@ type probes struct {
 
 func newProbes() *probes {
 	return &probes{
-		up:      desc("probe_up", "1 when the BPF probe is loaded and attached, 0 when it failed or thrashscope runs on procfs alone.", "probe"),
+		up:      desc("probe_up", "1 when the BPF probe is loaded and attached, 0 when it failed or thrashscope runs on procfs alone; way is how its programs reach the kernel's data (fast: Linux 5.17+; portable: older kernels, or --probes.way=portable), empty on procfs alone.", "probe", "way"),
 		lost:    desc("probe_events_lost_total", "Kernel events a probe could not count: a full map, a missing fault start, or events the kernel did not hand to the program.", "probe"),
 		latency: desc("major_fault_latency_seconds", "Major-fault service time, from fault entry to the kernel accounting it as major (BPF). Timed while the host takes major faults: the first ones after 30 s of calm go untimed.", "kind"),
 		runs:    desc("probe_program_runs_total", "Runs of each of thrashscope's BPF programs, as the kernel counts them while BPF statistics are on (sysctl kernel.bpf_stats_enabled=1); absent until they have been.", "program"),
@@ -42,16 +42,16 @@ func (m *probes) describe(ch chan<- *prometheus.Desc) {
 
 func (m *probes) update(t *pipeline.Tick, out *emitter) {
 	s := t.Reading
-	up := make(map[string]bool, len(s.Probes))
+	up := make(map[string]readout.Status, len(s.Probes))
 	for _, st := range s.Probes {
-		up[st.Name] = st.Attached
+		up[st.Name] = st
 	}
 	for _, name := range readout.Names {
 		v := 0.0
-		if up[name] {
+		if up[name].Attached {
 			v = 1
 		}
-		out.send(m.up, prometheus.GaugeValue, v, name)
+		out.send(m.up, prometheus.GaugeValue, v, name, up[name].Way)
 	}
 	if len(s.Probes) == 0 || !s.OK(sampler.SourceProbes) {
 		return // procfs alone, or the maps failed to read: no counter is sent as 0

@@ -13,6 +13,7 @@ import (
 
 	"github.com/thrashscope/thrashscope/internal/cgroup"
 	"github.com/thrashscope/thrashscope/internal/indicators"
+	"github.com/thrashscope/thrashscope/internal/probe"
 	"github.com/thrashscope/thrashscope/internal/strictjson"
 )
 
@@ -32,8 +33,11 @@ type Config struct {
 	SysfsPath       string
 	// CgroupfsPath is the cgroup2 mount workloads are named in; empty
 	// finds it in /proc/self/mountinfo.
-	CgroupfsPath   string
-	Probes         string
+	CgroupfsPath string
+	Probes       string
+	// ProbesWay is the BPF programs' way (probe.Way); "" or auto takes the
+	// fast way where the kernel has what it needs.
+	ProbesWay      probe.Way
 	SampleInterval time.Duration
 	TopK           int
 	// CgroupTopK is how many workloads (cgroups) get series; 0 turns the
@@ -73,6 +77,11 @@ func (c Config) Validate() error {
 	case ProbesAuto, ProbesBPF, ProbesProcfs:
 	default:
 		errs = append(errs, fmt.Errorf("--probes=%q: want auto, bpf or procfs", c.Probes))
+	}
+	if c.ProbesWay != "" {
+		if _, err := probe.ParseWay(string(c.ProbesWay)); err != nil {
+			errs = append(errs, err)
+		}
 	}
 	if c.SampleInterval < 100*time.Millisecond || c.SampleInterval > time.Minute {
 		errs = append(errs, fmt.Errorf("--sample.interval=%s: want between 100ms and 1m", c.SampleInterval))

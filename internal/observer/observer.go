@@ -85,7 +85,7 @@ func build(cfg Config, logger *slog.Logger, checkOnly bool) (*Observer, error) {
 	}
 
 	if cfg.Probes != ProbesProcfs {
-		popts := probe.Options{SysfsPath: cfg.SysfsPath, Cgroups: cfg.CgroupTopK > 0, Logger: logger.With("component", "probe")}
+		popts := probe.Options{SysfsPath: cfg.SysfsPath, Cgroups: cfg.CgroupTopK > 0, Way: cfg.ProbesWay, Logger: logger.With("component", "probe")}
 		if cfg.Wake && !checkOnly {
 			popts.WakeGap = pipeline.MinWakeGap
 		}
@@ -472,6 +472,7 @@ func Check(cfg Config, w io.Writer, logger *slog.Logger) error {
 		return fmt.Errorf("first sample: %w", err)
 	}
 	statuses := o.Probes()
+	o.probe.WriteWay(w)
 	probe.WriteStatusTable(w, statuses)
 	for _, st := range statuses {
 		if st.Required && !st.Attached {

@@ -21,7 +21,7 @@ import (
 func loadCgroupsForTest(t *testing.T) *Probe {
 	t.Helper()
 	testenv.RequirePrivileged(t)
-	p, err := Load(Options{Calm: -1, Cgroups: true})
+	p, err := loadWay(t, Options{Calm: -1, Cgroups: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -265,7 +265,7 @@ func TestCgroupCountersWhenManyShareTheSlots(t *testing.T) {
 func TestWakesWhenFaultsBegin(t *testing.T) {
 	testenv.RequirePrivileged(t)
 	const gap = 250 * time.Millisecond
-	p, err := Load(Options{WakeGap: gap})
+	p, err := loadWay(t, Options{WakeGap: gap})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -16,25 +16,27 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// loadObjects loads the BPF objects. A kernel that refuses one of them (a
-// helper it lacks: bpf_find_vma before 5.17, bpf_get_current_task_btf and
-// task storage before 5.11; a verifier older than the code) would refuse
-// the whole collection, so then each map and each program is loaded on its
-// own, the programs sharing the maps: whatever this kernel takes loads,
-// and what it does not is returned by name with why. Its field in objs
-// stays nil; the probe that needs it reports it down.
-func loadObjects(objs *thrashscopeObjects, kernel *btf.Spec) (map[string]error, error) {
+// loadObjects loads the BPF objects of one way (the other's fields in
+// objs stay nil). A kernel that refuses one of them (a verifier older than
+// the code, a helper forced on a kernel without it) would refuse the whole
+// collection, so then each map and each program is loaded on its own, the
+// programs sharing the maps: whatever this kernel takes loads, and what it
+// does not is returned by name with why. Its field in objs stays nil; the
+// probe that needs it reports it down.
+func loadObjects(objs *thrashscopeObjects, kernel *btf.Spec, way Way) (map[string]error, error) {
 	spec, err := loadThrashscope()
 	if err != nil {
 		return nil, fmt.Errorf("reading the BPF objects: %w", err)
 	}
+	selectWay(spec, way)
 	return loadObjectsFrom(spec, objs, kernel)
 }
 
 // loadObjectsFrom is loadObjects for a given spec.
 func loadObjectsFrom(spec *ebpf.CollectionSpec, objs *thrashscopeObjects, kernel *btf.Spec) (map[string]error, error) {
 	base := ebpf.CollectionOptions{Programs: ebpf.ProgramOptions{KernelTypes: kernel}}
-	if err := spec.LoadAndAssign(objs, &base); err == nil {
+	if coll, err := ebpf.NewCollectionWithOptions(spec, base); err == nil {
+		assign(objs, coll.Maps, coll.Programs, coll.Variables)
 		return nil, nil
 	}
 	failed := map[string]error{}
@@ -88,11 +90,9 @@ func loadOne(spec *ebpf.CollectionSpec, name string, typ reflect.Type, opts *ebp
 // missingMaps are the maps a program refers to that did not load.
 func missingMaps(p *ebpf.ProgramSpec, loaded map[string]*ebpf.Map) []string {
 	var out []string
-	for _, ins := range p.Instructions {
-		if ref := ins.Reference(); ref != "" && ins.IsLoadFromMap() {
-			if _, ok := loaded[ref]; !ok && !slices.Contains(out, ref) {
-				out = append(out, ref)
-			}
+	for _, ref := range mapRefs(p) {
+		if _, ok := loaded[ref]; !ok {
+			out = append(out, ref)
 		}
 	}
 	return out

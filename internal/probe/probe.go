@@ -52,6 +52,9 @@ type Options struct {
 	// WakeGap, when positive, has the programs wake the sampler (Wakes)
 	// when memory trouble begins, at most once per gap.
 	WakeGap time.Duration
+	// Way is the programs' way; "" or WayAuto takes the fast way where
+	// the kernel offers what it needs.
+	Way Way
 }
 
 // DefaultCalm keeps the on-demand hooks through the lulls of a thrash, and
@@ -90,7 +93,14 @@ type Probe struct {
 	wake      wakeReader
 	// notLoaded are the BPF objects this kernel refused, with why.
 	notLoaded map[string]error
+	// way is the programs' way, and why: what the kernel lacks for the
+	// fast one, or that it was asked for.
+	way    Way
+	wayWhy string
 }
+
+// Way reports the programs' way, and why it was taken.
+func (p *Probe) Way() (Way, string) { return p.way, p.wayWhy }
 
 // loaded says whether the program name loaded, or why it did not.
 func (p *Probe) loaded(name string, prog *ebpf.Program) error {
@@ -151,12 +161,22 @@ func Load(opts Options) (*Probe, error) {
 		return nil, fmt.Errorf("%w: raising the memlock limit: %w; run as root, or grant CAP_BPF, CAP_PERFMON and CAP_SYS_RESOURCE, or use --probes=procfs", ErrUnavailable, err)
 	}
 
+	way, why, err := chooseWay(opts.Way, fastNeeds)
+	if err != nil {
+		if denied := deniedBy(); denied != nil {
+			return nil, fmt.Errorf("%w: %w", ErrUnavailable, denied)
+		}
+		return nil, fmt.Errorf("%w: %w", ErrUnavailable, err)
+	}
 	p := &Probe{
 		logger:   opts.Logger,
 		latency:  latencyHooks{calm: opts.Calm},
 		sampling: stallSampling{calm: opts.Calm},
+		way:      way,
+		wayWhy:   why,
 	}
-	failed, err := loadObjects(&p.objs, kernel)
+	opts.Logger.Info("BPF programs", "way", way, "why", why)
+	failed, err := loadObjects(&p.objs, kernel, way)
 	if err != nil {
 		if denied := deniedBy(); denied != nil {
 			return nil, fmt.Errorf("%w: loading objects: %w", ErrUnavailable, denied)
@@ -195,7 +215,8 @@ func Load(opts Options) (*Probe, error) {
 			opts.Logger.Error("stall samples failed to start", "err", err)
 		}
 	}
-	for _, st := range p.status {
+	for i, st := range p.status {
+		p.status[i] = p.withWay(st)
 		if st.Err != nil {
 			opts.Logger.Error("probe failed to attach", "probe", st.Name, "err", st.Err)
 		}
@@ -248,7 +269,14 @@ func (p *Probe) attachRawTracepoint(name, tracepoint, progName string, prog *ebp
 	return st
 }
 
+// withWay is st saying the programs' way.
+func (p *Probe) withWay(st readout.Status) readout.Status {
+	st.Way = string(p.way)
+	return st
+}
+
 func (p *Probe) setStatus(st readout.Status) {
+	st = p.withWay(st)
 	for i := range p.status {
 		if p.status[i].Name == st.Name {
 			p.status[i] = st
@@ -399,9 +427,14 @@ func (p *Probe) Close() error {
 	return errors.Join(errs...)
 }
 
+// WriteWay prints the programs' way and why, for --check.
+func (p *Probe) WriteWay(w io.Writer) {
+	fmt.Fprintf(w, "BPF programs: the %s way, %s.\n", p.way, p.wayWhy)
+}
+
 // WriteStatusTable prints the probes as a table, for --check.
 func WriteStatusTable(w io.Writer, statuses []readout.Status) {
-	fmt.Fprintf(w, "%-19s %-8s %-9s %s\n", "PROBE", "STATUS", "REQUIRED", "DETAIL")
+	fmt.Fprintf(w, "%-19s %-8s %-9s %-8s %s\n", "PROBE", "STATUS", "REQUIRED", "WAY", "DETAIL")
 	for _, st := range statuses {
 		state, detail := "up", st.Detail
 		if !st.Attached {
@@ -410,7 +443,7 @@ func WriteStatusTable(w io.Writer, statuses []readout.Status) {
 				detail = st.Err.Error()
 			}
 		}
-		fmt.Fprintf(w, "%-19s %-8s %-9t %s\n", st.Name, state, st.Required, detail)
+		fmt.Fprintf(w, "%-19s %-8s %-9t %-8s %s\n", st.Name, state, st.Required, st.Way, detail)
 	}
 }
 

@@ -321,6 +321,26 @@ func runChild(mode, arg string) error {
 			return err
 		}
 		fmt.Println("done")
+	case "deep":
+		// Mappings of the three kinds, interleaved so that none merges
+		// with its neighbour: an address space whose index is several
+		// levels deep. Then, told "go" each time, one page of every
+		// anonymous mapping, of every shared anonymous one, of every file
+		// one, each set read back from swap or disk in a phase of its own.
+		sets, err := deepMappings(arg)
+		if err != nil {
+			return err
+		}
+		fmt.Println("ready")
+		for _, set := range sets {
+			if err := waitFor("go"); err != nil {
+				return err
+			}
+			for _, m := range set {
+				touchPages(m[:os.Getpagesize()])
+			}
+			fmt.Println("done")
+		}
 	case "idle":
 		fmt.Println("ready")
 	default:
@@ -378,6 +398,48 @@ func swapOutAndBack(mem []byte, fill bool) error {
 	return nil
 }
 
+// deepKinds is how many mappings of each kind the "deep" child makes: 9,000
+// in all, an address space's index four levels deep (a maple tree's leaf
+// holds up to 16 mappings, a node above up to 10 children).
+const deepKinds = 3000
+
+// deepMappings makes deepKinds mappings of two pages each of private
+// anonymous memory, shared anonymous memory and the file path (uncached),
+// interleaved, the swap-backed ones written and paged out; it returns them
+// by kind: anon, shmem, file.
+func deepMappings(path string) ([3][][]byte, error) {
+	var sets [3][][]byte
+	page := os.Getpagesize()
+	f, err := os.Open(path)
+	if err != nil {
+		return sets, err
+	}
+	defer f.Close()
+	for i := range deepKinds {
+		a, err := unix.Mmap(-1, 0, 2*page, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS)
+		if err != nil {
+			return sets, err
+		}
+		s, err := unix.Mmap(-1, 0, 2*page, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED|unix.MAP_ANONYMOUS)
+		if err != nil {
+			return sets, err
+		}
+		m, err := unix.Mmap(int(f.Fd()), int64(i*2*page), 2*page, unix.PROT_READ, unix.MAP_PRIVATE)
+		if err != nil {
+			return sets, fmt.Errorf("mapping %d of %s: %w", i, path, err)
+		}
+		_ = unix.Madvise(m, unix.MADV_RANDOM)
+		for _, mem := range [][]byte{a, s} {
+			testenv.RandomFill(mem)
+			if err := unix.Madvise(mem, unix.MADV_PAGEOUT); err != nil {
+				return sets, fmt.Errorf("MADV_PAGEOUT: %w", err)
+			}
+		}
+		sets[0], sets[1], sets[2] = append(sets[0], a), append(sets[1], s), append(sets[2], m)
+	}
+	return sets, nil
+}
+
 // sink keeps the compiler from dropping reads whose value is never used.
 var sink byte
 
@@ -389,10 +451,30 @@ func touchPages(mem []byte) {
 	sink = sum
 }
 
+// wayEnv forces the tests' way (TestThePortableWayHere sets it for the
+// tests it runs again); unset, the tests take the way this kernel offers.
+const wayEnv = "THRASHSCOPE_PROBE_TEST_WAY"
+
+// loadWay is Load in the tests' way, failing the test if another was taken.
+func loadWay(t *testing.T, opts Options) (*Probe, error) {
+	t.Helper()
+	opts.Way = Way(os.Getenv(wayEnv))
+	p, err := Load(opts)
+	if err != nil {
+		return nil, err
+	}
+	if opts.Way != "" && p.way != opts.Way {
+		p.Close()
+		t.Fatalf("loaded the %s way, want %s", p.way, opts.Way)
+	}
+	t.Logf("the %s way: %s", p.way, p.wayWhy)
+	return p, nil
+}
+
 func loadForTest(t *testing.T) *Probe {
 	t.Helper()
 	testenv.RequirePrivileged(t)
-	p, err := Load(Options{Calm: -1}) // time every fault, sample every stall
+	p, err := loadWay(t, Options{Calm: -1}) // time every fault, sample every stall
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -531,6 +613,53 @@ func TestMajorFaultKindsAgreeWithMajFlt(t *testing.T) {
 				t.Errorf("%s latency histogram grew by %d for %d faults, want at least 98%%: a fault's start must survive the switch out", kind, lat, got[kind])
 			}
 		})
+	}
+}
+
+// Each kind of major fault in an address space of 9,000 mappings, where
+// nearly every fault is in a mapping the cache has not seen: each is
+// looked up in the address space's index (bpf_find_vma, or the portable
+// way's walk of a tree four levels deep), and must find the right mapping.
+func TestMajorFaultKindsInADeepAddressSpace(t *testing.T) {
+	testenv.RequireSwap(t)
+	p := loadForTest(t)
+	page := os.Getpagesize()
+	cg := testenv.MemoryCgroup(t, 24<<20)
+	c := startChild(t, "deep", testenv.UncachedFile(t, deepKinds*2*page))
+	if err := cg.Add(c.pid()); err != nil {
+		t.Fatal(err)
+	}
+	c.expect(t, "ready")
+	maps, err := os.ReadFile(fmt.Sprintf("/proc/%d/maps", c.pid()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := strings.Count(string(maps), "\n")
+	if n < 3*deepKinds {
+		t.Fatalf("the child has %d mappings, want at least %d: the mappings merged", n, 3*deepKinds)
+	}
+	for _, kind := range []readout.Kind{readout.Anon, readout.Shmem, readout.File} {
+		before, after, got, want, ok := faultRound(t, p, c)
+		if !ok {
+			t.Fatal("the OOM killer took the child")
+		}
+		lookups := after.MappingLookups - before.MappingLookups
+		t.Logf("%s in %d mappings: bpf anon=%d shmem=%d file=%d unknown=%d, maj_flt=%d, mapping lookups=%d",
+			kind, n, got[readout.Anon], got[readout.Shmem], got[readout.File], got[readout.Unknown], want, lookups)
+		// Swap readahead brings a mapping's second page in with the
+		// first, and its neighbours' too: fewer faults than mappings.
+		if want < deepKinds/4 {
+			t.Fatalf("maj_flt %d for %d mappings: the memory was not paged out, the test proves nothing", want, deepKinds)
+		}
+		if !within(got.Total(), want, 0.02) {
+			t.Errorf("bpf major faults %d, /proc maj_flt %d: more than 2%% apart", got.Total(), want)
+		}
+		if got[kind] < got.Total()*99/100 {
+			t.Errorf("kind %s is %d of %d faults, want at least 99%%", kind, got[kind], got.Total())
+		}
+		if kind != readout.File && lookups < got[kind]/2 {
+			t.Errorf("%d mapping lookups for %d faults in as many mappings: the test does not exercise the lookup", lookups, got[kind])
+		}
 	}
 }
 
@@ -799,7 +928,7 @@ func TestProcessExitClearsCounters(t *testing.T) {
 // within one read of a major fault, detached again after a calm spell.
 func TestLatencyHooksFollowMajorFaults(t *testing.T) {
 	testenv.RequirePrivileged(t)
-	p, err := Load(Options{Calm: time.Nanosecond})
+	p, err := loadWay(t, Options{Calm: time.Nanosecond})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -857,4 +986,50 @@ func readArmed(p *Probe) (readout.Snapshot, error) {
 		p.Arm(time.Now(), snap)
 	}
 	return snap, err
+}
+
+// portableTests are the tests TestThePortableWayHere runs again in the
+// portable way: the probes against the kernel's own figures.
+var portableTests = []string{
+	"TestMajorFaultKindsAgreeWithMajFlt", "TestMajorFaultKindsInADeepAddressSpace", "TestMemoryStallAgreesWithPSI",
+	"TestProcessExitClearsCounters", "TestMajorFaultLatencyIsTimed", "TestLatencyHooksFollowMajorFaults",
+	"TestCgroupCountersAgreeWithTheKernel", "TestWakesWhenFaultsBegin",
+}
+
+// The portable way is what kernels before 5.17 run, and the matrix boots
+// one only now and then: this kernel runs it too, with every test above
+// forced to it, so that a change cannot break it unseen.
+func TestThePortableWayHere(t *testing.T) {
+	testenv.RequirePrivileged(t)
+	if os.Getenv(wayEnv) != "" {
+		t.Log("already in a forced way: the tests above are what runs")
+		return
+	}
+	cmd := exec.Command(os.Args[0], "-test.v", "-test.count=1", "-test.run", "^("+strings.Join(portableTests, "|")+")$")
+	cmd.Env = append(os.Environ(), wayEnv+"="+string(WayPortable))
+	out, err := cmd.CombinedOutput()
+	results := goTestResults(string(out))
+	for _, name := range portableTests {
+		if r := results[name]; r != "PASS" {
+			t.Errorf("%s in the portable way: %q, want PASS", name, r)
+		}
+	}
+	if err != nil || t.Failed() {
+		lines := strings.Split(strings.TrimSpace(string(out)), "\n")
+		t.Fatalf("the portable way's run failed (%v); its last lines:\n%s", err, strings.Join(lines[max(0, len(lines)-40):], "\n"))
+	}
+	if !strings.Contains(string(out), "the portable way: as --probes.way asks") {
+		t.Error("the run does not say it took the portable way")
+	}
+}
+
+// goTestResults are the top-level tests' results in go test -v output.
+func goTestResults(out string) map[string]string {
+	res := map[string]string{}
+	for _, line := range strings.Split(out, "\n") {
+		if f := strings.Fields(line); len(f) >= 3 && f[0] == "---" && !strings.Contains(f[2], "/") {
+			res[f[2]] = strings.TrimSuffix(f[1], ":")
+		}
+	}
+	return res
 }

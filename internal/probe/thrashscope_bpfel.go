@@ -57,6 +57,11 @@ type thrashscopeMajorFaults struct {
 	Count [4]uint64
 }
 
+type thrashscopeMapleNodeCopy struct {
+	_     structs.HostLayout
+	Bytes [256]uint8
+}
+
 type thrashscopeMapping struct {
 	_     structs.HostLayout
 	Mm    uint64
@@ -119,45 +124,58 @@ type thrashscopeWakeCpu struct {
 //
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
-	thrashscopeMapCgroupEventsLost    = "cgroup_events_lost"
-	thrashscopeMapCgroups             = "cgroups"
-	thrashscopeMapCgroupsPending      = "cgroups_pending"
-	thrashscopeMapCgroupsZero         = "cgroups_zero"
-	thrashscopeMapFaultTasks          = "fault_tasks"
-	thrashscopeMapMajorFaultLatency   = "major_fault_latency"
-	thrashscopeMapMajorFaultsSeen     = "major_faults_seen"
-	thrashscopeMapMappingLookups      = "mapping_lookups"
-	thrashscopeMapMappings            = "mappings"
-	thrashscopeMapMemoryStallsSeen    = "memory_stalls_seen"
-	thrashscopeMapProbeEventsLost     = "probe_events_lost"
-	thrashscopeMapProcessMajorFaults  = "process_major_faults"
-	thrashscopeMapProcessMemoryStall  = "process_memory_stall"
-	thrashscopeMapRemovedCgroups      = "removed_cgroups"
-	thrashscopeMapRemovedCgroupsLost  = "removed_cgroups_lost"
-	thrashscopeMapRemovedScratch      = "removed_scratch"
-	thrashscopeMapStallThreads        = "stall_threads"
-	thrashscopeMapStalledThreads      = "stalled_threads"
-	thrashscopeMapWakeCpus            = "wake_cpus"
-	thrashscopeMapWakes               = "wakes"
-	thrashscopeProgCgroupRmdir        = "cgroup_rmdir"
-	thrashscopeProgFaultEntryKernel   = "fault_entry_kernel"
-	thrashscopeProgFaultEntryUser     = "fault_entry_user"
-	thrashscopeProgFilemapFault       = "filemap_fault"
-	thrashscopeProgMajorFault         = "major_fault"
-	thrashscopeProgMemoryStall        = "memory_stall"
-	thrashscopeProgMemoryStallSample  = "memory_stall_sample"
-	thrashscopeProgProcessExit        = "process_exit"
-	thrashscopeProgReclaimBeginDirect = "reclaim_begin_direct"
-	thrashscopeProgReclaimBeginMemcg  = "reclaim_begin_memcg"
-	thrashscopeProgReclaimEndDirect   = "reclaim_end_direct"
-	thrashscopeProgReclaimEndMemcg    = "reclaim_end_memcg"
-	thrashscopeVarCgroupsOn           = "cgroups_on"
-	thrashscopeVarFilemapHooked       = "filemap_hooked"
-	thrashscopeVarLastWakeNs          = "last_wake_ns"
-	thrashscopeVarLatencyArmed        = "latency_armed"
-	thrashscopeVarUnusedFaultKind     = "unused_fault_kind"
-	thrashscopeVarUnusedProbeId       = "unused_probe_id"
-	thrashscopeVarWakeGapNs           = "wake_gap_ns"
+	thrashscopeMapCgroupEventsLost            = "cgroup_events_lost"
+	thrashscopeMapCgroups                     = "cgroups"
+	thrashscopeMapCgroupsPending              = "cgroups_pending"
+	thrashscopeMapCgroupsZero                 = "cgroups_zero"
+	thrashscopeMapFaultTasks                  = "fault_tasks"
+	thrashscopeMapFaultThreads                = "fault_threads"
+	thrashscopeMapMajorFaultLatency           = "major_fault_latency"
+	thrashscopeMapMajorFaultsSeen             = "major_faults_seen"
+	thrashscopeMapMapleNodes                  = "maple_nodes"
+	thrashscopeMapMappingLookups              = "mapping_lookups"
+	thrashscopeMapMappings                    = "mappings"
+	thrashscopeMapMemoryStallsSeen            = "memory_stalls_seen"
+	thrashscopeMapProbeEventsLost             = "probe_events_lost"
+	thrashscopeMapProcessMajorFaults          = "process_major_faults"
+	thrashscopeMapProcessMemoryStall          = "process_memory_stall"
+	thrashscopeMapRemovedCgroups              = "removed_cgroups"
+	thrashscopeMapRemovedCgroupsLost          = "removed_cgroups_lost"
+	thrashscopeMapRemovedScratch              = "removed_scratch"
+	thrashscopeMapStallThreads                = "stall_threads"
+	thrashscopeMapStalledThreads              = "stalled_threads"
+	thrashscopeMapWakeCpus                    = "wake_cpus"
+	thrashscopeMapWakes                       = "wakes"
+	thrashscopeProgCgroupRmdir                = "cgroup_rmdir"
+	thrashscopeProgFaultEntryKernel           = "fault_entry_kernel"
+	thrashscopeProgFaultEntryKernelPortable   = "fault_entry_kernel_portable"
+	thrashscopeProgFaultEntryUser             = "fault_entry_user"
+	thrashscopeProgFaultEntryUserPortable     = "fault_entry_user_portable"
+	thrashscopeProgFilemapFault               = "filemap_fault"
+	thrashscopeProgFilemapFaultPortable       = "filemap_fault_portable"
+	thrashscopeProgMajorFault                 = "major_fault"
+	thrashscopeProgMajorFaultPortable         = "major_fault_portable"
+	thrashscopeProgMemoryStall                = "memory_stall"
+	thrashscopeProgMemoryStallPortable        = "memory_stall_portable"
+	thrashscopeProgMemoryStallSample          = "memory_stall_sample"
+	thrashscopeProgMemoryStallSamplePortable  = "memory_stall_sample_portable"
+	thrashscopeProgProcessExit                = "process_exit"
+	thrashscopeProgProcessExitPortable        = "process_exit_portable"
+	thrashscopeProgReclaimBeginDirect         = "reclaim_begin_direct"
+	thrashscopeProgReclaimBeginDirectPortable = "reclaim_begin_direct_portable"
+	thrashscopeProgReclaimBeginMemcg          = "reclaim_begin_memcg"
+	thrashscopeProgReclaimBeginMemcgPortable  = "reclaim_begin_memcg_portable"
+	thrashscopeProgReclaimEndDirect           = "reclaim_end_direct"
+	thrashscopeProgReclaimEndDirectPortable   = "reclaim_end_direct_portable"
+	thrashscopeProgReclaimEndMemcg            = "reclaim_end_memcg"
+	thrashscopeProgReclaimEndMemcgPortable    = "reclaim_end_memcg_portable"
+	thrashscopeVarCgroupsOn                   = "cgroups_on"
+	thrashscopeVarFilemapHooked               = "filemap_hooked"
+	thrashscopeVarLastWakeNs                  = "last_wake_ns"
+	thrashscopeVarLatencyArmed                = "latency_armed"
+	thrashscopeVarUnusedFaultKind             = "unused_fault_kind"
+	thrashscopeVarUnusedProbeId               = "unused_probe_id"
+	thrashscopeVarWakeGapNs                   = "wake_gap_ns"
 )
 
 // loadThrashscope returns the embedded CollectionSpec for thrashscope.
@@ -202,18 +220,29 @@ type thrashscopeSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type thrashscopeProgramSpecs struct {
-	CgroupRmdir        *ebpf.ProgramSpec `ebpf:"cgroup_rmdir"`
-	FaultEntryKernel   *ebpf.ProgramSpec `ebpf:"fault_entry_kernel"`
-	FaultEntryUser     *ebpf.ProgramSpec `ebpf:"fault_entry_user"`
-	FilemapFault       *ebpf.ProgramSpec `ebpf:"filemap_fault"`
-	MajorFault         *ebpf.ProgramSpec `ebpf:"major_fault"`
-	MemoryStall        *ebpf.ProgramSpec `ebpf:"memory_stall"`
-	MemoryStallSample  *ebpf.ProgramSpec `ebpf:"memory_stall_sample"`
-	ProcessExit        *ebpf.ProgramSpec `ebpf:"process_exit"`
-	ReclaimBeginDirect *ebpf.ProgramSpec `ebpf:"reclaim_begin_direct"`
-	ReclaimBeginMemcg  *ebpf.ProgramSpec `ebpf:"reclaim_begin_memcg"`
-	ReclaimEndDirect   *ebpf.ProgramSpec `ebpf:"reclaim_end_direct"`
-	ReclaimEndMemcg    *ebpf.ProgramSpec `ebpf:"reclaim_end_memcg"`
+	CgroupRmdir                *ebpf.ProgramSpec `ebpf:"cgroup_rmdir"`
+	FaultEntryKernel           *ebpf.ProgramSpec `ebpf:"fault_entry_kernel"`
+	FaultEntryKernelPortable   *ebpf.ProgramSpec `ebpf:"fault_entry_kernel_portable"`
+	FaultEntryUser             *ebpf.ProgramSpec `ebpf:"fault_entry_user"`
+	FaultEntryUserPortable     *ebpf.ProgramSpec `ebpf:"fault_entry_user_portable"`
+	FilemapFault               *ebpf.ProgramSpec `ebpf:"filemap_fault"`
+	FilemapFaultPortable       *ebpf.ProgramSpec `ebpf:"filemap_fault_portable"`
+	MajorFault                 *ebpf.ProgramSpec `ebpf:"major_fault"`
+	MajorFaultPortable         *ebpf.ProgramSpec `ebpf:"major_fault_portable"`
+	MemoryStall                *ebpf.ProgramSpec `ebpf:"memory_stall"`
+	MemoryStallPortable        *ebpf.ProgramSpec `ebpf:"memory_stall_portable"`
+	MemoryStallSample          *ebpf.ProgramSpec `ebpf:"memory_stall_sample"`
+	MemoryStallSamplePortable  *ebpf.ProgramSpec `ebpf:"memory_stall_sample_portable"`
+	ProcessExit                *ebpf.ProgramSpec `ebpf:"process_exit"`
+	ProcessExitPortable        *ebpf.ProgramSpec `ebpf:"process_exit_portable"`
+	ReclaimBeginDirect         *ebpf.ProgramSpec `ebpf:"reclaim_begin_direct"`
+	ReclaimBeginDirectPortable *ebpf.ProgramSpec `ebpf:"reclaim_begin_direct_portable"`
+	ReclaimBeginMemcg          *ebpf.ProgramSpec `ebpf:"reclaim_begin_memcg"`
+	ReclaimBeginMemcgPortable  *ebpf.ProgramSpec `ebpf:"reclaim_begin_memcg_portable"`
+	ReclaimEndDirect           *ebpf.ProgramSpec `ebpf:"reclaim_end_direct"`
+	ReclaimEndDirectPortable   *ebpf.ProgramSpec `ebpf:"reclaim_end_direct_portable"`
+	ReclaimEndMemcg            *ebpf.ProgramSpec `ebpf:"reclaim_end_memcg"`
+	ReclaimEndMemcgPortable    *ebpf.ProgramSpec `ebpf:"reclaim_end_memcg_portable"`
 }
 
 // thrashscopeMapSpecs contains maps before they are loaded into the kernel.
@@ -225,8 +254,10 @@ type thrashscopeMapSpecs struct {
 	CgroupsPending     *ebpf.MapSpec `ebpf:"cgroups_pending"`
 	CgroupsZero        *ebpf.MapSpec `ebpf:"cgroups_zero"`
 	FaultTasks         *ebpf.MapSpec `ebpf:"fault_tasks"`
+	FaultThreads       *ebpf.MapSpec `ebpf:"fault_threads"`
 	MajorFaultLatency  *ebpf.MapSpec `ebpf:"major_fault_latency"`
 	MajorFaultsSeen    *ebpf.MapSpec `ebpf:"major_faults_seen"`
+	MapleNodes         *ebpf.MapSpec `ebpf:"maple_nodes"`
 	MappingLookups     *ebpf.MapSpec `ebpf:"mapping_lookups"`
 	Mappings           *ebpf.MapSpec `ebpf:"mappings"`
 	MemoryStallsSeen   *ebpf.MapSpec `ebpf:"memory_stalls_seen"`
@@ -280,8 +311,10 @@ type thrashscopeMaps struct {
 	CgroupsPending     *ebpf.Map `ebpf:"cgroups_pending"`
 	CgroupsZero        *ebpf.Map `ebpf:"cgroups_zero"`
 	FaultTasks         *ebpf.Map `ebpf:"fault_tasks"`
+	FaultThreads       *ebpf.Map `ebpf:"fault_threads"`
 	MajorFaultLatency  *ebpf.Map `ebpf:"major_fault_latency"`
 	MajorFaultsSeen    *ebpf.Map `ebpf:"major_faults_seen"`
+	MapleNodes         *ebpf.Map `ebpf:"maple_nodes"`
 	MappingLookups     *ebpf.Map `ebpf:"mapping_lookups"`
 	Mappings           *ebpf.Map `ebpf:"mappings"`
 	MemoryStallsSeen   *ebpf.Map `ebpf:"memory_stalls_seen"`
@@ -304,8 +337,10 @@ func (m *thrashscopeMaps) Close() error {
 		m.CgroupsPending,
 		m.CgroupsZero,
 		m.FaultTasks,
+		m.FaultThreads,
 		m.MajorFaultLatency,
 		m.MajorFaultsSeen,
+		m.MapleNodes,
 		m.MappingLookups,
 		m.Mappings,
 		m.MemoryStallsSeen,
@@ -339,34 +374,56 @@ type thrashscopeVariables struct {
 //
 // It can be passed to loadThrashscopeObjects or ebpf.CollectionSpec.LoadAndAssign.
 type thrashscopePrograms struct {
-	CgroupRmdir        *ebpf.Program `ebpf:"cgroup_rmdir"`
-	FaultEntryKernel   *ebpf.Program `ebpf:"fault_entry_kernel"`
-	FaultEntryUser     *ebpf.Program `ebpf:"fault_entry_user"`
-	FilemapFault       *ebpf.Program `ebpf:"filemap_fault"`
-	MajorFault         *ebpf.Program `ebpf:"major_fault"`
-	MemoryStall        *ebpf.Program `ebpf:"memory_stall"`
-	MemoryStallSample  *ebpf.Program `ebpf:"memory_stall_sample"`
-	ProcessExit        *ebpf.Program `ebpf:"process_exit"`
-	ReclaimBeginDirect *ebpf.Program `ebpf:"reclaim_begin_direct"`
-	ReclaimBeginMemcg  *ebpf.Program `ebpf:"reclaim_begin_memcg"`
-	ReclaimEndDirect   *ebpf.Program `ebpf:"reclaim_end_direct"`
-	ReclaimEndMemcg    *ebpf.Program `ebpf:"reclaim_end_memcg"`
+	CgroupRmdir                *ebpf.Program `ebpf:"cgroup_rmdir"`
+	FaultEntryKernel           *ebpf.Program `ebpf:"fault_entry_kernel"`
+	FaultEntryKernelPortable   *ebpf.Program `ebpf:"fault_entry_kernel_portable"`
+	FaultEntryUser             *ebpf.Program `ebpf:"fault_entry_user"`
+	FaultEntryUserPortable     *ebpf.Program `ebpf:"fault_entry_user_portable"`
+	FilemapFault               *ebpf.Program `ebpf:"filemap_fault"`
+	FilemapFaultPortable       *ebpf.Program `ebpf:"filemap_fault_portable"`
+	MajorFault                 *ebpf.Program `ebpf:"major_fault"`
+	MajorFaultPortable         *ebpf.Program `ebpf:"major_fault_portable"`
+	MemoryStall                *ebpf.Program `ebpf:"memory_stall"`
+	MemoryStallPortable        *ebpf.Program `ebpf:"memory_stall_portable"`
+	MemoryStallSample          *ebpf.Program `ebpf:"memory_stall_sample"`
+	MemoryStallSamplePortable  *ebpf.Program `ebpf:"memory_stall_sample_portable"`
+	ProcessExit                *ebpf.Program `ebpf:"process_exit"`
+	ProcessExitPortable        *ebpf.Program `ebpf:"process_exit_portable"`
+	ReclaimBeginDirect         *ebpf.Program `ebpf:"reclaim_begin_direct"`
+	ReclaimBeginDirectPortable *ebpf.Program `ebpf:"reclaim_begin_direct_portable"`
+	ReclaimBeginMemcg          *ebpf.Program `ebpf:"reclaim_begin_memcg"`
+	ReclaimBeginMemcgPortable  *ebpf.Program `ebpf:"reclaim_begin_memcg_portable"`
+	ReclaimEndDirect           *ebpf.Program `ebpf:"reclaim_end_direct"`
+	ReclaimEndDirectPortable   *ebpf.Program `ebpf:"reclaim_end_direct_portable"`
+	ReclaimEndMemcg            *ebpf.Program `ebpf:"reclaim_end_memcg"`
+	ReclaimEndMemcgPortable    *ebpf.Program `ebpf:"reclaim_end_memcg_portable"`
 }
 
 func (p *thrashscopePrograms) Close() error {
 	return _ThrashscopeClose(
 		p.CgroupRmdir,
 		p.FaultEntryKernel,
+		p.FaultEntryKernelPortable,
 		p.FaultEntryUser,
+		p.FaultEntryUserPortable,
 		p.FilemapFault,
+		p.FilemapFaultPortable,
 		p.MajorFault,
+		p.MajorFaultPortable,
 		p.MemoryStall,
+		p.MemoryStallPortable,
 		p.MemoryStallSample,
+		p.MemoryStallSamplePortable,
 		p.ProcessExit,
+		p.ProcessExitPortable,
 		p.ReclaimBeginDirect,
+		p.ReclaimBeginDirectPortable,
 		p.ReclaimBeginMemcg,
+		p.ReclaimBeginMemcgPortable,
 		p.ReclaimEndDirect,
+		p.ReclaimEndDirectPortable,
 		p.ReclaimEndMemcg,
+		p.ReclaimEndMemcgPortable,
 	)
 }
 

@@ -35,7 +35,10 @@ type Status struct {
 	Attached bool
 	Required bool
 	Detail   string // what it is attached to
-	Err      error
+	// Way is how its programs reach the kernel's data: "fast" or
+	// "portable" (package probe's Way), "" on procfs alone.
+	Way string
+	Err error
 }
 
 // Kind is a major fault's kind, in the order of the BPF fault_kind enum
