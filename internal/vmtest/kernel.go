@@ -30,17 +30,14 @@ type Kernel struct {
 	// own (the host's apt is left as it is: a list of its own, in the
 	// cache).
 	Suite string
-	// NoBPF: the kernel is below the probes' floor (Linux 5.11): the
-	// guest checks that the observer says so and works on procfs alone.
-	NoBPF bool
 }
 
 // Matrix is the kernels make test-kernels boots: Debian 12's own (6.1), its
-// 6.12, and Debian 11's 5.10, below the probes' floor.
+// 6.12, and Debian 11's 5.10, where the probes take the portable way.
 var Matrix = []Kernel{
 	{Name: "6.1 (Debian 12)", Package: "linux-image-amd64"},
 	{Name: "6.12 (Debian 12)", Package: "linux-image-6.12-amd64"},
-	{Name: "5.10 (Debian 11)", Package: "linux-image-amd64", Suite: "bullseye", NoBPF: true},
+	{Name: "5.10 (Debian 11)", Package: "linux-image-amd64", Suite: "bullseye"},
 }
 
 // Image is a kernel fetched and unpacked: its vmlinuz and modules.

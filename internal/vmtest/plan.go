@@ -41,12 +41,6 @@ type Step struct {
 	// GoTest: the program is a Go test binary run with -test.v, and each
 	// test is reported.
 	GoTest bool `json:"go_test"`
-	// ExpectFail: the step passes when the program fails (what a kernel
-	// below the floor must say).
-	ExpectFail bool `json:"expect_fail,omitempty"`
-	// Kernels is which kernels run it: "" every one, "bpf" those the
-	// probes load on, "nobpf" those below the floor.
-	Kernels string `json:"-"`
 }
 
 // Where the plan and thrashscope's files go in the guest.

@@ -64,8 +64,8 @@ const CheckStep = "check"
 
 // Probe is one line of observer --check's table.
 type Probe struct {
-	Name, Status, Detail string
-	Required             bool
+	Name, Status, Way, Detail string
+	Required                  bool
 }
 
 // Probes reads observer --check's table from the check step's output.
@@ -75,37 +75,41 @@ func (r KernelResult) Probes() []Probe {
 		return nil
 	}
 	var out []Probe
-	header := false
+	header, way := false, false
 	for line := range strings.Lines(rep.Output) {
 		f := strings.Fields(line)
 		switch {
 		case len(f) >= 3 && f[0] == "PROBE" && f[1] == "STATUS":
-			header = true
+			header, way = true, len(f) > 3 && f[3] == "WAY"
 		case header && len(f) >= 3:
 			p := Probe{Name: f[0], Status: f[1], Required: f[2] == "true"}
-			if len(f) > 3 {
-				p.Detail = strings.Join(f[3:], " ")
+			rest := f[3:]
+			if way && len(rest) > 0 {
+				p.Way, rest = rest[0], rest[1:]
 			}
+			p.Detail = strings.Join(rest, " ")
 			out = append(out, p)
 		}
 	}
 	return out
 }
 
-// ProbesUp is "n/m": the probes attached of those there are.
+// ProbesUp is "n/m (way)": the probes attached of those there are, and
+// their programs' way.
 func (r KernelResult) ProbesUp() string {
 	ps := r.Probes()
-	if r.NoBPF && len(ps) == 0 {
-		return "none (BPF needs 5.11)"
-	}
 	if len(ps) == 0 {
 		return "–"
 	}
-	up := 0
+	up, way := 0, ""
 	for _, p := range ps {
 		if p.Status == "up" {
 			up++
+			way = p.Way
 		}
+	}
+	if way != "" {
+		return fmt.Sprintf("%d/%d (%s)", up, len(ps), way)
 	}
 	return fmt.Sprintf("%d/%d", up, len(ps))
 }

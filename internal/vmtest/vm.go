@@ -106,9 +106,6 @@ func (g Guest) WriteInitramfs(w io.Writer, im Image) error {
 		}
 	}
 	for _, st := range g.Steps {
-		if st.Kernels == "bpf" && im.NoBPF || st.Kernels == "nobpf" && !im.NoBPF {
-			continue
-		}
 		st.Dir = path.Join(GuestSrc, st.Dir)
 		entries = append(entries, Entry{Name: strings.TrimPrefix(st.Dir, "/"), Mode: fs.ModeDir | 0o755})
 		plan.Steps = append(plan.Steps, st)

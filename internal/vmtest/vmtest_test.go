@@ -209,3 +209,26 @@ func TestSummary(t *testing.T) {
 		t.Errorf("Summary:\n%s\nwant the line\n%s", got, want)
 	}
 }
+
+// observer --check's table, with its way column, read back.
+func TestProbesFromTheCheckTable(t *testing.T) {
+	out := `BPF programs: the portable way, this kernel lacks bpf_find_vma (Linux 5.17+).
+PROBE               STATUS   REQUIRED  WAY      DETAIL
+major_faults        up       true      portable perf_event/PAGE_FAULTS_MAJ on 2 CPUs, raw_tp/mm_filemap_fault
+memory_stall        FAILED   true      portable program memory_stall did not load
+fault_latency       up       false     portable raw_tp/page_fault_user, raw_tp/page_fault_kernel while major faults occur
+`
+	res := KernelResult{Reports: []Report{{Kind: "step", Step: CheckStep, Output: out}}}
+	got := res.Probes()
+	want := []Probe{
+		{Name: "major_faults", Status: "up", Way: "portable", Detail: "perf_event/PAGE_FAULTS_MAJ on 2 CPUs, raw_tp/mm_filemap_fault", Required: true},
+		{Name: "memory_stall", Status: "FAILED", Way: "portable", Detail: "program memory_stall did not load", Required: true},
+		{Name: "fault_latency", Status: "up", Way: "portable", Detail: "raw_tp/page_fault_user, raw_tp/page_fault_kernel while major faults occur"},
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("Probes() =\n%+v\nwant\n%+v", got, want)
+	}
+	if up := res.ProbesUp(); up != "2/3 (portable)" {
+		t.Errorf("ProbesUp() = %q", up)
+	}
+}

@@ -21,14 +21,13 @@ func tests(names ...string) []string {
 // Steps is the guest's plan: what proves function, not speed, under TCG.
 var Steps = []step{
 	// Every probe loads and attaches, or is named with why not.
-	{Step: vmtest.Step{Name: vmtest.CheckStep, Path: vmtest.GuestBin + "/observer", Args: []string{"--check"}, TimeoutSeconds: 300, Kernels: "bpf"}},
-	// Below the floor, --check fails, naming what the kernel lacks; the
-	// other steps then run on procfs alone.
-	{Step: vmtest.Step{Name: "check (below the floor)", Path: vmtest.GuestBin + "/observer", Args: []string{"--check"}, TimeoutSeconds: 300, Kernels: "nobpf", ExpectFail: true}},
+	{Step: vmtest.Step{Name: vmtest.CheckStep, Path: vmtest.GuestBin + "/observer", Args: []string{"--check"}, TimeoutSeconds: 300}},
 	// The probes against the kernel's own figures: maj_flt by kind, the
-	// stall against the group's memory.pressure, per process and per cgroup.
-	{Package: "internal/probe", Step: vmtest.Step{Name: "probes", GoTest: true, TimeoutSeconds: 1200, Kernels: "bpf",
-		Args: tests("TestMajorFaultKindsAgreeWithMajFlt", "TestMemoryStallAgreesWithPSI", "TestProcessExitClearsCounters", "TestMajorFaultLatencyIsTimed", "TestCgroupCountersAgreeWithTheKernel", "TestCgroupCountersWhenManyShareTheSlots", "TestCgroupChurnLosesNothing", "TestWakesWhenFaultsBegin")}},
+	// stall against the group's memory.pressure, per process and per
+	// cgroup; in the kernel's own way, then (where that is the fast one)
+	// in the portable way too.
+	{Package: "internal/probe", Step: vmtest.Step{Name: "probes", GoTest: true, TimeoutSeconds: 2400,
+		Args: tests("TestMajorFaultKindsAgreeWithMajFlt", "TestMajorFaultKindsInADeepAddressSpace", "TestThePortableWayHere", "TestMemoryStallAgreesWithPSI", "TestProcessExitClearsCounters", "TestMajorFaultLatencyIsTimed", "TestCgroupCountersAgreeWithTheKernel", "TestCgroupCountersWhenManyShareTheSlots", "TestCgroupChurnLosesNothing", "TestWakesWhenFaultsBegin")}},
 	// Run cgroups under memory.max, the v2 freezer, the OOM guard, io.max.
 	{Package: "internal/cgroup", Step: vmtest.Step{Name: "cgroups", GoTest: true, TimeoutSeconds: 900,
 		Args: tests("TestCreateAddDestroy", "TestChildUnderTheLimit", "TestOOMKills", "TestOOMGuard", "TestFreezeStopsAndThawResumes", "TestFrozenProcessDiesOfSIGKILL", "TestThrottleIO", "TestThrottleIONamesTheFix", "TestReclaimOfNothingComesBack")}},
@@ -44,7 +43,7 @@ var Steps = []step{
 		Args: tests("TestReadKernelAgreesWithTheProcess")}},
 	// The workloads' series on a pure v2 host: one each whatever the
 	// names, and pod labels only under the kubelet's root.
-	{Package: "internal/observer", Step: vmtest.Step{Name: "workload series", GoTest: true, TimeoutSeconds: 600, Kernels: "bpf",
+	{Package: "internal/observer", Step: vmtest.Step{Name: "workload series", GoTest: true, TimeoutSeconds: 600,
 		Args: tests("TestHostileNamesGiveDistinctSeries", "TestPodLabelsOnlyUnderTheKubeletRoot")}},
 	// The daemon unmaps its binary's pages that ran once, and keeps a
 	// mapping whose page a breakpoint made private.
