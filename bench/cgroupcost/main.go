@@ -56,15 +56,21 @@ func main() {
 	rounds := flag.Int("rounds", 8, "rounds of each, alternating")
 	window := flag.Duration("duration", 3*time.Second, "fault loop of each round")
 	groups := flag.Int("groups", 24, "cgroups faulting at once in the shared shape (more than the 16 slots a CPU has)")
+	way := flag.String("probes.way", "auto", "the programs' way: auto, fast or portable")
 	maxNs := flag.Float64("max", 50, "most ns per major fault the per-cgroup counting may add with one cgroup (median of the rounds)")
 	flag.Parse()
-	if err := run(*rounds, *window, *groups, *maxNs); err != nil {
+	w, err := probe.ParseWay(*way)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "cgroupcost:", err)
+		os.Exit(2)
+	}
+	if err := run(w, *rounds, *window, *groups, *maxNs); err != nil {
 		fmt.Fprintln(os.Stderr, "cgroupcost:", err)
 		os.Exit(1)
 	}
 }
 
-func run(rounds int, window time.Duration, groups int, maxNs float64) error {
+func run(way probe.Way, rounds int, window time.Duration, groups int, maxNs float64) error {
 	stats, err := ebpf.EnableStats(uint32(unix.BPF_STATS_RUN_TIME))
 	if err != nil {
 		return fmt.Errorf("enabling BPF statistics (root, Linux 5.8+): %w", err)
@@ -86,7 +92,7 @@ func run(rounds int, window time.Duration, groups int, maxNs float64) error {
 			if i/2%2 == 1 {
 				on = !on // ABBA: neither goes first every time
 			}
-			ns, faults, err := round(on, sh, files, window)
+			ns, faults, err := round(way, on, sh, files, window)
 			if err != nil {
 				return err
 			}
@@ -118,12 +124,19 @@ func onOff(on bool) string {
 
 // round loads the probes, takes file major faults for window in the
 // shape, and returns major_fault's run time per run over it, and the runs.
-func round(cgroups bool, sh shape, files []string, window time.Duration) (float64, uint64, error) {
-	p, err := probe.Load(probe.Options{Cgroups: cgroups, Calm: -1}) // every fault timed: the whole per-fault path
+// wayShown: the programs' way was printed, at the first round.
+var wayShown bool
+
+func round(way probe.Way, cgroups bool, sh shape, files []string, window time.Duration) (float64, uint64, error) {
+	p, err := probe.Load(probe.Options{Cgroups: cgroups, Calm: -1, Way: way}) // every fault timed: the whole per-fault path
 	if err != nil {
 		return 0, 0, err
 	}
 	defer p.Close()
+	if w, why := p.Way(); !wayShown {
+		fmt.Printf("BPF programs: the %s way (%s)\n", w, why)
+		wayShown = true
+	}
 	var kids *children
 	if sh.groups > 0 {
 		if kids, err = startChildren(files[:sh.groups], window); err != nil {

@@ -94,6 +94,7 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	}
 	cfg := config{ReadyTimeout: readyTimeout, StopTimeout: stopTimeout}
 	fs.StringVar(&cfg.ObserverBin, "observer", "bin/observer", "observer binary to measure")
+	fs.StringVar(&cfg.ProbesWay, "probes.way", "auto", "the observer's --probes.way: auto, fast or portable")
 	fs.IntVar(&cfg.Rounds, "rounds", 5, "baseline/observed pairs per workload")
 	fs.DurationVar(&cfg.Duration, "duration", 5*time.Second, "measured window of each phase, and of the idle measurement")
 	fs.DurationVar(&cfg.Warmup, "warmup", time.Second, "workload run before each measured window")
@@ -107,6 +108,9 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	}
 	if fs.NArg() > 0 {
 		return config{}, fmt.Errorf("unexpected arguments %q", fs.Args())
+	}
+	if !slices.Contains([]string{"auto", "fast", "portable"}, cfg.ProbesWay) {
+		return config{}, fmt.Errorf("--probes.way must be auto, fast or portable, got %q", cfg.ProbesWay)
 	}
 	if cfg.Rounds < 1 {
 		return config{}, fmt.Errorf("--rounds must be at least 1, got %d", cfg.Rounds)

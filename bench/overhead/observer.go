@@ -26,19 +26,21 @@ type observerProcess struct {
 	err    error         // Wait's error, valid after exited
 }
 
-// observerArgs are the flags the observer is measured with.
-func observerArgs(addr string) []string {
+// observerArgs are the flags the observer is measured with: its programs
+// in the given way (auto, fast or portable).
+func observerArgs(addr, way string) []string {
 	return []string{
 		"--web.listen-address=" + addr,
 		"--sample.interval=1s",
 		"--probes=bpf",
+		"--probes.way=" + way,
 	}
 }
 
 // startObserver runs bin, waits until GET /readyz answers 200, then settle
 // longer so start-up work has died down. On failure the process is gone and
 // the error carries its stderr.
-func startObserver(ctx context.Context, bin string, readyTimeout, settle time.Duration, logger *slog.Logger) (*observerProcess, error) {
+func startObserver(ctx context.Context, bin, way string, readyTimeout, settle time.Duration, logger *slog.Logger) (*observerProcess, error) {
 	addr, err := benchproc.FreeLoopbackAddr()
 	if err != nil {
 		return nil, err
@@ -48,7 +50,7 @@ func startObserver(ctx context.Context, bin string, readyTimeout, settle time.Du
 		stderr: newTailBuffer(16 << 10),
 		exited: make(chan struct{}),
 	}
-	o.cmd = exec.Command(bin, observerArgs(addr)...)
+	o.cmd = exec.Command(bin, observerArgs(addr, way)...)
 	o.cmd.Stdout = o.stderr
 	o.cmd.Stderr = o.stderr
 	// A BPF observer left behind would skew every later measurement.

@@ -23,7 +23,7 @@ func testBinary(t *testing.T) string {
 
 func TestObserverLifecycle(t *testing.T) {
 	t.Setenv(fakeObserverEnv, "ready")
-	o, err := startObserver(context.Background(), testBinary(t), 10*time.Second, 0, quietLogger())
+	o, err := startObserver(context.Background(), testBinary(t), "auto", 10*time.Second, 0, quietLogger())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -61,7 +61,7 @@ func TestObserverStartFailures(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.mode, func(t *testing.T) {
 			t.Setenv(fakeObserverEnv, tt.mode)
-			_, err := startObserver(context.Background(), testBinary(t), time.Second, 0, quietLogger())
+			_, err := startObserver(context.Background(), testBinary(t), "auto", time.Second, 0, quietLogger())
 			if err == nil || !strings.Contains(err.Error(), tt.want) {
 				t.Errorf("err = %v, want one containing %q", err, tt.want)
 			}

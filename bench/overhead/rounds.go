@@ -19,6 +19,7 @@ import (
 // config is the validated command line.
 type config struct {
 	ObserverBin  string
+	ProbesWay    string // the observer's --probes.way
 	Rounds       int
 	Duration     time.Duration
 	Warmup       time.Duration
@@ -112,7 +113,7 @@ func condition(observed bool) string {
 // from the observer's settling until the child is done, never in baseline
 // phases.
 func (b *bench) observedPhase(ctx context.Context, name string) (res workloadResult, bpf bpfRound, cost selfCost, err error) {
-	obs, err := startObserver(ctx, b.cfg.ObserverBin, b.cfg.ReadyTimeout, b.cfg.Settle, b.logger)
+	obs, err := startObserver(ctx, b.cfg.ObserverBin, b.cfg.ProbesWay, b.cfg.ReadyTimeout, b.cfg.Settle, b.logger)
 	if err != nil {
 		return res, bpf, cost, err
 	}
@@ -170,7 +171,7 @@ func (b *bench) observedPhase(ctx context.Context, name string) (res workloadRes
 
 // idlePhase measures the observer with no workload for one duration.
 func (b *bench) idlePhase(ctx context.Context) (cost selfCost, err error) {
-	obs, err := startObserver(ctx, b.cfg.ObserverBin, b.cfg.ReadyTimeout, b.cfg.Settle, b.logger)
+	obs, err := startObserver(ctx, b.cfg.ObserverBin, b.cfg.ProbesWay, b.cfg.ReadyTimeout, b.cfg.Settle, b.logger)
 	if err != nil {
 		return cost, err
 	}
