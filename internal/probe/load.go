@@ -125,8 +125,10 @@ var (
 		asm.FnTaskStorageGet:    "5.11",
 		asm.FnGetCurrentTaskBtf: "5.11",
 		asm.FnFindVma:           "5.17",
+		asm.FnProbeReadKernel:   "5.5",
+		asm.FnRingbufOutput:     "5.8",
 	}
-	mapTypeSince = map[ebpf.MapType]string{ebpf.TaskStorage: "5.11"}
+	mapTypeSince = map[ebpf.MapType]string{ebpf.TaskStorage: "5.11", ebpf.RingBuf: "5.8"}
 )
 
 var unknownHelper = regexp.MustCompile(`invalid func unknown#(\d+)`)

@@ -20,7 +20,14 @@ import (
 type perfEvents struct {
 	name string
 	fds  []int
+	// ioctl: the program is attached by PERF_EVENT_IOC_SET_BPF (no BPF
+	// links for perf events before 5.15): closing the events detaches it.
+	ioctl bool
 }
+
+// perfEventLinks: attach by BPF link first. A test clears it to take the
+// ioctl path of kernels before 5.15 on this one.
+var perfEventLinks = true
 
 // perfEvent is the kind of software event to open on each CPU.
 type perfEvent struct {
@@ -30,10 +37,12 @@ type perfEvent struct {
 }
 
 // attachPerfEvents opens a system-wide software event on each CPU and
-// attaches prog to each by a BPF link. The events start disabled; they are
-// enabled once all are attached unless enable is false.
+// attaches prog to each: by a BPF link, or on kernels before 5.15, which
+// have no perf-event links, by the event's PERF_EVENT_IOC_SET_BPF, undone
+// when the event is closed. The events start disabled; they are enabled
+// once all are attached unless enable is false.
 func attachPerfEvents(cpus []int, ev perfEvent, prog *ebpf.Program, enable bool) (*perfEvents, []link.Link, error) {
-	pe := &perfEvents{name: ev.name}
+	pe := &perfEvents{name: ev.name, ioctl: !perfEventLinks}
 	var links []link.Link
 	fail := func(err error) (*perfEvents, []link.Link, error) {
 		for _, l := range links {
@@ -62,11 +71,21 @@ func attachPerfEvents(cpus []int, ev perfEvent, prog *ebpf.Program, enable bool)
 			return fail(fmt.Errorf("opening perf event %s on CPU %d: %w", ev.name, cpu, err))
 		}
 		pe.fds = append(pe.fds, fd)
-		l, err := link.AttachRawLink(link.RawLinkOptions{Target: fd, Program: prog, Attach: ebpf.AttachPerfEvent})
-		if err != nil {
-			return fail(fmt.Errorf("attaching to perf event %s on CPU %d: %w", ev.name, cpu, err))
+		if !pe.ioctl {
+			l, err := link.AttachRawLink(link.RawLinkOptions{Target: fd, Program: prog, Attach: ebpf.AttachPerfEvent})
+			switch {
+			case err == nil:
+				links = append(links, l)
+				continue
+			case len(links) == 0 && (errors.Is(err, unix.EINVAL) || errors.Is(err, ebpf.ErrNotSupported)):
+				pe.ioctl = true
+			default:
+				return fail(fmt.Errorf("attaching to perf event %s on CPU %d: %w", ev.name, cpu, err))
+			}
 		}
-		links = append(links, l)
+		if err := unix.IoctlSetInt(fd, unix.PERF_EVENT_IOC_SET_BPF, prog.FD()); err != nil {
+			return fail(fmt.Errorf("attaching to perf event %s on CPU %d (PERF_EVENT_IOC_SET_BPF: this kernel has no perf-event BPF links): %w", ev.name, cpu, err))
+		}
 	}
 	if enable {
 		if err := pe.setEnabled(true); err != nil {

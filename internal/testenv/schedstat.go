@@ -14,11 +14,20 @@ import (
 // process with one busy thread, is the time that thread was blocked.
 type ThreadTimes struct {
 	Ran, Waited time.Duration
+	// Busiest is the time the thread that ran most ran (of a difference,
+	// the thread that ran most in between): a process's busy thread, the
+	// one a test's work runs on, where Ran counts the runtime's too.
+	Busiest time.Duration
+	ran     map[string]time.Duration // by thread id
 }
 
 // Sub is t minus earlier.
 func (t ThreadTimes) Sub(earlier ThreadTimes) ThreadTimes {
-	return ThreadTimes{Ran: t.Ran - earlier.Ran, Waited: t.Waited - earlier.Waited}
+	d := ThreadTimes{Ran: t.Ran - earlier.Ran, Waited: t.Waited - earlier.Waited}
+	for tid, ran := range t.ran {
+		d.Busiest = max(d.Busiest, ran-earlier.ran[tid])
+	}
+	return d
 }
 
 // Blocked is what is left of wall once t's running and waiting are taken
@@ -34,7 +43,7 @@ func SchedTimes(t testing.TB, pid int) ThreadTimes {
 	if err != nil || len(tasks) == 0 {
 		t.Fatalf("no schedstat for pid %d (%v): the kernel needs CONFIG_SCHED_INFO", pid, err)
 	}
-	var sum ThreadTimes
+	sum := ThreadTimes{ran: map[string]time.Duration{}}
 	for _, f := range tasks {
 		b, err := os.ReadFile(f)
 		if err != nil {
@@ -46,6 +55,8 @@ func SchedTimes(t testing.TB, pid int) ThreadTimes {
 		}
 		sum.Ran += time.Duration(ran)
 		sum.Waited += time.Duration(waited)
+		sum.ran[filepath.Base(filepath.Dir(f))] = time.Duration(ran)
+		sum.Busiest = max(sum.Busiest, time.Duration(ran))
 	}
 	return sum
 }
