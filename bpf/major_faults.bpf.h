@@ -145,6 +145,7 @@ static __always_inline int major_fault_body(struct bpf_perf_event_data *ctx, boo
 	struct cgroup_stats *cs;
 	struct latency_hist *cg_hist = NULL;
 	__u64 *cg_faults = NULL;
+	bool cg_shared = false; // cg_faults in cgroups, not this CPU's slot
 	__u64 cgid;
 	struct fault_task *ft;
 	struct latency_hist *hist;
@@ -194,19 +195,20 @@ static __always_inline int major_fault_body(struct bpf_perf_event_data *ctx, boo
 			if (cs) {
 				cg_faults = cs->faults;
 				cg_hist = &cs->latency;
+				cg_shared = true;
 			}
 		}
 	}
 	if (!cg_faults)
 		; // off, or counted lost
 	else if (kind == FAULT_ANON)
-		__sync_fetch_and_add(&cg_faults[FAULT_ANON], 1);
+		add_to(cg_shared, &cg_faults[FAULT_ANON], 1);
 	else if (kind == FAULT_SHMEM)
-		__sync_fetch_and_add(&cg_faults[FAULT_SHMEM], 1);
+		add_to(cg_shared, &cg_faults[FAULT_SHMEM], 1);
 	else if (kind == FAULT_FILE)
-		__sync_fetch_and_add(&cg_faults[FAULT_FILE], 1);
+		add_to(cg_shared, &cg_faults[FAULT_FILE], 1);
 	else
-		__sync_fetch_and_add(&cg_faults[FAULT_UNKNOWN], 1);
+		add_to(cg_shared, &cg_faults[FAULT_UNKNOWN], 1);
 
 	if (!latency_armed)
 		return 0;
@@ -237,8 +239,8 @@ static __always_inline int major_fault_body(struct bpf_perf_event_data *ctx, boo
 		if (cg_hist) {
 			barrier_var(slot);
 			if (slot < LATENCY_SLOTS)
-				__sync_fetch_and_add(&cg_hist->slots[slot], 1);
-			__sync_fetch_and_add(&cg_hist->sum_ns, delta);
+				add_to(cg_shared, &cg_hist->slots[slot], 1);
+			add_to(cg_shared, &cg_hist->sum_ns, delta);
 		}
 	}
 	ft->start_ns = 0;

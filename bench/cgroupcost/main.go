@@ -57,7 +57,7 @@ func main() {
 	window := flag.Duration("duration", 3*time.Second, "fault loop of each round")
 	groups := flag.Int("groups", 24, "cgroups faulting at once in the shared shape (more than the 16 slots a CPU has)")
 	way := flag.String("probes.way", "auto", "the programs' way: auto, fast or portable")
-	maxNs := flag.Float64("max", 50, "most ns per major fault the per-cgroup counting may add with one cgroup (median of the rounds)")
+	maxNs := flag.Float64("max", 50, "most ns per major fault the per-cgroup counting may add with one cgroup (median of the rounds), on the fast way; the portable way may add twice as much")
 	flag.Parse()
 	w, err := probe.ParseWay(*way)
 	if err != nil {
@@ -107,9 +107,15 @@ func run(way probe.Way, rounds int, window time.Duration, groups int, maxNs floa
 			fmt.Printf("  added by it: %+.0f ns (%.2fx), more cgroups than slots: shown, not judged\n\n", on-off, on/off)
 			continue
 		}
-		fmt.Printf("  added by it: %+.0f ns (%.2fx), target at most %.0f ns\n\n", on-off, on/off, maxNs)
-		if on-off > maxNs {
-			failed = fmt.Errorf("the per-cgroup counting adds %+.0f ns a major fault with one cgroup, past %.0f", on-off, maxNs)
+		limit := maxNs
+		if loadedWay == probe.WayPortable {
+			// Its cgroup id is a helper call (bpf_get_current_cgroup_id),
+			// not the fast way's plain loads: about 30 ns more.
+			limit = 2 * maxNs
+		}
+		fmt.Printf("  added by it: %+.0f ns (%.2fx), target at most %.0f ns on the %s way\n\n", on-off, on/off, limit, loadedWay)
+		if on-off > limit {
+			failed = fmt.Errorf("the per-cgroup counting adds %+.0f ns a major fault with one cgroup, past %.0f", on-off, limit)
 		}
 	}
 	return failed
@@ -124,8 +130,8 @@ func onOff(on bool) string {
 
 // round loads the probes, takes file major faults for window in the
 // shape, and returns major_fault's run time per run over it, and the runs.
-// wayShown: the programs' way was printed, at the first round.
-var wayShown bool
+// loadedWay is the programs' way, printed at the first round.
+var loadedWay probe.Way
 
 func round(way probe.Way, cgroups bool, sh shape, files []string, window time.Duration) (float64, uint64, error) {
 	p, err := probe.Load(probe.Options{Cgroups: cgroups, Calm: -1, Way: way}) // every fault timed: the whole per-fault path
@@ -133,9 +139,9 @@ func round(way probe.Way, cgroups bool, sh shape, files []string, window time.Du
 		return 0, 0, err
 	}
 	defer p.Close()
-	if w, why := p.Way(); !wayShown {
+	if w, why := p.Way(); loadedWay == "" {
 		fmt.Printf("BPF programs: the %s way (%s)\n", w, why)
-		wayShown = true
+		loadedWay = w
 	}
 	var kids *children
 	if sh.groups > 0 {

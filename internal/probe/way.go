@@ -9,6 +9,7 @@ import (
 
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/asm"
+	"github.com/cilium/ebpf/btf"
 	"github.com/cilium/ebpf/features"
 )
 
@@ -105,9 +106,7 @@ func selectWay(spec *ebpf.CollectionSpec, way Way) {
 		delete(spec.Programs, name)
 		fast := spec.Programs[base]
 		if way == WayPortable {
-			p := portable.Copy()
-			p.Name = fast.Name
-			spec.Programs[base] = p
+			spec.Programs[base] = renamed(portable, fast.Name, base)
 			dropped = append(dropped, fast)
 		} else {
 			dropped = append(dropped, portable)
@@ -126,6 +125,23 @@ func selectWay(spec *ebpf.CollectionSpec, way Way) {
 			}
 		}
 	}
+}
+
+// renamed is a copy of p under the kernel name name and the function name
+// fn: the kernel keeps 15 bytes of a program's name and tools (bpftool,
+// cilium/ebpf's ProgramInfo, hence probe_program_runs_total) read the rest
+// from the BTF function, which would otherwise say which way was built.
+func renamed(p *ebpf.ProgramSpec, name, fn string) *ebpf.ProgramSpec {
+	cp := p.Copy()
+	cp.Name = name
+	ins := &cp.Instructions[0]
+	if f := btf.FuncMetadata(ins); f != nil {
+		g := *f
+		g.Name = fn
+		*ins = btf.WithFuncMetadata(*ins, &g)
+	}
+	*ins = ins.WithSymbol(fn)
+	return cp
 }
 
 // mapRefs are the maps a program refers to.

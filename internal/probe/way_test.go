@@ -9,6 +9,7 @@ import (
 
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/asm"
+	"github.com/cilium/ebpf/btf"
 )
 
 func TestChooseWay(t *testing.T) {
@@ -89,6 +90,11 @@ func TestSelectWay(t *testing.T) {
 				}
 				if p.Name != name && !strings.HasPrefix(name, p.Name) {
 					t.Errorf("program %s loads as %q", name, p.Name)
+				}
+				// Tools read a long name from the BTF function: it must not
+				// say the way.
+				if fn := btf.FuncMetadata(&p.Instructions[0]); fn == nil || fn.Name != name || p.Instructions[0].Symbol() != name {
+					t.Errorf("program %s: function %v, symbol %q", name, fn, p.Instructions[0].Symbol())
 				}
 				want := all.Programs[name]
 				if tc.way == WayPortable && all.Programs[name+portableSuffix] != nil {
