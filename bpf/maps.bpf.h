@@ -281,7 +281,8 @@ struct {
 	__type(value, __u64);
 } memory_stalls_seen SEC(".maps");
 
-// Mapping lookups the cache could not answer: each is a bpf_find_vma.
+// Mapping lookups the cache could not answer: each a bpf_find_vma, or a
+// walk of the mappings' index on the portable way.
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
 	__uint(max_entries, 1);

@@ -7,7 +7,9 @@
 // service-time histogram.
 //
 // Everything here hangs off tracepoints and perf software events, which work
-// on every kernel thrashscope targets; no kprobe, fentry or tp_btf.
+// on every kernel thrashscope targets; no kprobe, fentry or tp_btf. Each
+// program is built two ways (BOTH_WAYS, maps.bpf.h): fast on Linux 5.17+,
+// portable down to 5.8.
 //
 // Map names match the metrics they feed (thrashscope_<map name>...), so a
 // reader can go from a dashboard panel to maps.bpf.h with one search.

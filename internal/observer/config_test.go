@@ -70,6 +70,8 @@ func TestValidate(t *testing.T) {
 		{"hostname", func(c *Config) { c.ListenAddresses = []string{"example.org:9752"} }, "not an IP address"},
 		{"no port", func(c *Config) { c.ListenAddresses = []string{"127.0.0.1"} }, "--web.listen-address"},
 		{"bad probes", func(c *Config) { c.Probes = "kprobe" }, "--probes"},
+		{"bad probes way", func(c *Config) { c.ProbesWay = "slow" }, "--probes.way"},
+		{"portable probes way", func(c *Config) { c.ProbesWay = "portable" }, ""},
 		{"interval too short", func(c *Config) { c.SampleInterval = time.Millisecond }, "--sample.interval"},
 		{"wss period below its interval", func(c *Config) { c.WSSPeriod = 500 * time.Millisecond }, "--wss.period"},
 		{"wss period back to back", func(c *Config) { c.WSSPeriod = 0 }, ""},
