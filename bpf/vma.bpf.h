@@ -85,16 +85,41 @@ static __always_inline bool maple_is_node(__u64 entry)
 	return (entry & 3) == 2 && entry > 4096;
 }
 
+// maple_offset is the slot of addr in a node of pivots pivots (a constant):
+// the first pivot at or above addr, up to the node's data end, and that
+// pivot into *max; the data end when none is, and more than pivots when
+// the end is past them (a node read mid-change).
+static __always_inline __u32 maple_offset(unsigned long *pivot, __u32 pivots, __u32 end, __u64 addr,
+					  __u64 *max)
+{
+	__u32 offset = end;
+	int i;
+
+	if (end > pivots)
+		return pivots + 1;
+	for (i = 0; i < MAPLE_RANGE64_PIVOTS; i++) {
+		if (i >= pivots || i >= end)
+			break;
+		if (pivot[i] >= addr) {
+			offset = i;
+			*max = pivot[i];
+			break;
+		}
+	}
+	barrier_var(offset);
+	return offset;
+}
+
 // walk_maple is mtree_lookup_walk() on copies of the nodes: at each level
 // the first pivot at or above addr picks the slot, up to the node's data
 // end (ma_data_end()); the leaf's slot is the mapping, or NULL for a gap.
 static __always_inline struct vm_area_struct *walk_maple(struct mm_struct *mm, __u64 addr)
 {
 	__u64 entry = (__u64)BPF_CORE_READ(mm, mm_mt.ma_root);
-	__u64 max = ~0ULL, node, pivot;
+	__u64 max = ~0ULL, node;
 	__u32 key = 0, type, end, last, offset;
 	struct maple_node *n = (struct maple_node *)bpf_map_lookup_elem(&maple_nodes, &key);
-	int level, i;
+	int level;
 
 	if (!n || !maple_is_node(entry))
 		return NULL; // empty, or one entry at index 0
@@ -111,20 +136,8 @@ static __always_inline struct vm_area_struct *walk_maple(struct mm_struct *mm, _
 			return NULL;
 		if (type == maple_arange_64) {
 			end = n->ma64.meta.end;
-			if (end > MAPLE_ARANGE64_PIVOTS)
-				return NULL;
-			offset = end;
-			for (i = 0; i < MAPLE_ARANGE64_PIVOTS; i++) {
-				if (i >= end)
-					break;
-				pivot = n->ma64.pivot[i];
-				if (pivot >= addr) {
-					offset = i;
-					max = pivot;
-					break;
-				}
-			}
-			barrier_var(offset);
+			offset =
+			    maple_offset(n->ma64.pivot, MAPLE_ARANGE64_PIVOTS, end, addr, &max);
 			if (offset > MAPLE_ARANGE64_PIVOTS)
 				return NULL;
 			entry = (__u64)n->ma64.slot[offset];
@@ -139,19 +152,7 @@ static __always_inline struct vm_area_struct *walk_maple(struct mm_struct *mm, _
 			end = MAPLE_RANGE64_PIVOTS - 1;
 		else
 			end = MAPLE_RANGE64_PIVOTS;
-		if (end > MAPLE_RANGE64_PIVOTS)
-			return NULL;
-		offset = end;
-		for (i = 0; i < MAPLE_RANGE64_PIVOTS; i++) {
-			if (i >= end)
-				break;
-			pivot = n->mr64.pivot[i];
-			if (pivot >= addr) {
-				offset = i;
-				max = pivot;
-				break;
-			}
-		}
+		offset = maple_offset(n->mr64.pivot, MAPLE_RANGE64_PIVOTS, end, addr, &max);
 		barrier_var(offset);
 		if (offset > MAPLE_RANGE64_PIVOTS)
 			return NULL;

@@ -122,21 +122,25 @@ func TestFaultCountsAndStall(t *testing.T) {
 
 // The kernel keeps 15 bytes of a program's name; tools that list programs
 // (bpftool, the overhead benchmark) must still tell ours apart.
+// Each way loads its programs under the same names.
 func TestProgramNamesDifferInFifteenBytes(t *testing.T) {
-	spec, err := loadThrashscope()
-	if err != nil {
-		t.Fatal(err)
-	}
-	seen := map[string]string{}
-	for name := range spec.Programs {
-		short := name[:min(len(name), 15)]
-		if other, ok := seen[short]; ok {
-			t.Errorf("programs %s and %s are both %q to the kernel", name, other, short)
+	for _, way := range []Way{WayFast, WayPortable} {
+		spec, err := loadThrashscope()
+		if err != nil {
+			t.Fatal(err)
 		}
-		seen[short] = name
-	}
-	var p Probe
-	if got := len(p.programs()); got != len(spec.Programs) {
-		t.Errorf("Probe.programs lists %d programs, the object has %d", got, len(spec.Programs))
+		selectWay(spec, way)
+		seen := map[string]string{}
+		for name, p := range spec.Programs {
+			short := p.Name[:min(len(p.Name), 15)]
+			if other, ok := seen[short]; ok {
+				t.Errorf("%s way: programs %s and %s are both %q to the kernel", way, name, other, short)
+			}
+			seen[short] = name
+		}
+		var p Probe
+		if got := len(p.programs()); got != len(spec.Programs) {
+			t.Errorf("%s way: Probe.programs lists %d programs, the object has %d", way, got, len(spec.Programs))
+		}
 	}
 }

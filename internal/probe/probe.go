@@ -269,9 +269,9 @@ func (p *Probe) attachRawTracepoint(name, tracepoint, progName string, prog *ebp
 	return st
 }
 
-// withWay is st saying the programs' way.
+// withWay is st saying the programs' way, and the oldest Linux it loads on.
 func (p *Probe) withWay(st readout.Status) readout.Status {
-	st.Way = string(p.way)
+	st.Way, st.Since = string(p.way), since[p.way][st.Name]
 	return st
 }
 
@@ -434,7 +434,7 @@ func (p *Probe) WriteWay(w io.Writer) {
 
 // WriteStatusTable prints the probes as a table, for --check.
 func WriteStatusTable(w io.Writer, statuses []readout.Status) {
-	fmt.Fprintf(w, "%-19s %-8s %-9s %-8s %s\n", "PROBE", "STATUS", "REQUIRED", "WAY", "DETAIL")
+	fmt.Fprintf(w, "%-19s %-8s %-9s %-8s %-6s %s\n", "PROBE", "STATUS", "REQUIRED", "WAY", "SINCE", "DETAIL")
 	for _, st := range statuses {
 		state, detail := "up", st.Detail
 		if !st.Attached {
@@ -443,7 +443,7 @@ func WriteStatusTable(w io.Writer, statuses []readout.Status) {
 				detail = st.Err.Error()
 			}
 		}
-		fmt.Fprintf(w, "%-19s %-8s %-9t %-8s %s\n", st.Name, state, st.Required, st.Way, detail)
+		fmt.Fprintf(w, "%-19s %-8s %-9t %-8s %-6s %s\n", st.Name, state, st.Required, st.Way, st.Since+"+", detail)
 	}
 }
 

@@ -11,6 +11,8 @@ import (
 	"github.com/cilium/ebpf/asm"
 	"github.com/cilium/ebpf/btf"
 	"github.com/cilium/ebpf/features"
+
+	"github.com/thrashscope/thrashscope/internal/probe/readout"
 )
 
 // Way is how the BPF programs reach the kernel's data. Each program is
@@ -41,6 +43,23 @@ func ParseWay(s string) (Way, error) {
 		return w, nil
 	}
 	return "", fmt.Errorf("--probes.way=%q: want one of auto, fast, portable", s)
+}
+
+// since is the oldest Linux each probe's programs load on, each way: what
+// they need that an older kernel lacks (docs/kernels.md). The fast way's
+// task BTF and task storage are 5.11's, bpf_find_vma 5.17's; the portable
+// way's ring buffer (the sampler's wake, in major_fault and memory_stall)
+// 5.8's, bpf_probe_read_kernel 5.5's; fault_latency is read back by
+// major_fault.
+var since = map[Way]map[string]string{
+	WayFast: {
+		readout.MajorFaults: "5.17", readout.MemoryStall: "5.11", readout.MemoryStallSample: "5.11",
+		readout.FaultLatency: "5.17", readout.ProcessExit: "5.11",
+	},
+	WayPortable: {
+		readout.MajorFaults: "5.8", readout.MemoryStall: "5.8", readout.MemoryStallSample: "5.5",
+		readout.FaultLatency: "5.8", readout.ProcessExit: "5.5",
+	},
 }
 
 // portableSuffix names a program's portable build in the object.

@@ -64,8 +64,8 @@ const CheckStep = "check"
 
 // Probe is one line of observer --check's table.
 type Probe struct {
-	Name, Status, Way, Detail string
-	Required                  bool
+	Name, Status, Way, Since, Detail string
+	Required                         bool
 }
 
 // Probes reads observer --check's table from the check step's output.
@@ -75,17 +75,20 @@ func (r KernelResult) Probes() []Probe {
 		return nil
 	}
 	var out []Probe
-	header, way := false, false
+	header, way, since := false, false, false
 	for line := range strings.Lines(rep.Output) {
 		f := strings.Fields(line)
 		switch {
 		case len(f) >= 3 && f[0] == "PROBE" && f[1] == "STATUS":
-			header, way = true, len(f) > 3 && f[3] == "WAY"
+			header, way, since = true, len(f) > 3 && f[3] == "WAY", len(f) > 4 && f[4] == "SINCE"
 		case header && len(f) >= 3:
 			p := Probe{Name: f[0], Status: f[1], Required: f[2] == "true"}
 			rest := f[3:]
 			if way && len(rest) > 0 {
 				p.Way, rest = rest[0], rest[1:]
+			}
+			if since && len(rest) > 0 {
+				p.Since, rest = rest[0], rest[1:]
 			}
 			p.Detail = strings.Join(rest, " ")
 			out = append(out, p)

@@ -213,17 +213,17 @@ func TestSummary(t *testing.T) {
 // observer --check's table, with its way column, read back.
 func TestProbesFromTheCheckTable(t *testing.T) {
 	out := `BPF programs: the portable way, this kernel lacks bpf_find_vma (Linux 5.17+).
-PROBE               STATUS   REQUIRED  WAY      DETAIL
-major_faults        up       true      portable perf_event/PAGE_FAULTS_MAJ on 2 CPUs, raw_tp/mm_filemap_fault
-memory_stall        FAILED   true      portable program memory_stall did not load
-fault_latency       up       false     portable raw_tp/page_fault_user, raw_tp/page_fault_kernel while major faults occur
+PROBE               STATUS   REQUIRED  WAY      SINCE  DETAIL
+major_faults        up       true      portable 5.8+   perf_event/PAGE_FAULTS_MAJ on 2 CPUs, raw_tp/mm_filemap_fault
+memory_stall        FAILED   true      portable 5.8+   program memory_stall did not load
+fault_latency       up       false     portable 5.8+   raw_tp/page_fault_user, raw_tp/page_fault_kernel while major faults occur
 `
 	res := KernelResult{Reports: []Report{{Kind: "step", Step: CheckStep, Output: out}}}
 	got := res.Probes()
 	want := []Probe{
-		{Name: "major_faults", Status: "up", Way: "portable", Detail: "perf_event/PAGE_FAULTS_MAJ on 2 CPUs, raw_tp/mm_filemap_fault", Required: true},
-		{Name: "memory_stall", Status: "FAILED", Way: "portable", Detail: "program memory_stall did not load", Required: true},
-		{Name: "fault_latency", Status: "up", Way: "portable", Detail: "raw_tp/page_fault_user, raw_tp/page_fault_kernel while major faults occur"},
+		{Name: "major_faults", Status: "up", Way: "portable", Since: "5.8+", Detail: "perf_event/PAGE_FAULTS_MAJ on 2 CPUs, raw_tp/mm_filemap_fault", Required: true},
+		{Name: "memory_stall", Status: "FAILED", Way: "portable", Since: "5.8+", Detail: "program memory_stall did not load", Required: true},
+		{Name: "fault_latency", Status: "up", Way: "portable", Since: "5.8+", Detail: "raw_tp/page_fault_user, raw_tp/page_fault_kernel while major faults occur"},
 	}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("Probes() =\n%+v\nwant\n%+v", got, want)

@@ -36,8 +36,9 @@ type Status struct {
 	Required bool
 	Detail   string // what it is attached to
 	// Way is how its programs reach the kernel's data: "fast" or
-	// "portable" (package probe's Way), "" on procfs alone.
-	Way string
+	// "portable" (package probe's Way), "" on procfs alone; Since is the
+	// oldest Linux its programs load on that way.
+	Way, Since string
 	Err error
 }
 
