@@ -39,7 +39,7 @@ type Status struct {
 	// "portable" (package probe's Way), "" on procfs alone; Since is the
 	// oldest Linux its programs load on that way.
 	Way, Since string
-	Err error
+	Err        error
 }
 
 // Kind is a major fault's kind, in the order of the BPF fault_kind enum
