@@ -393,3 +393,44 @@ func TestCalmDownStopsTheNewest(t *testing.T) {
 	}
 	leftBehind(t, rec)
 }
+
+// TestTheConsumerAloneCountsInTheRun: a run of fixed work first runs one
+// consumer alone; it is the run's as much as the others are, so it is in
+// the run's cgroup in both hierarchies (where memory is on v1, the run's
+// group in the unified one is where the probes count its workload and its
+// PSI is read). It once stayed in its parent's unified group, and a thrash
+// by it was named as the observer's own workload.
+func TestTheConsumerAloneCountsInTheRun(t *testing.T) {
+	r := startLoadgenRun(t, "--preset=pair", "--scale=0.1", "--consumers=1", "--cycles=100000")
+	var pid int
+	for deadline := time.Now().Add(30 * time.Second); pid == 0; time.Sleep(100 * time.Millisecond) {
+		if time.Now().After(deadline) || r.ended() {
+			t.Fatalf("no consumer running alone within 30 s: children %v\n%s", childrenOf(r.cmd.Process.Pid), r.stderr.String())
+		}
+		for name, p := range childrenOf(r.cmd.Process.Pid) {
+			if name == run.ConsumerName(1) {
+				pid = p
+			}
+		}
+	}
+	var groups string
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/cgroup", pid))
+		if err != nil {
+			t.Fatal(err)
+		}
+		groups = string(b)
+		unified := ""
+		for _, l := range strings.Split(groups, "\n") {
+			if rest, ok := strings.CutPrefix(l, "0::"); ok {
+				unified = rest
+			}
+		}
+		if strings.Contains(unified, "/"+cgroup.Prefix+"run-") && strings.HasSuffix(unified, run.ConsumerName(1)) {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the consumer alone (pid %d) is not in the run's unified group %s: /proc/%d/cgroup:\n%s", pid, run.ConsumerName(1), pid, groups)
+		}
+	}
+}

@@ -82,6 +82,9 @@ type governor struct {
 	// the memory controller is on cgroup v1; nil otherwise.
 	unifiedRoot *cgroup.Cgroup
 	pairs       *cgroup.Pairs // told each unified group's memory group
+	// alone is the unified group of the consumer that runs alone first
+	// (a run of fixed work), which has no lever; nil otherwise.
+	alone *cgroup.Cgroup
 
 	// protection is the lever a protection pulls, ProtectMemoryMin or
 	// ProtectMlock; "" for a policy that protects none.
@@ -164,6 +167,14 @@ func newGovernor(cfg Config, memGroups []*cgroup.Cgroup, n int) (*governor, erro
 			g.levers[i].group = ch
 		}
 	}
+	if len(memGroups) > n { // the consumer alone: counted in the run too
+		ch, err := root.Child(run.ConsumerName(n))
+		if err != nil {
+			return nil, errors.Join(err, g.destroy())
+		}
+		g.alone = ch
+		g.pairs.Pair(ch.Path, memGroups[n].Path)
+	}
 	return g, nil
 }
 
@@ -197,6 +208,9 @@ func (g *governor) destroy() error {
 			g.pairs.Unpair(l.unified.Path)
 		}
 	}
+	if g.alone != nil {
+		g.pairs.Unpair(g.alone.Path)
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	return g.unifiedRoot.Destroy(ctx)
@@ -207,6 +221,9 @@ func (g *governor) destroy() error {
 // at its start (consumer.Config.JoinUnified); nil where it has none. The
 // caller closes it.
 func (g *governor) unifiedJoin(i int) (*os.File, error) {
+	if i == len(g.levers) && g.alone != nil {
+		return g.alone.OpenProcs()
+	}
 	if i >= len(g.levers) || g.levers[i].unified == nil {
 		return nil, nil
 	}
