@@ -116,6 +116,7 @@ func serveFlags(app *kingpin.Application) *serveOptions {
 	serve.Flag("detector.fault-kind", "Which major faults count: anon (swap-ins: kinds anon and shmem, as TPF) or all.").Default(indicators.CountAnon).EnumVar(&cfg.FaultKind, indicators.CountAnon, indicators.CountAll)
 	serve.Flag("detector.cpu-low", "CPU utilisation (%) below which two or more high-fault processes mean thrashing (TPF's CPU_Low).").Default("40").Float64Var(&cfg.Detector.CPULow)
 	serve.Flag("detector.cpu-high", "CPU utilisation (%) past which thrashing is over (TPF's CPU_High).").Default("80").Float64Var(&cfg.Detector.CPUHigh)
+	serve.Flag("detector.eviction", "Thrashing needs the host to evict pages in the same interval (pgsteal, or swap-outs): pages read back with none going out are a readback, not a thrash. --no-detector.eviction is TPF's rule as published.").Default("true").BoolVar(&cfg.Detector.Eviction)
 	o.psiFull = serve.Flag("detector.psi-full", "PSI memory full share (%) of an interval that means thrashing; it clears below half of it.").Default("10").Float64()
 	serve.Flag("web.enable-pprof", "Serve the Go runtime's profiles at /debug/pprof/, to see what the observer itself costs.").Default("false").BoolVar(&cfg.EnablePprof)
 	o.check = serve.Flag("check", "Load and attach every probe, print their status, and exit non-zero if a required one failed.").Bool()

@@ -33,12 +33,18 @@ type DetectorConfig struct {
 	// MinHigh is how many high-fault processes make the host worth watching
 	// (TPF: 2).
 	MinHigh int
+	// Eviction makes thrashing need the host to evict pages in the same
+	// interval. TPF's rule has no such term: on an idle host, two
+	// processes reading back their swapped-out memory at once (a timer
+	// waking them) are a thrash to it, with nothing going out
+	// (bench/alerts, readback). False is TPF as published.
+	Eviction bool
 }
 
 // DefaultDetectorConfig is TPF's published thresholds, plus PSI full above
-// 10 % (clearing below 5 %).
+// 10 % (clearing below 5 %), and eviction in the interval.
 func DefaultDetectorConfig() DetectorConfig {
-	return DetectorConfig{PFHigh: 10, PFLow: 1, CPULow: 40, CPUHigh: 80, PSIFullHigh: 10, PSIFullLow: 5, MinHigh: 2}
+	return DetectorConfig{PFHigh: 10, PFLow: 1, CPULow: 40, CPUHigh: 80, PSIFullHigh: 10, PSIFullLow: 5, MinHigh: 2, Eviction: true}
 }
 
 // Validate says which threshold is wrong.
@@ -67,6 +73,8 @@ type Input struct {
 	// memory, 0-100; valid when HasPSI.
 	PSIFull float64
 	HasPSI  bool
+	// Evicted is the pages reclaim took over the interval, per second.
+	Evicted float64
 }
 
 // Transition is a state change, with the high-fault processes then.
@@ -154,12 +162,14 @@ func (d *Detector) Step(in Input) *Transition {
 		// TPF's order: watch first; thrashing needs a second interval.
 		d.state = Monitoring
 		why = fmt.Sprintf("%d high-fault processes", len(d.high))
-	case d.cpuStarved || d.psiStalled:
+	case (d.cpuStarved || d.psiStalled) && (from == Thrashing || !d.cfg.Eviction || in.Evicted > 0):
+		// Once thrashing, an interval with nothing evicted does not end it:
+		// the latches do.
 		d.state = Thrashing
-		why = fmt.Sprintf("%d high-fault processes with CPU busy %.0f%% and PSI memory full %.0f%%", len(d.high), in.CPUBusy, in.PSIFull)
+		why = fmt.Sprintf("%d high-fault processes with CPU busy %.0f%% and PSI memory full %.0f%%, %.0f pages/s evicted", len(d.high), in.CPUBusy, in.PSIFull, in.Evicted)
 	default:
 		d.state = Monitoring
-		why = fmt.Sprintf("%d high-fault processes; CPU busy %.0f%%, PSI memory full %.0f%%", len(d.high), in.CPUBusy, in.PSIFull)
+		why = fmt.Sprintf("%d high-fault processes; CPU busy %.0f%%, PSI memory full %.0f%%, %.0f pages/s evicted", len(d.high), in.CPUBusy, in.PSIFull, in.Evicted)
 	}
 	if d.state == from {
 		return nil

@@ -76,13 +76,51 @@ func TestDetectorStates(t *testing.T) {
 			{Input{FaultRates: two, CPUBusy: 95, PSIFull: 90}, Monitoring, 2},
 		}},
 	}
-	for _, c := range cases {
-		d := NewDetector(DefaultDetectorConfig())
-		for i, s := range c.steps {
-			d.Step(s.in)
-			if d.State() != s.state || d.HighCount() != s.high {
-				t.Errorf("%s, step %d: state %s with %d high, want %s with %d", c.name, i,
-					StateNames[d.State()], d.HighCount(), StateNames[s.state], s.high)
+	// TPF's rule as published, and the default's with the host evicting
+	// all along: the same states.
+	tpf := DefaultDetectorConfig()
+	tpf.Eviction = false
+	for _, evicted := range []float64{0, 100} {
+		for _, c := range cases {
+			cfg := tpf
+			if evicted > 0 {
+				cfg = DefaultDetectorConfig()
+			}
+			d := NewDetector(cfg)
+			for i, s := range c.steps {
+				s.in.Evicted = evicted
+				d.Step(s.in)
+				if d.State() != s.state || d.HighCount() != s.high {
+					t.Errorf("%s (evicting %g pages/s), step %d: state %s with %d high, want %s with %d", c.name, evicted, i,
+						StateNames[d.State()], d.HighCount(), StateNames[s.state], s.high)
+				}
+			}
+		}
+	}
+}
+
+// Two processes reading back their swapped-out memory on an idle host,
+// nothing evicted meanwhile: TPF's rule calls it a thrash, the default
+// watches. Once the host evicts as it reads back, it is one, and an
+// interval with nothing evicted does not end it.
+func TestDetectorNeedsEviction(t *testing.T) {
+	two := map[int]float64{1: 8000, 2: 8000}
+	for _, c := range []struct {
+		eviction bool
+		evicted  []float64
+		want     []int
+	}{
+		{false, []float64{0, 0, 0}, []int{Monitoring, Thrashing, Thrashing}},
+		{true, []float64{0, 0, 0}, []int{Monitoring, Monitoring, Monitoring}},
+		{true, []float64{0, 300, 0}, []int{Monitoring, Thrashing, Thrashing}},
+	} {
+		cfg := DefaultDetectorConfig()
+		cfg.Eviction = c.eviction
+		d := NewDetector(cfg)
+		for i, e := range c.evicted {
+			d.Step(Input{FaultRates: two, CPUBusy: 20, Evicted: e})
+			if d.State() != c.want[i] {
+				t.Errorf("eviction %v, evicted %v: step %d %s, want %s", c.eviction, c.evicted, i, StateNames[d.State()], StateNames[c.want[i]])
 			}
 		}
 	}
@@ -97,7 +135,7 @@ func TestDetectorTransitions(t *testing.T) {
 	if tr := d.Step(Input{FaultRates: two, CPUBusy: 90}); tr != nil {
 		t.Errorf("no change, yet %+v", tr)
 	}
-	if tr := d.Step(Input{FaultRates: two, CPUBusy: 10}); tr == nil || tr.To != Thrashing || tr.Why == "" {
+	if tr := d.Step(Input{FaultRates: two, CPUBusy: 10, Evicted: 50}); tr == nil || tr.To != Thrashing || tr.Why == "" {
 		t.Errorf("thrashing transition %+v", tr)
 	}
 	d.Step(Input{FaultRates: map[int]float64{}, CPUBusy: 10})

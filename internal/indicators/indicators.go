@@ -122,7 +122,7 @@ func (ind *Indicators) Judge(prev, cur *sampler.Reading, scope Scope) Verdict {
 		v.Processes[p.PID] = pv
 	}
 	if cur.HasRates {
-		in.CPUBusy = cur.Rates.CPUBusyPercent
+		in.CPUBusy, in.Evicted = cur.Rates.CPUBusyPercent, cur.Rates.EvictedPagesPerSecond
 		in.PSIFull, in.HasPSI = cur.Rates.PressureFullPercent, cur.Pressure != nil && prev.Pressure != nil
 		if tr := ind.det.Step(in); tr != nil {
 			tr.At, tr.Names = cur.Time, names(tr.HighFault, cur)

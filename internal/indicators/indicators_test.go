@@ -12,11 +12,13 @@ import (
 )
 
 // sample builds a sample at t seconds with CPU busy share busy (of 100
-// ticks per second) and the given cumulative anon faults per pid.
+// ticks per second) and the given cumulative anon faults per pid, the host
+// evicting 500 pages a second as a thrash does.
 func sample(t float64, busy float64, faults map[int]uint64) *sampler.Reading {
 	s := &sampler.Reading{
 		Time:   time.Unix(1000, 0).Add(time.Duration(t * float64(time.Second))),
 		CPU:    procfs.CPUSeconds{User: t * busy, Idle: t * (100 - busy)},
+		VMStat: procfs.VMStat{PgStealAnon: uint64(500 * t)},
 		Memory: procfs.Memory{AvailableBytes: 100 << 20},
 		Probes: []readout.Status{{Name: readout.MajorFaults, Attached: true}},
 	}

@@ -14,7 +14,7 @@ type detector struct {
 
 func newDetector() *detector {
 	return &detector{
-		state:       desc("thrashing_state", "The thrash detector's state: 0 normal, 1 monitoring (two or more high-fault processes), 2 thrashing (and CPU starved or PSI memory full high)."),
+		state:       desc("thrashing_state", "The thrash detector's state: 0 normal, 1 monitoring (two or more high-fault processes), 2 thrashing (and CPU starved or PSI memory full high, with the host evicting pages; --detector.eviction)."),
 		high:        desc("high_fault_processes", "Processes in the high-fault set (above --detector.pf-high faults/s, until below --detector.pf-low)."),
 		ratio:       desc("working_set_ratio", "The tracked processes' demand (their working sets in their own time, process_working_set_demand_bytes) over the memory available to them (the run cgroup's limit for a run's consumers); above 1 they cannot all fit."),
 		transitions: desc("detector_transitions_total", "Detector transitions, by the state entered.", "to"),

@@ -23,7 +23,10 @@ type VMStat struct {
 	WorkingsetRefaultAnon, WorkingsetRefaultFile   uint64
 	WorkingsetActivateAnon, WorkingsetActivateFile uint64
 	WorkingsetRestoreAnon, WorkingsetRestoreFile   uint64
-	OOMKill                                        uint64
+	// PgStealAnon and PgStealFile are the pages reclaim took, every
+	// reclaim counted (a cgroup's at its limit too), since Linux 5.8.
+	PgStealAnon, PgStealFile uint64
+	OOMKill                  uint64
 }
 
 // ParseVMStat parses the "name value" lines of /proc/vmstat. Unknown names
@@ -154,6 +157,10 @@ func (v *VMStat) field(name []byte) *uint64 {
 		return &v.WorkingsetRestoreAnon
 	case "workingset_restore_file":
 		return &v.WorkingsetRestoreFile
+	case "pgsteal_anon":
+		return &v.PgStealAnon
+	case "pgsteal_file":
+		return &v.PgStealFile
 	case "oom_kill":
 		return &v.OOMKill
 	}

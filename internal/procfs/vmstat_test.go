@@ -18,6 +18,7 @@ func TestVMStat(t *testing.T) {
 		WorkingsetRefaultAnon: 11, WorkingsetRefaultFile: 12,
 		WorkingsetActivateAnon: 21, WorkingsetActivateFile: 22,
 		WorkingsetRestoreAnon: 31, WorkingsetRestoreFile: 32,
+		PgStealAnon: 41, PgStealFile: 42,
 		OOMKill: 3,
 	}
 	for _, path := range fixtures {

@@ -9,6 +9,10 @@ type Rates struct {
 	// CPUBusyPercent is utilisation as TPF reads it: everything but idle
 	// and iowait (a CPU waiting on paging I/O is not doing work).
 	CPUBusyPercent float64
+	// EvictedPagesPerSecond is what reclaim took from memory: pgsteal_anon
+	// and pgsteal_file, or the swap-outs where the kernel has no pgsteal
+	// (before 5.8).
+	EvictedPagesPerSecond float64
 	Host
 }
 
@@ -87,6 +91,7 @@ func RatesBetween(prev, cur *Reading) Rates {
 	r.PagedInKiBPerSecond = per(cv.PgpgIn, pv.PgpgIn)
 	r.PagedOutKiBPerSecond = per(cv.PgpgOut, pv.PgpgOut)
 	r.MajorFaultsPerSecond = per(cv.PgMajFault, pv.PgMajFault)
+	r.EvictedPagesPerSecond = max(r.SwapOutPagesPerSecond, per(cv.PgStealAnon+cv.PgStealFile, pv.PgStealAnon+pv.PgStealFile))
 	if prev.Pressure != nil && cur.Pressure != nil {
 		psecs := secs
 		if !prev.PressureTime.IsZero() && !cur.PressureTime.IsZero() {

@@ -290,17 +290,24 @@ func TestRatesBetween(t *testing.T) {
 	}
 	cur := &Reading{Time: t0.Add(2 * time.Second),
 		CPU:      procfs.CPUSeconds{User: 11, Nice: 1, System: 6, Idle: 86, IOWait: 1},
-		VMStat:   procfs.VMStat{PswpIn: 300, PswpOut: 40, PgpgIn: 1400, PgMajFault: 27},
+		VMStat:   procfs.VMStat{PswpIn: 300, PswpOut: 40, PgpgIn: 1400, PgMajFault: 27, PgStealAnon: 60, PgStealFile: 40},
 		Pressure: &procfs.Pressure{SomeTotal: 2 * time.Second, FullTotal: 500 * time.Millisecond},
 	}
 	r := RatesBetween(prev, cur)
 	want := Rates{
-		Host: Host{CPUUserPercent: 40, CPUSystemPercent: 20, CPUIOWaitPercent: 20, SwapInPagesPerSecond: 100, SwapOutPagesPerSecond: 0, PagedInKiBPerSecond: 200, MajorFaultsPerSecond: 10, PressureSomePercent: 50, PressureFullPercent: 25}, Seconds: 2, CPUBusyPercent: 60}
+		Host: Host{CPUUserPercent: 40, CPUSystemPercent: 20, CPUIOWaitPercent: 20, SwapInPagesPerSecond: 100, SwapOutPagesPerSecond: 0, PagedInKiBPerSecond: 200, MajorFaultsPerSecond: 10, PressureSomePercent: 50, PressureFullPercent: 25}, Seconds: 2, CPUBusyPercent: 60, EvictedPagesPerSecond: 50}
 	if r != want {
 		t.Errorf("got  %+v\nwant %+v", r, want)
 	}
 	if RatesBetween(cur, cur) != (Rates{}) {
 		t.Error("zero interval should give zero rates")
+	}
+	// A kernel without pgsteal (before 5.8): the swap-outs are what was
+	// evicted.
+	old := *cur
+	old.VMStat.PgStealAnon, old.VMStat.PgStealFile, old.VMStat.PswpOut = 0, 0, 250
+	if r := RatesBetween(prev, &old); r.EvictedPagesPerSecond != 100 {
+		t.Errorf("evicted %v pages/s without pgsteal, want the 100 swap-outs/s", r.EvictedPagesPerSecond)
 	}
 
 	// PSI is read late in a sample; its share is over the time between
