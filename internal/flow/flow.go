@@ -152,7 +152,7 @@ func Declare(o Options) (Flow, error) {
 		}
 		pc.Workloads = workload.NewTracker(workload.Config{
 			TopK: w.TopK, Depth: w.Depth, Trust: w.Trust, Paths: r, Forget: o.Probe.ForgetCgroup,
-			Files: w.files, Detector: o.Detector, Logger: o.Logger.With("component", "workloads"),
+			Files: w.files, Detector: o.Detector, ProcRoot: o.ProcfsPath, Logger: o.Logger.With("component", "workloads"),
 		})
 	}
 

@@ -174,7 +174,7 @@ func newWorkloads() *workloads {
 		max:         desc("cgroup_memory_max_bytes", "memory.max (v1: limit_in_bytes); absent when unlimited.", with()...),
 		high:        desc("cgroup_memory_high_bytes", "memory.high; absent when unlimited, and on cgroup v1.", with()...),
 		limit:       desc("cgroup_memory_limit_bytes", "The memory limit the cgroup lives under: the tightest memory.max of it and its ancestors (v1: memory.stat hierarchical_memory_limit); absent when none.", with()...),
-		state:       desc("cgroup_thrashing_state", "The workload's detector: 0 normal, 1 monitoring, 2 thrashing. Thrashing while its tasks take --detector.pf-high major faults/s or more (all kinds) and its memory.pressure full share is --detector.psi-full or more; over once either falls below its low mark.", with()...),
+		state:       desc("cgroup_thrashing_state", "The workload's detector: 0 normal, 1 monitoring, 2 thrashing. Thrashing while its tasks take --detector.pf-high major faults/s or more (all kinds) and its memory.pressure full share is --detector.psi-full or more; over once either falls below its low mark. Thrashing too while the host detector is and two or more of its high-fault processes are in the workload (TPF's rule, before PSI counts the pages read back).", with()...),
 	}
 }
 

@@ -170,7 +170,7 @@ func (p *Pipeline) Step() error {
 		cur.Verdict = &v
 	}
 	if p.cfg.Workloads != nil && reading.Cgroups != nil {
-		cur.Workloads = p.cfg.Workloads.Observe(reading.Time, reading.Cgroups)
+		cur.Workloads = p.cfg.Workloads.ObserveWith(reading.Time, reading.Cgroups, thrashers(cur.Verdict))
 	}
 	p.mu.Lock()
 	p.latest = cur
@@ -179,6 +179,21 @@ func (p *Pipeline) Step() error {
 		s.Observe(prev, cur)
 	}
 	return err
+}
+
+// thrashers are the high-fault processes while the host thrashes, nil
+// otherwise: a workload holding enough of them thrashes too.
+func thrashers(v *indicators.Verdict) []int {
+	if v == nil || v.State != indicators.Thrashing {
+		return nil
+	}
+	var pids []int
+	for pid, pv := range v.Processes {
+		if pv.HighFault {
+			pids = append(pids, pid)
+		}
+	}
+	return pids
 }
 
 // Latest returns the newest Tick, and false before the first one.

@@ -16,14 +16,25 @@ import (
 //
 // Where the cgroup has no memory.pressure, the probes' stall share of the
 // workload (capped at 100 %) stands in for PSI full.
+//
+// It thrashes too while the host detector does and MinHigh or more of the
+// host's high-fault processes are the workload's: TPF's rule, which sees a
+// thrash on its first pages read back. PSI counts a read-back page as a
+// stall only once the kernel has marked it part of the working set (a
+// refault), so on a slow disk a workload's PSI full stays near 0 for the
+// first 2-3 s of a thrash (bench/alerts, hdd-2013).
 
 // judge is one step of a workload's detector: its state after this
 // interval, and the reasons, from its state before, its major faults per
-// second and its PSI full share (%).
-func judge(cfg indicators.DetectorConfig, prev int, faults, full float64) (int, []string) {
+// second, its PSI full share (%) and how many of the thrashing host's
+// high-fault processes it holds.
+func judge(cfg indicators.DetectorConfig, prev int, faults, full float64, held int) (int, []string) {
 	faultsHigh, fullHigh := faults >= cfg.PFHigh, full >= cfg.PSIFullHigh
 	faultsLow, fullLow := faults < cfg.PFLow, full < cfg.PSIFullLow
 	var reasons []string
+	if held >= cfg.MinHigh {
+		reasons = append(reasons, fmt.Sprintf("%d of the thrashing host's high-fault processes", held))
+	}
 	if faultsHigh || (prev == indicators.Thrashing && !faultsLow) {
 		reasons = append(reasons, fmt.Sprintf("major faults %.0f/s", faults))
 	}
@@ -31,7 +42,7 @@ func judge(cfg indicators.DetectorConfig, prev int, faults, full float64) (int, 
 		reasons = append(reasons, fmt.Sprintf("memory full %.0f%% of the time", full))
 	}
 	switch {
-	case faultsHigh && fullHigh:
+	case held >= cfg.MinHigh, faultsHigh && fullHigh:
 		return indicators.Thrashing, reasons
 	case prev == indicators.Thrashing && !faultsLow && !fullLow:
 		return indicators.Thrashing, reasons

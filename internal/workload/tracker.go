@@ -5,7 +5,10 @@ import (
 	"errors"
 	"log/slog"
 	"maps"
+	"os"
+	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -40,6 +43,9 @@ type Config struct {
 	Files func(path string) Files
 	// Detector holds the thresholds of each workload's detector.
 	Detector indicators.DetectorConfig
+	// ProcRoot is where /proc is (a process's cgroup, for the host's
+	// high-fault processes); "" is /proc.
+	ProcRoot string
 	Logger   *slog.Logger
 }
 
@@ -138,6 +144,13 @@ func NewTracker(cfg Config) *Tracker {
 // Observe takes one sample of the probes' per-cgroup counters and returns
 // the top-K workloads, busiest first.
 func (t *Tracker) Observe(now time.Time, cgroups map[uint64]readout.CgroupCounters) []Workload {
+	return t.ObserveWith(now, cgroups, nil)
+}
+
+// ObserveWith is Observe told the host detector's high-fault processes
+// while it says the host thrashes (nil otherwise): a workload holding
+// MinHigh or more of them thrashes.
+func (t *Tracker) ObserveWith(now time.Time, cgroups map[uint64]readout.CgroupCounters, thrashers []int) []Workload {
 	t.round++
 	secs := now.Sub(t.last).Seconds()
 	if t.last.IsZero() || secs <= 0 {
@@ -156,6 +169,7 @@ func (t *Tracker) Observe(now time.Time, cgroups map[uint64]readout.CgroupCounte
 		}
 	}
 	top := t.rank()
+	held := t.held(thrashers)
 	out := make([]Workload, 0, len(top))
 	for _, w := range top {
 		wl := Workload{
@@ -163,7 +177,7 @@ func (t *Tracker) Observe(now time.Time, cgroups map[uint64]readout.CgroupCounte
 			HasRates: w.hasRates, MajorFaultsPerSecond: w.faults, StallPercent: 100 * w.stallNow,
 		}
 		t.readKernel(now, w, &wl)
-		t.judge(w, &wl)
+		t.judge(w, &wl, held[w.path])
 		out = append(out, wl)
 	}
 	for _, w := range t.byPath {
@@ -209,7 +223,7 @@ func (t *Tracker) readKernel(now time.Time, w *tracked, wl *Workload) {
 // judge steps an exported workload's detector, on its PSI full share
 // where its cgroup has one, else on the probes' stall share, and logs
 // each change of state with why.
-func (t *Tracker) judge(w *tracked, wl *Workload) {
+func (t *Tracker) judge(w *tracked, wl *Workload, held int) {
 	if !wl.HasRates {
 		wl.State = w.state
 		return
@@ -221,12 +235,36 @@ func (t *Tracker) judge(w *tracked, wl *Workload) {
 	case wl.Kernel.HasPressure:
 		full = 0 // its pressure read once: no share yet
 	}
-	state, reasons := judge(t.cfg.Detector, w.state, wl.MajorFaultsPerSecond, full)
+	state, reasons := judge(t.cfg.Detector, w.state, wl.MajorFaultsPerSecond, full, held)
 	if state != w.state {
 		t.cfg.Logger.Info("a workload's thrash state changed", "cgroup", wl.Cgroup, "unit", wl.Unit, "pod_uid", wl.PodUID,
 			"from", indicators.StateNames[w.state], "to", indicators.StateNames[state], "why", strings.Join(reasons, "; "))
 	}
 	w.state, wl.State, wl.Reasons = state, state, reasons
+}
+
+// held counts the processes in each workload, by its folded path, from
+// their cgroup in the unified hierarchy (/proc/<pid>/cgroup's "0::" line,
+// relative to the observer's cgroup namespace as the workloads' paths are).
+// A process gone meanwhile is not counted.
+func (t *Tracker) held(pids []int) map[string]int {
+	if len(pids) == 0 {
+		return nil
+	}
+	root := cmp.Or(t.cfg.ProcRoot, "/proc")
+	out := map[string]int{}
+	for _, pid := range pids {
+		b, err := os.ReadFile(filepath.Join(root, strconv.Itoa(pid), "cgroup"))
+		if err != nil {
+			continue
+		}
+		for line := range strings.Lines(string(b)) {
+			if p, ok := strings.CutPrefix(strings.TrimSpace(line), "0::"); ok {
+				out[fold(p, t.cfg.Depth)]++
+			}
+		}
+	}
+	return out
 }
 
 // gather resolves each cgroup the probes counted, folds it into its

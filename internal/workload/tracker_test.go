@@ -208,3 +208,39 @@ func TestTrackerKernelAndDetector(t *testing.T) {
 		t.Errorf("t=3 quiet: state %d, want normal", w.State)
 	}
 }
+
+// The thrashing host's high-fault processes name their workload at once,
+// before its PSI rises: two of a run's consumers (folded into the run at
+// depth 1) make the run thrash; one alone, in another group, does not; a
+// process gone meanwhile counts nowhere.
+func TestHostThrashersNameTheirWorkload(t *testing.T) {
+	proc := t.TempDir()
+	for pid, group := range map[int]string{101: "/run-a/consumer-00", 102: "/run-a/consumer-01", 201: "/svc-b"} {
+		dir := filepath.Join(proc, fmt.Sprint(pid))
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, "cgroup"), []byte("4:memory:/elsewhere\n0::"+group+"\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	paths := &fakePaths{paths: map[uint64]string{1: "/run-a/consumer-00", 2: "/run-a/consumer-01", 3: "/svc-b"}, removed: map[uint64]bool{}}
+	tr := NewTracker(Config{TopK: 5, Depth: 1, Paths: paths, ProcRoot: proc})
+	tr.Observe(t0, map[uint64]readout.CgroupCounters{1: faults(0, 0, 0), 2: faults(0, 0, 0), 3: faults(0, 0, 0)})
+	// 120 faults/s each, no stall: PSI alone would say monitoring.
+	got := tr.ObserveWith(t0.Add(time.Second), map[uint64]readout.CgroupCounters{1: faults(60, 0, 0), 2: faults(60, 0, 0), 3: faults(120, 0, 0)}, []int{101, 102, 201, 999})
+	states := map[string]int{}
+	for _, w := range got {
+		states[w.Cgroup] = w.State
+	}
+	if states["/run-a"] != indicators.Thrashing || states["/svc-b"] != indicators.Monitoring {
+		t.Errorf("states %v: want /run-a thrashing (two of the host's high-fault set), /svc-b monitoring (one)", states)
+	}
+	// The host no longer thrashes: without PSI, the run is back to watching.
+	got = tr.Observe(t0.Add(2*time.Second), map[uint64]readout.CgroupCounters{1: faults(120, 0, 0), 2: faults(120, 0, 0), 3: faults(240, 0, 0)})
+	for _, w := range got {
+		if w.Cgroup == "/run-a" && w.State != indicators.Monitoring {
+			t.Errorf("/run-a %v after the host's thrash: want monitoring", w.State)
+		}
+	}
+}
