@@ -13,17 +13,12 @@
 package main
 
 import (
-	"bufio"
 	"bytes"
 	"context"
-	"encoding/json"
 	"flag"
 	"fmt"
 	"io"
-	"net"
-	"net/http"
 	"os"
-	"os/exec"
 	"os/signal"
 	"path/filepath"
 	"strconv"
@@ -31,8 +26,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/thrashscope/thrashscope/bench/internal/benchproc"
-	"github.com/thrashscope/thrashscope/internal/run"
+	"github.com/thrashscope/thrashscope/bench/internal/stack"
 )
 
 // arm is one way of running the observer.
@@ -89,15 +83,15 @@ func detect(ctx context.Context, observerBin, promBin, rulesDir, spec string, af
 		return nil, err
 	}
 	defer os.RemoveAll(tmp)
-	obsAddr, promAddr := freeAddr(), freeAddr()
-	stop, err := startStack(ctx, tmp, observerBin, promBin, rulesDir, obsAddr, promAddr, args)
-	defer stop()
+	st, err := stack.Start(ctx, tmp, observerBin, promBin,
+		[]string{filepath.Join(rulesDir, "thrashscope.yml"), filepath.Join(rulesDir, "node-exporter-baseline.yml")}, args...)
+	defer st.Stop()
 	if err != nil {
 		return nil, err
 	}
 	time.Sleep(5 * time.Second) // a few scrapes of the quiet host first
 
-	rec, abort, err := startRun(obsAddr, spec)
+	rec, abort, err := st.StartRun(spec)
 	if err != nil {
 		return nil, err
 	}
@@ -110,7 +104,7 @@ func detect(ctx context.Context, observerBin, promBin, rulesDir, spec string, af
 	end := rec.StartedAt.Add(rec.Spec.Duration()).Add(after)
 	fmt.Fprintf(out, "run %s: %s, demand exceeds the %d MiB limit at %s; watching until %s after the run\n",
 		rec.ID, strings.TrimSpace(spec), rec.Spec.MemoryLimitBytes>>20, onsetOffset, after)
-	ds, err := watch(ctx, obsAddr, promAddr, onset, end)
+	ds, err := watch(ctx, st, onset, end)
 	if err != nil {
 		return nil, err
 	}
@@ -118,72 +112,10 @@ func detect(ctx context.Context, observerBin, promBin, rulesDir, spec string, af
 	return ds, nil
 }
 
-// startStack starts the observer and a Prometheus that scrapes it every
-// second with the project's rules, and waits until both are ready; stop
-// stops whichever started, and is never nil.
-func startStack(ctx context.Context, tmp, observerBin, promBin, rulesDir, obsAddr, promAddr string, args []string) (stop func(), err error) {
-	var stops []func()
-	stop = func() {
-		for i := len(stops) - 1; i >= 0; i-- {
-			stops[i]()
-		}
-	}
-	obs, err := start(tmp, "observer", observerBin, append([]string{"--web.listen-address=" + obsAddr, "--data.dir=" + filepath.Join(tmp, "data"), "--sample.interval=1s"}, args...)...)
-	if err != nil {
-		return stop, err
-	}
-	stops = append(stops, func() { benchproc.Stop(obs, 20*time.Second) })
-	if err := benchproc.WaitReady(ctx, "http://"+obsAddr+"/readyz", 30*time.Second); err != nil {
-		return stop, fmt.Errorf("observer: %w (log in %s)", err, tmp)
-	}
-	rulesAbs, _ := filepath.Abs(rulesDir)
-	cfg := fmt.Sprintf(`global: {scrape_interval: 1s, evaluation_interval: 1s}
-rule_files: [%q, %q]
-scrape_configs:
-  - job_name: thrashscope
-    static_configs: [{targets: [%q]}]
-`, filepath.Join(rulesAbs, "thrashscope.yml"), filepath.Join(rulesAbs, "node-exporter-baseline.yml"), obsAddr)
-	if err := os.WriteFile(filepath.Join(tmp, "prometheus.yml"), []byte(cfg), 0o600); err != nil {
-		return stop, err
-	}
-	prom, err := start(tmp, "prometheus", promBin, "--config.file="+filepath.Join(tmp, "prometheus.yml"),
-		"--storage.tsdb.path="+filepath.Join(tmp, "tsdb"), "--web.listen-address="+promAddr)
-	if err != nil {
-		return stop, err
-	}
-	stops = append(stops, func() { benchproc.Stop(prom, 20*time.Second) })
-	if err := benchproc.WaitReady(ctx, "http://"+promAddr+"/-/ready", 30*time.Second); err != nil {
-		return stop, fmt.Errorf("prometheus: %w (log in %s)", err, tmp)
-	}
-	return stop, nil
-}
-
-// startRun posts the spec to the observer; abort ends the run.
-func startRun(obsAddr, spec string) (rec run.Record, abort func(), err error) {
-	resp, err := http.Post("http://"+obsAddr+"/api/v1/runs", "application/json", strings.NewReader(spec))
-	if err != nil {
-		return rec, nil, err
-	}
-	body, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusCreated {
-		return rec, nil, fmt.Errorf("starting the run: %d %s", resp.StatusCode, body)
-	}
-	if err := json.Unmarshal(body, &rec); err != nil {
-		return rec, nil, err
-	}
-	return rec, func() {
-		req, _ := http.NewRequest(http.MethodDelete, "http://"+obsAddr+"/api/v1/runs/"+rec.ID, nil)
-		if r, err := http.DefaultClient.Do(req); err == nil {
-			r.Body.Close()
-		}
-	}, nil
-}
-
 // watch polls each detector until end: the observer's state every 100 ms,
 // the host's PSI, and Prometheus's alerts every second; each detection is
 // the time from onset to the first poll that saw it.
-func watch(ctx context.Context, obsAddr, promAddr string, onset, end time.Time) ([]detection, error) {
+func watch(ctx context.Context, st *stack.Stack, onset, end time.Time) ([]detection, error) {
 	ds := []detection{{name: "thrashing_state=2 (observer)"}, {name: "PSI memory some avg10 > 10%"},
 		{name: "ThrashscopeHostThrashing alert firing"}, {name: "node_exporter-style rule firing"}}
 	mark := func(i int, ok bool) {
@@ -196,55 +128,23 @@ func watch(ctx context.Context, obsAddr, promAddr string, onset, end time.Time) 
 		if ctx.Err() != nil {
 			return nil, ctx.Err()
 		}
-		mark(0, scrapeHas("http://"+obsAddr+"/metrics", "thrashscope_thrashing_state 2"))
+		thrashing := false
+		_ = st.Scrape(func(line string) { thrashing = thrashing || line == "thrashscope_thrashing_state 2" })
+		mark(0, thrashing)
 		mark(1, psiSomeAvg10() > 10)
 		if time.Since(lastProm) >= time.Second {
 			lastProm = time.Now()
-			firing := alertsFiring("http://" + promAddr + "/api/v1/alerts")
-			mark(2, firing["ThrashscopeHostThrashing"])
-			mark(3, firing["NodeMajorFaultsBaseline"])
+			alerts, _ := st.Alerts()
+			for _, a := range alerts {
+				if a.State == "firing" {
+					mark(2, a.Labels["alertname"] == "ThrashscopeHostThrashing")
+					mark(3, a.Labels["alertname"] == "NodeMajorFaultsBaseline")
+				}
+			}
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
 	return ds, nil
-}
-
-func freeAddr() string {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		panic(err)
-	}
-	defer l.Close()
-	return l.Addr().String()
-}
-
-func start(dir, name, bin string, args ...string) (*exec.Cmd, error) {
-	logf, err := os.Create(filepath.Join(dir, name+".log"))
-	if err != nil {
-		return nil, err
-	}
-	cmd := exec.Command(bin, args...)
-	cmd.Stdout, cmd.Stderr = logf, logf
-	if err := cmd.Start(); err != nil {
-		return nil, fmt.Errorf("starting %s: %w", name, err)
-	}
-	return cmd, nil
-}
-
-func scrapeHas(url, line string) bool {
-	r, err := http.Get(url)
-	if err != nil {
-		return false
-	}
-	defer r.Body.Close()
-	sc := bufio.NewScanner(r.Body)
-	sc.Buffer(make([]byte, 1<<20), 1<<20)
-	for sc.Scan() {
-		if sc.Text() == line {
-			return true
-		}
-	}
-	return false
 }
 
 func psiSomeAvg10() float64 {
@@ -260,29 +160,4 @@ func psiSomeAvg10() float64 {
 		}
 	}
 	return 0
-}
-
-func alertsFiring(url string) map[string]bool {
-	out := map[string]bool{}
-	r, err := http.Get(url)
-	if err != nil {
-		return out
-	}
-	defer r.Body.Close()
-	var body struct {
-		Data struct {
-			Alerts []struct {
-				Labels map[string]string `json:"labels"`
-				State  string            `json:"state"`
-			} `json:"alerts"`
-		} `json:"data"`
-	}
-	if json.NewDecoder(r.Body).Decode(&body) == nil {
-		for _, a := range body.Data.Alerts {
-			if a.State == "firing" {
-				out[a.Labels["alertname"]] = true
-			}
-		}
-	}
-	return out
 }

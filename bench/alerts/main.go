@@ -1,0 +1,284 @@
+// Command alerts measures thrashscope's detectors and shipped alerts for
+// misses and false alarms, side by side with the peers' rules. Each
+// scenario is a real workload on this host, labelled: a thrash with a known
+// onset (demand first past the memory limit), which every detector should
+// catch, or a benign load (a cold scan, a backup, a start-up storm, a
+// readback from swap, proactive reclaim) on which no alert should fire. Each
+// runs under a fresh bin/observer scraped every second by a real
+// Prometheus evaluating deploy/prometheus/rules/thrashscope.yml and the
+// peers' rules (node-exporter-baseline.yml) on the same data. It prints
+// one table, a row per detector or rule and a column per scenario, and
+// exits non-zero when a thrash was missed by both the host and the
+// workload alert, a thrash's workload was named more than --max-named
+// after its onset, or a benign load raised a thrashscope alert above info.
+// Invoked by `make bench`; see bench/README.md.
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/thrashscope/thrashscope/bench/internal/stack"
+	"github.com/thrashscope/thrashscope/internal/cgroup"
+)
+
+func main() {
+	if len(os.Args) > 1 && os.Args[1] == "work" {
+		if err := work(os.Args[2:]); err != nil {
+			fmt.Fprintln(os.Stderr, "alerts:", err)
+			os.Exit(1)
+		}
+		return
+	}
+	var o options
+	flag.StringVar(&o.observer, "observer", "bin/observer", "the observer binary")
+	flag.StringVar(&o.prometheus, "prometheus", "prometheus", "the Prometheus server binary")
+	flag.StringVar(&o.rules, "rules", "deploy/prometheus/rules", "directory of thrashscope.yml and node-exporter-baseline.yml")
+	only := flag.String("only", "", "comma-separated scenarios to run (default all): "+strings.Join(names(scenarios), ","))
+	flag.DurationVar(&o.after, "after", 30*time.Second, "how long to keep watching after each workload ends")
+	flag.BoolVar(&o.keep, "keep", false, "keep each scenario's directory in /var/tmp (the observer's and Prometheus's logs, the TSDB)")
+	jsonOut := flag.String("json", "", "also write every observation to this file")
+	from := flag.String("from", "", "print the table from a --json file instead of running")
+	markdown := flag.Bool("markdown", false, "print the table as Markdown")
+	flag.Parse()
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	rules, err := readRules(o.ruleFiles())
+	if err != nil {
+		fail(err)
+	}
+	var obs []*observation
+	if *from != "" {
+		b, err := os.ReadFile(*from)
+		if err == nil {
+			err = json.Unmarshal(b, &obs)
+		}
+		if err != nil {
+			fail(err)
+		}
+	} else {
+		picked, err := pick(*only)
+		if err != nil {
+			fail(err)
+		}
+		for i, s := range picked {
+			fmt.Printf("== %d of %d: %s: %s\n", i+1, len(picked), s.name, s.what)
+			ob, err := o.run(ctx, s)
+			if err != nil {
+				fail(fmt.Errorf("%s: %w", s.name, err))
+			}
+			obs = append(obs, ob)
+			if *jsonOut != "" {
+				b, _ := json.MarshalIndent(obs, "", "  ")
+				if err := os.WriteFile(*jsonOut, b, 0o644); err != nil {
+					fail(err)
+				}
+			}
+		}
+	}
+	t := tabulate(rules, obs)
+	if *markdown {
+		legend(os.Stdout, obs)
+		t.markdown(os.Stdout)
+	} else {
+		t.text(os.Stdout)
+	}
+	if problems := judge(rules, obs); len(problems) > 0 {
+		fmt.Fprintln(os.Stderr, "\nalerts: "+strings.Join(problems, "\nalerts: "))
+		os.Exit(1)
+	}
+}
+
+func fail(err error) {
+	fmt.Fprintln(os.Stderr, "alerts:", err)
+	os.Exit(1)
+}
+
+func names(ss []scenario) []string {
+	var out []string
+	for _, s := range ss {
+		out = append(out, s.name)
+	}
+	return out
+}
+
+func pick(only string) ([]scenario, error) {
+	if only == "" {
+		return scenarios, nil
+	}
+	var out []scenario
+	for _, n := range strings.Split(only, ",") {
+		i := slices.IndexFunc(scenarios, func(s scenario) bool { return s.name == n })
+		if i < 0 {
+			return nil, fmt.Errorf("--only: no scenario %q; there are %s", n, strings.Join(names(scenarios), ", "))
+		}
+		out = append(out, scenarios[i])
+	}
+	return out, nil
+}
+
+type options struct {
+	observer, prometheus, rules string
+	after                       time.Duration
+	keep                        bool
+	log                         func(format string, args ...any)
+}
+
+func (o options) ruleFiles() []string {
+	return []string{filepath.Join(o.rules, "thrashscope.yml"), filepath.Join(o.rules, "node-exporter-baseline.yml")}
+}
+
+func (o options) logf(format string, args ...any) {
+	if o.log != nil {
+		o.log(format, args...)
+		return
+	}
+	fmt.Printf(format+"\n", args...)
+}
+
+// quiet is how long the stack watches the quiet host before the workload.
+const quiet = 5 * time.Second
+
+// run runs one scenario on a fresh observer and Prometheus and returns what
+// was seen, from the quiet before it to --after past its end.
+func (o options) run(ctx context.Context, s scenario) (ob *observation, err error) {
+	tmp, err := os.MkdirTemp("/var/tmp", "thrashscope-alerts-")
+	if err != nil {
+		return nil, err
+	}
+	if o.keep {
+		o.logf("keeping %s", tmp)
+	} else {
+		defer os.RemoveAll(tmp)
+	}
+	if s.zram {
+		undo, err := zramSwap()
+		if err != nil {
+			return nil, err
+		}
+		defer func() {
+			if uerr := undo(); uerr != nil && err == nil {
+				err = uerr
+			}
+		}()
+	}
+	depth, err := runDepth()
+	if err != nil {
+		return nil, err
+	}
+	st, err := stack.Start(ctx, tmp, o.observer, o.prometheus, o.ruleFiles(), fmt.Sprintf("--cgroup.depth=%d", depth))
+	defer st.Stop()
+	if err != nil {
+		return nil, err
+	}
+	var j *job
+	if s.custom != nil {
+		e, err := newEnv(tmp)
+		if err != nil {
+			return nil, err
+		}
+		defer e.close()
+		if j, err = s.custom(ctx, e); err != nil {
+			return nil, err
+		}
+		defer j.stop()
+	}
+
+	ob = &observation{Scenario: s.name, Thrash: s.thrash}
+	wctx, cancel := context.WithCancel(ctx)
+	watched := make(chan struct{})
+	var target atomic.Value // the cgroup to be named, once known
+	target.Store("")
+	if j != nil {
+		target.Store(j.target)
+	}
+	go func() {
+		defer close(watched)
+		watch(wctx, st, func() string { return target.Load().(string) }, ob)
+	}()
+	defer func() { cancel(); <-watched }()
+	time.Sleep(quiet)
+
+	before := readKernelCounts()
+	if j == nil {
+		rec, abort, err := st.StartRun(s.spec)
+		if err != nil {
+			return nil, err
+		}
+		defer abort()
+		onset, ok := rec.Spec.Onset()
+		if rec.Spec.Cycles > 0 && rec.Spec.SizeBytes > rec.Spec.MemoryLimitBytes {
+			// A run of fixed work first runs one consumer alone, from its
+			// start: one too large for the limit thrashes from there.
+			onset, ok = 0, true
+		}
+		if !ok {
+			return nil, fmt.Errorf("the run %s never passes its limit", s.spec)
+		}
+		ob.Begin, ob.Onset = rec.StartedAt, rec.StartedAt.Add(onset)
+		target.Store("/" + cgroup.Prefix + "run-" + rec.ID)
+		bound := 10 * time.Minute
+		if s.bound > 0 {
+			bound = onset + s.bound
+		}
+		o.logf("run %s: %s; demand past the %d MiB limit %s in; watching until it ends or %s in", rec.ID, s.spec, rec.Spec.MemoryLimitBytes>>20, onset, bound)
+		for deadline := rec.StartedAt.Add(bound); time.Now().Before(deadline); time.Sleep(500 * time.Millisecond) {
+			if ctx.Err() != nil {
+				return nil, ctx.Err()
+			}
+			if r, err := st.Run(rec.ID); err == nil && r.EndedAt != nil {
+				break
+			}
+		}
+		abort()
+	} else {
+		ob.Begin = time.Now()
+		if ob.Onset, err = j.begin(); err != nil {
+			return nil, err
+		}
+		if err := j.wait(ctx); err != nil {
+			return nil, err
+		}
+	}
+	ob.End = time.Now()
+	ob.Kernel = readKernelCounts().sub(before)
+	o.logf("workload over %s after its start (%s); watching %s more", ob.End.Sub(ob.Begin).Round(100*time.Millisecond), ob.Kernel, o.after)
+	select {
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	case <-time.After(o.after):
+	}
+	cancel()
+	<-watched
+	return ob, nil
+}
+
+// runDepth is the depth of a run's cgroup (beneath this process's own in
+// the unified hierarchy, where the observer started by the bench makes its
+// runs): the observer's --cgroup.depth, so that a run is one workload, its
+// consumers' groups folded in, and so is each scenario's own group.
+func runDepth() (int, error) {
+	own, err := cgroup.OwnUnified("/proc")
+	if err != nil {
+		return 0, fmt.Errorf("a cgroup2 group of this process: %w", err)
+	}
+	h, err := cgroup.UnifiedHierarchy("/proc")
+	if err != nil {
+		return 0, err
+	}
+	rel, err := filepath.Rel(h.Point, own.Path)
+	if err != nil {
+		return 0, err
+	}
+	return strings.Count(strings.Trim(filepath.Join(h.Root, rel, "run"), "/"), "/") + 1, nil
+}

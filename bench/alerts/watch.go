@@ -1,0 +1,247 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"sigs.k8s.io/yaml"
+
+	"github.com/thrashscope/thrashscope/bench/internal/stack"
+)
+
+// trace is when one signal was on: its episodes, in order.
+type trace struct {
+	on  bool
+	Eps []episode `json:"episodes"`
+}
+
+type episode struct {
+	From time.Time `json:"from"`
+	To   time.Time `json:"to"`
+}
+
+func (t *trace) set(on bool, now time.Time) {
+	switch {
+	case on && !t.on:
+		t.Eps = append(t.Eps, episode{From: now})
+	case !on && t.on:
+		t.Eps[len(t.Eps)-1].To = now
+	}
+	t.on = on
+}
+
+func (t *trace) close(now time.Time) { t.set(false, now) }
+
+// first is when it first came on at or after from.
+func (t *trace) first(from time.Time) (time.Time, bool) {
+	for _, e := range t.Eps {
+		if !e.To.Before(from) {
+			return maxTime(e.From, from), true
+		}
+	}
+	return time.Time{}, false
+}
+
+// within counts the episodes and their time on, from from.
+func (t *trace) within(from time.Time) (n int, on time.Duration) {
+	for _, e := range t.Eps {
+		if e.To.After(from) {
+			n++
+			on += e.To.Sub(maxTime(e.From, from))
+		}
+	}
+	return n, on
+}
+
+func maxTime(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
+}
+
+// observation is what one scenario's watch saw.
+type observation struct {
+	Scenario string    `json:"scenario"`
+	Thrash   bool      `json:"thrash"`
+	Begin    time.Time `json:"begin"` // the workload started
+	Onset    time.Time `json:"onset"` // demand first past the limit (thrash), or the benign load's moment
+	End      time.Time `json:"end"`   // the workload ended
+	// Host is thrashing_state 2; Target the scenario's own cgroup at
+	// cgroup_thrashing_state 2, AnyWorkload any cgroup at 2.
+	Host, Target, AnyWorkload trace
+	Alerts                    map[string]*trace
+	// Named are the cgroups a workload alert named.
+	Named map[string]bool `json:"named,omitempty"`
+	// Kernel is what the host counted from the start of the workload to
+	// its end.
+	Kernel kernelCounts `json:"kernel"`
+}
+
+// namedSuffix marks an alert's trace counting only the instances that
+// name the scenario's own cgroup.
+const namedSuffix = "@target"
+
+// rule is an alert of the rule files, with its severity.
+type rule struct {
+	Alert  string            `json:"alert"`
+	Labels map[string]string `json:"labels"`
+}
+
+func readRules(files []string) ([]rule, error) {
+	var out []rule
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			return nil, err
+		}
+		var doc struct {
+			Groups []struct {
+				Rules []rule `json:"rules"`
+			} `json:"groups"`
+		}
+		if err := yaml.Unmarshal(b, &doc); err != nil {
+			return nil, fmt.Errorf("%s: %w", f, err)
+		}
+		for _, g := range doc.Groups {
+			for _, r := range g.Rules {
+				if r.Alert != "" {
+					out = append(out, r)
+				}
+			}
+		}
+	}
+	return out, nil
+}
+
+// watch polls the observer every 100 ms (the host's state, every
+// workload's) and Prometheus's active alerts every second until ctx ends.
+func watch(ctx context.Context, st *stack.Stack, target func() string, o *observation) {
+	o.Alerts = map[string]*trace{}
+	var lastProm time.Time
+	for ctx.Err() == nil {
+		now := time.Now()
+		var host, target2, any bool
+		want := target()
+		err := st.Scrape(func(line string) {
+			switch {
+			case line == "thrashscope_thrashing_state 2":
+				host = true
+			case strings.HasPrefix(line, "thrashscope_cgroup_thrashing_state{") && strings.HasSuffix(line, "} 2"):
+				any = true
+				if want != "" && strings.Contains(line, want+`"`) {
+					target2 = true
+				}
+			}
+		})
+		if err == nil {
+			o.Host.set(host, now)
+			o.Target.set(target2, now)
+			o.AnyWorkload.set(any, now)
+		}
+		if now.Sub(lastProm) >= time.Second {
+			lastProm = now
+			if alerts, err := st.Alerts(); err == nil {
+				firing := map[string]bool{}
+				for _, a := range alerts {
+					if a.State != "firing" {
+						continue
+					}
+					name := a.Labels["alertname"]
+					firing[name] = true
+					if c := a.Labels["cgroup"]; c != "" {
+						if want != "" && strings.HasSuffix(c, want) {
+							firing[name+namedSuffix] = true
+						}
+						if o.Named == nil {
+							o.Named = map[string]bool{}
+						}
+						o.Named[c] = true
+					}
+				}
+				for name := range firing {
+					if o.Alerts[name] == nil {
+						o.Alerts[name] = &trace{}
+					}
+				}
+				for name, t := range o.Alerts {
+					t.set(firing[name], now)
+				}
+			}
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+	now := time.Now()
+	o.Host.close(now)
+	o.Target.close(now)
+	o.AnyWorkload.close(now)
+	for _, t := range o.Alerts {
+		t.close(now)
+	}
+}
+
+// kernelCounts are the host's own counts of what a scenario did: vmstat's
+// major faults and swap traffic (pages), and PSI memory stall time.
+type kernelCounts struct {
+	MajorFaults uint64        `json:"major_faults"`
+	SwapIns     uint64        `json:"swap_ins"`
+	SwapOuts    uint64        `json:"swap_outs"`
+	PSISome     time.Duration `json:"psi_some"`
+	PSIFull     time.Duration `json:"psi_full"`
+}
+
+func readKernelCounts() kernelCounts {
+	var k kernelCounts
+	if b, err := os.ReadFile("/proc/vmstat"); err == nil {
+		for _, l := range strings.Split(string(b), "\n") {
+			f := strings.Fields(l)
+			if len(f) != 2 {
+				continue
+			}
+			n, _ := strconv.ParseUint(f[1], 10, 64)
+			switch f[0] {
+			case "pgmajfault":
+				k.MajorFaults = n
+			case "pswpin":
+				k.SwapIns = n
+			case "pswpout":
+				k.SwapOuts = n
+			}
+		}
+	}
+	if b, err := os.ReadFile("/proc/pressure/memory"); err == nil {
+		for _, l := range strings.Split(string(b), "\n") {
+			f := strings.Fields(l)
+			if len(f) == 0 {
+				continue
+			}
+			for _, kv := range f[1:] {
+				if v, ok := strings.CutPrefix(kv, "total="); ok {
+					us, _ := strconv.ParseInt(v, 10, 64)
+					if f[0] == "some" {
+						k.PSISome = time.Duration(us) * time.Microsecond
+					} else {
+						k.PSIFull = time.Duration(us) * time.Microsecond
+					}
+				}
+			}
+		}
+	}
+	return k
+}
+
+func (k kernelCounts) sub(o kernelCounts) kernelCounts {
+	return kernelCounts{k.MajorFaults - o.MajorFaults, k.SwapIns - o.SwapIns, k.SwapOuts - o.SwapOuts, k.PSISome - o.PSISome, k.PSIFull - o.PSIFull}
+}
+
+func (k kernelCounts) String() string {
+	return fmt.Sprintf("%d major faults, %d swap-ins, %d swap-outs, PSI memory some %.1f s, full %.1f s",
+		k.MajorFaults, k.SwapIns, k.SwapOuts, k.PSISome.Seconds(), k.PSIFull.Seconds())
+}
