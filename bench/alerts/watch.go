@@ -4,13 +4,13 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"strconv"
 	"strings"
 	"time"
 
 	"sigs.k8s.io/yaml"
 
 	"github.com/thrashscope/thrashscope/bench/internal/stack"
+	"github.com/thrashscope/thrashscope/internal/procfs"
 )
 
 // trace is when one signal was on: its episodes, in order.
@@ -199,40 +199,15 @@ type kernelCounts struct {
 
 func readKernelCounts() kernelCounts {
 	var k kernelCounts
-	if b, err := os.ReadFile("/proc/vmstat"); err == nil {
-		for _, l := range strings.Split(string(b), "\n") {
-			f := strings.Fields(l)
-			if len(f) != 2 {
-				continue
-			}
-			n, _ := strconv.ParseUint(f[1], 10, 64)
-			switch f[0] {
-			case "pgmajfault":
-				k.MajorFaults = n
-			case "pswpin":
-				k.SwapIns = n
-			case "pswpout":
-				k.SwapOuts = n
-			}
-		}
+	fs, err := procfs.NewFS("/proc")
+	if err != nil {
+		return k
 	}
-	if b, err := os.ReadFile("/proc/pressure/memory"); err == nil {
-		for _, l := range strings.Split(string(b), "\n") {
-			f := strings.Fields(l)
-			if len(f) == 0 {
-				continue
-			}
-			for _, kv := range f[1:] {
-				if v, ok := strings.CutPrefix(kv, "total="); ok {
-					us, _ := strconv.ParseInt(v, 10, 64)
-					if f[0] == "some" {
-						k.PSISome = time.Duration(us) * time.Microsecond
-					} else {
-						k.PSIFull = time.Duration(us) * time.Microsecond
-					}
-				}
-			}
-		}
+	if v, err := fs.VMStat(); err == nil {
+		k.MajorFaults, k.SwapIns, k.SwapOuts = v.PgMajFault, v.PswpIn, v.PswpOut
+	}
+	if p, err := fs.MemoryPressure(); err == nil {
+		k.PSISome, k.PSIFull = p.SomeTotal, p.FullTotal
 	}
 	return k
 }

@@ -72,8 +72,14 @@ type Config struct {
 }
 
 // MinWakeGap is the least time between a step and one a wake brings: the
-// rates of a shorter interval say little.
+// rates of a shorter interval say little. The probes space their wakes as
+// far apart.
 const MinWakeGap = 250 * time.Millisecond
+
+// wakeSlack is how much sooner than MinWakeGap after a step's start a wake
+// is still taken: the probes' wakes come MinWakeGap apart, and a step
+// begins a little after the wake that brought it.
+const wakeSlack = 50 * time.Millisecond
 
 // Pipeline runs the stages once per tick and holds the latest Tick.
 type Pipeline struct {
@@ -115,18 +121,21 @@ func (p *Pipeline) Run(ctx context.Context) {
 	t := time.NewTicker(p.cfg.Interval)
 	defer t.Stop()
 	for {
+		began := time.Now()
 		_ = p.Step() // the sampler logs a source as it starts and stops failing
 		t.Reset(p.cfg.Interval)
-		if !p.wait(ctx, t.C) {
+		if !p.wait(ctx, t.C, began) {
 			return
 		}
 	}
 }
 
 // wait waits for the next tick, or a wake worth a step; false once ctx is
-// done.
-func (p *Pipeline) wait(ctx context.Context, tick <-chan time.Time) bool {
-	stepped := time.Now()
+// done. The gap a wake needs is from when the last step began, as its
+// interval's rates are: the probes wake every MinWakeGap through a thrash's
+// first second, and a gap counted from the step's end skipped every other
+// wake.
+func (p *Pipeline) wait(ctx context.Context, tick <-chan time.Time, stepped time.Time) bool {
 	for {
 		select {
 		case <-ctx.Done():
@@ -134,7 +143,7 @@ func (p *Pipeline) wait(ctx context.Context, tick <-chan time.Time) bool {
 		case <-tick:
 			return true
 		case <-p.cfg.Wake:
-			if time.Since(stepped) >= MinWakeGap && !p.thrashing() {
+			if time.Since(stepped) >= MinWakeGap-wakeSlack && !p.thrashing() {
 				p.wakes.Add(1)
 				return true
 			}

@@ -64,3 +64,46 @@ func TestWakeStepsEarly(t *testing.T) {
 		t.Error("a wake was taken while the detector said thrashing")
 	}
 }
+
+// The gap a wake needs runs from the start of the last step, not its end:
+// a wake MinWakeGap after a slow step began is taken, as the probes send
+// them MinWakeGap apart through a thrash's first second.
+func TestWakeGapFromTheStepsStart(t *testing.T) {
+	var mu sync.Mutex
+	var began []time.Time
+	wake := make(chan struct{}, 1)
+	slow := SinkFunc(func(_, _ *Tick) {
+		mu.Lock()
+		began = append(began, time.Now())
+		n := len(began)
+		mu.Unlock()
+		if n == 1 {
+			time.Sleep(150 * time.Millisecond) // a slow sample
+		}
+	})
+	p := New(Config{Sampler: newSampler(t), Sinks: []Sink{slow}, Interval: time.Hour, Wake: wake})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { p.Run(ctx); close(done) }()
+	defer func() { cancel(); <-done }()
+	count := func() int {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(began)
+	}
+	for deadline := time.Now().Add(10 * time.Second); count() < 1; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("no first step")
+		}
+	}
+	mu.Lock()
+	first := began[0]
+	mu.Unlock()
+	time.Sleep(time.Until(first.Add(MinWakeGap)))
+	wake <- struct{}{}
+	for deadline := time.Now().Add(5 * time.Second); count() < 2; time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("a wake MinWakeGap after a slow step began brought no step")
+		}
+	}
+}
