@@ -17,6 +17,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"os"
@@ -57,34 +58,9 @@ func main() {
 	if err != nil {
 		fail(err)
 	}
-	var obs []*observation
-	if *from != "" {
-		b, err := os.ReadFile(*from)
-		if err == nil {
-			err = json.Unmarshal(b, &obs)
-		}
-		if err != nil {
-			fail(err)
-		}
-	} else {
-		picked, err := pick(*only)
-		if err != nil {
-			fail(err)
-		}
-		for i, s := range picked {
-			fmt.Printf("== %d of %d: %s: %s\n", i+1, len(picked), s.name, s.what)
-			ob, err := o.run(ctx, s)
-			if err != nil {
-				fail(fmt.Errorf("%s: %w", s.name, err))
-			}
-			obs = append(obs, ob)
-			if *jsonOut != "" {
-				b, _ := json.MarshalIndent(obs, "", "  ")
-				if err := os.WriteFile(*jsonOut, b, 0o644); err != nil {
-					fail(err)
-				}
-			}
-		}
+	obs, err := o.observations(ctx, *from, *only, *jsonOut)
+	if err != nil {
+		fail(err)
 	}
 	t := tabulate(rules, obs)
 	if *markdown {
@@ -97,6 +73,38 @@ func main() {
 		fmt.Fprintln(os.Stderr, "\nalerts: "+strings.Join(problems, "\nalerts: "))
 		os.Exit(1)
 	}
+}
+
+// observations runs the scenarios picked (writing each to jsonOut as it
+// ends), or reads them from a --json file.
+func (o options) observations(ctx context.Context, from, only, jsonOut string) ([]*observation, error) {
+	var obs []*observation
+	if from != "" {
+		b, err := os.ReadFile(from)
+		if err != nil {
+			return nil, err
+		}
+		return obs, json.Unmarshal(b, &obs)
+	}
+	picked, err := pick(only)
+	if err != nil {
+		return nil, err
+	}
+	for i, s := range picked {
+		fmt.Printf("== %d of %d: %s: %s\n", i+1, len(picked), s.name, s.what)
+		ob, err := o.run(ctx, s)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", s.name, err)
+		}
+		obs = append(obs, ob)
+		if jsonOut != "" {
+			b, _ := json.MarshalIndent(obs, "", "  ")
+			if err := os.WriteFile(jsonOut, b, 0o644); err != nil {
+				return nil, err
+			}
+		}
+	}
+	return obs, nil
 }
 
 func fail(err error) {
@@ -162,105 +170,138 @@ func (o options) run(ctx context.Context, s scenario) (ob *observation, err erro
 		defer os.RemoveAll(tmp)
 	}
 	if s.zram {
-		undo, err := zramSwap()
-		if err != nil {
-			return nil, err
+		undo, zerr := zramSwap()
+		if zerr != nil {
+			return nil, zerr
 		}
-		defer func() {
-			if uerr := undo(); uerr != nil && err == nil {
-				err = uerr
-			}
-		}()
+		defer func() { err = errors.Join(err, undo()) }()
 	}
-	depth, err := runDepth()
-	if err != nil {
-		return nil, err
-	}
-	st, err := stack.Start(ctx, tmp, o.observer, o.prometheus, o.ruleFiles(), fmt.Sprintf("--cgroup.depth=%d", depth))
+	st, err := o.stack(ctx, tmp)
 	defer st.Stop()
 	if err != nil {
 		return nil, err
 	}
-	var j *job
-	if s.custom != nil {
-		e, err := newEnv(tmp)
-		if err != nil {
-			return nil, err
-		}
-		defer e.close()
-		if j, err = s.custom(ctx, e); err != nil {
-			return nil, err
-		}
-		defer j.stop()
+	j, done, err := prepare(ctx, s, tmp)
+	defer done()
+	if err != nil {
+		return nil, err
 	}
 
 	ob = &observation{Scenario: s.name, Thrash: s.thrash}
-	wctx, cancel := context.WithCancel(ctx)
-	watched := make(chan struct{})
 	var target atomic.Value // the cgroup to be named, once known
 	target.Store("")
 	if j != nil {
 		target.Store(j.target)
 	}
-	go func() {
-		defer close(watched)
-		watch(wctx, st, func() string { return target.Load().(string) }, ob)
-	}()
-	defer func() { cancel(); <-watched }()
-	time.Sleep(quiet)
+	stopWatch := goWatch(ctx, st, &target, ob)
+	defer stopWatch()
+	if err := sleep(ctx, quiet); err != nil {
+		return nil, err
+	}
 
 	before := readKernelCounts()
 	if j == nil {
-		rec, abort, err := st.StartRun(s.spec)
-		if err != nil {
-			return nil, err
-		}
-		defer abort()
-		onset, ok := rec.Spec.Onset()
-		if rec.Spec.Cycles > 0 && rec.Spec.SizeBytes > rec.Spec.MemoryLimitBytes {
-			// A run of fixed work first runs one consumer alone, from its
-			// start: one too large for the limit thrashes from there.
-			onset, ok = 0, true
-		}
-		if !ok {
-			return nil, fmt.Errorf("the run %s never passes its limit", s.spec)
-		}
-		ob.Begin, ob.Onset = rec.StartedAt, rec.StartedAt.Add(onset)
-		target.Store("/" + cgroup.Prefix + "run-" + rec.ID)
-		bound := 10 * time.Minute
-		if s.bound > 0 {
-			bound = onset + s.bound
-		}
-		o.logf("run %s: %s; demand past the %d MiB limit %s in; watching until it ends or %s in", rec.ID, s.spec, rec.Spec.MemoryLimitBytes>>20, onset, bound)
-		for deadline := rec.StartedAt.Add(bound); time.Now().Before(deadline); time.Sleep(500 * time.Millisecond) {
-			if ctx.Err() != nil {
-				return nil, ctx.Err()
-			}
-			if r, err := st.Run(rec.ID); err == nil && r.EndedAt != nil {
-				break
-			}
-		}
-		abort()
+		err = o.induce(ctx, st, s, ob, &target)
 	} else {
 		ob.Begin = time.Now()
-		if ob.Onset, err = j.begin(); err != nil {
-			return nil, err
+		if ob.Onset, err = j.begin(); err == nil {
+			err = j.wait(ctx)
 		}
-		if err := j.wait(ctx); err != nil {
-			return nil, err
-		}
+	}
+	if err != nil {
+		return nil, err
 	}
 	ob.End = time.Now()
 	ob.Kernel = readKernelCounts().sub(before)
 	o.logf("workload over %s after its start (%s); watching %s more", ob.End.Sub(ob.Begin).Round(100*time.Millisecond), ob.Kernel, o.after)
+	if err := sleep(ctx, o.after); err != nil {
+		return nil, err
+	}
+	stopWatch()
+	return ob, nil
+}
+
+func sleep(ctx context.Context, d time.Duration) error {
 	select {
 	case <-ctx.Done():
-		return nil, ctx.Err()
-	case <-time.After(o.after):
+		return ctx.Err()
+	case <-time.After(d):
+		return nil
 	}
-	cancel()
-	<-watched
-	return ob, nil
+}
+
+// goWatch watches on a goroutine of its own until stop, which returns once
+// the watch has written its last into ob and may be called again.
+func goWatch(ctx context.Context, st *stack.Stack, target *atomic.Value, ob *observation) (stop func()) {
+	wctx, cancel := context.WithCancel(ctx)
+	watched := make(chan struct{})
+	go func() {
+		defer close(watched)
+		watch(wctx, st, func() string { return target.Load().(string) }, ob)
+	}()
+	return func() { cancel(); <-watched }
+}
+
+// prepare readies a scenario's own workload, nil for a run over the API;
+// done stops it and removes its groups, and is never nil.
+func prepare(ctx context.Context, s scenario, tmp string) (j *job, done func(), err error) {
+	if s.custom == nil {
+		return nil, func() {}, nil
+	}
+	e, err := newEnv(tmp)
+	if err != nil {
+		return nil, func() {}, err
+	}
+	if j, err = s.custom(ctx, e); err != nil {
+		return nil, e.close, err
+	}
+	return j, func() { j.stop(); e.close() }, nil
+}
+
+// stack starts the observer, counting a run's cgroup as one workload, and
+// Prometheus with the rules.
+func (o options) stack(ctx context.Context, tmp string) (*stack.Stack, error) {
+	depth, err := runDepth()
+	if err != nil {
+		return &stack.Stack{}, err
+	}
+	return stack.Start(ctx, tmp, o.observer, o.prometheus, o.ruleFiles(), fmt.Sprintf("--cgroup.depth=%d", depth))
+}
+
+// induce starts the scenario's run over the observer's API and waits until
+// it ends, or its bound has passed and it is aborted; the onset is when its
+// plan first puts demand past its limit.
+func (o options) induce(ctx context.Context, st *stack.Stack, s scenario, ob *observation, target *atomic.Value) error {
+	rec, abort, err := st.StartRun(s.spec)
+	if err != nil {
+		return err
+	}
+	defer abort()
+	onset, ok := rec.Spec.Onset()
+	if rec.Spec.Cycles > 0 && rec.Spec.SizeBytes > rec.Spec.MemoryLimitBytes {
+		// A run of fixed work first runs one consumer alone, from its
+		// start: one too large for the limit thrashes from there.
+		onset, ok = 0, true
+	}
+	if !ok {
+		return fmt.Errorf("the run %s never passes its limit", s.spec)
+	}
+	ob.Begin, ob.Onset = rec.StartedAt, rec.StartedAt.Add(onset)
+	target.Store("/" + cgroup.Prefix + "run-" + rec.ID)
+	bound := 10 * time.Minute
+	if s.bound > 0 {
+		bound = onset + s.bound
+	}
+	o.logf("run %s: %s; demand past the %d MiB limit %s in; watching until it ends or %s in", rec.ID, s.spec, rec.Spec.MemoryLimitBytes>>20, onset, bound)
+	for deadline := rec.StartedAt.Add(bound); time.Now().Before(deadline); time.Sleep(500 * time.Millisecond) {
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		if r, err := st.Run(rec.ID); err == nil && r.EndedAt != nil {
+			break
+		}
+	}
+	return nil
 }
 
 // runDepth is the depth of a run's cgroup (beneath this process's own in

@@ -84,7 +84,7 @@ func cell(o *observation, row string) string {
 	if n == 0 {
 		return "0"
 	}
-	return fmt.Sprintf("%d (%.0f s)", n, on.Seconds())
+	return fmt.Sprintf("%d (%.1f s)", n, on.Seconds())
 }
 
 func tabulate(rules []rule, obs []*observation) table {
