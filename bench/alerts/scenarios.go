@@ -164,7 +164,7 @@ func startStorm(ctx context.Context, e *env) (*job, error) {
 
 func readbackPair(ctx context.Context, e *env) (*job, error) {
 	at := time.Now().Add(20 * time.Second)
-	var groups []*groups
+	var gs []*groups
 	var jobs []*job
 	defer func() {
 		for _, j := range jobs {
@@ -182,7 +182,7 @@ func readbackPair(ctx context.Context, e *env) (*job, error) {
 		if err != nil {
 			return nil, err
 		}
-		groups, jobs = append(groups, g), append(jobs, j)
+		gs, jobs = append(gs, g), append(jobs, j)
 	}
 	both := jobs
 	jobs = nil
@@ -196,7 +196,7 @@ func readbackPair(ctx context.Context, e *env) (*job, error) {
 			// Filled in about a second; pushed out to swap, then idle
 			// until at.
 			time.Sleep(4 * time.Second)
-			for _, g := range groups {
+			for _, g := range gs {
 				if err := g.reclaim(160 * mib); err != nil {
 					return time.Time{}, err
 				}
