@@ -604,8 +604,11 @@ func TestMajorFaultKindsAgreeWithMajFlt(t *testing.T) {
 				t.Errorf("kind %s is %d of %d faults, want at least 95%%", kind, got[kind], got.Total())
 			}
 			// The mapping's class is remembered: a lookup per mapping and
-			// address-space change, not per fault.
-			if swapBacked := got.SwapIns(); swapBacked > 0 && lookups > 16+swapBacked/100 {
+			// address-space change, not per fault. Only a case whose own
+			// faults are swap-backed says so: elsewhere the swap-backed
+			// faults are the child's few strays, each in a mapping of its
+			// own.
+			if swapBacked := got.SwapIns(); kind != readout.File && lookups > 16+swapBacked/100 {
 				t.Errorf("%d mapping lookups for %d swap-backed faults: the cache does not hold", lookups, swapBacked)
 			}
 			lat := after.Latency[kind.String()].Count() - before.Latency[kind.String()].Count()
