@@ -8,8 +8,12 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
+
+	"github.com/thrashscope/thrashscope/internal/policy"
+	"github.com/thrashscope/thrashscope/internal/run"
 )
 
 const root = ".."
@@ -126,6 +130,50 @@ func TestEveryLinkLeadsSomewhere(t *testing.T) {
 			if !anchors(string(text))[frag] {
 				t.Errorf("%s links %s: %s has no heading #%s", page, target, file, frag)
 			}
+		}
+	}
+}
+
+// tableNames are the first-column names (in backquotes) of the table whose
+// header row starts with "| "+first+" |".
+func tableNames(t *testing.T, page, first string) []string {
+	b, err := os.ReadFile(filepath.Join(root, page))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	in := false
+	cell := regexp.MustCompile("^\\| `([a-z0-9-]+)` \\|")
+	for line := range strings.Lines(string(b)) {
+		switch {
+		case strings.HasPrefix(line, "| "+first+" |"):
+			in = true
+		case in && !strings.HasPrefix(line, "|"):
+			return names
+		case in:
+			if m := cell.FindStringSubmatch(line); m != nil {
+				names = append(names, m[1])
+			}
+		}
+	}
+	return names
+}
+
+// The docs' tables of presets and policies hold what the registries hold,
+// so one registered in its own file needs its line here too.
+func TestDocsListTheRegistries(t *testing.T) {
+	for _, c := range []struct {
+		page, first string
+		want        []string
+	}{
+		{"docs/runs.md", "preset", run.PresetNames()},
+		{"docs/policies/README.md", "policy", policy.Names()},
+	} {
+		got := tableNames(t, c.page, c.first)
+		slices.Sort(got)
+		want := slices.Sorted(slices.Values(c.want))
+		if !slices.Equal(got, want) {
+			t.Errorf("%s's table of %ss lists %v, the registry holds %v", c.page, c.first, got, want)
 		}
 	}
 }

@@ -52,7 +52,7 @@ func main() {
 	runCmd := app.Command("run", "Run an experiment standalone, without the observer: consumers in a memory-limited cgroup, a live progress line, and the run record and samples.csv under --out.")
 	var rf runFlags
 	rf.common(runCmd)
-	runCmd.Flag("preset", "e1, e2, e3, e4, fig12 (Maziero et al., 2013), syn8 (Reuven and Wiseman, 2006) or pair (Jiang and Zhang, 2001).").Default("e4").StringVar(&rf.preset)
+	runCmd.Flag("preset", run.PresetHelp()+".").Default("e4").StringVar(&rf.preset)
 	rf.consumers = rf.flag(runCmd, "consumers", "Number of consumers N (default: the preset's).").Int()
 	rf.size = rf.flag(runCmd, "size", "Bytes per consumer S, before --scale (e.g. 100MB).").Bytes()
 	rf.writes = rf.flag(runCmd, "writes", "Writes per cycle W.").Int()
@@ -61,7 +61,7 @@ func main() {
 	rf.leadIn = rf.flag(runCmd, "lead-in", "Time before the first consumer starts.").Duration()
 	rf.backing = rf.flag(runCmd, "backing", "anon (needs swap) or file (thrashes the page cache; no swap needed).").Enum(run.BackingAnon, run.BackingFile)
 	rf.fill = rf.flag(runCmd, "fill", "random (incompressible, the default) or zero.").Enum(run.FillRandom, run.FillZero)
-	rf.policy = rf.flag(runCmd, "policy", "The thrash-control policy: none (Linux as it is), tpf (protect the high-fault consumer closest to its demand), binpack (round-robin bins that fit, the rest frozen and paged out) or calmdown (stop the newest consumer for 20 s while memory is low and paging high).").Default(policy.None).Enum(policy.Names...)
+	rf.policy = rf.flag(runCmd, "policy", "The thrash-control policy: "+policy.Help()+".").Default(policy.None).Enum(policy.Names()...)
 	rf.cycles = rf.flag(runCmd, "cycles", "Work, not time: each consumer exits after this many write cycles instead of at its t_f; the record then has each consumer's run time and the run's makespan.").Int64()
 	runCmd.Flag("detector.psi-full", "PSI memory full share (%) of an interval that means thrashing, to a policy; it clears below half of it (as the observer's flag).").Default("10").Float64Var(&rf.psiFull)
 

@@ -14,6 +14,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"strings"
 	"syscall"
 
 	"github.com/alecthomas/kingpin/v2"
@@ -22,6 +23,7 @@ import (
 	"github.com/thrashscope/thrashscope/internal/compare"
 	"github.com/thrashscope/thrashscope/internal/findings"
 	"github.com/thrashscope/thrashscope/internal/observer"
+	"github.com/thrashscope/thrashscope/internal/policy"
 	"github.com/thrashscope/thrashscope/internal/report"
 	"github.com/thrashscope/thrashscope/internal/run"
 )
@@ -47,7 +49,7 @@ func main() {
 	cmpCmd := app.Command("compare", "Run one spec under several thrash-control policies, each repeated, interleaved, standalone (no daemon; run no other thrash meanwhile), and write the comparison (compare.txt: makespan, swap-ins, major faults, slowdowns, peak PSI full, lateness, mean ± SD) and its figure under --out.")
 	var cc compare.Config
 	cmpSpec := cmpCmd.Flag("spec", `The run spec, as POST /api/v1/runs takes it, without a policy; e.g. {"preset":"syn8","consumers":25}.`).String()
-	cmpCmd.Flag("policy", "A policy to compare; repeat it (none, tpf, binpack, calmdown).").StringsVar(&cc.Policies)
+	cmpCmd.Flag("policy", "A policy to compare; repeat it ("+strings.Join(policy.Names(), ", ")+").").StringsVar(&cc.Policies)
 	cmpRedraw := cmpCmd.Flag("redraw", "Run nothing: compare the ended runs already under --out (an interrupted comparison, or to draw one anew).").Bool()
 	cmpCmd.Flag("repeats", "Runs of each policy.").Default("3").IntVar(&cc.Repeats)
 	cmpCmd.Flag("timeout", "Abort a run still going after this long and go on with the next; the comparison keeps it as aborted, with the work it did (0: no bound but a run's own 4 h).").Default("0").DurationVar(&cc.Timeout)

@@ -19,6 +19,7 @@ import (
 	"github.com/getkin/kin-openapi/routers/gorillamux"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/thrashscope/thrashscope/internal/policy"
 	"github.com/thrashscope/thrashscope/internal/run"
 )
 
@@ -347,6 +348,9 @@ func TestSpecSchemasMatchTypes(t *testing.T) {
 		var fields, required []string
 		for f := range typ.Fields() {
 			tag, opts, _ := strings.Cut(f.Tag.Get("json"), ",")
+			if tag == "-" {
+				continue // never sent
+			}
 			fields = append(fields, tag)
 			if !strings.Contains(opts, "omitempty") {
 				required = append(required, tag)
@@ -366,5 +370,34 @@ func TestSpecSchemasMatchTypes(t *testing.T) {
 		if !slices.Equal(required, want) {
 			t.Errorf("%s: schema requires %v, %s always sends %v", name, want, typ, required)
 		}
+	}
+}
+
+// TestEnumsFollowTheRegistries holds the spec's lists of presets and
+// policies to what the registries hold, so a preset or policy added in
+// its own file is refused here until the API says it too.
+func TestEnumsFollowTheRegistries(t *testing.T) {
+	s := loadSpec(t)
+	enum := func(sc *openapi3.Schema) []string {
+		var out []string
+		for _, v := range sc.Enum {
+			out = append(out, fmt.Sprint(v))
+		}
+		return out
+	}
+	if p := s.doc.Components.Schemas["PresetName"]; p == nil || !slices.Equal(enum(p.Value), run.PresetNames()) {
+		t.Errorf("PresetName's enum is not the registry's %v", run.PresetNames())
+	}
+	found := 0
+	for name, sc := range s.doc.Components.Schemas {
+		if prop := sc.Value.Properties["policy"]; prop != nil && prop.Value != nil {
+			found++
+			if got := enum(prop.Value); !slices.Equal(got, policy.Names()) {
+				t.Errorf("%s.policy's enum %v, want the registry's %v", name, got, policy.Names())
+			}
+		}
+	}
+	if found < 2 {
+		t.Errorf("%d schemas have a policy, want the spec's and the record's", found)
 	}
 }

@@ -65,12 +65,12 @@ func Order(policies []string, repeats int) []string {
 // Validate checks the policies and repeats.
 func (c Config) Validate() error {
 	if len(c.Policies) < 1 {
-		return errors.New("--policy: name at least one (none, tpf, binpack, calmdown)")
+		return errors.New("--policy: name at least one (" + strings.Join(policy.Names(), ", ") + ")")
 	}
 	seen := map[string]bool{}
 	for _, p := range c.Policies {
-		if !slices.Contains(policy.Names, p) {
-			return fmt.Errorf("--policy=%q: want one of %s", p, strings.Join(policy.Names, ", "))
+		if !slices.Contains(policy.Names(), p) {
+			return fmt.Errorf("--policy=%q: want one of %s", p, strings.Join(policy.Names(), ", "))
 		}
 		if seen[p] {
 			return fmt.Errorf("--policy=%s is given twice: give each policy once", p)

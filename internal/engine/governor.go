@@ -28,18 +28,18 @@ func (g *Governor) Observe(_, tick *pipeline.Tick) {
 		return
 	}
 	rec := r.Record()
-	if rec.Spec.Policy == "" || rec.Spec.Policy == policy.None {
+	needs := policy.NeedsOf(rec.Spec.Policy)
+	if !needs.Ticks {
 		return
 	}
 	usage, err := r.MemoryUsage()
 	if err != nil {
 		usage = rec.Spec.MemoryLimitBytes // unknown: as full as it can be
 	}
-	// Only binpack sizes consumers (by their own memory, resident or
-	// swapped); the others spare the stage a read of each consumer's
-	// status.
+	// Only a policy that sizes consumers by their own memory has the
+	// stage read each consumer's status.
 	var own func(int) (int64, int64, bool)
-	if rec.Spec.Policy == policy.BinPack {
+	if needs.OwnMemory {
 		own = func(pid int) (int64, int64, bool) {
 			p, err := g.procFS.Process(pid)
 			if err != nil {
@@ -97,7 +97,7 @@ func policyTick(tick *pipeline.Tick, rec run.Record, usage int64, ownOf func(pid
 // PolicyLine says in one line what a run's policy is doing, for the live
 // page and loadgen's progress line; empty under none.
 func PolicyLine(s run.PolicyState) string {
-	if s.Policy == "" || s.Policy == policy.None {
+	if !policy.NeedsOf(s.Policy).Ticks {
 		return ""
 	}
 	line := fmt.Sprintf("policy %s: %d frozen, %d protected", s.Policy, s.Frozen, s.Protected)

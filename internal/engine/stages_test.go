@@ -147,10 +147,10 @@ func TestGovernor(t *testing.T) {
 		wantSwap     int64
 	}{
 		{policy: "none"},
-		{policy: policy.TPF, wantGoverned: true, wantFree: (128 - 90) << 20},
-		{policy: policy.CalmDown, usageErr: errors.New("gone"), wantGoverned: true, wantFree: 0},
-		{policy: policy.TPF, ended: true},
-		{policy: policy.BinPack, wantGoverned: true, wantFree: (128 - 90) << 20, wantSwap: 512 << 20},
+		{policy: "tpf", wantGoverned: true, wantFree: (128 - 90) << 20},
+		{policy: "calmdown", usageErr: errors.New("gone"), wantGoverned: true, wantFree: 0},
+		{policy: "tpf", ended: true},
+		{policy: "binpack", wantGoverned: true, wantFree: (128 - 90) << 20, wantSwap: 512 << 20},
 	} {
 		fr := newFakeRunning(c.policy)
 		fr.rec.Consumers[0].PID = 4242 // the fixture's process with 512 MiB swapped

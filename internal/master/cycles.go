@@ -119,10 +119,10 @@ func applyMessage(c *run.ConsumerRecord, m consumer.Message, spec run.Resolved, 
 		t := time.Unix(0, m.A)
 		c.ActualEnd = &t
 		c.Cycles = uint64(m.B)
-		if late := t.Sub(c.PlannedEnd); late > 0 && spec.Preset != run.PresetFill {
+		if late := t.Sub(c.PlannedEnd); late > 0 && spec.Shape().Scheduled() {
 			c.LatenessSeconds = late.Seconds()
 		}
-		if spec.Cycles > 0 && c.ActualStart != nil {
+		if spec.Shape() == run.ShapeWork && c.ActualStart != nil {
 			c.RunSeconds = t.Sub(*c.ActualStart).Seconds()
 			if alone != nil && alone.RunSeconds > 0 && !m.Terminated() {
 				c.Slowdown = c.RunSeconds / alone.RunSeconds

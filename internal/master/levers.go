@@ -100,9 +100,6 @@ type governor struct {
 	pageout sync.WaitGroup
 }
 
-// needsFreezer: the policies that stop consumers.
-func needsFreezer(name string) bool { return name == policy.BinPack || name == policy.CalmDown }
-
 // newGovernor makes the policy and, for those that freeze, each
 // consumer's cgroup v2 group: the memory sub-cgroups themselves on cgroup
 // v2, else children of a group made in the unified hierarchy.
@@ -122,7 +119,7 @@ func newGovernor(cfg Config, memGroups []*cgroup.Cgroup, n int) (*governor, erro
 			g.levers[i].mem = memGroups[i]
 		}
 	}
-	if g.name == policy.TPF {
+	if policy.NeedsOf(g.name).Protection {
 		// The kernel's own protection where the consumers' groups have
 		// the memory controller (v2), else each consumer's mlock.
 		g.protection = ProtectMlock
@@ -133,7 +130,7 @@ func newGovernor(cfg Config, memGroups []*cgroup.Cgroup, n int) (*governor, erro
 		}
 	}
 	if cfg.Parent.V2 {
-		if needsFreezer(g.name) {
+		if policy.NeedsOf(g.name).Freezer {
 			for i := range n {
 				g.levers[i].group = memGroups[i]
 			}
@@ -144,9 +141,9 @@ func newGovernor(cfg Config, memGroups []*cgroup.Cgroup, n int) (*governor, erro
 	// child a consumer, for the consumers' PSI and the cgroup the probes
 	// count them in (the run's workload), and, under a policy that
 	// freezes, for the cgroup v2 freezer.
-	root, err := unifiedRunGroup(cfg, needsFreezer(g.name))
+	root, err := unifiedRunGroup(cfg, policy.NeedsOf(g.name).Freezer)
 	if err != nil {
-		if needsFreezer(g.name) {
+		if policy.NeedsOf(g.name).Freezer {
 			return nil, fmt.Errorf("policy %s freezes consumers through the cgroup v2 freezer: %w", g.name, err)
 		}
 		cfg.Logger.Warn("no group in the unified hierarchy for the run: its consumers' stall and workload are counted where the observer runs", "run", cfg.ID, "err", err)
@@ -163,7 +160,7 @@ func newGovernor(cfg Config, memGroups []*cgroup.Cgroup, n int) (*governor, erro
 		}
 		g.levers[i].unified = ch
 		g.pairs.Pair(ch.Path, memGroups[i].Path)
-		if needsFreezer(g.name) {
+		if policy.NeedsOf(g.name).Freezer {
 			g.levers[i].group = ch
 		}
 	}

@@ -22,7 +22,7 @@ import (
 // recorded as a decision, with the reason it failed; the run's end
 // releases what is held. No run and no root: the control pipe is a buffer.
 func TestLeversOfAProtectingPolicy(t *testing.T) {
-	spec := run.Resolved{Policy: policy.TPF, SizeBytes: 10 << 20, MemoryLimitBytes: 100 << 20}
+	spec := run.Resolved{Policy: "tpf", SizeBytes: 10 << 20, MemoryLimitBytes: 100 << 20}
 	// Unified: a parent that cannot hold groups (v1), so that the test
 	// makes none: the run goes on without a group there.
 	g, err := newGovernor(Config{ID: "t", Spec: spec, Unified: &cgroup.Parent{}, Logger: slog.New(slog.DiscardHandler)}, nil, 2)
@@ -67,7 +67,7 @@ func TestLeversOfAProtectingPolicy(t *testing.T) {
 		}
 	}
 	st := g.state()
-	if st.Policy != policy.TPF || st.Decisions[string(policy.Protect)] != 3 || st.Decisions[string(policy.Release)] != 2 || st.Decisions[string(policy.Freeze)] != 1 {
+	if st.Policy != "tpf" || st.Decisions[string(policy.Protect)] != 3 || st.Decisions[string(policy.Release)] != 2 || st.Decisions[string(policy.Freeze)] != 1 {
 		t.Errorf("state %+v: want tpf with 3 protects, 2 releases and 1 freeze counted (failed ones too)", st)
 	}
 
@@ -88,7 +88,7 @@ func TestLeversOfAProtectingPolicy(t *testing.T) {
 // A consumer whose region would leave the others under an eighth of the
 // limit is refused protection: locked pages cannot be reclaimed.
 func TestProtectionRefusedPastTheHeadroom(t *testing.T) {
-	spec := run.Resolved{Policy: policy.TPF, SizeBytes: 90 << 20, MemoryLimitBytes: 100 << 20}
+	spec := run.Resolved{Policy: "tpf", SizeBytes: 90 << 20, MemoryLimitBytes: 100 << 20}
 	g, err := newGovernor(Config{ID: "t", Spec: spec, Unified: &cgroup.Parent{}, Logger: slog.New(slog.DiscardHandler)}, nil, 1)
 	if err != nil {
 		t.Fatal(err)
@@ -120,9 +120,9 @@ func TestAFinishedConsumerIsNeverLeftFrozen(t *testing.T) {
 	if err := ch.Add(sleeper.Process.Pid); err != nil {
 		t.Fatal(err)
 	}
-	spec := run.Resolved{Policy: policy.BinPack, SizeBytes: 10 << 20, MemoryLimitBytes: 100 << 20}
+	spec := run.Resolved{Policy: "binpack", SizeBytes: 10 << 20, MemoryLimitBytes: 100 << 20}
 	fresh := func() *governor {
-		g := &governor{name: policy.BinPack, spec: spec, logger: slog.New(slog.DiscardHandler),
+		g := &governor{name: "binpack", spec: spec, logger: slog.New(slog.DiscardHandler),
 			levers: []lever{{group: ch, pidfd: -1}}, counts: map[policy.Kind]uint64{}}
 		return g
 	}

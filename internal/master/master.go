@@ -135,7 +135,7 @@ func Start(cfg Config) (*Master, error) {
 	// on one consumer; the run's limit covers them all.
 	n := cfg.Spec.Processes()
 	groups := n
-	if cfg.Spec.Cycles > 0 {
+	if cfg.Spec.Shape() == run.ShapeWork {
 		groups++ // the one that runs alone first
 	}
 	joins, children, err := consumerGroups(cg, groups)
@@ -174,7 +174,7 @@ func Start(cfg Config) (*Master, error) {
 	r.rec = plannedRecord(cfg, start, cg.Path, gov.protection)
 	r.rec.SwapEmulation = emulation
 	r.procs = make([]*os.Process, n)
-	if cfg.Spec.Preset == run.PresetFill {
+	if cfg.Spec.Shape() == run.ShapeFill {
 		r.cycles.chunks = make([][]chunkSample, cfg.Spec.Consumers)
 	} else if r.board, err = consumer.NewCycleBoard(n); err != nil {
 		cfg.Logger.Warn("no cycle board; each write cycle is sent on its consumer's pipe", "run", cfg.ID, "err", err)
@@ -216,7 +216,7 @@ func plannedRecord(cfg Config, start time.Time, cgroupPath, protection string) r
 	for i := range cfg.Spec.Processes() {
 		s := cfg.Spec.Slot(i)
 		c := run.ConsumerRecord{Index: i, PlannedStart: start.Add(s.Start), PlannedEnd: start.Add(s.End)}
-		if cfg.Spec.Preset == run.PresetFill {
+		if cfg.Spec.Shape() == run.ShapeFill {
 			c.PlannedStart, c.PlannedEnd = start, start.Add(run.MaxRunDuration)
 		}
 		rec.Consumers = append(rec.Consumers, c)
@@ -296,7 +296,7 @@ func progressAt(spec run.Resolved, rec *run.Record, start, now time.Time, chunks
 		Planned:    spec.ActiveAt(now.Sub(start)),
 		LimitBytes: spec.MemoryLimitBytes,
 	}
-	work := spec.Cycles > 0
+	work := spec.Shape() == run.ShapeWork
 	if work {
 		// Its consumers end when their work is done: the plan has its
 		// starts only, and a consumer is planned from its start to its end.
@@ -321,7 +321,7 @@ func progressAt(spec run.Resolved, rec *run.Record, start, now time.Time, chunks
 		}
 		p.LatenessSeconds = append(p.LatenessSeconds, late)
 	}
-	if spec.Preset == run.PresetFill {
+	if spec.Shape() == run.ShapeFill {
 		p.ChunksDone = chunksDone
 		p.Planned = min(p.Active, 1)
 		p.DemandBytes = int64(p.ChunksDone%max(spec.Consumers, 1)) * spec.SizeBytes
@@ -337,7 +337,7 @@ func (r *Master) drive() {
 	defer close(r.done)
 	var wg sync.WaitGroup
 	spawned := make(chan struct{})
-	timed := r.cfg.Spec.Preset != run.PresetFill && r.cfg.Spec.Cycles == 0
+	timed := r.cfg.Spec.Shape() == run.ShapeTimed
 	deadline := r.start.Add(r.cfg.Spec.Deadline())
 	grace := r.cfg.Spec.Grace()
 	if timed {
@@ -349,7 +349,7 @@ func (r *Master) drive() {
 	go func() {
 		runtime.LockOSThread()
 		defer runtime.UnlockOSThread()
-		if r.cfg.Spec.Cycles > 0 {
+		if r.cfg.Spec.Shape() == run.ShapeWork {
 			r.alone()
 		}
 		r.gov.start() // the plan starts: the policy may act
@@ -540,7 +540,7 @@ func (r *Master) finish(destroyErr error) {
 	default:
 		r.rec.State = run.StateCompleted
 	}
-	if r.cfg.Spec.Cycles > 0 && r.rec.State == run.StateCompleted {
+	if r.cfg.Spec.Shape() == run.ShapeWork && r.rec.State == run.StateCompleted {
 		// An aborted or failed run did not do its work: the time until it
 		// stopped is no makespan.
 		r.rec.MakespanSeconds = makespan(r.rec.Consumers)

@@ -78,11 +78,11 @@ func (r *Master) spawnAll(wg *sync.WaitGroup) {
 func (r *Master) spawn(i int, wg *sync.WaitGroup) error {
 	c := r.rec.Consumers[i] // fixed fields only; no lock needed
 	end := c.PlannedEnd
-	if r.cfg.Spec.Cycles > 0 {
+	if r.cfg.Spec.Shape() == run.ShapeWork {
 		end = r.start.Add(run.MaxRunDuration) // work, not t_f, ends it
 	}
 	cc := r.consumerConfig(i, c.PlannedStart, end)
-	if r.cfg.Spec.Preset == run.PresetFill {
+	if r.cfg.Spec.Shape() == run.ShapeFill {
 		cc.Mode, cc.Chunks, cc.Repeats = consumer.ModeFill, r.cfg.Spec.Consumers, r.cfg.Spec.Repeats
 	}
 	cmd, repR, ctl, stderr, err := r.startConsumer(cc)
@@ -234,7 +234,7 @@ func (r *Master) exited(i int, ps *os.ProcessState, waitErr error, lastErr strin
 	now := r.cfg.Now()
 	if c.ActualEnd == nil && c.ActualStart != nil {
 		c.ActualEnd = &now
-		if late := now.Sub(c.PlannedEnd); late > 0 && r.cfg.Spec.Preset != run.PresetFill {
+		if late := now.Sub(c.PlannedEnd); late > 0 && r.cfg.Spec.Shape().Scheduled() {
 			c.LatenessSeconds = late.Seconds()
 		}
 	}

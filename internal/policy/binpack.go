@@ -8,6 +8,11 @@ import (
 	"time"
 )
 
+func init() {
+	register(Registration{Name: "binpack", Summary: "round-robin bins that fit, the rest frozen and paged out",
+		Needs: Needs{Ticks: true, Freezer: true, OwnMemory: true}, New: func() Policy { return NewBinPack(DefaultBinPack()) }})
+}
+
 // BinPackConfig holds the medium-term scheduler's parameters (Reuven and
 // Wiseman, 2006).
 type BinPackConfig struct {

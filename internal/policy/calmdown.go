@@ -7,6 +7,11 @@ import (
 	"time"
 )
 
+func init() {
+	register(Registration{Name: "calmdown", Summary: "stop the newest consumer for 20 s while memory is low and paging high",
+		Needs: Needs{Ticks: true, Freezer: true}, New: func() Policy { return NewCalmDown(DefaultCalmDown()) }})
+}
+
 // CalmDownConfig holds the FreeBSD rule's parameters as Maziero et al.
 // (2013) describe it.
 type CalmDownConfig struct {

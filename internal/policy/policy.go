@@ -14,19 +14,12 @@ package policy
 
 import (
 	"fmt"
+	"strings"
 	"time"
 )
 
-// Policy names, as in a run spec's policy field.
-const (
-	None     = "none"
-	TPF      = "tpf"
-	BinPack  = "binpack"
-	CalmDown = "calmdown"
-)
-
-// Names lists the policies.
-var Names = []string{None, TPF, BinPack, CalmDown}
+// None is Linux as it is, the default policy.
+const None = "none"
 
 // Consumer is what a policy knows of one active consumer of the run.
 type Consumer struct {
@@ -95,22 +88,14 @@ type Policy interface {
 	Step(Tick) []Action
 }
 
-// New returns the named policy with the papers' parameters.
+// New returns the named policy with the papers' parameters; "" is none.
 func New(name string) (Policy, error) {
-	switch name {
-	case None, "":
-		return none{}, nil
-	case TPF:
-		return NewTPF(DefaultTPF()), nil
-	case BinPack:
-		return NewBinPack(DefaultBinPack()), nil
-	case CalmDown:
-		return NewCalmDown(DefaultCalmDown()), nil
+	if name == "" {
+		name = None
 	}
-	return nil, fmt.Errorf("policy %q: want one of none, tpf, binpack, calmdown", name)
+	r, ok := Lookup(name)
+	if !ok {
+		return nil, fmt.Errorf("policy %q: want one of %s", name, strings.Join(Names(), ", "))
+	}
+	return r.New(), nil
 }
-
-// none is Linux as it is: no action, ever.
-type none struct{}
-
-func (none) Step(Tick) []Action { return nil }

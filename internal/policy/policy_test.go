@@ -2,6 +2,7 @@ package policy
 
 import (
 	"slices"
+	"strings"
 	"testing"
 	"time"
 )
@@ -18,8 +19,37 @@ func kinds(as []Action) []string {
 	return out
 }
 
+// The registry holds each policy once, with what it needs of a run: the
+// run's levers are built from this and nothing else.
+func TestTheRegistryHoldsEachPolicy(t *testing.T) {
+	want := []struct {
+		name  string
+		needs Needs
+	}{
+		{None, Needs{}},
+		{"binpack", Needs{Ticks: true, Freezer: true, OwnMemory: true}},
+		{"calmdown", Needs{Ticks: true, Freezer: true}},
+		{"tpf", Needs{Ticks: true, Protection: true}},
+	}
+	got := Registered()
+	if len(got) != len(want) {
+		t.Fatalf("the registry holds %v, want %d policies", Names(), len(want))
+	}
+	for i, w := range want {
+		if got[i].Name != w.name || got[i].Needs != w.needs || got[i].Summary == "" || got[i].New == nil {
+			t.Errorf("policy %d: %s %+v (summary %q), want %s %+v", i, got[i].Name, got[i].Needs, got[i].Summary, w.name, w.needs)
+		}
+	}
+	if h := Help(); !strings.HasPrefix(h, "none (Linux as it is), binpack (") || !strings.Contains(h, " or tpf (") {
+		t.Errorf("Help() = %q", h)
+	}
+	if n := NeedsOf("lru"); n != (Needs{}) {
+		t.Errorf("an unknown policy needs %+v", n)
+	}
+}
+
 func TestNewKnowsEveryPolicy(t *testing.T) {
-	for _, name := range Names {
+	for _, name := range Names() {
 		if _, err := New(name); err != nil {
 			t.Errorf("New(%q): %v", name, err)
 		}

@@ -2,6 +2,11 @@ package policy
 
 import "fmt"
 
+func init() {
+	register(Registration{Name: "tpf", Summary: "protect the high-fault consumer closest to its demand",
+		Needs: Needs{Ticks: true, Protection: true}, New: func() Policy { return NewTPF(DefaultTPF()) }})
+}
+
 // TPFConfig holds TPF's release thresholds (Jiang and Zhang, 2001). The
 // protection starts when the detector is thrashing, whose thresholds are
 // the detector's.

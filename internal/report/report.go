@@ -156,7 +156,7 @@ func loadRun(d *store.Dir, id string) (analysis.Recorded, error) {
 	} else if !errors.Is(err, store.ErrNotFound) {
 		return r, err
 	}
-	if rec.Spec.Preset == run.PresetFill {
+	if rec.Spec.Shape() == run.ShapeFill {
 		b, err := d.ReadFile(id, store.FillFile)
 		if err != nil {
 			return r, fmt.Errorf("run %s is a fill run without %s: %w", id, store.FillFile, err)

@@ -58,7 +58,7 @@ func (r Resolved) Check(h Host) error {
 
 // Processes is how many consumer processes the run starts.
 func (r Resolved) Processes() int {
-	if r.Preset == PresetFill {
+	if r.Shape() == ShapeFill {
 		return 1
 	}
 	return r.Consumers

@@ -33,7 +33,7 @@ func (r Resolved) Schedule() []Slot {
 // Duration is how long the run lasts: lead_in + 2·N·t_c, when the last
 // consumer's t_f passes. The fill preset has no schedule and reports 0.
 func (r Resolved) Duration() time.Duration {
-	if r.Preset == PresetFill {
+	if r.Shape() == ShapeFill {
 		return 0
 	}
 	return r.Slot(r.Consumers - 1).End
@@ -59,7 +59,7 @@ func (r Resolved) Grace() time.Duration {
 // (the master adds a grace for the last cycles); a fill run, or a run of
 // fixed work (Cycles), MaxRunDuration, whatever the plan says.
 func (r Resolved) Deadline() time.Duration {
-	if r.Preset == PresetFill || r.Cycles > 0 {
+	if r.Shape() != ShapeTimed {
 		return MaxRunDuration
 	}
 	return r.Duration()
@@ -86,7 +86,7 @@ func (r Resolved) Plateau() (from, to time.Duration) {
 // Onset is the first moment the planned demand exceeds the memory limit,
 // and false when it never does.
 func (r Resolved) Onset() (time.Duration, bool) {
-	if r.Preset == PresetFill || r.SizeBytes <= 0 {
+	if r.Shape() == ShapeFill || r.SizeBytes <= 0 {
 		return 0, false
 	}
 	k := r.MemoryLimitBytes/r.SizeBytes + 1 // consumers whose sum passes the limit

@@ -31,13 +31,6 @@ const (
 	FillZero    = "zero"
 )
 
-// Preset names.
-const (
-	PresetFill = "fill"
-	PresetSyn8 = "syn8"
-	PresetPair = "pair"
-)
-
 // Limits that make a spec absurd rather than merely unsafe here.
 const (
 	MaxConsumers   = 512
@@ -132,72 +125,6 @@ type Resolved struct {
 	Policy string `json:"policy,omitempty"`
 	// SwapDevice is the emulated swap device; profile none by default.
 	SwapDevice swapdev.Spec `json:"swap_device"`
-}
-
-// Preset is a named default spec with the source it reproduces.
-type Preset struct {
-	Name        string   `json:"name"`
-	Description string   `json:"description"`
-	Spec        Resolved `json:"spec"`
-}
-
-const (
-	mb  = 1_000_000 // the paper's sizes are decimal megabytes
-	mib = 1 << 20
-	gib = 1 << 30
-)
-
-// Presets lists every preset, in order.
-func Presets() []Preset {
-	paper := func(name string, w int, sleep, interval time.Duration, desc string) Preset {
-		return Preset{Name: name, Description: desc, Spec: Resolved{
-			Preset: name, Consumers: 25, SizeBytes: 100 * mb, WritesPerCycle: w,
-			Sleep: Duration(sleep), Interval: Duration(interval), LeadIn: Duration(10 * time.Second),
-			MemoryLimitBytes: 1 * gib, Scale: 1, Backing: BackingAnon, Fill: FillRandom, Policy: policy.None,
-			SwapDevice: swapdev.Spec{Profile: swapdev.None},
-		}}
-	}
-	syn8 := paper(PresetSyn8, 10_000, 10*time.Millisecond, 100*time.Millisecond,
-		"Reuven and Wiseman (2006) SYN8: 17 processes of 8 MB in random access (136 MB, the top of its range) in 128 MiB, started 100 ms apart, 1,000 write cycles each (about 10 s alone).")
-	syn8.Spec.Consumers, syn8.Spec.SizeBytes, syn8.Spec.MemoryLimitBytes = 17, 8*mb, 128*mib
-	syn8.Spec.LeadIn, syn8.Spec.Cycles = Duration(time.Second), 1_000
-	pair := paper(PresetPair, 10_000, 10*time.Millisecond, time.Second,
-		"Jiang and Zhang (2001) LU + LU: two processes of 200 MB in random access in 256 MiB (33 % short of their demand; TPF's was 35 %), 1,500 write cycles each (about 16 s alone).")
-	pair.Spec.Consumers, pair.Spec.SizeBytes, pair.Spec.MemoryLimitBytes = 2, 200*mb, 256*mib
-	pair.Spec.LeadIn, pair.Spec.Cycles = Duration(time.Second), 1_500
-	fill := paper(PresetFill, 0, 0, 0,
-		"Seed 002's swap overhead: fill 128 MiB chunks up to 1.5 GiB in a 1 GiB cgroup, keeping earlier chunks hot; 5 repeats.")
-	fill.Spec.Consumers, fill.Spec.SizeBytes, fill.Spec.Repeats = 12, 128*mib, 5
-	fill.Spec.LeadIn = 0
-	return []Preset{
-		paper("e1", 1_000, 100*time.Millisecond, 30*time.Second, "Maziero et al. (2013) e1: W=1,000, t_s=100 ms, t_c=30 s; 25 × 100 MB in 1 GiB, 1510 s."),
-		paper("e2", 10_000, 100*time.Millisecond, 30*time.Second, "Maziero et al. (2013) e2: W=10,000, t_s=100 ms, t_c=30 s; 25 × 100 MB in 1 GiB, 1510 s."),
-		paper("e3", 10_000, time.Second, 30*time.Second, "Maziero et al. (2013) e3: W=10,000, t_s=1 s, t_c=30 s; 25 × 100 MB in 1 GiB, 1510 s."),
-		paper("e4", 10_000, 100*time.Millisecond, time.Second, "Maziero et al. (2013) e4: W=10,000, t_s=100 ms, t_c=1 s; 25 × 100 MB in 1 GiB, 60 s."),
-		paper("fig12", 10_000, 100*time.Millisecond, 10*time.Second, "Maziero et al. (2013) Fig 12, the stability run: W=10,000, t_s=100 ms, t_c=10 s; 25 × 100 MB in 1 GiB, 510 s. Run it three times and overlay them with observer report."),
-		fill,
-		syn8,
-		pair,
-	}
-}
-
-// presetSpec is the named preset's spec.
-func presetSpec(name string) (Resolved, bool) {
-	ps := Presets()
-	i := slices.IndexFunc(ps, func(p Preset) bool { return p.Name == name })
-	if i < 0 {
-		return Resolved{}, false
-	}
-	return ps[i].Spec, true
-}
-
-// PresetNames lists the preset names, for messages.
-func PresetNames() []string {
-	var names []string
-	for _, p := range Presets() {
-		names = append(names, p.Name)
-	}
-	return names
 }
 
 // FieldError is invalid input: the API answers it with 400.
@@ -320,7 +247,7 @@ func pageRound(v float64) int64 {
 
 // Validate checks that a resolved spec makes sense at all, whatever the host.
 func (r Resolved) Validate() error {
-	fill := r.Preset == PresetFill
+	fill := r.Shape() == ShapeFill
 	switch {
 	case r.Consumers < 1 || r.Consumers > MaxConsumers:
 		return &FieldError{Field: "consumers", Msg: fmt.Sprintf("%d: want 1 to %d", r.Consumers, MaxConsumers)}
@@ -332,8 +259,8 @@ func (r Resolved) Validate() error {
 		return &FieldError{Field: "backing", Msg: fmt.Sprintf("%q: want anon or file", strictjson.Clip(r.Backing))}
 	case r.Fill != FillRandom && r.Fill != FillZero:
 		return &FieldError{Field: "fill", Msg: fmt.Sprintf("%q: want random or zero", strictjson.Clip(r.Fill))}
-	case !slices.Contains(policy.Names, r.Policy):
-		return &FieldError{Field: "policy", Msg: fmt.Sprintf("%q: want one of %s", strictjson.Clip(r.Policy), strings.Join(policy.Names, ", "))}
+	case !slices.Contains(policy.Names(), r.Policy):
+		return &FieldError{Field: "policy", Msg: fmt.Sprintf("%q: want one of %s", strictjson.Clip(r.Policy), strings.Join(policy.Names(), ", "))}
 	case r.LeadIn < 0 || r.LeadIn.D() > time.Hour:
 		return &FieldError{Field: "lead_in", Msg: fmt.Sprintf("%s: want 0 to 1h", r.LeadIn)}
 	}
@@ -351,8 +278,8 @@ func (r Resolved) Validate() error {
 			return &FieldError{Field: "backing", Msg: "the fill preset measures swap: want anon"}
 		case r.Cycles != 0:
 			return &FieldError{Field: "cycles", Msg: "the fill preset fills chunks, it writes no cycles; leave it out"}
-		case r.Policy != policy.None:
-			return &FieldError{Field: "policy", Msg: "the fill preset measures one process's fill: want none"}
+		case policy.NeedsOf(r.Policy).Ticks:
+			return &FieldError{Field: "policy", Msg: "the fill preset measures one process's fill: want " + policy.None}
 		}
 		return nil
 	}

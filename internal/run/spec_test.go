@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -448,5 +449,29 @@ func TestGraceFollowsTheDevice(t *testing.T) {
 		if got := r.Grace().Truncate(time.Second); got != c.want {
 			t.Errorf("%s: grace %s, want %s", c.spec, got, c.want)
 		}
+	}
+}
+
+// The registry holds each preset once, by name, with the shape the run
+// side carries out; nothing else names a preset to choose how.
+func TestTheRegistryHoldsEachPreset(t *testing.T) {
+	want := map[string]Shape{"e1": ShapeTimed, "e2": ShapeTimed, "e3": ShapeTimed, "e4": ShapeTimed, "fig12": ShapeTimed,
+		"fill": ShapeFill, "pair": ShapeWork, "syn8": ShapeWork}
+	names := PresetNames()
+	if !slices.IsSorted(names) || len(names) != len(want) {
+		t.Fatalf("the registry holds %v, want the %d presets by name", names, len(want))
+	}
+	for _, p := range Presets() {
+		if p.Spec.Shape() != want[p.Name] || p.Source == "" || p.Description == "" {
+			t.Errorf("%s: shape %d, source %q, want shape %d and a source and description", p.Name, p.Spec.Shape(), p.Source, want[p.Name])
+		}
+	}
+	if h := PresetHelp(); h != "e1, e2, e3, e4, fig12 (Maziero et al., 2013), fill (seed 002), pair (Jiang and Zhang, 2001) or syn8 (Reuven and Wiseman, 2006)" {
+		t.Errorf("PresetHelp() = %q", h)
+	}
+	// A timed preset given cycles is a run of fixed work; the fill stays a fill.
+	r, err := Resolve(Spec{Preset: "e4", Scale: ptr(0.1), Cycles: ptr(int64(10))})
+	if err != nil || r.Shape() != ShapeWork {
+		t.Errorf("e4 with cycles: shape %d, %v", r.Shape(), err)
 	}
 }

@@ -131,7 +131,7 @@ func TestCraftedRecordIsCorrupt(t *testing.T) {
 	good.Consumers = []run.ConsumerRecord{{Index: 0}, {Index: 1}}
 	b, _ := json.Marshal(good)
 	for id, tc := range map[string]struct{ from, to, want string }{
-		"policy-lines":   {`"policy":"none"`, `"policy":"none\n| tpf | 0 |"`, `spec.policy: "none\n| tpf | 0 |": want one of none, tpf, binpack, calmdown`},
+		"policy-lines":   {`"policy":"none"`, `"policy":"none\n| tpf | 0 |"`, `spec.policy: "none\n| tpf | 0 |": want one of none, binpack, calmdown, tpf`},
 		"preset":         {`"preset":"e4"`, `"preset":"e9"`, "spec.preset"},
 		"scale":          {`"scale":0.1`, `"scale":1e300`, "spec.scale"},
 		"state":          {`"state":"completed"`, `"state":"done"`, `state "done"`},
@@ -289,7 +289,7 @@ func FuzzDecodeRecord(f *testing.F) {
 			}
 		}
 		one("state", rec.State, run.StatePending, run.StateRunning, run.StateCompleted, run.StateAborted, run.StateFailed)
-		one("spec.policy", rec.Spec.Policy, policy.Names...)
+		one("spec.policy", rec.Spec.Policy, policy.Names()...)
 		one("spec.preset", rec.Spec.Preset, run.PresetNames()...)
 		one("spec.backing", rec.Spec.Backing, run.BackingAnon, run.BackingFile)
 		one("spec.fill", rec.Spec.Fill, run.FillRandom, run.FillZero)

@@ -6,6 +6,8 @@ import (
 	"github.com/grafana/grafana-foundation-sdk/go/cog"
 	"github.com/grafana/grafana-foundation-sdk/go/common"
 	"github.com/grafana/grafana-foundation-sdk/go/dashboard"
+
+	"github.com/thrashscope/thrashscope/internal/run"
 )
 
 // on restricts a selector to the dashboard's instance.
@@ -201,8 +203,7 @@ func runRow() *dashboard.RowBuilder {
 	// Collapsed: runs are occasional, the rows above are always live.
 	r := row("Run", true)
 	r.WithPanel(statPanel("Most recent run",
-		"The most recent run, active or ended, and its preset: e1-e4 and fig12 are the experiments of Maziero et al. 2013, "+
-			"syn8 the SYN8 workload of Reuven and Wiseman 2006, pair TPF's LU + LU of Jiang and Zhang 2001, fill the progressive fill. "+
+		"The most recent run, active or ended, and its preset: "+run.PresetHelp()+". "+
 			"Below it, the swap device the run emulated (none: the host's swap as it is; hdd-2013, the papers' 7,200 rpm disk; cloud-3000; custom) "+
 			"and what the kernel's I/O throttle held on this host: reads and writes on cgroup v2, reads (swap-ins) only on cgroup v1. "+
 			"Unit: none (the run id and preset; the device).",
