@@ -49,8 +49,6 @@ type Config struct {
 	Binary string
 	ProcFS procfs.FS
 	Logger *slog.Logger
-	// OnCycle sees every write cycle (the duration histogram).
-	OnCycle func(consumer int, d time.Duration)
 	// Pairs learns each run's groups in the unified hierarchy with their
 	// memory groups, where memory is on v1 (master.Config.Pairs).
 	Pairs *cgroup.Pairs
@@ -90,6 +88,8 @@ type Engine struct {
 	closeOnce sync.Once
 
 	writeErrors atomic.Uint64 // failed writes to the data directory
+	// cycles are the write cycles of the runs before the last one.
+	cycles run.CycleHistogram
 
 	source   Source
 	recorder Recorder
@@ -108,6 +108,10 @@ type Running interface {
 	// MemoryUsage is the run cgroup's.
 	MemoryUsage() (int64, error)
 	AddTransition(run.Transition)
+	// Changes counts the record's changes so far.
+	Changes() uint64
+	// CycleDurations are the durations of the run's write cycles so far.
+	CycleDurations() run.CycleHistogram
 	// Govern has the run's policy decide on the tick, and carries it out.
 	Govern(policy.Tick)
 	FillRows() []store.FillRow
@@ -116,14 +120,14 @@ type Running interface {
 }
 
 type active struct {
-	run       Running
-	table     *store.Table
-	processes *store.ProcessTable
-	unsaved   int           // rows since the tables were saved
-	sinceRec  int           // rows since the record was saved
-	changed   atomic.Bool   // the record changed since it was saved
-	saveMu    sync.Mutex    // orders saves of this run
-	saved     chan struct{} // closed once the final save landed, or was given up at Close
+	run          Running
+	table        *store.Table
+	processes    *store.ProcessTable
+	unsaved      int           // rows since the tables were saved
+	sinceRec     int           // rows since the record was saved
+	savedChanges uint64        // the run's Changes when its record was last saved
+	saveMu       sync.Mutex    // orders saves of this run
+	saved        chan struct{} // closed once the final save landed, or was given up at Close
 	// landed: the run's final record and tables are on disk.
 	landed atomic.Bool
 }
@@ -228,22 +232,16 @@ func (e *Engine) Start(spec run.Spec) (run.Record, error) {
 		FileDir: e.fileDir,
 		Logger:  e.cfg.Logger,
 		ProcFS:  e.cfg.ProcFS,
-		OnCycle: e.cfg.OnCycle,
 		Pairs:   e.cfg.Pairs,
-		// A change (a consumer started or ended) is saved with the next
-		// sample, off the run's goroutines: a save syncs to disk, and 25
-		// consumers starting a second apart need one save a second, not 25.
-		OnChange: func() { a.changed.Store(true) },
-		HostMemory: func() (uint64, uint64) {
-			mem, _ := e.cfg.ProcFS.Memory()
-			return mem.AvailableBytes, mem.SwapFreeBytes
-		},
 	})
 	a.run = mr
 	a.saveMu.Unlock()
 	if err != nil {
 		_ = e.cfg.Store.Remove(id)
 		return run.Record{}, err
+	}
+	if e.last != nil {
+		e.cycles.Add(e.last.run.CycleDurations())
 	}
 	e.active, e.last = a, a
 	_ = e.save(a, true) // the pending record is on disk; a failure here is retried with the rest
@@ -335,6 +333,3 @@ func newID() string {
 	_, _ = rand.Read(b[:])
 	return time.Now().UTC().Format("20060102-150405") + "-" + hex.EncodeToString(b[:])
 }
-
-// OutcomeNames are the runs_total outcomes, so each series exists from 0.
-var OutcomeNames = []string{run.StateCompleted, run.StateAborted, run.StateFailed}

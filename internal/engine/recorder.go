@@ -43,13 +43,16 @@ func (r *Recorder) Observe(_, tick *pipeline.Tick) {
 	a.table.Append(row)
 	a.unsaved++
 	a.sinceRec++
+	// A change of the record (a consumer started or ended) is saved with
+	// a later sample, off the run's goroutines: a save syncs to disk, and
+	// 25 consumers starting a second apart need one save a second, not 25.
+	changes := a.run.Changes()
 	switch {
 	case a.unsaved >= saveEvery:
-		a.unsaved, a.sinceRec = 0, 0
-		a.changed.Store(false)
+		a.unsaved, a.sinceRec, a.savedChanges = 0, 0, changes
 		r.save(a, true)
-	case a.sinceRec >= recordEvery && a.changed.Swap(false):
-		a.sinceRec = 0
+	case a.sinceRec >= recordEvery && changes != a.savedChanges:
+		a.sinceRec, a.savedChanges = 0, changes
 		r.save(a, false)
 	}
 }

@@ -103,39 +103,26 @@ func (s *Service) WriteSamples(ctx context.Context, id string, w io.Writer) erro
 	return s.e.cfg.Store.Copy(ctx, id, store.SamplesFile, w)
 }
 
-// Status is what the run metrics show: the most recent run.
-type Status struct {
-	ID, Preset string
-	Active     bool
-	Progress   run.Progress
-	Policy     run.PolicyState
-	Outcomes   map[string]uint64
-	// WriteErrors counts failed writes of run records and tables.
-	WriteErrors uint64
-	// SwapDevice is the run's emulated swap device, and SwapThrottled
-	// the directions the kernel's throttle held (none for none).
-	SwapDevice    swapdev.Spec
-	SwapThrottled []string
-}
-
-// Status returns the most recent run's progress, and false before any run.
-func (s *Service) Status() (Status, bool) {
+// Status is the run side's state for the metrics: the most recent run,
+// the outcomes so far and every write cycle's duration.
+func (s *Service) Status() run.Status {
 	s.e.mu.Lock()
 	last, isActive := s.e.last, s.e.active != nil
-	outcomes := maps.Clone(s.e.outcomes)
+	st := run.Status{Outcomes: maps.Clone(s.e.outcomes), Cycles: s.e.cycles.Clone()}
 	s.e.mu.Unlock()
-	werr := s.e.writeErrors.Load()
+	st.WriteErrors = s.e.writeErrors.Load()
 	if last == nil {
-		return Status{Outcomes: outcomes, WriteErrors: werr}, false
+		return st
 	}
 	rec := last.run.Record()
-	st := Status{ID: rec.ID, Preset: rec.Spec.Preset, Active: isActive, Progress: last.run.Progress(), Policy: last.run.PolicyState(), Outcomes: outcomes, WriteErrors: werr,
-		SwapDevice: rec.Spec.SwapDevice}
+	st.Last, st.ID, st.Preset, st.Active = true, rec.ID, rec.Spec.Preset, isActive
+	st.Progress, st.Policy, st.SwapDevice = last.run.Progress(), last.run.PolicyState(), rec.Spec.SwapDevice
+	st.Cycles.Add(last.run.CycleDurations())
 	if st.SwapDevice.Profile == "" {
 		st.SwapDevice.Profile = swapdev.None
 	}
 	if e := rec.SwapEmulation; e != nil {
 		st.SwapThrottled = e.Throttled
 	}
-	return st, true
+	return st
 }

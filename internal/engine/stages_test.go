@@ -17,6 +17,7 @@ import (
 // fakeRunning is a run in progress held in memory: what the stages read of
 // it is set by the test, what they do to it is kept.
 type fakeRunning struct {
+	changes     uint64
 	rec         run.Record
 	progress    run.Progress
 	pids        []int
@@ -39,6 +40,10 @@ func (f *fakeRunning) Govern(t policy.Tick)            { f.governed = append(f.g
 func (f *fakeRunning) FillRows() []store.FillRow       { return nil }
 func (f *fakeRunning) Abort(string)                    {}
 func (f *fakeRunning) Done() <-chan struct{}           { return f.done }
+func (f *fakeRunning) Changes() uint64                 { return f.changes }
+func (f *fakeRunning) CycleDurations() run.CycleHistogram {
+	return run.CycleHistogram{}
+}
 
 func newFakeRunning(policyName string) *fakeRunning {
 	_, st := rowsFixture()
@@ -87,7 +92,7 @@ func TestRecorderRowsTransitionsAndSaves(t *testing.T) {
 	if len(fr.transitions) != 1 || fr.transitions[0].To != indicators.StateNames[indicators.Thrashing] || !slices.Equal(fr.transitions[0].Processes, []string{"consumer-00"}) {
 		t.Errorf("transitions %+v, want the one to thrashing naming consumer-00", fr.transitions)
 	}
-	a.changed.Store(true) // a consumer started
+	fr.changes++ // a consumer started
 	for range 2*saveEvery - 1 {
 		r.Observe(tick, tick)
 		rows++

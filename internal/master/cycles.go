@@ -136,11 +136,9 @@ func applyMessage(c *run.ConsumerRecord, m consumer.Message, spec run.Resolved, 
 // apply takes one message of consumer i: its record (applyMessage), the
 // cycle statistics, and what the levers and the log need.
 func (r *Master) apply(i int, rep consumer.Message) {
-	var cycles []time.Duration
-	defer func() { r.observe(i, cycles) }()
 	r.mu.Lock()
 	if rep.Kind == consumer.KindDone {
-		cycles = r.takeLocked(i, cycles) // the board's last, before the count the message gives
+		r.takeLocked(i) // the board's last, before the count the message gives
 	}
 	c := &r.rec.Consumers[i]
 	changed := applyMessage(c, rep, r.cfg.Spec, r.rec.Alone)
@@ -148,14 +146,11 @@ func (r *Master) apply(i int, rep consumer.Message) {
 	case consumer.KindCycle:
 		d := time.Duration(rep.B)
 		r.cycles.cycle(r.cfg.Now(), d)
-		defer r.cfg.OnCycle(i, d)
+		r.durations.Observe(d)
 	case consumer.KindChunk:
 		_, chunk := rep.Chunk()
-		var free, swap uint64
-		if r.cfg.HostMemory != nil {
-			free, swap = r.cfg.HostMemory()
-		}
-		r.cycles.chunk(chunk, chunkSample{seconds: time.Duration(rep.B).Seconds(), memFree: free, swapFree: swap})
+		mem, _ := r.cfg.ProcFS.Memory()
+		r.cycles.chunk(chunk, chunkSample{seconds: time.Duration(rep.B).Seconds(), memFree: mem.AvailableBytes, swapFree: mem.SwapFreeBytes})
 	case consumer.KindRegion:
 		r.gov.mapped(i, uintptr(rep.A), uintptr(rep.B))
 	case consumer.KindLocked:
@@ -174,7 +169,7 @@ func (r *Master) apply(i int, rep consumer.Message) {
 		r.failNow(fmt.Sprintf("consumer %d (pid %d) was stopped by a SIGTERM or SIGINT the run did not send", i, pid))
 	}
 	if changed {
-		r.cfg.OnChange()
+		r.changes.Add(1)
 	}
 }
 
@@ -185,34 +180,35 @@ func (r *Master) takeCycles() {
 	}
 	for i := range r.procs {
 		r.mu.Lock()
-		cycles := r.takeLocked(i, nil)
+		r.takeLocked(i)
 		r.mu.Unlock()
-		r.observe(i, cycles)
 	}
 }
 
-// takeLocked counts consumer i's cycles logged since the last take, keeps
-// the slowest, and appends their durations to ds for observe. Called with
-// r.mu held.
-func (r *Master) takeLocked(i int, ds []time.Duration) []time.Duration {
+// takeLocked counts consumer i's cycles logged since the last take, and
+// keeps the slowest and their durations. Called with r.mu held.
+func (r *Master) takeLocked(i int) {
 	if r.board == nil {
-		return ds
+		return
 	}
 	now := r.cfg.Now()
 	n := r.board.Take(i, func(_ int64, d time.Duration) {
 		r.cycles.cycle(now, d)
-		ds = append(ds, d)
+		r.durations.Observe(d)
 	})
 	r.rec.Consumers[i].Cycles += n
-	return ds
 }
 
-// observe passes cycle durations to OnCycle, outside r.mu.
-func (r *Master) observe(i int, ds []time.Duration) {
-	for _, d := range ds {
-		r.cfg.OnCycle(i, d)
-	}
+// CycleDurations are the durations of the run's write cycles so far.
+func (r *Master) CycleDurations() run.CycleHistogram {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.durations.Clone()
 }
+
+// Changes counts the changes of the record so far: one more than when it
+// was last saved means it is to be saved again.
+func (r *Master) Changes() uint64 { return r.changes.Load() }
 
 // makespan is the time from the first consumer's start to the last one's
 // end; 0 unless every consumer started and ended.

@@ -320,7 +320,7 @@ func (r *Master) Govern(t policy.Tick) {
 			r.rec.DecisionsDropped++
 		}
 		r.mu.Unlock()
-		r.cfg.OnChange()
+		r.changes.Add(1)
 	}
 }
 

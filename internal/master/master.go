@@ -13,6 +13,7 @@ import (
 	"os"
 	"runtime"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -48,13 +49,6 @@ type Config struct {
 	// FileDir holds backing=file regions, unlinked as soon as they open.
 	FileDir string
 	Logger  *slog.Logger
-	// OnCycle sees every write cycle's duration; it must not block.
-	OnCycle func(consumer int, d time.Duration)
-	// OnChange is told that the record changed: a consumer started or
-	// ended, or the state moved. It must not block for long.
-	OnChange func()
-	// HostMemory reads free memory and swap, for the fill table.
-	HostMemory func() (memFree, swapFree uint64)
 	// Now is the clock; nil is time.Now.
 	Now func() time.Time
 	// Unified is where a run's group in the unified hierarchy goes when
@@ -89,9 +83,14 @@ type Master struct {
 	cancel context.CancelCauseFunc
 	done   chan struct{}
 
+	// changes counts the record's changes (a consumer started or ended,
+	// the state moved), for whoever saves it.
+	changes atomic.Uint64
+
 	mu        sync.Mutex
 	rec       run.Record
-	procs     []*os.Process // by index; nil until spawned
+	durations run.CycleHistogram // every write cycle's duration
+	procs     []*os.Process      // by index; nil until spawned
 	cycles    cycleStats
 	oomBefore uint64
 	board     *consumer.CycleBoard // nil: cycles come on the message pipes
@@ -104,7 +103,7 @@ type Master struct {
 	statFiles kernfile.Set
 }
 
-// errAborted is the cancel cause of an abort; its text is the reason.
+// abortError is the cancel cause of an abort; its text is the reason.
 type abortError struct{ reason string }
 
 func (e abortError) Error() string { return e.reason }
@@ -192,12 +191,6 @@ func (cfg *Config) fillDefaults() error {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	if cfg.OnCycle == nil {
-		cfg.OnCycle = func(int, time.Duration) {}
-	}
-	if cfg.OnChange == nil {
-		cfg.OnChange = func() {}
-	}
 	if cfg.ProcFS == (procfs.FS{}) {
 		fs, err := procfs.NewFS("/proc")
 		if err != nil {
@@ -247,7 +240,7 @@ func (r *Master) AddTransition(tr run.Transition) {
 	r.mu.Lock()
 	r.rec.Transitions = append(r.rec.Transitions, tr)
 	r.mu.Unlock()
-	r.cfg.OnChange()
+	r.changes.Add(1)
 }
 
 // Abort stops the run: consumers get SIGTERM, then the cgroup is destroyed.
@@ -438,7 +431,7 @@ func (r *Master) alone() {
 	r.mu.Lock()
 	r.rec.Alone = a
 	r.mu.Unlock()
-	r.cfg.OnChange()
+	r.changes.Add(1)
 
 	r.followAlone(cmd.Process, repR, a)
 	err = cmd.Wait()
@@ -455,7 +448,7 @@ func (r *Master) alone() {
 		}
 	}
 	r.mu.Unlock()
-	r.cfg.OnChange()
+	r.changes.Add(1)
 	if r.ctx.Err() == nil && exit != "ok" {
 		reason := fmt.Sprintf("the consumer that runs alone first (pid %d) ended by %s", a.PID, exit)
 		if last := stderr.Last(); last != "" {
@@ -555,7 +548,7 @@ func (r *Master) finish(destroyErr error) {
 	r.mu.Unlock()
 	r.cancel(nil)
 	r.cfg.Logger.Info("run ended", "run", r.cfg.ID, "state", state, "reason", reason)
-	r.cfg.OnChange()
+	r.changes.Add(1)
 }
 
 func joinReason(a, b string) string {

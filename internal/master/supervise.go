@@ -238,12 +238,11 @@ func (r *Master) exited(i int, ps *os.ProcessState, waitErr error, lastErr strin
 			c.LatenessSeconds = late.Seconds()
 		}
 	}
-	cycles := r.takeLocked(i, nil) // the last ones, of a consumer killed mid-cycle too
+	r.takeLocked(i) // the last ones, of a consumer killed mid-cycle too
 	exit := r.exitString(ps, waitErr)
 	c.Exit = exit
 	pid := c.PID
 	r.mu.Unlock()
-	r.observe(i, cycles)
 	who := fmt.Sprintf("consumer %d (pid %d)", i, pid)
 	switch {
 	case exit == "ok" || exit == "terminated":
@@ -262,7 +261,7 @@ func (r *Master) exited(i int, ps *os.ProcessState, waitErr error, lastErr strin
 	default:
 		r.failNow(who + " ended by " + exit)
 	}
-	r.cfg.OnChange()
+	r.changes.Add(1)
 }
 
 // exitString names how a consumer ended. Called with r.mu held.

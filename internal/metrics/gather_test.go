@@ -150,7 +150,7 @@ func encoded(t *testing.T, mfs []*dto.MetricFamily) string {
 func TestTransactionalGatherKeepsNothingStale(t *testing.T) {
 	src := &tickSource{}
 	src.t.Store(runTick())
-	g := NewGatherer(prometheus.NewRegistry(), NewCollector(src), NewWorkloadCollector(src), NewRunCollector(runStatus(), NewCycleDurations()))
+	g := NewGatherer(prometheus.NewRegistry(), NewCollector(src), NewWorkloadCollector(src), NewRunCollector(runStatus()))
 	tg := g.Transactional()
 	scrape := func() string {
 		t.Helper()

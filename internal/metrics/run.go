@@ -3,26 +3,23 @@ package metrics
 import (
 	"strings"
 	"sync"
-	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/thrashscope/thrashscope/internal/engine"
 	"github.com/thrashscope/thrashscope/internal/run"
 )
 
-// RunSource is the part of the run engine the run metrics read.
+// RunSource is the run side's state, which the run metrics read.
 type RunSource interface {
-	Status() (engine.Status, bool)
+	Status() run.Status
 }
 
 // RunCollector exports the run_* metrics for the most recent run: gauges
 // that follow it live, and counters across runs.
 type RunCollector struct {
-	src       RunSource
-	durations *CycleDurations
+	src RunSource
 
-	info, active, planned, demand, limit, cycles, lateness, outcomes, writeErrors, swapDevice *prometheus.Desc
+	info, active, planned, demand, limit, cycles, lateness, outcomes, writeErrors, swapDevice, durations *prometheus.Desc
 
 	policy, decisions, frozen, protected, bin, bins *prometheus.Desc
 
@@ -30,43 +27,22 @@ type RunCollector struct {
 	series pairCache[seriesKey]
 }
 
-// CycleDurations is the histogram of the consumers' write cycles. It is
-// made before the run engine, which feeds it (ObserveCycle), and exported
-// by the RunCollector over that manager.
-type CycleDurations struct{ h prometheus.Histogram }
-
-// NewCycleDurations makes the empty histogram.
-func NewCycleDurations() *CycleDurations {
-	opts := prometheus.HistogramOpts{
-		Namespace: namespace,
-		Name:      "run_write_cycle_duration_seconds",
-		Help:      "How long consumers' write cycles took (W writes, without the sleep); slow cycles are thrashing.",
-		Buckets:   prometheus.ExponentialBuckets(0.0005, 2, 18), // 0.5 ms to about 65 s
-	}
-	h := prometheus.NewHistogram(opts)
-	families.Store(h.Desc(), family{name: prometheus.BuildFQName(opts.Namespace, "", opts.Name), help: opts.Help})
-	return &CycleDurations{h: h}
-}
-
-// ObserveCycle records one write cycle's duration.
-func (c *CycleDurations) ObserveCycle(_ int, d time.Duration) { c.h.Observe(d.Seconds()) }
-
-// NewRunCollector builds the run metrics over a run engine and the
-// histogram it feeds.
-func NewRunCollector(src RunSource, cycles *CycleDurations) *RunCollector {
+// NewRunCollector builds the run metrics over the run side's state.
+func NewRunCollector(src RunSource) *RunCollector {
 	d := desc
 	return &RunCollector{
-		src:       src,
-		durations: cycles,
-		series:    newPairCache[seriesKey](),
-		info:      d("run_info", "The most recent run, active or ended; 1.", "run_id", "preset"),
-		active:    d("run_consumers_active", "Consumers of the most recent run that hold their memory now."),
-		planned:   d("run_consumers_planned", "Consumers the schedule has active now."),
-		demand:    d("run_demand_bytes", "Memory the active consumers ask for: active × size."),
-		limit:     d("run_memory_limit_bytes", "The run cgroup's memory limit."),
-		cycles:    d("run_write_cycles_total", "Write cycles each consumer of the most recent run has finished.", "consumer"),
-		lateness:  d("run_consumer_lateness_seconds", "How long past its planned finish t_f each consumer ended (or, still running, is now).", "consumer"),
-		outcomes:  d("runs_total", "Runs that ended, by outcome.", "outcome"),
+		src:    src,
+		series: newPairCache[seriesKey](),
+		durations: d("run_write_cycle_duration_seconds",
+			"How long consumers' write cycles took (W writes, without the sleep); slow cycles are thrashing."),
+		info:     d("run_info", "The most recent run, active or ended; 1.", "run_id", "preset"),
+		active:   d("run_consumers_active", "Consumers of the most recent run that hold their memory now."),
+		planned:  d("run_consumers_planned", "Consumers the schedule has active now."),
+		demand:   d("run_demand_bytes", "Memory the active consumers ask for: active × size."),
+		limit:    d("run_memory_limit_bytes", "The run cgroup's memory limit."),
+		cycles:   d("run_write_cycles_total", "Write cycles each consumer of the most recent run has finished.", "consumer"),
+		lateness: d("run_consumer_lateness_seconds", "How long past its planned finish t_f each consumer ended (or, still running, is now).", "consumer"),
+		outcomes: d("runs_total", "Runs that ended, by outcome.", "outcome"),
 		swapDevice: d("run_swap_device_info", "The emulated swap device of the most recent run (profile none: the host's swap as it is) and what the kernel's I/O throttle held on this host: "+
 			"reads and writes (cgroup v2 io.max), reads (cgroup v1 blkio: swap-ins only), or none; 1.", "profile", "throttled"),
 		policy:    d("run_policy_info", "The thrash-control policy of the most recent run; 1.", "policy"),
@@ -82,8 +58,7 @@ func NewRunCollector(src RunSource, cycles *CycleDurations) *RunCollector {
 
 // Describe implements prometheus.Collector.
 func (c *RunCollector) Describe(ch chan<- *prometheus.Desc) {
-	c.durations.h.Describe(ch)
-	for _, d := range []*prometheus.Desc{c.info, c.active, c.planned, c.demand, c.limit, c.cycles, c.lateness, c.outcomes, c.writeErrors, c.swapDevice,
+	for _, d := range []*prometheus.Desc{c.durations, c.info, c.active, c.planned, c.demand, c.limit, c.cycles, c.lateness, c.outcomes, c.writeErrors, c.swapDevice,
 		c.policy, c.decisions, c.frozen, c.protected, c.bin, c.bins} {
 		ch <- d
 	}
@@ -93,17 +68,17 @@ func (c *RunCollector) Describe(ch chan<- *prometheus.Desc) {
 func (c *RunCollector) Collect(ch chan<- prometheus.Metric) { c.collect(ch, nil) }
 
 func (c *RunCollector) collect(ch chan<- prometheus.Metric, samples *slab[sample]) {
-	c.durations.h.Collect(ch)
+	st := c.src.Status()
+	ch <- prometheus.MustNewConstHistogram(c.durations, st.Cycles.Count, st.Cycles.Sum, st.Cycles.Cumulative())
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	defer c.series.sweep()
 	out := newEmitter(ch, &c.series, samples)
-	st, ok := c.src.Status()
-	for _, o := range engine.OutcomeNames {
+	for _, o := range run.OutcomeNames {
 		out.send(c.outcomes, prometheus.CounterValue, float64(st.Outcomes[o]), o)
 	}
 	out.send(c.writeErrors, prometheus.CounterValue, float64(st.WriteErrors))
-	if !ok {
+	if !st.Last {
 		return
 	}
 	p := st.Progress

@@ -2,27 +2,24 @@ package metrics
 
 import (
 	"fmt"
+	"math"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
-	"github.com/thrashscope/thrashscope/internal/engine"
 	"github.com/thrashscope/thrashscope/internal/run"
 )
 
-type fakeRuns struct {
-	st engine.Status
-	ok bool
-}
+type fakeRuns struct{ st run.Status }
 
-func (f fakeRuns) Status() (engine.Status, bool) { return f.st, f.ok }
+func (f fakeRuns) Status() run.Status { return f.st }
 
 func TestRunMetrics(t *testing.T) {
-	src := &fakeRuns{st: engine.Status{Outcomes: map[string]uint64{run.StateCompleted: 2}, WriteErrors: 3}}
-	cycles := NewCycleDurations()
-	c := NewRunCollector(src, cycles)
+	src := &fakeRuns{st: run.Status{Outcomes: map[string]uint64{run.StateCompleted: 2}, WriteErrors: 3}}
+	c := NewRunCollector(src)
 	// Before any run: only the outcome counters, each from 0, and the
 	// failed writes (a run refused for a full disk is never a run).
 	want := `
@@ -39,12 +36,11 @@ thrashscope_run_record_write_errors_total 3
 		t.Error(err)
 	}
 
-	src.ok = true
-	src.st = engine.Status{ID: "20261122-101500-abcdef", Preset: "e4", Active: true, Outcomes: src.st.Outcomes,
+	src.st = run.Status{Last: true, ID: "20261122-101500-abcdef", Preset: "e4", Active: true, Outcomes: src.st.Outcomes,
 		Progress: run.Progress{Active: 3, Planned: 4, DemandBytes: 30 << 20, LimitBytes: 100 << 20,
 			Cycles: []uint64{10, 7}, LatenessSeconds: []float64{0, 1.5}}}
-	cycles.ObserveCycle(0, 3*time.Millisecond)
-	cycles.ObserveCycle(1, 2*time.Second)
+	src.st.Cycles.Observe(3 * time.Millisecond)
+	src.st.Cycles.Observe(2 * time.Second)
 	want = `
 # HELP thrashscope_run_info The most recent run, active or ended; 1.
 # TYPE thrashscope_run_info gauge
@@ -74,6 +70,30 @@ thrashscope_run_consumer_lateness_seconds{consumer="consumer-01"} 1.5
 	}
 	if n := testutil.CollectAndCount(c, "thrashscope_run_write_cycle_duration_seconds"); n != 1 {
 		t.Errorf("duration histogram: %d series", n)
+	}
+	reg := prometheus.NewPedanticRegistry()
+	reg.MustRegister(c)
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() != "thrashscope_run_write_cycle_duration_seconds" {
+			continue
+		}
+		h := mf.GetMetric()[0].GetHistogram()
+		var at4ms, at2s uint64
+		for _, b := range h.GetBucket() {
+			switch b.GetUpperBound() {
+			case 0.004:
+				at4ms = b.GetCumulativeCount()
+			case 2.048:
+				at2s = b.GetCumulativeCount()
+			}
+		}
+		if h.GetSampleCount() != 2 || math.Abs(h.GetSampleSum()-2.003) > 1e-9 || at4ms != 1 || at2s != 2 {
+			t.Errorf("duration histogram: count %d, sum %g, %d at or below 4 ms, %d at or below 2.048 s; want 2, 2.003, 1, 2", h.GetSampleCount(), h.GetSampleSum(), at4ms, at2s)
+		}
 	}
 	src.st.Policy = run.PolicyState{Policy: "binpack", Decisions: map[string]uint64{"freeze": 12, "thaw": 9}, Frozen: 3, Bin: 2, Bins: 3}
 	policyWant := `

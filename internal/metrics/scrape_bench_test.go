@@ -11,8 +11,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/common/expfmt"
 
-	"github.com/thrashscope/thrashscope/internal/engine"
-
 	"github.com/thrashscope/thrashscope/internal/indicators"
 	"github.com/thrashscope/thrashscope/internal/pipeline"
 	"github.com/thrashscope/thrashscope/internal/probe/readout"
@@ -112,7 +110,7 @@ func runStatus() fakeRuns {
 		p.Cycles = append(p.Cycles, uint64(100*i))
 		p.LatenessSeconds = append(p.LatenessSeconds, float64(i)/10)
 	}
-	return fakeRuns{ok: true, st: engine.Status{ID: "20261126-090506-6c39e2", Preset: "e4", Active: true,
+	return fakeRuns{st: run.Status{Last: true, ID: "20261126-090506-6c39e2", Preset: "e4", Active: true,
 		Outcomes: map[string]uint64{run.StateCompleted: 2}, Progress: p, SwapDevice: swapdev.Spec{Profile: "none"},
 		Policy: run.PolicyState{Decisions: map[string]uint64{}}}}
 }
@@ -125,5 +123,5 @@ func BenchmarkScrapeRun(b *testing.B) {
 	src := fixedSource{runTick()}
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), NewSelfCollector("/proc"))
-	benchScrape(b, NewGatherer(reg, NewCollector(src), NewWorkloadCollector(src), NewRunCollector(runStatus(), NewCycleDurations())).Transactional())
+	benchScrape(b, NewGatherer(reg, NewCollector(src), NewWorkloadCollector(src), NewRunCollector(runStatus())).Transactional())
 }

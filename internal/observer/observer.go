@@ -100,10 +100,8 @@ func build(cfg Config, logger *slog.Logger, checkOnly bool) (*Observer, error) {
 		}
 	}
 
-	var cycles *metrics.CycleDurations
 	if !checkOnly {
-		cycles = metrics.NewCycleDurations()
-		o.engine = newEngine(cfg, fs, logger, cycles.ObserveCycle, &o.pairs)
+		o.engine = newEngine(cfg, fs, logger, &o.pairs)
 	}
 	o.history = history.New(cfg.SampleInterval)
 	if !checkOnly && cfg.Wake && o.probe == nil {
@@ -125,7 +123,7 @@ func build(cfg Config, logger *slog.Logger, checkOnly bool) (*Observer, error) {
 	// per-series work.
 	direct := []prometheus.Collector{metrics.NewCollector(o.pipeline), metrics.NewWorkloadCollector(o.pipeline)}
 	if o.engine != nil {
-		direct = append(direct, metrics.NewRunCollector(o.engine.Service(), cycles))
+		direct = append(direct, metrics.NewRunCollector(o.engine.Service()))
 	}
 	opts := api.Options{
 		Gatherer:    metrics.NewGatherer(o.registry, direct...).Transactional(),
@@ -178,8 +176,8 @@ func (o *Observer) ready() error {
 
 // runStatus is the most recent run for the live page.
 func (o *Observer) runStatus() (live.RunStatus, bool) {
-	st, ok := o.engine.Service().Status()
-	if !ok {
+	st := o.engine.Service().Status()
+	if !st.Last {
 		return live.RunStatus{}, false
 	}
 	p := st.Progress
@@ -200,14 +198,14 @@ func (o *Observer) runStatus() (live.RunStatus, bool) {
 
 // newEngine sets up the run engine, or returns nil (logged) when runs cannot
 // work here: the observer still observes.
-func newEngine(cfg Config, fs procfs.FS, logger *slog.Logger, onCycle func(int, time.Duration), pairs *cgroup.Pairs) *engine.Engine {
+func newEngine(cfg Config, fs procfs.FS, logger *slog.Logger, pairs *cgroup.Pairs) *engine.Engine {
 	log := logger.With("component", "runs")
 	st, err := store.Open(cfg.DataDir)
 	if err != nil {
 		log.Warn("runs are disabled: "+err.Error()+"; set --data.dir to a writable directory", "data_dir", cfg.DataDir)
 		return nil
 	}
-	rc := engine.Config{Store: st, ProcFS: fs, Logger: log, OnCycle: onCycle, Binary: cfg.LoadgenBinary, Pairs: pairs}
+	rc := engine.Config{Store: st, ProcFS: fs, Logger: log, Binary: cfg.LoadgenBinary, Pairs: pairs}
 	if rc.Binary == "" {
 		rc.Binary = FindLoadgen()
 	}
