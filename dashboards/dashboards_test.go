@@ -190,7 +190,7 @@ func validUnit(u string) bool { return units[u] || customUnit.MatchString(u) }
 
 // sources are what a description must name: a paper figure, a source
 // paper, or the kernel source it reads.
-var sources = regexp.MustCompile(`Figs? \d|Maziero et al\. 2013|Jiang and Zhang 2001|Reuven and Wiseman 2006|Denning|Source: `)
+var sources = regexp.MustCompile(`Figs? \d|Maziero et al\.,? 2013|Jiang and Zhang,? 2001|Reuven and Wiseman,? 2006|Denning|Source: `)
 
 func TestPanels(t *testing.T) {
 	for _, f := range all(t) {

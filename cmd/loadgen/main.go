@@ -1,9 +1,9 @@
 // Command loadgen is thrashscope's load generator. `loadgen run` runs an
 // experiment standalone, `loadgen fill` the progressive-fill experiment, and
-// `loadgen consume` is one consumer process, started by the master (loadgen
-// run or the observer). main only wires flags, signals and exit codes; the
-// logic lives in internal/run, internal/master, internal/consumer (the
-// consumer process itself: consumer.ProcessMain) and internal/engine.
+// `loadgen consume` is one consumer process, started by a run (loadgen run
+// or the observer). main only wires flags, signals and exit codes; the
+// logic lives in internal/run, internal/runner, internal/consumer (the
+// consumer process itself: consumer.ProcessMain) and internal/standalone.
 package main
 
 import (
@@ -25,10 +25,10 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/thrashscope/thrashscope/internal/consumer"
-	"github.com/thrashscope/thrashscope/internal/engine"
 	"github.com/thrashscope/thrashscope/internal/indicators"
 	"github.com/thrashscope/thrashscope/internal/policy"
 	"github.com/thrashscope/thrashscope/internal/run"
+	"github.com/thrashscope/thrashscope/internal/standalone"
 	"github.com/thrashscope/thrashscope/internal/swapdev"
 )
 
@@ -232,7 +232,7 @@ func runExperiment(spec run.Spec, f runFlags) int {
 		fmt.Fprintln(os.Stderr, "loadgen:", err)
 		return exitBadArgs
 	}
-	rec, err := engine.RunStandalone(ctx, engine.StandaloneConfig{
+	rec, err := standalone.Run(ctx, standalone.Config{
 		Spec: spec, OutDir: f.out, Binary: exe, CgroupParent: f.cgroupParent, ProcfsPath: f.procs,
 		Progress: os.Stderr, Interactive: termErr == nil, Logger: logger, Detector: det,
 	})

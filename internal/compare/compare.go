@@ -21,12 +21,12 @@ import (
 	"gonum.org/v1/plot/vg"
 
 	"github.com/thrashscope/thrashscope/internal/analysis"
-	"github.com/thrashscope/thrashscope/internal/engine"
 	"github.com/thrashscope/thrashscope/internal/figures"
 	"github.com/thrashscope/thrashscope/internal/outdir"
 	"github.com/thrashscope/thrashscope/internal/policy"
 	"github.com/thrashscope/thrashscope/internal/report"
 	"github.com/thrashscope/thrashscope/internal/run"
+	"github.com/thrashscope/thrashscope/internal/standalone"
 	"github.com/thrashscope/thrashscope/internal/stats"
 	"github.com/thrashscope/thrashscope/internal/store"
 )
@@ -101,7 +101,7 @@ func Run(ctx context.Context, cfg Config) ([]Result, error) {
 		spec := cfg.Spec
 		spec.Policy = &pol
 		fmt.Fprintf(cfg.Progress, "run %d of %d: policy %s\n", i+1, len(cfg.Policies)*cfg.Repeats, pol)
-		rec, err := engine.RunStandalone(ctx, engine.StandaloneConfig{
+		rec, err := standalone.Run(ctx, standalone.Config{
 			Spec: spec, OutDir: cfg.OutDir, Binary: cfg.Binary, ProcfsPath: cfg.ProcfsPath,
 			Progress: io.Discard, Timeout: cfg.Timeout,
 		})

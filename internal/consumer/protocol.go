@@ -1,6 +1,6 @@
 package consumer
 
-// The consumer protocol, both sides of it: the master (internal/master)
+// The consumer protocol, both sides of it: the run (internal/runner)
 // starts a consumer process (loadgen consume, ProcessMain) with these
 // files and writes these control bytes; the consumer writes these
 // messages.

@@ -21,11 +21,16 @@ const (
 type Config struct {
 	Detector  DetectorConfig
 	FaultKind string
-	// WorkingSet returns a process's working set, when it is measured.
-	WorkingSet func(pid int) (WorkingSetEstimate, bool)
-	// ScanSeconds is the working-set estimator's cost so far.
-	ScanSeconds func() float64
+	// WorkingSets are the working-set scan's estimates; nil without it.
+	WorkingSets WorkingSets
 	Logger      *slog.Logger
+}
+
+// WorkingSets is what the indicators read of the working-set scan
+// (*WorkingSet): each process's estimate, and the scan's cost.
+type WorkingSets interface {
+	Estimate(pid int) (WorkingSetEstimate, bool)
+	Stats() WorkingSetStats
 }
 
 // Scope is the active run's consumers and cgroup limit: while a run is
@@ -115,8 +120,8 @@ func (ind *Indicators) Judge(prev, cur *sampler.Reading, scope Scope) Verdict {
 			in.FaultRates[p.PID] = ind.counted(p, withProbe)
 		}
 		var pv ProcessVerdict
-		if ind.cfg.WorkingSet != nil {
-			e, ok := ind.cfg.WorkingSet(p.PID)
+		if ind.cfg.WorkingSets != nil {
+			e, ok := ind.cfg.WorkingSets.Estimate(p.PID)
 			pv.WorkingSetBytes, pv.DemandBytes, pv.HasWorkingSet = e.Bytes, e.DemandBytes, ok
 		}
 		v.Processes[p.PID] = pv
@@ -138,8 +143,8 @@ func (ind *Indicators) Judge(prev, cur *sampler.Reading, scope Scope) Verdict {
 	v.HighFaultCount = ind.det.HighCount()
 	v.Transitions = ind.det.Transitions()
 	v.WorkingSetRatio, v.HasWorkingSetRatio = ratio(cur, v.Processes, scope)
-	if ind.cfg.ScanSeconds != nil {
-		v.WorkingSetScanSeconds = ind.cfg.ScanSeconds()
+	if ind.cfg.WorkingSets != nil {
+		v.WorkingSetScanSeconds = ind.cfg.WorkingSets.Stats().ScanSeconds
 	}
 	return v
 }

@@ -33,9 +33,9 @@ func TestIndicatorsFollowARun(t *testing.T) {
 	ind, err := New(Config{
 		Detector: DefaultDetectorConfig(), FaultKind: CountAnon,
 		// The ratio is of the demand, not the wall-clock working set.
-		WorkingSet: func(pid int) (WorkingSetEstimate, bool) {
+		WorkingSets: fixedWorkingSets(func(pid int) (WorkingSetEstimate, bool) {
 			return WorkingSetEstimate{Bytes: 40 << 20, DemandBytes: 60 << 20}, true
-		},
+		}),
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -84,9 +84,9 @@ func TestIndicatorsFollowARun(t *testing.T) {
 
 func TestIndicatorsHostRatioAndFaultKind(t *testing.T) {
 	ind, _ := New(Config{Detector: DefaultDetectorConfig(), FaultKind: CountAll,
-		WorkingSet: func(pid int) (WorkingSetEstimate, bool) {
+		WorkingSets: fixedWorkingSets(func(pid int) (WorkingSetEstimate, bool) {
 			return WorkingSetEstimate{Bytes: 20 << 20, DemandBytes: 25 << 20}, pid != 3
-		}})
+		})})
 	prev := sample(0, 20, map[int]uint64{1: 0, 2: 0, 3: 0})
 	judge(ind, nil, prev, Scope{})
 	cur := sample(1, 20, map[int]uint64{1: 0, 2: 0, 3: 0})
@@ -116,3 +116,9 @@ func judge(ind *Indicators, prev, cur *sampler.Reading, scope Scope) Verdict {
 	}
 	return ind.Judge(prev, cur, scope)
 }
+
+// fixedWorkingSets are estimates a function gives, at no scan cost.
+type fixedWorkingSets func(pid int) (WorkingSetEstimate, bool)
+
+func (f fixedWorkingSets) Estimate(pid int) (WorkingSetEstimate, bool) { return f(pid) }
+func (fixedWorkingSets) Stats() WorkingSetStats                        { return WorkingSetStats{} }

@@ -31,9 +31,7 @@ import (
 
 	"github.com/thrashscope/thrashscope/internal/api"
 	"github.com/thrashscope/thrashscope/internal/cgroup"
-	"github.com/thrashscope/thrashscope/internal/engine"
 	"github.com/thrashscope/thrashscope/internal/history"
-	"github.com/thrashscope/thrashscope/internal/indicators"
 	"github.com/thrashscope/thrashscope/internal/live"
 	"github.com/thrashscope/thrashscope/internal/metrics"
 	"github.com/thrashscope/thrashscope/internal/pipeline"
@@ -41,6 +39,7 @@ import (
 	"github.com/thrashscope/thrashscope/internal/probe/readout"
 	"github.com/thrashscope/thrashscope/internal/procfs"
 	"github.com/thrashscope/thrashscope/internal/run"
+	"github.com/thrashscope/thrashscope/internal/runner"
 	"github.com/thrashscope/thrashscope/internal/sampler"
 	"github.com/thrashscope/thrashscope/internal/store"
 )
@@ -53,13 +52,12 @@ type Observer struct {
 	pipeline *pipeline.Pipeline
 	registry *prometheus.Registry
 	handler  http.Handler
-	engine   *engine.Engine         // nil when runs are unavailable
-	wss      *indicators.WorkingSet // nil when --wss.interval=0
-	wake     *pressure.Trigger      // nil when --detector.wake-stall=0 or the kernel has none
-	history  *history.Store         // the live page's last 15 minutes
-	release  *codeReleaser          // nil with --no-runtime.release-code
+	runs     *runner.Slot      // nil when runs are unavailable
+	wake     *pressure.Trigger // nil when --detector.wake-stall=0 or the kernel has none
+	history  *history.Store    // the live page's last 15 minutes
+	release  *codeReleaser     // nil with --no-runtime.release-code
 	// pairs: the runs' groups in the unified hierarchy and their memory
-	// groups, told by the engine, read by the workloads (memory on v1).
+	// groups, told by the runs, read by the workloads (memory on v1).
 	pairs cgroup.Pairs
 }
 
@@ -68,7 +66,7 @@ func New(cfg Config, logger *slog.Logger) (*Observer, error) {
 	return build(cfg, logger, false)
 }
 
-// build assembles the observer; checkOnly leaves out the run engine, so
+// build assembles the observer; checkOnly leaves out the runs, so
 // --check changes nothing on the host.
 func build(cfg Config, logger *slog.Logger, checkOnly bool) (*Observer, error) {
 	if err := cfg.Validate(); err != nil {
@@ -101,7 +99,7 @@ func build(cfg Config, logger *slog.Logger, checkOnly bool) (*Observer, error) {
 	}
 
 	if !checkOnly {
-		o.engine = newEngine(cfg, fs, logger, &o.pairs)
+		o.runs = newRuns(cfg, fs, logger, &o.pairs)
 	}
 	o.history = history.New(cfg.SampleInterval)
 	if !checkOnly && cfg.Wake && o.probe == nil {
@@ -122,8 +120,8 @@ func build(cfg Config, logger *slog.Logger, checkOnly bool) (*Observer, error) {
 	// the run's), most of a scrape, are gathered without the registry's
 	// per-series work.
 	direct := []prometheus.Collector{metrics.NewCollector(o.pipeline), metrics.NewWorkloadCollector(o.pipeline)}
-	if o.engine != nil {
-		direct = append(direct, metrics.NewRunCollector(o.engine.Service()))
+	if o.runs != nil {
+		direct = append(direct, metrics.NewRunCollector(o.runs.Service()))
 	}
 	opts := api.Options{
 		Gatherer:    metrics.NewGatherer(o.registry, direct...).Transactional(),
@@ -133,8 +131,8 @@ func build(cfg Config, logger *slog.Logger, checkOnly bool) (*Observer, error) {
 		Logger:      logger.With("component", "api"),
 		ListenHosts: listenHosts(cfg.ListenAddresses),
 	}
-	if o.engine != nil {
-		opts.Runs = o.engine.Service()
+	if o.runs != nil {
+		opts.Runs = o.runs.Service()
 	}
 	if cfg.APITokenFile != "" {
 		if opts.Token, err = ReadToken(cfg.APITokenFile); err != nil {
@@ -146,7 +144,7 @@ func build(cfg Config, logger *slog.Logger, checkOnly bool) (*Observer, error) {
 		}
 	}
 	page := live.Options{History: o.history, TokenRequired: opts.Token != "", Interval: cfg.SampleInterval, Logger: logger.With("component", "live")}
-	if o.engine != nil {
+	if o.runs != nil {
 		page.Run = o.runStatus
 	}
 	opts.Page = live.New(page)
@@ -176,7 +174,7 @@ func (o *Observer) ready() error {
 
 // runStatus is the most recent run for the live page.
 func (o *Observer) runStatus() (live.RunStatus, bool) {
-	st := o.engine.Service().Status()
+	st := o.runs.Service().Status()
 	if !st.Last {
 		return live.RunStatus{}, false
 	}
@@ -186,9 +184,9 @@ func (o *Observer) runStatus() (live.RunStatus, bool) {
 		ConsumersActive: p.Active, ConsumersPlanned: p.Planned, Consumers: len(p.Cycles),
 		Elapsed: p.Elapsed, Duration: p.Total,
 		DemandBytes: p.DemandBytes, LimitBytes: p.LimitBytes,
-		Policy: engine.PolicyLine(st.Policy),
+		Policy: runner.PolicyLine(st.Policy),
 	}
-	if rec, err := o.engine.Service().Get(st.ID); err == nil {
+	if rec, err := o.runs.Service().Get(st.ID); err == nil {
 		rs.State = rec.State
 		rs.Active = run.Active(rec.State)
 		rs.SwapDevice = rec.DeviceLine()
@@ -196,16 +194,16 @@ func (o *Observer) runStatus() (live.RunStatus, bool) {
 	return rs, true
 }
 
-// newEngine sets up the run engine, or returns nil (logged) when runs cannot
+// newRuns sets up the runs, or returns nil (logged) when runs cannot
 // work here: the observer still observes.
-func newEngine(cfg Config, fs procfs.FS, logger *slog.Logger, pairs *cgroup.Pairs) *engine.Engine {
+func newRuns(cfg Config, fs procfs.FS, logger *slog.Logger, pairs *cgroup.Pairs) *runner.Slot {
 	log := logger.With("component", "runs")
 	st, err := store.Open(cfg.DataDir)
 	if err != nil {
 		log.Warn("runs are disabled: "+err.Error()+"; set --data.dir to a writable directory", "data_dir", cfg.DataDir)
 		return nil
 	}
-	rc := engine.Config{Store: st, ProcFS: fs, Logger: log, Binary: cfg.LoadgenBinary, Pairs: pairs}
+	rc := runner.Config{Store: st, ProcFS: fs, Logger: log, Binary: cfg.LoadgenBinary, Pairs: pairs}
 	if rc.Binary == "" {
 		rc.Binary = FindLoadgen()
 	}
@@ -213,7 +211,7 @@ func newEngine(cfg Config, fs procfs.FS, logger *slog.Logger, pairs *cgroup.Pair
 	if rc.ParentErr != nil {
 		log.Warn("runs will be refused: " + rc.ParentErr.Error())
 	}
-	e, err := engine.New(rc)
+	e, err := runner.New(rc)
 	if err != nil {
 		log.Warn("cleaning up after a previous observer", "err", err)
 	}
@@ -295,19 +293,15 @@ func (o *Observer) Run(ctx context.Context, listeners []net.Listener, webConfigF
 	// that records it stops, and the HTTP server goes last.
 	var g rungroup.Group
 	g.Add(func() error { <-ctx.Done(); return nil }, func(error) {})
-	if o.engine != nil {
+	if o.runs != nil {
 		stopped := make(chan struct{})
 		g.Add(func() error { <-stopped; return nil }, func(error) {
-			o.engine.Close()
+			o.runs.Close()
 			close(stopped)
 		})
 	}
 	sampleCtx, stopSampling := context.WithCancel(context.Background())
 	g.Add(func() error { o.pipeline.Run(sampleCtx); return nil }, func(error) { stopSampling() })
-	if o.wss != nil {
-		wssCtx, stopWSS := context.WithCancel(context.Background())
-		g.Add(func() error { o.wss.Run(wssCtx, o.trackedPIDs); return nil }, func(error) { stopWSS() })
-	}
 	o.addServer(&g, listeners, webConfigFile)
 	err := g.Run()
 	return errors.Join(err, o.Close())
@@ -396,32 +390,11 @@ func schemeOf(webConfigFile string) string {
 	return "https"
 }
 
-// trackedPIDs are what the working-set estimator scans, in the order its
-// page budget serves them: the active run's consumers, then the latest
-// sample's tracked processes, busiest first.
-func (o *Observer) trackedPIDs() []int {
-	var pids []int
-	seen := map[int]bool{}
-	if o.engine != nil {
-		for _, pid := range o.engine.Stages().Scope().PIDs {
-			pids, seen[pid] = append(pids, pid), true
-		}
-	}
-	if t, ok := o.pipeline.Latest(); ok {
-		for _, p := range t.Reading.Processes {
-			if !seen[p.PID] {
-				pids = append(pids, p.PID)
-			}
-		}
-	}
-	return pids
-}
-
 // Close detaches the probes. Run calls it; call it yourself only when Run
 // was never called.
 func (o *Observer) Close() error {
-	if o.engine != nil {
-		o.engine.Close()
+	if o.runs != nil {
+		o.runs.Close()
 	}
 	if o.wake != nil {
 		o.wake.Close()

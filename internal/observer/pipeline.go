@@ -4,20 +4,18 @@ import (
 	"log/slog"
 
 	"github.com/thrashscope/thrashscope/internal/cgroup"
-	"github.com/thrashscope/thrashscope/internal/flow"
 	"github.com/thrashscope/thrashscope/internal/pipeline"
 	"github.com/thrashscope/thrashscope/internal/procfs"
 	"github.com/thrashscope/thrashscope/internal/workload"
 )
 
-// declarePipeline is the daemon's data flow (package flow declares it for
-// every user): the probes when they loaded, top-K, working sets, the
-// workloads (the busiest cgroups, where the probes count per cgroup), the
-// active run's scope, recorder and policy, then the live page's history.
-// The metrics read the latest tick at each scrape; the working-set
-// estimator, on its own clock, serves the indicators its estimates.
+// declarePipeline is the daemon's data flow (pipeline.Declare declares it
+// for every user): the probes when they loaded, top-K, the workloads (the
+// busiest cgroups, where the probes count per cgroup), the active run's
+// scope, recorder and policy, the working-set scan, then the live page's
+// history. The metrics read the latest tick at each scrape.
 func (o *Observer) declarePipeline(cfg Config, fs procfs.FS, logger *slog.Logger) (*pipeline.Pipeline, error) {
-	opts := flow.Options{
+	opts := pipeline.Options{
 		ProcFS: fs, ProcfsPath: cfg.ProcfsPath, Interval: cfg.SampleInterval, TopK: cfg.TopK,
 		Detector: cfg.Detector, FaultKind: cfg.FaultKind, WSSInterval: cfg.WSSInterval, WSSPeriod: cfg.WSSPeriod,
 		Sinks: []pipeline.Sink{o.history}, Logger: logger,
@@ -32,8 +30,8 @@ func (o *Observer) declarePipeline(cfg Config, fs procfs.FS, logger *slog.Logger
 			opts.Workloads.Pairs = &o.pairs
 		}
 	}
-	if o.engine != nil {
-		opts.Run = o.engine.Stages()
+	if o.runs != nil {
+		opts.Run = o.runs.Stages()
 	}
 	switch {
 	case o.probe != nil && o.probe.Wakes() != nil:
@@ -41,11 +39,10 @@ func (o *Observer) declarePipeline(cfg Config, fs procfs.FS, logger *slog.Logger
 	case o.wake != nil:
 		opts.Wake = o.wake.C
 	}
-	f, err := flow.Declare(opts)
+	f, err := pipeline.Declare(opts)
 	if err != nil {
 		return nil, err
 	}
-	o.wss = f.WorkingSet
 	return f.Pipeline, nil
 }
 
@@ -53,8 +50,8 @@ func (o *Observer) declarePipeline(cfg Config, fs procfs.FS, logger *slog.Logger
 // container's view of the host's cgroup mount, pure cgroup2 or hybrid),
 // else the cgroup2 mount of this process; with the v1 memory mount beside
 // it on a hybrid host.
-func workloadOptions(cfg Config, logger *slog.Logger) flow.WorkloadOptions {
-	w := flow.WorkloadOptions{TopK: cfg.CgroupTopK, Depth: cfg.CgroupDepth, Trust: workload.Trust{KubeletRoots: cfg.KubeletRoots}}
+func workloadOptions(cfg Config, logger *slog.Logger) pipeline.WorkloadOptions {
+	w := pipeline.WorkloadOptions{TopK: cfg.CgroupTopK, Depth: cfg.CgroupDepth, Trust: workload.Trust{KubeletRoots: cfg.KubeletRoots}}
 	if cfg.CgroupfsPath != "" {
 		// Config.Validate checked it.
 		w.Hierarchy, w.V1Memory, _ = cgroup.HostMount(cfg.CgroupfsPath)
@@ -63,7 +60,7 @@ func workloadOptions(cfg Config, logger *slog.Logger) flow.WorkloadOptions {
 	h, err := cgroup.UnifiedHierarchy(cfg.ProcfsPath)
 	if err != nil {
 		logger.Warn("no workloads' series: "+err.Error(), "component", "workloads")
-		return flow.WorkloadOptions{}
+		return pipeline.WorkloadOptions{}
 	}
 	w.Hierarchy = h
 	w.V1Memory, _ = cgroup.V1MemoryMount(cfg.ProcfsPath)

@@ -1,7 +1,7 @@
-// Package pipeline is the observer's data flow, declared once. Each tick it
-// asks the active run for its scope, has the sampler read the host, has the
-// indicators judge the reading, publishes the result as a Tick and hands it
-// to every sink in turn:
+// Package pipeline is thrashscope's data flow, declared once (Declare, in
+// flow.go) and run here. Each tick it asks the active run for its scope,
+// has the sampler read the host, has the indicators judge the reading,
+// publishes the result as a Tick and hands it to every sink in turn:
 //
 //	run scope ──▶ sampler.Read ──▶ indicators.Judge ──▶ Tick ──▶ sinks
 //	(pids, limit)   (Reading)         (Verdict)                 (history, run recorder, …)
@@ -42,6 +42,12 @@ type Tick struct {
 // wrapped in NewAsync, a stage on a goroutine of its own.
 type Sink interface {
 	Observe(prev, cur *Tick)
+}
+
+// background is a sink with a goroutine of its own, which Run starts
+// before the first step and stops before it returns.
+type background interface {
+	run(ctx context.Context)
 }
 
 // SinkFunc adapts a function to a Sink.
@@ -114,7 +120,9 @@ func (p *Pipeline) Run(ctx context.Context) {
 	for _, s := range p.cfg.Sinks {
 		if a, ok := s.(*Async); ok {
 			a.running.Store(true) // before the first step hands it a tick
-			wg.Go(func() { a.run(actx) })
+		}
+		if b, ok := s.(background); ok {
+			wg.Go(func() { b.run(actx) })
 		}
 	}
 	defer func() { stop(); wg.Wait() }()

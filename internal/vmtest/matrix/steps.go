@@ -54,6 +54,6 @@ var Steps = []step{
 	{Package: "internal/pressure", Step: vmtest.Step{Name: "pressure", GoTest: true, TimeoutSeconds: 600,
 		Args: tests("TestTriggerFiresOnARealThrash")}},
 	// The policies' levers: calmdown freezes the newest, tpf protects one.
-	{Package: "internal/engine", Step: vmtest.Step{Name: "policies", GoTest: true, TimeoutSeconds: 1800,
+	{Package: "internal/runner", Step: vmtest.Step{Name: "policies", GoTest: true, TimeoutSeconds: 1800,
 		Args: tests("TestCalmDownStopsTheNewest", "TestTPFProtectsOneConsumer")}},
 }

@@ -1,4 +1,4 @@
-package engine_test
+package runner_test
 
 import (
 	"bufio"
@@ -34,7 +34,7 @@ func startPolicyRun(t *testing.T, args ...string) (*loadgenRun, func() run.Recor
 		if r.err != nil {
 			t.Fatalf("loadgen run: %v\n%s", r.err, r.stderr.String())
 		}
-		rec, _ := onlyRecord(t, r.out)
+		rec, _ := testenv.OnlyRecord(t, r.out)
 		return rec
 	}
 }
@@ -155,7 +155,7 @@ func regionOf(pid int, size int64) (rss, locked int64, flags string, ok bool) {
 // leftBehind fails the test for any consumer alive or frozen group left.
 func leftBehind(t *testing.T, rec run.Record) {
 	t.Helper()
-	noneAlive(t, rec)
+	testenv.NoneAlive(t, rec)
 	if g := freezeGroups(t); len(g) > 0 {
 		t.Errorf("freeze groups left behind: %v", g)
 	}
@@ -239,30 +239,6 @@ func TestBinPackFreezesAndPagesOut(t *testing.T) {
 	t.Logf("%d decisions, up to %d bins, makespan %.1f s", len(rec.Decisions), bins, rec.MakespanSeconds)
 }
 
-// childrenOf lists the pids whose parent is ppid, by comm.
-func childrenOf(ppid int) map[string]int {
-	out := map[string]int{}
-	dirs, _ := filepath.Glob("/proc/[0-9]*/stat")
-	for _, d := range dirs {
-		b, err := os.ReadFile(d)
-		if err != nil {
-			continue
-		}
-		s := string(b)
-		open, closing := strings.IndexByte(s, '('), strings.LastIndexByte(s, ')')
-		if open < 0 || closing < open {
-			continue
-		}
-		f := strings.Fields(s[closing+2:])
-		if len(f) < 2 || f[1] != strconv.Itoa(ppid) {
-			continue
-		}
-		pid, _ := strconv.Atoi(strings.Fields(s)[0])
-		out[s[open+1:closing]] = pid
-	}
-	return out
-}
-
 // tpf locks the protected consumer's region, whose resident pages then
 // stay (smaps: VmFlags lo, Rss never falls while locked), and releases it.
 // memoryMin is the memory.min of the cgroup v2 group pid is in; 0 without
@@ -315,7 +291,7 @@ func TestTPFProtectsOneConsumer(t *testing.T) {
 	seen := false
 	for !seen && !r.ended() {
 		time.Sleep(20 * time.Millisecond)
-		for name, pid := range childrenOf(r.cmd.Process.Pid) {
+		for name, pid := range testenv.ChildrenOf(r.cmd.Process.Pid) {
 			// The cheap look first: a protection can be short.
 			if !protected(pid) {
 				continue
@@ -405,9 +381,9 @@ func TestTheConsumerAloneCountsInTheRun(t *testing.T) {
 	var pid int
 	for deadline := time.Now().Add(30 * time.Second); pid == 0; time.Sleep(100 * time.Millisecond) {
 		if time.Now().After(deadline) || r.ended() {
-			t.Fatalf("no consumer running alone within 30 s: children %v\n%s", childrenOf(r.cmd.Process.Pid), r.stderr.String())
+			t.Fatalf("no consumer running alone within 30 s: children %v\n%s", testenv.ChildrenOf(r.cmd.Process.Pid), r.stderr.String())
 		}
-		for name, p := range childrenOf(r.cmd.Process.Pid) {
+		for name, p := range testenv.ChildrenOf(r.cmd.Process.Pid) {
 			if name == run.ConsumerName(1) {
 				pid = p
 			}

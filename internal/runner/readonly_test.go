@@ -1,4 +1,4 @@
-package engine_test
+package runner_test
 
 import (
 	"context"
@@ -11,9 +11,9 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/thrashscope/thrashscope/internal/cgroup"
-	"github.com/thrashscope/thrashscope/internal/engine"
 	"github.com/thrashscope/thrashscope/internal/procfs"
 	"github.com/thrashscope/thrashscope/internal/run"
+	"github.com/thrashscope/thrashscope/internal/runner"
 	"github.com/thrashscope/thrashscope/internal/store"
 	"github.com/thrashscope/thrashscope/internal/strictjson"
 	"github.com/thrashscope/thrashscope/internal/testenv"
@@ -58,7 +58,7 @@ func TestFinalSaveLandsAfterTheDataDirWasReadOnly(t *testing.T) {
 		t.Fatal(err)
 	}
 	fs, _ := procfs.NewFS("/proc")
-	m, err := engine.New(engine.Config{Store: st, ProcFS: fs, Binary: testenv.Binary(t, "loadgen"),
+	m, err := runner.New(runner.Config{Store: st, ProcFS: fs, Binary: testenv.Binary(t, "loadgen"),
 		Parent: cgroup.Parent{Path: parentCg.Path, V2: own.V2}})
 	if err != nil {
 		t.Fatal(err)

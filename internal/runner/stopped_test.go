@@ -1,4 +1,4 @@
-package engine_test
+package runner_test
 
 import (
 	"os"
@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/thrashscope/thrashscope/internal/run"
+	"github.com/thrashscope/thrashscope/internal/testenv"
 )
 
 // childNamed finds the process whose parent is ppid and whose comm is name.
@@ -62,7 +63,7 @@ func TestAConsumerStoppedFromOutsideFailsTheRun(t *testing.T) {
 				t.Fatalf("the run went on 60 s after its consumer (pid %d) was stopped\n%s", pid, r.stderr.String())
 			}
 			t.Logf("the run ended %s after the consumer was stopped", time.Since(stoppedAt).Round(100*time.Millisecond))
-			rec, _ := onlyRecord(t, r.out)
+			rec, _ := testenv.OnlyRecord(t, r.out)
 			if rec.State != run.StateFailed || !strings.Contains(rec.Reason, "consumer 1 (pid "+strconv.Itoa(pid)+") was stopped (state T)") {
 				t.Errorf("the run is %s: %q; want failed, naming the stopped consumer", rec.State, rec.Reason)
 			}

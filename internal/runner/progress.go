@@ -1,4 +1,4 @@
-package master
+package runner
 
 import (
 	"fmt"
@@ -40,14 +40,14 @@ type watched struct {
 
 // watchProgress checks the live consumers, as above, failing the run with
 // the reason when one is stopped or stuck.
-func (r *Master) watchProgress(now time.Time) {
+func (r *execution) watchProgress(now time.Time) {
 	var ws []watched
 	r.mu.Lock()
 	for i, c := range r.rec.Consumers {
 		// From its spawn: one stopped while it waits for its start would
 		// never start.
 		if r.procs[i] != nil && c.ActualEnd == nil && c.Exit == "" {
-			ws = append(ws, watched{index: i, pid: c.PID, cycles: c.Cycles, held: r.gov.frozen(i)})
+			ws = append(ws, watched{index: i, pid: c.PID, cycles: c.Cycles, held: r.levers.frozen(i)})
 		}
 	}
 	if a := r.rec.Alone; a != nil && a.Exit == "" && a.ActualEnd == nil {

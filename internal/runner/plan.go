@@ -1,7 +1,4 @@
-// Package master carries out a run: it makes the run cgroup, starts the
-// consumers (package consumer) on the schedule, follows their messages and
-// keeps the run's record.
-package master
+package runner
 
 import (
 	"bufio"
@@ -38,8 +35,8 @@ const cgroupCheckEvery = time.Second
 // is destroyed with SIGKILL.
 const stopGrace = 2 * time.Second
 
-// Config configures one run.
-type Config struct {
+// execConfig configures one run.
+type execConfig struct {
 	ID   string
 	Spec run.Resolved
 	// Binary is the loadgen executable that consumers run as.
@@ -65,9 +62,9 @@ type Config struct {
 	ProcFS procfs.FS
 }
 
-// Master is one run in progress: its cgroup, its consumers and its record.
-type Master struct {
-	cfg Config
+// execution is one run in progress: its cgroup, its consumers and its record.
+type execution struct {
+	cfg execConfig
 	cg  *cgroup.Cgroup
 	// io is the run's group in the v1 blkio hierarchy that its consumers
 	// join, for an emulated swap device where memory is on cgroup v1; nil
@@ -95,7 +92,7 @@ type Master struct {
 	oomBefore uint64
 	board     *consumer.CycleBoard // nil: cycles come on the message pipes
 	guard     *cgroup.OOMGuard     // nil when it could not be set up
-	gov       *governor            // the run's policy and its levers
+	levers    *levers              // the run's policy and its levers
 	// progress is each live consumer's, by index (-1 the one alone), and
 	// statFiles their /proc stat files, kept open between checks;
 	// drive's goroutine alone uses them.
@@ -110,7 +107,7 @@ func (e abortError) Error() string { return e.reason }
 
 // Start creates the run cgroup and starts the run in the background. The
 // record is pending until the cgroup exists, running from then on.
-func Start(cfg Config) (*Master, error) {
+func execute(cfg execConfig) (*execution, error) {
 	if err := cfg.fillDefaults(); err != nil {
 		return nil, err
 	}
@@ -138,9 +135,9 @@ func Start(cfg Config) (*Master, error) {
 		groups++ // the one that runs alone first
 	}
 	joins, children, err := consumerGroups(cg, groups)
-	var gov *governor
+	var gov *levers
 	if err == nil {
-		gov, err = newGovernor(cfg, children, n)
+		gov, err = newLevers(cfg, children, n)
 	}
 	if err != nil {
 		for _, f := range joins {
@@ -168,7 +165,7 @@ func Start(cfg Config) (*Master, error) {
 		cfg.Logger.Warn("the OOM guard only throttles here: the kernel has no memory.reclaim (Linux 5.19+)", "run", cfg.ID)
 	}
 	start := cfg.Now()
-	r := &Master{cfg: cfg, cg: cg, io: ioGroup, guard: guard, joins: joins, start: start, done: make(chan struct{}), oomBefore: oom, gov: gov}
+	r := &execution{cfg: cfg, cg: cg, io: ioGroup, guard: guard, joins: joins, start: start, done: make(chan struct{}), oomBefore: oom, levers: gov}
 	r.ctx, r.cancel = context.WithCancelCause(context.Background())
 	r.rec = plannedRecord(cfg, start, cg.Path, gov.protection)
 	r.rec.SwapEmulation = emulation
@@ -183,8 +180,8 @@ func Start(cfg Config) (*Master, error) {
 	return r, nil
 }
 
-// fillDefaults gives the optional fields of a Config their defaults.
-func (cfg *Config) fillDefaults() error {
+// fillDefaults gives the optional fields of a execConfig their defaults.
+func (cfg *execConfig) fillDefaults() error {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -204,7 +201,7 @@ func (cfg *Config) fillDefaults() error {
 // plannedRecord is a run's record as it starts: running, each consumer
 // with its planned start and end (the fill's consumers run from the start
 // until they are done).
-func plannedRecord(cfg Config, start time.Time, cgroupPath, protection string) run.Record {
+func plannedRecord(cfg execConfig, start time.Time, cgroupPath, protection string) run.Record {
 	rec := run.Record{ID: cfg.ID, Spec: cfg.Spec, State: run.StateRunning, StartedAt: start, Cgroup: cgroupPath, Protection: protection}
 	for i := range cfg.Spec.Processes() {
 		s := cfg.Spec.Slot(i)
@@ -218,7 +215,7 @@ func plannedRecord(cfg Config, start time.Time, cgroupPath, protection string) r
 }
 
 // Record returns a copy of the run record as it stands.
-func (r *Master) Record() run.Record {
+func (r *execution) Record() run.Record {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	rec := r.rec
@@ -236,7 +233,7 @@ func (r *Master) Record() run.Record {
 }
 
 // AddTransition records a detector state change in the run record.
-func (r *Master) AddTransition(tr run.Transition) {
+func (r *execution) AddTransition(tr run.Transition) {
 	r.mu.Lock()
 	r.rec.Transitions = append(r.rec.Transitions, tr)
 	r.mu.Unlock()
@@ -245,19 +242,19 @@ func (r *Master) AddTransition(tr run.Transition) {
 
 // Abort stops the run: consumers get SIGTERM, then the cgroup is destroyed.
 // It returns at once; Done closes when everything is gone.
-func (r *Master) Abort(reason string) { r.cancel(abortError{reason}) }
+func (r *execution) Abort(reason string) { r.cancel(abortError{reason}) }
 
 // Done is closed when the run has ended and its cgroup is gone.
-func (r *Master) Done() <-chan struct{} { return r.done }
+func (r *execution) Done() <-chan struct{} { return r.done }
 
 // Cgroup is the run cgroup.
-func (r *Master) Cgroup() *cgroup.Cgroup { return r.cg }
+func (r *execution) Cgroup() *cgroup.Cgroup { return r.cg }
 
 // MemoryUsage is the run cgroup's memory usage.
-func (r *Master) MemoryUsage() (int64, error) { return r.cg.MemoryUsage() }
+func (r *execution) MemoryUsage() (int64, error) { return r.cg.MemoryUsage() }
 
 // PIDs are the live consumers' pids.
-func (r *Master) PIDs() []int {
+func (r *execution) PIDs() []int {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	var pids []int
@@ -270,7 +267,7 @@ func (r *Master) PIDs() []int {
 }
 
 // Progress reports the run's live state.
-func (r *Master) Progress() run.Progress {
+func (r *execution) Progress() run.Progress {
 	now := r.cfg.Now()
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -326,7 +323,7 @@ func progressAt(spec run.Resolved, rec *run.Record, start, now time.Time, chunks
 
 // drive runs the plan: spawn each consumer on time, wait for all of them
 // to finish or for an abort, then tear the cgroup down.
-func (r *Master) drive() {
+func (r *execution) drive() {
 	defer close(r.done)
 	var wg sync.WaitGroup
 	spawned := make(chan struct{})
@@ -345,7 +342,7 @@ func (r *Master) drive() {
 		if r.cfg.Spec.Shape() == run.ShapeWork {
 			r.alone()
 		}
-		r.gov.start() // the plan starts: the policy may act
+		r.levers.start() // the plan starts: the policy may act
 		r.spawnAll(&wg)
 		for _, f := range r.joins {
 			f.Close() // every consumer that will join holds its own copy
@@ -394,14 +391,14 @@ wait:
 	r.unthrottle()
 	// Nothing frozen or locked from here on: a frozen consumer would not
 	// see its SIGTERM.
-	r.gov.releaseAll()
+	r.levers.releaseAll()
 	r.terminate(allExited)
 	r.readKernel()
 	r.readIO()
 
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	destroyErr := errors.Join(r.cg.Destroy(ctx), r.gov.destroy(), r.destroyIO(ctx))
+	destroyErr := errors.Join(r.cg.Destroy(ctx), r.levers.destroy(), r.destroyIO(ctx))
 	// Destroy killed what was inside; a consumer still waiting to join is
 	// outside, and must not outlive the run either.
 	r.kill()
@@ -417,7 +414,7 @@ wait:
 // consumer's slowdown divides by (TPF's slowdown against running alone).
 // The plan then starts from its end. A run cancelled meanwhile stops it; a
 // consumer that fails alone fails the run, as one of the run would.
-func (r *Master) alone() {
+func (r *execution) alone() {
 	// consumer-NN after the run's own; its cycles go on its pipe.
 	cc := r.consumerConfig(len(r.procs), r.cfg.Now(), r.start.Add(run.MaxRunDuration))
 	cc.CycleLog = false
@@ -461,7 +458,7 @@ func (r *Master) alone() {
 // followAlone records the messages of the consumer that runs alone until
 // its pipe closes; a run cancelled meanwhile stops it, with SIGTERM, then
 // SIGKILL after stopGrace.
-func (r *Master) followAlone(proc *os.Process, repR *os.File, a *run.AloneRecord) {
+func (r *execution) followAlone(proc *os.Process, repR *os.File, a *run.AloneRecord) {
 	msgs := make(chan consumer.Message)
 	go func() {
 		defer close(msgs)
@@ -508,7 +505,7 @@ func (r *Master) followAlone(proc *os.Process, repR *os.File, a *run.AloneRecord
 
 // failNow ends the run at once as failed, with reason, unless it is
 // already ending (then its own cause stands).
-func (r *Master) failNow(reason string) {
+func (r *execution) failNow(reason string) {
 	if r.ctx.Err() != nil {
 		return
 	}
@@ -517,7 +514,7 @@ func (r *Master) failNow(reason string) {
 }
 
 // finish settles the run's final state.
-func (r *Master) finish(destroyErr error) {
+func (r *execution) finish(destroyErr error) {
 	now := r.cfg.Now()
 	r.mu.Lock()
 	r.rec.EndedAt = &now
@@ -563,11 +560,11 @@ const maxReasonLine = 256
 
 // readKernel records what the run cgroup's own files say as it ends,
 // before it is removed: its PSI over the run and its memory events.
-func (r *Master) readKernel() {
+func (r *execution) readKernel() {
 	f := workload.Files{V2: r.cg.Path}
 	if !r.cg.V2 {
 		f = workload.Files{V1Memory: r.cg.Path}
-		if g := r.gov.unifiedRoot; g != nil {
+		if g := r.levers.unifiedRoot; g != nil {
 			f.V2 = g.Path
 		}
 	}

@@ -2,7 +2,7 @@
 // add to its record (starts, cycles, durations, locks, fill chunks), the
 // slowest cycle of the last two seconds, and the makespan.
 
-package master
+package runner
 
 import (
 	"fmt"
@@ -21,7 +21,7 @@ type chunkSample struct {
 }
 
 // cycleStats are a run's cycle statistics: the slowest cycle in the last
-// two seconds, and the fill preset's chunk samples. Master.mu guards them;
+// two seconds, and the fill preset's chunk samples. execution.mu guards them;
 // they read no clock and no process, so their tests need neither.
 type cycleStats struct {
 	// slowest[0] is the slowest cycle in the current second, [1] in the
@@ -135,7 +135,7 @@ func applyMessage(c *run.ConsumerRecord, m consumer.Message, spec run.Resolved, 
 
 // apply takes one message of consumer i: its record (applyMessage), the
 // cycle statistics, and what the levers and the log need.
-func (r *Master) apply(i int, rep consumer.Message) {
+func (r *execution) apply(i int, rep consumer.Message) {
 	r.mu.Lock()
 	if rep.Kind == consumer.KindDone {
 		r.takeLocked(i) // the board's last, before the count the message gives
@@ -152,7 +152,7 @@ func (r *Master) apply(i int, rep consumer.Message) {
 		mem, _ := r.cfg.ProcFS.Memory()
 		r.cycles.chunk(chunk, chunkSample{seconds: time.Duration(rep.B).Seconds(), memFree: mem.AvailableBytes, swapFree: mem.SwapFreeBytes})
 	case consumer.KindRegion:
-		r.gov.mapped(i, uintptr(rep.A), uintptr(rep.B))
+		r.levers.mapped(i, uintptr(rep.A), uintptr(rep.B))
 	case consumer.KindLocked:
 		if rep.B != 0 {
 			r.cfg.Logger.Warn("a consumer could not lock or unlock its region", "run", r.cfg.ID, "consumer", i, "err", syscall.Errno(rep.B).Error())
@@ -161,7 +161,7 @@ func (r *Master) apply(i int, rep consumer.Message) {
 	pid := c.PID
 	r.mu.Unlock()
 	if rep.Kind == consumer.KindDone {
-		r.gov.finished(i)
+		r.levers.finished(i)
 	}
 	if rep.Kind == consumer.KindDone && rep.Terminated() {
 		// The run cancels itself before it signals its consumers, so a
@@ -174,7 +174,7 @@ func (r *Master) apply(i int, rep consumer.Message) {
 }
 
 // takeCycles takes every consumer's newly logged cycles off the board.
-func (r *Master) takeCycles() {
+func (r *execution) takeCycles() {
 	if r.board == nil {
 		return
 	}
@@ -187,7 +187,7 @@ func (r *Master) takeCycles() {
 
 // takeLocked counts consumer i's cycles logged since the last take, and
 // keeps the slowest and their durations. Called with r.mu held.
-func (r *Master) takeLocked(i int) {
+func (r *execution) takeLocked(i int) {
 	if r.board == nil {
 		return
 	}
@@ -200,7 +200,7 @@ func (r *Master) takeLocked(i int) {
 }
 
 // CycleDurations are the durations of the run's write cycles so far.
-func (r *Master) CycleDurations() run.CycleHistogram {
+func (r *execution) CycleDurations() run.CycleHistogram {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return r.durations.Clone()
@@ -208,7 +208,7 @@ func (r *Master) CycleDurations() run.CycleHistogram {
 
 // Changes counts the changes of the record so far: one more than when it
 // was last saved means it is to be saved again.
-func (r *Master) Changes() uint64 { return r.changes.Load() }
+func (r *execution) Changes() uint64 { return r.changes.Load() }
 
 // makespan is the time from the first consumer's start to the last one's
 // end; 0 unless every consumer started and ended.
@@ -229,7 +229,7 @@ func makespan(cs []run.ConsumerRecord) float64 {
 }
 
 // FillRows are the fill experiment's table (see cycleStats.fillRows).
-func (r *Master) FillRows() []store.FillRow {
+func (r *execution) FillRows() []store.FillRow {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return r.cycles.fillRows(r.cfg.Spec.SizeBytes)

@@ -2,7 +2,7 @@
 // consumer protocol's files, its messages read, its exit recorded, and the
 // teardown (SIGTERM, then SIGKILL).
 
-package master
+package runner
 
 import (
 	"bufio"
@@ -47,7 +47,7 @@ func consumerGroups(cg *cgroup.Cgroup, n int) ([]*os.File, []*cgroup.Cgroup, err
 
 // spawnAll starts each consumer spawnLead before its plan, until the plan
 // is done or the run is cancelled.
-func (r *Master) spawnAll(wg *sync.WaitGroup) {
+func (r *execution) spawnAll(wg *sync.WaitGroup) {
 	for i := range r.procs {
 		if r.ctx.Err() != nil {
 			return // a select with both ready picks either: not a consumer more
@@ -75,7 +75,7 @@ func (r *Master) spawnAll(wg *sync.WaitGroup) {
 }
 
 // spawn starts consumer i and lets it go: it joins the cgroup at its start.
-func (r *Master) spawn(i int, wg *sync.WaitGroup) error {
+func (r *execution) spawn(i int, wg *sync.WaitGroup) error {
 	c := r.rec.Consumers[i] // fixed fields only; no lock needed
 	end := c.PlannedEnd
 	if r.cfg.Spec.Shape() == run.ShapeWork {
@@ -96,14 +96,14 @@ func (r *Master) spawn(i int, wg *sync.WaitGroup) error {
 
 	// Its levers before anything can reap it: the pid is its own until
 	// the Wait below.
-	leverErr := r.gov.attach(i, cmd.Process.Pid, ctl)
+	leverErr := r.levers.attach(i, cmd.Process.Pid, ctl)
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
 		r.readMessages(i, repR)
 		repR.Close()
 		err := cmd.Wait()
-		r.gov.detach(i)
+		r.levers.detach(i)
 		ctl.Close()
 		r.exited(i, cmd.ProcessState, err, stderr.Last())
 	}()
@@ -112,7 +112,7 @@ func (r *Master) spawn(i int, wg *sync.WaitGroup) error {
 
 // consumerConfig is consumer index's command line in this run: the run's
 // shape, joining its sub-cgroup at start, ending at end (or its cycles).
-func (r *Master) consumerConfig(index int, start, end time.Time) consumer.Config {
+func (r *execution) consumerConfig(index int, start, end time.Time) consumer.Config {
 	return consumer.Config{
 		Index:     index,
 		Size:      r.cfg.Spec.SizeBytes,
@@ -134,12 +134,12 @@ func (r *Master) consumerConfig(index int, start, end time.Time) consumer.Config
 // startConsumer starts a consumer process with cc and lets it go, with the
 // files of the consumer protocol: its message pipe, its sub-cgroup's
 // cgroup.procs to join through and, with a cycle log, the cycle board.
-func (r *Master) startConsumer(cc consumer.Config) (*exec.Cmd, *os.File, io.WriteCloser, *logWriter, error) {
+func (r *execution) startConsumer(cc consumer.Config) (*exec.Cmd, *os.File, io.WriteCloser, *logWriter, error) {
 	repR, repW, err := os.Pipe()
 	if err != nil {
 		return nil, nil, nil, nil, err
 	}
-	unified, err := r.gov.unifiedJoin(cc.Index)
+	unified, err := r.levers.unifiedJoin(cc.Index)
 	if err != nil {
 		repR.Close()
 		repW.Close()
@@ -208,7 +208,7 @@ func (r *Master) startConsumer(cc consumer.Config) (*exec.Cmd, *os.File, io.Writ
 }
 
 // readMessages applies a consumer's messages until it closes the pipe.
-func (r *Master) readMessages(i int, pipe io.Reader) {
+func (r *execution) readMessages(i int, pipe io.Reader) {
 	// Cycles come on the cycle board when the run has one; on the pipe,
 	// one read takes whatever messages are buffered.
 	rd := bufio.NewReaderSize(pipe, 64*consumer.MessageSize)
@@ -228,7 +228,7 @@ func (r *Master) readMessages(i int, pipe io.Reader) {
 // to stderr. A consumer that ended in a way the run did not cause, other
 // than by the OOM killer, fails the run at once: what is left of it is no
 // longer the experiment that was asked for.
-func (r *Master) exited(i int, ps *os.ProcessState, waitErr error, lastErr string) {
+func (r *execution) exited(i int, ps *os.ProcessState, waitErr error, lastErr string) {
 	r.mu.Lock()
 	c := &r.rec.Consumers[i]
 	now := r.cfg.Now()
@@ -265,7 +265,7 @@ func (r *Master) exited(i int, ps *os.ProcessState, waitErr error, lastErr strin
 }
 
 // exitString names how a consumer ended. Called with r.mu held.
-func (r *Master) exitString(ps *os.ProcessState, waitErr error) string {
+func (r *execution) exitString(ps *os.ProcessState, waitErr error) string {
 	if ps == nil {
 		return "unknown: " + waitErr.Error()
 	}
@@ -294,7 +294,7 @@ func (r *Master) exitString(ps *os.ProcessState, waitErr error) string {
 }
 
 // terminate asks every live consumer to stop and gives them stopGrace.
-func (r *Master) terminate(allExited <-chan struct{}) {
+func (r *execution) terminate(allExited <-chan struct{}) {
 	r.mu.Lock()
 	for i, p := range r.procs {
 		if p != nil && r.rec.Consumers[i].Exit == "" {
@@ -310,7 +310,7 @@ func (r *Master) terminate(allExited <-chan struct{}) {
 }
 
 // kill sends SIGKILL to every consumer not yet reaped.
-func (r *Master) kill() {
+func (r *execution) kill() {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	for i, p := range r.procs {

@@ -1,4 +1,4 @@
-package master
+package runner
 
 import (
 	"context"
@@ -23,7 +23,7 @@ import (
 // A run's policy acts on its own consumers only, each through what the
 // run made for it: its cgroup v2 group (freeze, thaw; protection with
 // memory.min where memory is on v2), its control pipe (lock, unlock: on v1
-// the consumer locks its own region) and a pidfd taken before the master
+// the consumer locks its own region) and a pidfd taken before the run
 // could reap it (page-out with process_madvise), so no lever can reach a
 // pid the kernel gave to another process since.
 
@@ -65,12 +65,12 @@ type lever struct {
 	protected bool
 }
 
-// governor is the run's policy and its levers, one per consumer: it
-// decides (the policy's Step) and acts (freeze, thaw, protect, release),
-// and knows nothing of the run's processes or record but what the master
-// hands it. Its own mu guards the levers, so its tests need neither a run
+// levers are a run's policy and what it acts through, one lever per
+// consumer: the policy decides (its Step, on the Governor stage's tick) and
+// the levers act (freeze, thaw, protect, release), knowing nothing of the
+// run's processes or record but what the plan hands them. Its own mu guards the levers, so its tests need neither a run
 // nor root.
-type governor struct {
+type levers struct {
 	name string
 	pol  policy.Policy
 	// runID, spec and logger are the run's, for the protection's bounds
@@ -94,29 +94,29 @@ type governor struct {
 	closed bool
 
 	mu      sync.Mutex // guards what follows
-	levers  []lever
+	set     []lever
 	on      bool // the plan runs: not before the consumer alone ends
 	counts  map[policy.Kind]uint64
 	pageout sync.WaitGroup
 }
 
-// newGovernor makes the policy and, for those that freeze, each
+// newLevers makes the policy and, for those that freeze, each
 // consumer's cgroup v2 group: the memory sub-cgroups themselves on cgroup
 // v2, else children of a group made in the unified hierarchy.
-func newGovernor(cfg Config, memGroups []*cgroup.Cgroup, n int) (*governor, error) {
+func newLevers(cfg execConfig, memGroups []*cgroup.Cgroup, n int) (*levers, error) {
 	pol, err := policy.New(cfg.Spec.Policy)
 	if err != nil {
 		return nil, err
 	}
-	g := &governor{name: cfg.Spec.Policy, pol: pol, runID: cfg.ID, spec: cfg.Spec, logger: cfg.Logger,
-		levers: make([]lever, n), counts: map[policy.Kind]uint64{}}
+	g := &levers{name: cfg.Spec.Policy, pol: pol, runID: cfg.ID, spec: cfg.Spec, logger: cfg.Logger,
+		set: make([]lever, n), counts: map[policy.Kind]uint64{}}
 	if g.name == "" {
 		g.name = policy.None
 	}
-	for i := range g.levers {
-		g.levers[i].pidfd = -1
+	for i := range g.set {
+		g.set[i].pidfd = -1
 		if cfg.Parent.V2 {
-			g.levers[i].mem = memGroups[i]
+			g.set[i].mem = memGroups[i]
 		}
 	}
 	if policy.NeedsOf(g.name).Protection {
@@ -132,7 +132,7 @@ func newGovernor(cfg Config, memGroups []*cgroup.Cgroup, n int) (*governor, erro
 	if cfg.Parent.V2 {
 		if policy.NeedsOf(g.name).Freezer {
 			for i := range n {
-				g.levers[i].group = memGroups[i]
+				g.set[i].group = memGroups[i]
 			}
 		}
 		return g, nil
@@ -158,10 +158,10 @@ func newGovernor(cfg Config, memGroups []*cgroup.Cgroup, n int) (*governor, erro
 		if err != nil {
 			return nil, errors.Join(err, g.destroy())
 		}
-		g.levers[i].unified = ch
+		g.set[i].unified = ch
 		g.pairs.Pair(ch.Path, memGroups[i].Path)
 		if policy.NeedsOf(g.name).Freezer {
-			g.levers[i].group = ch
+			g.set[i].group = ch
 		}
 	}
 	if len(memGroups) > n { // the consumer alone: counted in the run too
@@ -178,7 +178,7 @@ func newGovernor(cfg Config, memGroups []*cgroup.Cgroup, n int) (*governor, erro
 // unifiedRunGroup makes the run's group in the unified hierarchy, under
 // cfg.Unified (nil: this process's own group there); with freezer, one
 // the cgroup v2 freezer can stop.
-func unifiedRunGroup(cfg Config, freezer bool) (*cgroup.Cgroup, error) {
+func unifiedRunGroup(cfg execConfig, freezer bool) (*cgroup.Cgroup, error) {
 	unified := cfg.Unified
 	if unified == nil {
 		p, err := cgroup.OwnUnified("/proc")
@@ -195,12 +195,12 @@ func unifiedRunGroup(cfg Config, freezer bool) (*cgroup.Cgroup, error) {
 
 // destroy removes the run's groups in the unified hierarchy (and kills
 // anything left in them).
-func (g *governor) destroy() error {
+func (g *levers) destroy() error {
 	if g.unifiedRoot == nil {
 		return nil
 	}
 	g.pairs.Unpair(g.unifiedRoot.Path)
-	for _, l := range g.levers {
+	for _, l := range g.set {
 		if l.unified != nil {
 			g.pairs.Unpair(l.unified.Path)
 		}
@@ -217,36 +217,36 @@ func (g *governor) destroy() error {
 // memory is on v1, for the consumer to join right after its memory group
 // at its start (consumer.Config.JoinUnified); nil where it has none. The
 // caller closes it.
-func (g *governor) unifiedJoin(i int) (*os.File, error) {
-	if i == len(g.levers) && g.alone != nil {
+func (g *levers) unifiedJoin(i int) (*os.File, error) {
+	if i == len(g.set) && g.alone != nil {
 		return g.alone.OpenProcs()
 	}
-	if i >= len(g.levers) || g.levers[i].unified == nil {
+	if i >= len(g.set) || g.set[i].unified == nil {
 		return nil, nil
 	}
-	return g.levers[i].unified.OpenProcs()
+	return g.set[i].unified.OpenProcs()
 }
 
 // attach gives consumer i's levers once it is started, before anything
 // can reap it: its pidfd and its control pipe.
-func (g *governor) attach(i, pid int, ctl io.Writer) error {
+func (g *levers) attach(i, pid int, ctl io.Writer) error {
 	fd, err := unix.PidfdOpen(pid, 0)
 	if err != nil {
 		fd = -1 // no page-out; freezing and locking still work
 		g.logger.Warn("no pidfd for a consumer: it will not be paged out when frozen", "run", g.runID, "consumer", i, "err", err)
 	}
 	g.mu.Lock()
-	l := &g.levers[i]
+	l := &g.set[i]
 	l.pidfd, l.ctl = fd, ctl
 	g.mu.Unlock()
 	return nil
 }
 
 // detach drops consumer i's levers once it has exited.
-func (g *governor) detach(i int) {
+func (g *levers) detach(i int) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	l := &g.levers[i]
+	l := &g.set[i]
 	l.ctl, l.frozen, l.protected, l.done = nil, false, false, true
 	if l.pidfd >= 0 {
 		unix.Close(l.pidfd)
@@ -257,9 +257,9 @@ func (g *governor) detach(i int) {
 // finished is told that consumer i's work is over: it is thawed, and no
 // freeze may hold it from here on. A freeze that is under way when it
 // finishes thaws it again once the kernel has frozen it (pull).
-func (g *governor) finished(i int) {
+func (g *levers) finished(i int) {
 	g.mu.Lock()
-	l := &g.levers[i]
+	l := &g.set[i]
 	l.done, l.frozen = true, false
 	group := l.group
 	g.mu.Unlock()
@@ -273,33 +273,33 @@ func (g *governor) finished(i int) {
 }
 
 // mapped is told where consumer i's region is, for its page-out.
-func (g *governor) mapped(i int, addr, length uintptr) {
+func (g *levers) mapped(i int, addr, length uintptr) {
 	g.mu.Lock()
-	g.levers[i].region = [2]uintptr{addr, length}
+	g.set[i].region = [2]uintptr{addr, length}
 	g.mu.Unlock()
 }
 
 // start lets the policy act: the plan runs (the consumer alone, before it,
 // runs under Linux as it is).
-func (g *governor) start() {
+func (g *levers) start() {
 	g.mu.Lock()
 	g.on = true
 	g.mu.Unlock()
 }
 
 // frozen says whether consumer i is held frozen.
-func (g *governor) frozen(i int) bool {
+func (g *levers) frozen(i int) bool {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	return g.levers[i].frozen
+	return g.set[i].frozen
 }
 
 // Govern steps the run's policy with what the run looks like now and
 // carries out its actions, recording each. It does nothing before the
 // plan starts (the consumer alone runs under Linux as it is) or once the
 // run is ending.
-func (r *Master) Govern(t policy.Tick) {
-	g := r.gov
+func (r *execution) Govern(t policy.Tick) {
+	g := r.levers
 	g.stepMu.Lock()
 	defer g.stepMu.Unlock()
 	g.mu.Lock()
@@ -327,7 +327,7 @@ func (r *Master) Govern(t policy.Tick) {
 // act carries out one action and says what it did: the decision, with its
 // error if it failed. Only Govern calls it, one at a time; g.mu is held
 // for the lever's state, not across the kernel's work.
-func (g *governor) act(ctx context.Context, a policy.Action, now func() time.Time) (run.Decision, bool) {
+func (g *levers) act(ctx context.Context, a policy.Action, now func() time.Time) (run.Decision, bool) {
 	err := g.pull(ctx, a)
 	if errors.Is(err, errFinished) {
 		g.logger.Debug("a policy's action left out: its consumer finished first", "run", g.runID, "policy", g.name, "action", a.String())
@@ -355,13 +355,13 @@ var errFinished = errors.New("its work is over: it is exiting")
 const protectHeadroom = 8
 
 // pull pulls the lever an action names on its consumer.
-func (g *governor) pull(ctx context.Context, a policy.Action) error {
+func (g *levers) pull(ctx context.Context, a policy.Action) error {
 	g.mu.Lock()
-	if a.Consumer < 0 || a.Consumer >= len(g.levers) {
+	if a.Consumer < 0 || a.Consumer >= len(g.set) {
 		g.mu.Unlock()
 		return fmt.Errorf("no consumer %d in this run", a.Consumer)
 	}
-	l := &g.levers[a.Consumer]
+	l := &g.set[a.Consumer]
 	group := l.group
 	g.mu.Unlock()
 	switch a.Kind {
@@ -425,7 +425,7 @@ func (g *governor) pull(ctx context.Context, a policy.Action) error {
 	return fmt.Errorf("unknown action %q", a.Kind)
 }
 
-func (g *governor) isDone(l *lever) bool {
+func (g *levers) isDone(l *lever) bool {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	return l.done
@@ -434,7 +434,7 @@ func (g *governor) isDone(l *lever) bool {
 // lock protects a consumer's region from reclaim, or ends the protection:
 // memory.min on its memory cgroup where memory is on v2, else the consumer
 // locks its own region.
-func (g *governor) lock(l *lever, on bool) error {
+func (g *levers) lock(l *lever, on bool) error {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if on {
@@ -458,7 +458,7 @@ func (g *governor) lock(l *lever, on bool) error {
 }
 
 // protect pulls the run's protection lever on l. Called with g.mu held.
-func (g *governor) protect(l *lever, on bool) error {
+func (g *levers) protect(l *lever, on bool) error {
 	if g.protection == ProtectMemoryMin {
 		n := int64(0)
 		if on {
@@ -478,13 +478,13 @@ func (g *governor) protect(l *lever, on bool) error {
 
 // releaseAll ends every protection and thaws every consumer, for good:
 // the run is ending, and no consumer may be left frozen or locked.
-func (g *governor) releaseAll() {
+func (g *levers) releaseAll() {
 	g.stepMu.Lock()
 	g.closed = true
 	g.stepMu.Unlock()
 	g.mu.Lock()
-	for i := range g.levers {
-		l := &g.levers[i]
+	for i := range g.set {
+		l := &g.set[i]
 		if l.protected && (l.ctl != nil || g.protection == ProtectMemoryMin) {
 			if err := g.protect(l, false); err != nil {
 				g.logger.Warn("ending a consumer's protection at the run's end", "run", g.runID, "consumer", i, "err", err)
@@ -524,8 +524,8 @@ func pageOut(pidfd int, addr, length uintptr) error {
 
 // PolicyState is what the run's policy is doing, for metrics and the live
 // page.
-func (r *Master) PolicyState() run.PolicyState {
-	s := r.gov.state()
+func (r *execution) PolicyState() run.PolicyState {
+	s := r.levers.state()
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if n := len(r.rec.Decisions); n > 0 {
@@ -537,14 +537,14 @@ func (r *Master) PolicyState() run.PolicyState {
 
 // state is the policy's counts and what it holds; the last decision is
 // the record's.
-func (g *governor) state() run.PolicyState {
+func (g *levers) state() run.PolicyState {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	s := run.PolicyState{Policy: g.name, Decisions: map[string]uint64{}}
 	for k, n := range g.counts {
 		s.Decisions[string(k)] = n
 	}
-	for _, l := range g.levers {
+	for _, l := range g.set {
 		if l.frozen {
 			s.Frozen++
 		}

@@ -1,4 +1,4 @@
-package engine
+package runner
 
 import (
 	"context"
@@ -11,15 +11,15 @@ import (
 	"github.com/thrashscope/thrashscope/internal/swapdev"
 )
 
-// Service is the engine as the API's backend (start, the run list, a
+// Service is the runner as the API's backend (start, the run list, a
 // record, its samples, an abort) and the run metrics' source (Status).
-type Service struct{ e *Engine }
+type Service struct{ e *Slot }
 
 // Start validates a spec against the host and starts it.
 func (s *Service) Start(spec run.Spec) (run.Record, error) { return s.e.Start(spec) }
 
 // List is a page of the runs, newest first (see store.Summaries): at most
-// n, after the run id after. A run the engine holds in memory (the last
+// n, after the run id after. A run the runner holds in memory (the last
 // one, active or not) is listed as it stands, the others as saved.
 func (s *Service) List(ctx context.Context, after string, n int) ([]run.Summary, string, error) {
 	page, next, err := s.e.cfg.Store.Summaries(ctx, after, n)
@@ -31,7 +31,7 @@ func (s *Service) List(ctx context.Context, after string, n int) ([]run.Summary,
 	return page, next, err
 }
 
-// inMemory is a run whose record the engine holds: the last one, active
+// inMemory is a run whose record the runner holds: the last one, active
 // or ended (its final save may still be retried), or one a predecessor left
 // whose marking as aborted has not been saved yet.
 func (s *Service) inMemory(id string) (run.Record, bool) {

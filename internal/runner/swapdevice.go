@@ -2,7 +2,7 @@
 // under the host's swap, set on the run cgroup (memory and io on cgroup
 // v2) or on the run's group in the v1 blkio hierarchy.
 
-package master
+package runner
 
 import (
 	"context"
@@ -21,7 +21,7 @@ import (
 // run has a group in the v1 blkio hierarchy that its consumers join, which
 // holds their swap-ins only. A host where neither can be set is an error
 // naming why: a run never goes on without the device it asked for.
-func emulateSwap(cfg Config, cg *cgroup.Cgroup) (*swapdev.Emulation, *cgroup.Cgroup, error) {
+func emulateSwap(cfg execConfig, cg *cgroup.Cgroup) (*swapdev.Emulation, *cgroup.Cgroup, error) {
 	spec := cfg.Spec.SwapDevice
 	if spec.IsNone() {
 		return nil, nil, nil
@@ -60,7 +60,7 @@ func emulateSwap(cfg Config, cg *cgroup.Cgroup) (*swapdev.Emulation, *cgroup.Cgr
 }
 
 // readIO adds to the record what the throttle passed on the swap devices.
-func (r *Master) readIO() {
+func (r *execution) readIO() {
 	if r.rec.SwapEmulation == nil {
 		return
 	}
@@ -89,7 +89,7 @@ func (r *Master) readIO() {
 // unthrottle lifts the swap device's throttle as the run's teardown
 // begins: the plan is over, and consumers being killed, and reclaim for
 // them, must not wait out a slow device's queue.
-func (r *Master) unthrottle() {
+func (r *execution) unthrottle() {
 	e := r.rec.SwapEmulation // set at Start; only readIO, on this goroutine, replaces it
 	if e == nil {
 		return
@@ -108,7 +108,7 @@ func (r *Master) unthrottle() {
 }
 
 // destroyIO removes the run's v1 blkio group, if it has one.
-func (r *Master) destroyIO(ctx context.Context) error {
+func (r *execution) destroyIO(ctx context.Context) error {
 	if r.io == nil {
 		return nil
 	}

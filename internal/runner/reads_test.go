@@ -1,4 +1,4 @@
-package engine_test
+package runner_test
 
 import (
 	"context"
@@ -17,9 +17,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/thrashscope/thrashscope/internal/api"
-	"github.com/thrashscope/thrashscope/internal/engine"
 	"github.com/thrashscope/thrashscope/internal/procfs"
 	"github.com/thrashscope/thrashscope/internal/run"
+	"github.com/thrashscope/thrashscope/internal/runner"
 	"github.com/thrashscope/thrashscope/internal/store"
 	"github.com/thrashscope/thrashscope/internal/testenv"
 )
@@ -98,7 +98,7 @@ func TestRunReadsAreBounded(t *testing.T) {
 		}
 	}
 	fs, _ := procfs.NewFS("/proc")
-	m, err := engine.New(engine.Config{Store: st, ProcFS: fs, Binary: "loadgen", ParentErr: errNoParent})
+	m, err := runner.New(runner.Config{Store: st, ProcFS: fs, Binary: "loadgen", ParentErr: errNoParent})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,4 +1,4 @@
-package master
+package runner
 
 import (
 	"math"

@@ -1,4 +1,4 @@
-package master
+package runner
 
 import (
 	"bytes"
@@ -25,11 +25,11 @@ func TestLeversOfAProtectingPolicy(t *testing.T) {
 	spec := run.Resolved{Policy: "tpf", SizeBytes: 10 << 20, MemoryLimitBytes: 100 << 20}
 	// Unified: a parent that cannot hold groups (v1), so that the test
 	// makes none: the run goes on without a group there.
-	g, err := newGovernor(Config{ID: "t", Spec: spec, Unified: &cgroup.Parent{}, Logger: slog.New(slog.DiscardHandler)}, nil, 2)
+	g, err := newLevers(execConfig{ID: "t", Spec: spec, Unified: &cgroup.Parent{}, Logger: slog.New(slog.DiscardHandler)}, nil, 2)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if g.protection != ProtectMlock || g.unifiedRoot != nil || g.levers[0].group != nil {
+	if g.protection != ProtectMlock || g.unifiedRoot != nil || g.set[0].group != nil {
 		t.Fatalf("protection %q, unified root %v: want mlock and no freezer on v1 for tpf", g.protection, g.unifiedRoot)
 	}
 	var ctl bytes.Buffer
@@ -80,7 +80,7 @@ func TestLeversOfAProtectingPolicy(t *testing.T) {
 		t.Errorf("release at the end: the pipe got %v, %d still protected", ctl.Bytes(), g.state().Protected)
 	}
 	g.detach(0)
-	if g.levers[0].pidfd != -1 || g.levers[0].ctl != nil {
+	if g.set[0].pidfd != -1 || g.set[0].ctl != nil {
 		t.Error("detach left the consumer's pidfd or control pipe")
 	}
 }
@@ -89,12 +89,12 @@ func TestLeversOfAProtectingPolicy(t *testing.T) {
 // limit is refused protection: locked pages cannot be reclaimed.
 func TestProtectionRefusedPastTheHeadroom(t *testing.T) {
 	spec := run.Resolved{Policy: "tpf", SizeBytes: 90 << 20, MemoryLimitBytes: 100 << 20}
-	g, err := newGovernor(Config{ID: "t", Spec: spec, Unified: &cgroup.Parent{}, Logger: slog.New(slog.DiscardHandler)}, nil, 1)
+	g, err := newLevers(execConfig{ID: "t", Spec: spec, Unified: &cgroup.Parent{}, Logger: slog.New(slog.DiscardHandler)}, nil, 1)
 	if err != nil {
 		t.Fatal(err)
 	}
 	var ctl bytes.Buffer
-	g.levers[0].ctl = &ctl
+	g.set[0].ctl = &ctl
 	d, _ := g.act(context.Background(), policy.Action{Kind: policy.Protect, Consumer: 0}, time.Now)
 	if !strings.Contains(d.Error, "refused") || ctl.Len() != 0 || g.state().Protected != 0 {
 		t.Errorf("a 90 MiB consumer in 100 MiB: %q, pipe %v; want it refused and nothing asked", d.Error, ctl.Bytes())
@@ -121,9 +121,9 @@ func TestAFinishedConsumerIsNeverLeftFrozen(t *testing.T) {
 		t.Fatal(err)
 	}
 	spec := run.Resolved{Policy: "binpack", SizeBytes: 10 << 20, MemoryLimitBytes: 100 << 20}
-	fresh := func() *governor {
-		g := &governor{name: "binpack", spec: spec, logger: slog.New(slog.DiscardHandler),
-			levers: []lever{{group: ch, pidfd: -1}}, counts: map[policy.Kind]uint64{}}
+	fresh := func() *levers {
+		g := &levers{name: "binpack", spec: spec, logger: slog.New(slog.DiscardHandler),
+			set: []lever{{group: ch, pidfd: -1}}, counts: map[policy.Kind]uint64{}}
 		return g
 	}
 	ctx := context.Background()

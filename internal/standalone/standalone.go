@@ -1,4 +1,8 @@
-package engine
+// Package standalone assembles one run without the observer, for loadgen
+// run and observer compare: the run side (package runner) in a data
+// directory of its own, and the flow on procfs alone feeding its recorder
+// and its policy.
+package standalone
 
 import (
 	"context"
@@ -9,17 +13,17 @@ import (
 	"time"
 
 	"github.com/thrashscope/thrashscope/internal/cgroup"
-	"github.com/thrashscope/thrashscope/internal/flow"
 	"github.com/thrashscope/thrashscope/internal/indicators"
 	"github.com/thrashscope/thrashscope/internal/pipeline"
 	"github.com/thrashscope/thrashscope/internal/procfs"
 	"github.com/thrashscope/thrashscope/internal/run"
+	"github.com/thrashscope/thrashscope/internal/runner"
 	"github.com/thrashscope/thrashscope/internal/sampler"
 	"github.com/thrashscope/thrashscope/internal/store"
 )
 
-// StandaloneConfig configures loadgen run: one run without the observer.
-type StandaloneConfig struct {
+// Config configures one run without the observer.
+type Config struct {
 	Spec   run.Spec
 	OutDir string
 	Binary string
@@ -44,7 +48,7 @@ type StandaloneConfig struct {
 // RunStandalone runs one experiment to its end, or until ctx is cancelled
 // (Ctrl-C), which aborts it cleanly. It samples the host from procfs every
 // second for samples.csv, as the observer would.
-func RunStandalone(ctx context.Context, cfg StandaloneConfig) (run.Record, error) {
+func Run(ctx context.Context, cfg Config) (run.Record, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -59,9 +63,9 @@ func RunStandalone(ctx context.Context, cfg StandaloneConfig) (run.Record, error
 	if err != nil {
 		return run.Record{}, err
 	}
-	rc := Config{Store: st, ProcFS: fs, Binary: cfg.Binary, Logger: cfg.Logger}
+	rc := runner.Config{Store: st, ProcFS: fs, Binary: cfg.Binary, Logger: cfg.Logger}
 	rc.Parent, rc.ParentErr = cgroup.ChooseParent(cfg.CgroupParent, cfg.ProcfsPath)
-	e, err := New(rc)
+	e, err := runner.New(rc)
 	if err != nil {
 		cfg.Logger.Warn("cleaning up after an earlier run", "err", err)
 	}
@@ -73,7 +77,7 @@ func RunStandalone(ctx context.Context, cfg StandaloneConfig) (run.Record, error
 	if cfg.Detector == (indicators.DetectorConfig{}) {
 		cfg.Detector = indicators.DefaultDetectorConfig()
 	}
-	f, err := flow.Declare(flow.Options{
+	f, err := pipeline.Declare(pipeline.Options{
 		ProcFS: fs, ProcfsPath: cfg.ProcfsPath, Interval: time.Second, TopK: 1,
 		Detector: cfg.Detector, FaultKind: indicators.CountAll, Run: e.Stages(), Logger: cfg.Logger,
 	})
@@ -85,7 +89,7 @@ func RunStandalone(ctx context.Context, cfg StandaloneConfig) (run.Record, error
 	if err != nil {
 		return rec, err
 	}
-	run := e.current()
+	run := e.Active()
 	sctx, stopSampling := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
 	wg.Go(func() { line.Run(sctx) })
@@ -101,7 +105,7 @@ func RunStandalone(ctx context.Context, cfg StandaloneConfig) (run.Record, error
 
 // follow prints the run's progress until it ends; an interrupt (ctx)
 // aborts it and waits until it is gone.
-func follow(ctx context.Context, cfg StandaloneConfig, s *Service, id string, r Running, line *pipeline.Pipeline) {
+func follow(ctx context.Context, cfg Config, s *runner.Service, id string, r runner.Running, line *pipeline.Pipeline) {
 	tick := time.NewTicker(time.Second)
 	defer tick.Stop()
 	var timeout <-chan time.Time
@@ -135,7 +139,7 @@ func follow(ctx context.Context, cfg StandaloneConfig, s *Service, id string, r 
 				rates = t.Reading.Rates
 			}
 			text := ProgressLine(r.Progress(), rates)
-			if pl := PolicyLine(r.PolicyState()); pl != "" {
+			if pl := runner.PolicyLine(r.PolicyState()); pl != "" {
 				text += "  " + pl
 			}
 			if cfg.Interactive {

@@ -1,11 +1,13 @@
-package engine
+package runner
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"maps"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/thrashscope/thrashscope/internal/cgroup"
@@ -14,9 +16,90 @@ import (
 	"github.com/thrashscope/thrashscope/internal/strictjson"
 )
 
+// save writes the record, and the tables when withTables (or when enough
+// rows have gathered); the record last, so one that says a run ended finds
+// its final tables beside it. Saves of one run are serialised. It returns
+// the first failure.
+func (e *Slot) save(a *active, withTables bool) error {
+	a.saveMu.Lock()
+	defer a.saveMu.Unlock()
+	if a.run == nil {
+		return nil // StartRun failed
+	}
+	rec := a.run.Record()
+	var first error
+	failed := func(what string, err error) {
+		if err != nil {
+			e.writeFailed(what, rec.ID, err)
+			first = cmp.Or(first, err)
+		}
+	}
+	if withTables {
+		failed("saving the samples", e.cfg.Store.WriteFile(rec.ID, store.SamplesFile, a.table.CSV()))
+		failed("saving the per-process table", e.cfg.Store.WriteFile(rec.ID, store.ProcessesFile, a.processes.CSV()))
+		if fill := a.run.FillRows(); fill != nil {
+			failed("saving the fill table", e.cfg.Store.WriteFile(rec.ID, store.FillFile, store.FillCSV(fill)))
+		}
+	}
+	failed("saving the run record", e.cfg.Store.SaveRecord(rec))
+	return first
+}
+
+// Backoff of a save retried: from the first to the last wait, doubling.
+const (
+	retryFirst = time.Second
+	retryLast  = 30 * time.Second
+)
+
+// retry calls try until it reports done, waiting longer between tries, up
+// to retryLast; once the runner is closing, it tries once more and gives
+// up, saying what was lost.
+func (e *Slot) retry(what string, try func() bool) {
+	wait := retryFirst
+	for {
+		select {
+		case <-time.After(wait):
+		case <-e.closing:
+			if !try() {
+				e.cfg.Logger.Error(what+" failed until the observer stopped; a restart marks the run aborted", "data_dir", e.cfg.Store.Path())
+			}
+			return
+		}
+		if try() {
+			e.cfg.Logger.Info(what + ": saved, after failing")
+			return
+		}
+		wait = min(2*wait, retryLast)
+	}
+}
+
+// writeFailed logs and counts a failed write to the data directory. A run
+// whose later writes fail goes on (its last good files stay in place, each
+// whole); the count shows an operator that the disk needs rooe.
+func (e *Slot) writeFailed(what, id string, err error) {
+	e.writeErrors.Add(1)
+	e.cfg.Logger.Error(what, "run", id, "err", err)
+}
+
+// errnoText is the system error inside err ("no space left on device"),
+// without the paths around it; or err's text when there is none.
+func errnoText(err error) string {
+	var errno syscall.Errno
+	if errors.As(err, &errno) {
+		return errno.Error()
+	}
+	return err.Error()
+}
+
+// saveInBackground saves a run off the caller's goroutine (the pipeline's);
+// failures are logged and counted.
+func (e *Slot) saveInBackground(a *active, withTables bool) {
+	go func() { _ = e.save(a, withTables) }()
+}
+
 // recover settles records left active by a dead observer and sweeps its
 // run cgroups.
-func (e *Engine) recover() error {
+func (e *Slot) recover() error {
 	var errs []error
 	for _, id := range e.leftActive() {
 		if err := e.markAborted(id); err != nil {
@@ -35,7 +118,7 @@ func (e *Engine) recover() error {
 // leftActive lists the runs whose records say they are still active: a
 // summary a record, so a data dir of large records is not all held at
 // once.
-func (e *Engine) leftActive() []string {
+func (e *Slot) leftActive() []string {
 	var active []string
 	for after := ""; ; {
 		page, next, err := e.cfg.Store.Summaries(context.Background(), after, store.MaxPageSize)
@@ -56,7 +139,7 @@ func (e *Engine) leftActive() []string {
 // markAborted marks a run a previous observer left aborted and saves it;
 // a record that cannot be saved now is kept in e.recovered, and the error
 // returned.
-func (e *Engine) markAborted(id string) error {
+func (e *Slot) markAborted(id string) error {
 	rec, err := e.cfg.Store.LoadRecord(id)
 	if err != nil {
 		e.cfg.Logger.Warn("reading a run record left active", "run", id, "err", err)
@@ -87,7 +170,7 @@ func (e *Engine) markAborted(id string) error {
 
 // saveRecovered tries to save each recovered record not saved yet, and
 // reports whether none is left.
-func (e *Engine) saveRecovered() bool {
+func (e *Slot) saveRecovered() bool {
 	e.mu.Lock()
 	recs := maps.Clone(e.recovered)
 	e.mu.Unlock()
@@ -108,7 +191,7 @@ func (e *Engine) saveRecovered() bool {
 // too (its consumers' PSI and workload, and the freezer): its consumers
 // died with their master (a frozen task dies of SIGKILL), and the group is
 // left, empty; so is its group in the v1 blkio hierarchy, if it had one.
-func (e *Engine) sweep() error {
+func (e *Slot) sweep() error {
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
 	defer cancel()
 	var errs []error

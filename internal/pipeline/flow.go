@@ -1,10 +1,11 @@
-// Package flow declares thrashscope's data flow once, for the daemon,
-// loadgen run and observer compare alike: the active run's scope, the
-// sampler's reading (the probes, or procfs alone), the indicators' verdict
-// (working sets, the high-fault set, the detector), then the sinks in
-// order: the run recorder, the run's policy, and the caller's own (the live
-// page's history). Each caller picks the options; the graph is this one.
-package flow
+package pipeline
+
+// The declaration, for the daemon, loadgen run and observer compare alike:
+// the active run's scope, the sampler's reading (the probes, or procfs
+// alone), the indicators' verdict (working sets, the high-fault set, the
+// detector), then the sinks in order: the run recorder, the run's policy,
+// the working-set scan and the caller's own (the live page's history). Each
+// caller picks the options; the graph is this one.
 
 import (
 	"log/slog"
@@ -12,7 +13,6 @@ import (
 
 	"github.com/thrashscope/thrashscope/internal/cgroup"
 	"github.com/thrashscope/thrashscope/internal/indicators"
-	"github.com/thrashscope/thrashscope/internal/pipeline"
 	"github.com/thrashscope/thrashscope/internal/probe/readout"
 	"github.com/thrashscope/thrashscope/internal/procfs"
 	"github.com/thrashscope/thrashscope/internal/sampler"
@@ -29,13 +29,13 @@ type Probe interface {
 	ForgetCgroup(id uint64)
 }
 
-// Run is the run side of the flow: the active run's scope, its recorder (a
-// sink) and its policy (a sink after the recorder that may block: the flow
-// gives it a goroutine of its own).
-type Run struct {
+// RunStages are the run side of the flow: the active run's scope, its
+// recorder (a sink) and its policy (a sink after the recorder that may
+// block: the flow gives it a goroutine of its own).
+type RunStages struct {
 	Scope    func() indicators.Scope
-	Recorder pipeline.Sink
-	Policy   pipeline.Sink
+	Recorder Sink
+	Policy   Sink
 }
 
 // Options are what differs between the flow's users.
@@ -55,11 +55,11 @@ type Options struct {
 	// or a probe that does not count them, is none.
 	Workloads WorkloadOptions
 	// Run is nil where runs are not made (observer --check).
-	Run *Run
+	Run *RunStages
 	// Sinks come after the run's recorder and policy.
-	Sinks []pipeline.Sink
+	Sinks []Sink
 	// Wake steps the flow before its tick when memory pressure begins
-	// (see pipeline.Config.Wake); nil keeps to the interval.
+	// (see Config.Wake); nil keeps to the interval.
 	Wake   <-chan struct{}
 	Logger *slog.Logger
 }
@@ -90,14 +90,14 @@ func (w WorkloadOptions) files(path string) workload.Files {
 	return f
 }
 
-// Flow is the declared pipeline, and the working-set estimator it reads,
-// which runs on its own clock (nil without working sets).
+// Flow is the declared pipeline and the stages its users look at.
 type Flow struct {
-	Pipeline   *pipeline.Pipeline
-	WorkingSet *indicators.WorkingSet
+	Pipeline *Pipeline
+	// WorkingSetScan is the working-set stage (nil without working sets).
+	WorkingSetScan *WorkingSetScan
 	// Policy is the run's policy stage (nil without runs): it skips the
 	// ticks that arrive while it still acts on an earlier one.
-	Policy *pipeline.Async
+	Policy *Async
 }
 
 // Declare builds the flow, top to bottom.
@@ -106,7 +106,7 @@ func Declare(o Options) (Flow, error) {
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
-	pc := pipeline.Config{Interval: o.Interval, Wake: o.Wake, Logger: o.Logger.With("component", "sampler")}
+	pc := Config{Interval: o.Interval, Wake: o.Wake, Logger: o.Logger.With("component", "sampler")}
 
 	// 1. Scope: the active run's consumers (tracked whatever their
 	// activity) and its limit.
@@ -134,9 +134,12 @@ func Declare(o Options) (Flow, error) {
 				return s.Total(), ok
 			}
 		}
-		f.WorkingSet = indicators.NewWorkingSet(wcfg)
-		icfg.WorkingSet = f.WorkingSet.Estimate
-		icfg.ScanSeconds = func() float64 { return f.WorkingSet.Stats().ScanSeconds }
+		ws := indicators.NewWorkingSet(wcfg)
+		icfg.WorkingSets = ws
+		f.WorkingSetScan = &WorkingSetScan{ws: ws}
+		if o.Run != nil {
+			f.WorkingSetScan.scope = o.Run.Scope
+		}
 	}
 	ind, err := indicators.New(icfg)
 	if err != nil {
@@ -158,13 +161,17 @@ func Declare(o Options) (Flow, error) {
 
 	// 4. Sinks: the run recorder; the active run's policy, which decides
 	// on the verdict and acts on the run's consumers, on a goroutine of
-	// its own, so the sampling never waits for a cgroup write; then the
-	// caller's.
+	// its own, so the sampling never waits for a cgroup write; the
+	// working-set scan, which learns from each tick what to scan and scans
+	// on its own clock; then the caller's.
 	if o.Run != nil {
-		f.Policy = pipeline.NewAsync(o.Run.Policy)
+		f.Policy = NewAsync(o.Run.Policy)
 		pc.Sinks = append(pc.Sinks, o.Run.Recorder, f.Policy)
 	}
+	if f.WorkingSetScan != nil {
+		pc.Sinks = append(pc.Sinks, f.WorkingSetScan)
+	}
 	pc.Sinks = append(pc.Sinks, o.Sinks...)
-	f.Pipeline = pipeline.New(pc)
+	f.Pipeline = New(pc)
 	return f, nil
 }

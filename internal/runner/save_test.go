@@ -1,4 +1,4 @@
-package engine_test
+package runner_test
 
 import (
 	"context"
@@ -11,9 +11,9 @@ import (
 	"time"
 
 	"github.com/thrashscope/thrashscope/internal/cgroup"
-	"github.com/thrashscope/thrashscope/internal/engine"
 	"github.com/thrashscope/thrashscope/internal/procfs"
 	"github.com/thrashscope/thrashscope/internal/run"
+	"github.com/thrashscope/thrashscope/internal/runner"
 	"github.com/thrashscope/thrashscope/internal/store"
 	"github.com/thrashscope/thrashscope/internal/testenv"
 )
@@ -93,9 +93,9 @@ func TestRestartActsOnlyOnItsOwn(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	m, err := engine.New(engine.Config{Store: st, Parent: parent, ProcFS: fs, Binary: "loadgen"})
+	m, err := runner.New(runner.Config{Store: st, Parent: parent, ProcFS: fs, Binary: "loadgen"})
 	if err != nil {
-		t.Logf("engine.New: %v", err)
+		t.Logf("runner.New: %v", err)
 	}
 	t.Cleanup(m.Close)
 

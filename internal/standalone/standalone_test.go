@@ -1,11 +1,9 @@
-package engine_test
+package standalone_test
 
 import (
 	"bytes"
 	"encoding/csv"
-	"encoding/json"
 	"errors"
-	"fmt"
 	"maps"
 	"os"
 	"os/exec"
@@ -21,24 +19,6 @@ import (
 	"github.com/thrashscope/thrashscope/internal/store"
 	"github.com/thrashscope/thrashscope/internal/testenv"
 )
-
-// loadgenRun runs the real loadgen binary and returns its run record.
-func onlyRecord(t *testing.T, out string) (run.Record, string) {
-	t.Helper()
-	dirs, _ := filepath.Glob(filepath.Join(out, "runs", "*"))
-	if len(dirs) != 1 {
-		t.Fatalf("want one run directory under %s, got %v", out, dirs)
-	}
-	b, err := os.ReadFile(filepath.Join(dirs[0], "record.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var rec run.Record
-	if err := json.Unmarshal(b, &rec); err != nil {
-		t.Fatalf("record.json: %v", err)
-	}
-	return rec, dirs[0]
-}
 
 func csvRows(t *testing.T, path string) [][]string {
 	t.Helper()
@@ -84,7 +64,7 @@ func TestLoadgenRunCtrlCWhileAlone(t *testing.T) {
 	if !errors.As(err, &ee) || ee.ExitCode() != 1 {
 		t.Errorf("exit after Ctrl-C: %v, want status 1\n%s", err, stderr.String())
 	}
-	rec, _ := onlyRecord(t, out)
+	rec, _ := testenv.OnlyRecord(t, out)
 	if rec.State != run.StateAborted || rec.Alone == nil || rec.Alone.Exit != "terminated" || rec.Alone.RunSeconds != 0 {
 		t.Errorf("record after Ctrl-C while alone: %s %q, alone %+v; want aborted, the one alone terminated without a run time", rec.State, rec.Reason, rec.Alone)
 	}
@@ -93,7 +73,7 @@ func TestLoadgenRunCtrlCWhileAlone(t *testing.T) {
 			t.Errorf("consumer %d started (pid %d) after the run was aborted", c.Index, c.PID)
 		}
 	}
-	noneAlive(t, rec)
+	testenv.NoneAlive(t, rec)
 	noScratch(t, out)
 }
 
@@ -102,27 +82,6 @@ func noScratch(t *testing.T, out string) {
 	t.Helper()
 	if _, err := os.Stat(filepath.Join(out, "scratch")); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("%s/scratch left behind (%v)", out, err)
-	}
-}
-
-func noneAlive(t *testing.T, rec run.Record) {
-	t.Helper()
-	pids := map[int]string{}
-	for _, c := range rec.Consumers {
-		if c.PID != 0 {
-			pids[c.PID] = fmt.Sprintf("consumer %d", c.Index)
-		}
-	}
-	if rec.Alone != nil {
-		pids[rec.Alone.PID] = "the consumer that ran alone"
-	}
-	for pid, who := range pids {
-		if b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/comm"); err == nil && strings.HasPrefix(string(b), "consumer-") {
-			t.Errorf("%s (pid %d) outlived the run", who, pid)
-		}
-	}
-	if _, err := os.Stat(rec.Cgroup); !errors.Is(err, os.ErrNotExist) {
-		t.Errorf("run cgroup %s left behind", rec.Cgroup)
 	}
 }
 
@@ -141,7 +100,7 @@ func TestLoadgenRunCompletes(t *testing.T) {
 	if !strings.Contains(string(b), "consumers ") || !strings.Contains(string(b), "completed") {
 		t.Errorf("no progress line or outcome:\n%s", b)
 	}
-	rec, dir := onlyRecord(t, out)
+	rec, dir := testenv.OnlyRecord(t, out)
 	if rec.State != run.StateCompleted || len(rec.Consumers) != 4 {
 		t.Fatalf("record: %+v", rec)
 	}
@@ -159,7 +118,7 @@ func TestLoadgenRunCompletes(t *testing.T) {
 		t.Errorf("samples.csv: %v", rows)
 	}
 	checkProcesses(t, rec, dir)
-	noneAlive(t, rec)
+	testenv.NoneAlive(t, rec)
 	noScratch(t, out)
 }
 
@@ -178,7 +137,7 @@ func TestLoadgenRunOfFixedWork(t *testing.T) {
 	if err != nil {
 		t.Fatalf("loadgen run: %v\n%s", err, b)
 	}
-	rec, _ := onlyRecord(t, out)
+	rec, _ := testenv.OnlyRecord(t, out)
 	if rec.State != run.StateCompleted || len(rec.Consumers) != 3 || rec.Spec.Cycles != 5 {
 		t.Fatalf("record: %+v", rec)
 	}
@@ -218,7 +177,7 @@ func TestLoadgenRunOfFixedWork(t *testing.T) {
 		}
 	}
 	t.Logf("alone %.2f s; run times %.2f, %.2f, %.2f s; makespan %.2f s", a.RunSeconds, rec.Consumers[0].RunSeconds, rec.Consumers[1].RunSeconds, rec.Consumers[2].RunSeconds, rec.MakespanSeconds)
-	noneAlive(t, rec)
+	testenv.NoneAlive(t, rec)
 }
 
 // checkProcesses: processes.csv has rows for the consumers of the record,
@@ -270,7 +229,7 @@ func TestLoadgenRunCtrlC(t *testing.T) {
 	const running = 3
 	var consumers map[string]int
 	for deadline := time.Now().Add(60 * time.Second); ; time.Sleep(50 * time.Millisecond) {
-		consumers = childrenOf(cmd.Process.Pid)
+		consumers = testenv.ChildrenOf(cmd.Process.Pid)
 		maps.DeleteFunc(consumers, func(comm string, _ int) bool { return !strings.HasPrefix(comm, "consumer-") })
 		if len(consumers) >= running {
 			break
@@ -287,7 +246,7 @@ func TestLoadgenRunCtrlC(t *testing.T) {
 		t.Errorf("exit after Ctrl-C: %v, want status 1\n%s", err, stderr.String())
 	}
 	t.Logf("Ctrl-C to exit: %s", time.Since(begin).Round(time.Millisecond))
-	rec, dir := onlyRecord(t, out)
+	rec, dir := testenv.OnlyRecord(t, out)
 	if rec.State != run.StateAborted || rec.EndedAt == nil {
 		t.Errorf("record after Ctrl-C: %s %q", rec.State, rec.Reason)
 	}
@@ -299,7 +258,7 @@ func TestLoadgenRunCtrlC(t *testing.T) {
 			t.Errorf("%s (pid %d) ran before the Ctrl-C, and the record does not list it", comm, pid)
 		}
 	}
-	noneAlive(t, rec)
+	testenv.NoneAlive(t, rec)
 }
 
 // TestLoadgenFill is seed 002's experiment at a small size: chunks past the
@@ -313,7 +272,7 @@ func TestLoadgenFill(t *testing.T) {
 	if err != nil {
 		t.Fatalf("loadgen fill: %v\n%s", err, b)
 	}
-	rec, dir := onlyRecord(t, out)
+	rec, dir := testenv.OnlyRecord(t, out)
 	if rec.State != run.StateCompleted {
 		t.Fatalf("fill run %s: %s", rec.State, rec.Reason)
 	}
@@ -345,5 +304,5 @@ func TestLoadgenFill(t *testing.T) {
 	if last <= first {
 		t.Errorf("filling past the limit (%.4fs) was not slower than filling under it (%.4fs)", last, first)
 	}
-	noneAlive(t, rec)
+	testenv.NoneAlive(t, rec)
 }

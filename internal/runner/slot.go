@@ -1,20 +1,4 @@
-// Package engine is the run engine of the observer and of loadgen run: one
-// run at a time, carried out by package master, and the pipeline stages and
-// the API service around it, each a type of its own:
-//
-//	Engine    the slot of the one active run: starts it, saves its record
-//	          and tables until they land, recovers what a crashed
-//	          predecessor left (engine.go, save.go, recover.go)
-//	Source    the pipeline's scope: the run's consumers and limit
-//	Recorder  a sink: each tick into the run's tables and record
-//	Governor  a sink after the recorder, on its own goroutine: the run's
-//	          policy decides on the tick, the run acts on the consumers
-//	Service   the API's backend: list, record, samples, abort, status
-//
-// Engine.Stages hands the first three to package flow, which declares the
-// pipeline; the Recorder and the Governor see a run through Running, so
-// their tests need neither root nor a run.
-package engine
+package runner
 
 import (
 	"crypto/rand"
@@ -30,15 +14,14 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/thrashscope/thrashscope/internal/cgroup"
-	"github.com/thrashscope/thrashscope/internal/flow"
-	"github.com/thrashscope/thrashscope/internal/master"
+	"github.com/thrashscope/thrashscope/internal/pipeline"
 	"github.com/thrashscope/thrashscope/internal/policy"
 	"github.com/thrashscope/thrashscope/internal/procfs"
 	"github.com/thrashscope/thrashscope/internal/run"
 	"github.com/thrashscope/thrashscope/internal/store"
 )
 
-// Config configures an Engine.
+// Config configures an Slot.
 type Config struct {
 	Store *store.Dir
 	// Parent is where run cgroups go. ParentErr, when set, says why there
@@ -50,7 +33,7 @@ type Config struct {
 	ProcFS procfs.FS
 	Logger *slog.Logger
 	// Pairs learns each run's groups in the unified hierarchy with their
-	// memory groups, where memory is on v1 (master.Config.Pairs).
+	// memory groups, where memory is on v1 (execConfig.Pairs).
 	Pairs *cgroup.Pairs
 }
 
@@ -70,8 +53,8 @@ const keepRuns = 100
 // abortWait bounds how long DELETE waits for a run to be gone.
 const abortWait = 10 * time.Second
 
-// Engine holds one run at a time.
-type Engine struct {
+// Slot holds one run at a time.
+type Slot struct {
 	cfg     Config
 	fileDir string
 
@@ -97,8 +80,8 @@ type Engine struct {
 	service  Service
 }
 
-// Running is what the engine's stages read of and do to a run in progress
-// (a *master.Master).
+// Running is what the runner's stages read of and do to a run in progress
+// (an *execution).
 type Running interface {
 	Record() run.Record
 	Progress() run.Progress
@@ -132,13 +115,13 @@ type active struct {
 	landed atomic.Bool
 }
 
-// New opens the engine and cleans up after a predecessor that died
+// New opens the runner and cleans up after a predecessor that died
 // mid-run: its cgroups are destroyed and its records marked aborted.
-func New(cfg Config) (*Engine, error) {
+func New(cfg Config) (*Slot, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	e := &Engine{cfg: cfg, outcomes: map[string]uint64{}, recovered: map[string]run.Record{}, closing: make(chan struct{})}
+	e := &Slot{cfg: cfg, outcomes: map[string]uint64{}, recovered: map[string]run.Record{}, closing: make(chan struct{})}
 	e.source = Source{current: e.current}
 	e.recorder = Recorder{current: e.currentEntry, save: e.saveInBackground}
 	e.governor = Governor{current: e.current, procFS: cfg.ProcFS}
@@ -156,17 +139,17 @@ func New(cfg Config) (*Engine, error) {
 	return e, e.recover()
 }
 
-// Stages are the engine's stages of the pipeline, for package flow to
-// declare: the scope, the recorder and the policy after it.
-func (e *Engine) Stages() *flow.Run {
-	return &flow.Run{Scope: e.source.Scope, Recorder: &e.recorder, Policy: &e.governor}
+// Stages are the run's stages of the pipeline, for pipeline.Declare: the
+// scope, the recorder and the policy after it.
+func (e *Slot) Stages() *pipeline.RunStages {
+	return &pipeline.RunStages{Scope: e.source.Scope, Recorder: &e.recorder, Policy: &e.governor}
 }
 
-// Service is the engine as the API's backend and the run metrics' source.
-func (e *Engine) Service() *Service { return &e.service }
+// Service is the runner as the API's backend and the run metrics' source.
+func (e *Slot) Service() *Service { return &e.service }
 
 // Host reads what the safety budget needs.
-func (e *Engine) Host() (run.Host, error) {
+func (e *Slot) Host() (run.Host, error) {
 	mem, err := e.cfg.ProcFS.Memory()
 	if err != nil {
 		return run.Host{}, err
@@ -183,7 +166,7 @@ func (e *Engine) Host() (run.Host, error) {
 }
 
 // Start validates a spec against the host and starts it.
-func (e *Engine) Start(spec run.Spec) (run.Record, error) {
+func (e *Slot) Start(spec run.Spec) (run.Record, error) {
 	r, err := run.Resolve(spec)
 	if err != nil {
 		return run.Record{}, err
@@ -222,9 +205,9 @@ func (e *Engine) Start(spec run.Spec) (run.Record, error) {
 	}
 	a := &active{table: &store.Table{}, processes: &store.ProcessTable{},
 		saved: make(chan struct{})}
-	// Saves triggered before master.Start returns wait here for a.run.
+	// Saves triggered before execute returns wait here for a.run.
 	a.saveMu.Lock()
-	mr, err := master.Start(master.Config{
+	mr, err := execute(execConfig{
 		ID:      id,
 		Spec:    r,
 		Binary:  e.cfg.Binary,
@@ -255,7 +238,7 @@ func (e *Engine) Start(spec run.Spec) (run.Record, error) {
 // watch waits for a run to end, frees the slot and saves it, retrying the
 // save until it lands: the run stays in memory meanwhile, so every reader
 // (the list, the record, its samples, the live page) sees it as it ended.
-func (e *Engine) watch(a *active) {
+func (e *Slot) watch(a *active) {
 	<-a.run.Done()
 	err := e.save(a, true)
 	rec := a.run.Record()
@@ -284,19 +267,22 @@ func (e *Engine) watch(a *active) {
 }
 
 // currentEntry is the active run's slot, or nil.
-func (e *Engine) currentEntry() *active {
+func (e *Slot) currentEntry() *active {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	return e.active
 }
 
 // current is the active run, or nil.
-func (e *Engine) current() Running {
+func (e *Slot) current() Running {
 	if a := e.currentEntry(); a != nil {
 		return a.run
 	}
 	return nil
 }
+
+// Active is the active run, or nil.
+func (e *Slot) Active() Running { return e.current() }
 
 // ended reports whether a run is over; its watcher may not have freed the
 // slot yet.
@@ -311,7 +297,7 @@ func ended(r Running) bool {
 
 // Close aborts the active run and waits for it to be cleaned up and saved;
 // a final save still failing gets one last try.
-func (e *Engine) Close() {
+func (e *Slot) Close() {
 	e.closeOnce.Do(func() { close(e.closing) })
 	e.mu.Lock()
 	a := e.last

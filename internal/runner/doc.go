@@ -1,0 +1,20 @@
+// Package runner carries out runs, one at a time, for the observer and for
+// a run without it (package standalone). One file per job:
+//
+//	slot.go        the slot of the one active run: Start, the run's end, Close
+//	plan.go        executing a run's plan: its cgroup, the schedule, its end
+//	consumers.go   the consumer processes (package consumer): start, wait, stop
+//	messages.go    what the consumers' messages add to the record
+//	progress.go    whether each consumer makes progress
+//	levers.go      what a policy acts through: freeze, page-out, protection
+//	swapdevice.go  the emulated swap device's throttle
+//	save.go        saving a run's record and tables, and recovering what a
+//	               crashed predecessor left
+//	stages.go      the pipeline's stages: the run's scope (Source), the
+//	               recorder, and the governor, where the policy decides
+//	service.go     the API's backend and the run side's Status
+//
+// The record is made once, by the plan (plannedRecord), and only the plan
+// and what it owns change it. The stages see a run through Running, so their
+// tests need neither root nor a run.
+package runner
