@@ -12,8 +12,8 @@ import (
 	"time"
 
 	"github.com/thrashscope/thrashscope/internal/analysis"
+	"github.com/thrashscope/thrashscope/internal/row"
 	"github.com/thrashscope/thrashscope/internal/run"
-	"github.com/thrashscope/thrashscope/internal/sampler"
 	"github.com/thrashscope/thrashscope/internal/store"
 	"github.com/thrashscope/thrashscope/internal/swapdev"
 	"github.com/thrashscope/thrashscope/internal/testenv"
@@ -55,7 +55,7 @@ func recorded(id, pol string, slowdowns []float64, swapRates []float64) analysis
 	}
 	var rows []store.Row
 	for i, r := range swapRates {
-		rows = append(rows, store.Row{Host: sampler.Host{SwapInPagesPerSecond: r, MajorFaultsPerSecond: 2 * r, PressureFullPercent: r / 10}, ElapsedSeconds: float64(i + 1)})
+		rows = append(rows, store.Row{Host: row.Host{SwapInPagesPerSecond: r, MajorFaultsPerSecond: 2 * r, PressureFullPercent: r / 10}, ElapsedSeconds: float64(i + 1)})
 	}
 	return analysis.Recorded{Record: rec, Samples: rows}
 }

@@ -8,8 +8,8 @@ import (
 	"time"
 
 	"github.com/thrashscope/thrashscope/internal/analysis"
+	"github.com/thrashscope/thrashscope/internal/row"
 	"github.com/thrashscope/thrashscope/internal/run"
-	"github.com/thrashscope/thrashscope/internal/sampler"
 	"github.com/thrashscope/thrashscope/internal/store"
 	"github.com/thrashscope/thrashscope/internal/swapdev"
 )
@@ -45,7 +45,7 @@ func synthetic(t *testing.T, preset string, s shape, wobble float64) analysis.Re
 	var rows []store.Row
 	for k := 0; k <= int(spec.Duration().Seconds()); k++ {
 		x := float64(k)
-		rows = append(rows, store.Row{Host: sampler.Host{SwapInPagesPerSecond: s.at(x) * (1 + wobble*math.Sin(x/7))}, ElapsedSeconds: x})
+		rows = append(rows, store.Row{Host: row.Host{SwapInPagesPerSecond: s.at(x) * (1 + wobble*math.Sin(x/7))}, ElapsedSeconds: x})
 	}
 	return analysis.Recorded{Record: rec, Samples: rows}
 }

@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/thrashscope/thrashscope/internal/pipeline"
-	"github.com/thrashscope/thrashscope/internal/sampler"
+	"github.com/thrashscope/thrashscope/internal/row"
 )
 
 // Span is how far back the store reaches at the sample interval.
@@ -25,10 +25,10 @@ const MaxPoints = 3600
 // digits are more than a figure shows, and they halve the ring's size.
 type Point struct {
 	UnixMilli int64 // the sample's time
-	// host is the host's indicators (sampler.Host, the row samples.csv
-	// records too) in sampler.HostColumns' order, as float32: a ring of
+	// host is the host's indicators (row.Host, the row samples.csv
+	// records too) in row.HostColumns' order, as float32: a ring of
 	// MaxPoints stays within 200 KiB.
-	host [sampler.HostFields]float32
+	host [row.HostFields]float32
 	// WorkingSetRatio is NaN when the detector had none.
 	WorkingSetRatio float32
 	HighFault       uint16
@@ -43,17 +43,17 @@ type Point struct {
 func (p Point) Time() time.Time { return time.UnixMilli(p.UnixMilli) }
 
 // Host is the sample's host indicators.
-func (p Point) Host() sampler.Host {
-	var h sampler.Host
-	for i, c := range sampler.HostColumns {
+func (p Point) Host() row.Host {
+	var h row.Host
+	for i, c := range row.HostColumns {
 		*c.Field(&h) = float64(p.host[i])
 	}
 	return h
 }
 
 // SetHost sets the sample's host indicators.
-func (p *Point) SetHost(h sampler.Host) {
-	for i, c := range sampler.HostColumns {
+func (p *Point) SetHost(h row.Host) {
+	for i, c := range row.HostColumns {
 		p.host[i] = float32(*c.Field(&h))
 	}
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/thrashscope/thrashscope/internal/pipeline"
 	"github.com/thrashscope/thrashscope/internal/probe/readout"
 	"github.com/thrashscope/thrashscope/internal/procfs"
+	"github.com/thrashscope/thrashscope/internal/row"
 	"github.com/thrashscope/thrashscope/internal/sampler"
 )
 
@@ -38,7 +39,7 @@ func TestCapacity(t *testing.T) {
 
 func at(sec int) Point {
 	p := Point{UnixMilli: t0.Add(time.Duration(sec) * time.Second).UnixMilli()}
-	p.SetHost(sampler.Host{SwapInPagesPerSecond: float64(sec)})
+	p.SetHost(row.Host{SwapInPagesPerSecond: float64(sec)})
 	return p
 }
 
@@ -88,7 +89,7 @@ func TestWindowWrapsAndCuts(t *testing.T) {
 		t.Errorf("Len %d, Generation %d; want 5, 8", s.Len(), s.Generation())
 	}
 	w := s.Window(0)
-	w[0].SetHost(sampler.Host{SwapInPagesPerSecond: 99})
+	w[0].SetHost(row.Host{SwapInPagesPerSecond: 99})
 	if got := secondsOf(s.Window(0)); got[0] != 3 {
 		t.Errorf("changing a window changed the store: %v", got)
 	}
@@ -108,7 +109,7 @@ func TestObserveKeepsSamplesWithRates(t *testing.T) {
 	}
 	cur := sample(1)
 	cur.Reading.Rates = sampler.Rates{
-		Host: sampler.Host{CPUUserPercent: 12.5, CPUSystemPercent: 30, CPUIOWaitPercent: 40, SwapInPagesPerSecond: 46600, SwapOutPagesPerSecond: 45200, PagedInKiBPerSecond: 186400, PagedOutKiBPerSecond: 180800, MajorFaultsPerSecond: 47000, PressureSomePercent: 84, PressureFullPercent: 61},
+		Host: row.Host{CPUUserPercent: 12.5, CPUSystemPercent: 30, CPUIOWaitPercent: 40, SwapInPagesPerSecond: 46600, SwapOutPagesPerSecond: 45200, PagedInKiBPerSecond: 186400, PagedOutKiBPerSecond: 180800, MajorFaultsPerSecond: 47000, PressureSomePercent: 84, PressureFullPercent: 61},
 	}
 	cur.Reading.Pressure = &procfs.Pressure{}
 	cur.Verdict = &indicators.Verdict{State: 2, HighFaultCount: 25, HasWorkingSetRatio: true, WorkingSetRatio: 2.25}

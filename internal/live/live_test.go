@@ -17,6 +17,7 @@ import (
 	"github.com/thrashscope/thrashscope/internal/pipeline"
 	"github.com/thrashscope/thrashscope/internal/probe/readout"
 	"github.com/thrashscope/thrashscope/internal/procfs"
+	"github.com/thrashscope/thrashscope/internal/row"
 	"github.com/thrashscope/thrashscope/internal/sampler"
 	"github.com/thrashscope/thrashscope/internal/workload"
 )
@@ -33,7 +34,7 @@ func thrash(t testing.TB, s *history.Store, n int) {
 		cur := &sampler.Reading{Time: t0.Add(time.Duration(i) * time.Second), HasRates: true, Pressure: &procfs.Pressure{}}
 		v := &indicators.Verdict{HasWorkingSetRatio: true, WorkingSetRatio: 0.5 + 2*phase, Processes: map[int]indicators.ProcessVerdict{}}
 		cur.Rates = sampler.Rates{
-			Host: sampler.Host{CPUUserPercent: 40 - 30*phase, CPUSystemPercent: 5 + 40*phase, SwapInPagesPerSecond: 46000 * phase, SwapOutPagesPerSecond: 45000 * phase, PressureSomePercent: 84 * phase, PressureFullPercent: 61 * phase},
+			Host: row.Host{CPUUserPercent: 40 - 30*phase, CPUSystemPercent: 5 + 40*phase, SwapInPagesPerSecond: 46000 * phase, SwapOutPagesPerSecond: 45000 * phase, PressureSomePercent: 84 * phase, PressureFullPercent: 61 * phase},
 		}
 		switch {
 		case phase > 0.8:
@@ -377,9 +378,9 @@ func TestThinKeepsPeaks(t *testing.T) {
 	var pts []history.Point
 	for i := range 3600 {
 		p := history.Point{UnixMilli: int64(i) * 250, State: 0, WorkingSetRatio: float32(math.NaN())}
-		p.SetHost(sampler.Host{SwapInPagesPerSecond: 1})
+		p.SetHost(row.Host{SwapInPagesPerSecond: 1})
 		if i == 1234 {
-			p.SetHost(sampler.Host{SwapInPagesPerSecond: 50000})
+			p.SetHost(row.Host{SwapInPagesPerSecond: 50000})
 			p.State, p.WorkingSetRatio = 2, 3
 		}
 		pts = append(pts, p)

@@ -8,8 +8,8 @@ import (
 	"time"
 
 	"github.com/thrashscope/thrashscope/internal/analysis"
+	"github.com/thrashscope/thrashscope/internal/row"
 	"github.com/thrashscope/thrashscope/internal/run"
-	"github.com/thrashscope/thrashscope/internal/sampler"
 	"github.com/thrashscope/thrashscope/internal/store"
 )
 
@@ -24,7 +24,7 @@ func TestSummaryGroupsScales(t *testing.T) {
 			t.Fatal(err)
 		}
 		rec := run.Record{ID: fmt.Sprintf("r%d", i), Spec: spec, State: run.StateCompleted}
-		rows := []store.Row{{ElapsedSeconds: 1, Host: sampler.Host{SwapInPagesPerSecond: 100 * float64(spec.MemoryLimitBytes) / mib}}}
+		rows := []store.Row{{ElapsedSeconds: 1, Host: row.Host{SwapInPagesPerSecond: 100 * float64(spec.MemoryLimitBytes) / mib}}}
 		runs = append(runs, analysis.Recorded{Record: rec, Samples: rows})
 		sums = append(sums, analysis.Summarise(rec, rows))
 	}

@@ -198,11 +198,18 @@ func (cfg *execConfig) fillDefaults() error {
 	return nil
 }
 
+// newRecord is a run's record as it is first saved, before anything of it
+// exists: pending. Every record of a run starts here.
+func newRecord(id string, spec run.Resolved, at time.Time) run.Record {
+	return run.Record{ID: id, Spec: spec, State: run.StatePending, StartedAt: at}
+}
+
 // plannedRecord is a run's record as it starts: running, each consumer
 // with its planned start and end (the fill's consumers run from the start
 // until they are done).
 func plannedRecord(cfg execConfig, start time.Time, cgroupPath, protection string) run.Record {
-	rec := run.Record{ID: cfg.ID, Spec: cfg.Spec, State: run.StateRunning, StartedAt: start, Cgroup: cgroupPath, Protection: protection}
+	rec := newRecord(cfg.ID, cfg.Spec, start)
+	rec.State, rec.Cgroup, rec.Protection = run.StateRunning, cgroupPath, protection
 	for i := range cfg.Spec.Processes() {
 		s := cfg.Spec.Slot(i)
 		c := run.ConsumerRecord{Index: i, PlannedStart: start.Add(s.Start), PlannedEnd: start.Add(s.End)}

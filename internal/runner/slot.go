@@ -197,7 +197,7 @@ func (e *Slot) Start(spec run.Spec) (run.Record, error) {
 	// A run that cannot be recorded is not started: its record would be
 	// missing from the list, and its directory from every prune.
 	id := newID()
-	pending := run.Record{ID: id, Spec: r, State: run.StatePending, StartedAt: time.Now()}
+	pending := newRecord(id, r, time.Now())
 	if err := e.cfg.Store.SaveRecord(pending); err != nil {
 		e.writeFailed("saving a new run's record", id, err)
 		_ = e.cfg.Store.Remove(id)

@@ -10,6 +10,7 @@ import (
 	"github.com/thrashscope/thrashscope/internal/pipeline"
 	"github.com/thrashscope/thrashscope/internal/policy"
 	"github.com/thrashscope/thrashscope/internal/procfs"
+	"github.com/thrashscope/thrashscope/internal/row"
 	"github.com/thrashscope/thrashscope/internal/run"
 	"github.com/thrashscope/thrashscope/internal/sampler"
 	"github.com/thrashscope/thrashscope/internal/store"
@@ -208,7 +209,7 @@ func rowsFixture() (*pipeline.Tick, runState) {
 	}}
 	reading := &sampler.Reading{
 		Time: *at(12.5), HasRates: true,
-		Rates:  sampler.Rates{Host: sampler.Host{CPUUserPercent: 10, CPUSystemPercent: 30, SwapInPagesPerSecond: 40000, SwapOutPagesPerSecond: 39000, PressureFullPercent: 61}, Seconds: 1},
+		Rates:  sampler.Rates{Host: row.Host{CPUUserPercent: 10, CPUSystemPercent: 30, SwapInPagesPerSecond: 40000, SwapOutPagesPerSecond: 39000, PressureFullPercent: 61}, Seconds: 1},
 		Memory: procfs.Memory{AvailableBytes: 8 << 30, SwapFreeBytes: 3 << 30},
 		Processes: []sampler.Process{
 			tracked(500, "postgres", &sampler.ProcessRates{MajFlt: 9}, true),
@@ -232,16 +233,16 @@ func rowsFixture() (*pipeline.Tick, runState) {
 
 func TestRowsOfATick(t *testing.T) {
 	tick, st := rowsFixture()
-	row, procs := rowsOf(tick, st)
+	got, procs := rowsOf(tick, st)
 	want := store.Row{
-		Host:                 sampler.Host{CPUUserPercent: 10, CPUSystemPercent: 30, SwapInPagesPerSecond: 40000, SwapOutPagesPerSecond: 39000, PressureFullPercent: 61},
+		Host:                 row.Host{CPUUserPercent: 10, CPUSystemPercent: 30, SwapInPagesPerSecond: 40000, SwapOutPagesPerSecond: 39000, PressureFullPercent: 61},
 		ElapsedSeconds:       12.5,
 		MemoryAvailableBytes: 8 << 30, SwapFreeBytes: 3 << 30,
 		ConsumersActive: 1, ConsumersPlanned: 2, DemandBytes: 100 << 20, CgroupUsageBytes: 90 << 20,
 		ConsumerStallPercent: 40, // consumer 0's; consumer 2 has no rate yet
 	}
-	if row != want {
-		t.Errorf("samples row\n got %+v\nwant %+v", row, want)
+	if got != want {
+		t.Errorf("samples row\n got %+v\nwant %+v", got, want)
 	}
 	wantProcs := []store.ProcessRow{
 		{ElapsedSeconds: 12.5, Consumer: 0, PID: 101, Comm: "consumer-00", DemandBytes: 100 << 20,

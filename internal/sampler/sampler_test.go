@@ -12,6 +12,7 @@ import (
 
 	"github.com/thrashscope/thrashscope/internal/probe/readout"
 	"github.com/thrashscope/thrashscope/internal/procfs"
+	"github.com/thrashscope/thrashscope/internal/row"
 )
 
 type fakeProbe struct{ snap readout.Snapshot }
@@ -295,7 +296,7 @@ func TestRatesBetween(t *testing.T) {
 	}
 	r := RatesBetween(prev, cur)
 	want := Rates{
-		Host: Host{CPUUserPercent: 40, CPUSystemPercent: 20, CPUIOWaitPercent: 20, SwapInPagesPerSecond: 100, SwapOutPagesPerSecond: 0, PagedInKiBPerSecond: 200, MajorFaultsPerSecond: 10, PressureSomePercent: 50, PressureFullPercent: 25}, Seconds: 2, CPUBusyPercent: 60, EvictedPagesPerSecond: 50}
+		Host: row.Host{CPUUserPercent: 40, CPUSystemPercent: 20, CPUIOWaitPercent: 20, SwapInPagesPerSecond: 100, SwapOutPagesPerSecond: 0, PagedInKiBPerSecond: 200, MajorFaultsPerSecond: 10, PressureSomePercent: 50, PressureFullPercent: 25}, Seconds: 2, CPUBusyPercent: 60, EvictedPagesPerSecond: 50}
 	if r != want {
 		t.Errorf("got  %+v\nwant %+v", r, want)
 	}

@@ -11,8 +11,8 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/thrashscope/thrashscope/internal/row"
 	"github.com/thrashscope/thrashscope/internal/run"
-	"github.com/thrashscope/thrashscope/internal/sampler"
 	"github.com/thrashscope/thrashscope/internal/strictjson"
 )
 
@@ -54,7 +54,7 @@ var sampleBounds = withHostBounds(map[string]bound{
 // withHostBounds adds the host's indicators' bounds: a share 0-100, or a
 // rate.
 func withHostBounds(m map[string]bound) map[string]bound {
-	for _, c := range sampler.HostColumns {
+	for _, c := range row.HostColumns {
 		m[c.Name] = rateBound
 		if c.Percent {
 			m[c.Name] = percentBound

@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/thrashscope/thrashscope/internal/sampler"
+	"github.com/thrashscope/thrashscope/internal/row"
 )
 
 func TestProcessTableRoundTrip(t *testing.T) {
@@ -86,7 +86,7 @@ func TestParseProcessesErrorsNameTheProblem(t *testing.T) {
 func TestParseSamplesReadsWhatCSVWrites(t *testing.T) {
 	var tb Table
 	want := Row{
-		Host: sampler.Host{CPUUserPercent: 12.5, CPUSystemPercent: 40.25, SwapInPagesPerSecond: 41000, SwapOutPagesPerSecond: 39000, PressureSomePercent: 80, PressureFullPercent: 61.5, MajorFaultsPerSecond: 41100}, ElapsedSeconds: 2,
+		Host: row.Host{CPUUserPercent: 12.5, CPUSystemPercent: 40.25, SwapInPagesPerSecond: 41000, SwapOutPagesPerSecond: 39000, PressureSomePercent: 80, PressureFullPercent: 61.5, MajorFaultsPerSecond: 41100}, ElapsedSeconds: 2,
 		MemoryAvailableBytes: 1 << 33, SwapFreeBytes: 1 << 32, ConsumersActive: 24, ConsumersPlanned: 25,
 		DemandBytes: 240_000_000, CgroupUsageBytes: 104857600, ConsumerStallPercent: -1}
 	tb.Append(want)

@@ -7,7 +7,7 @@ import (
 	"strconv"
 	"sync"
 
-	"github.com/thrashscope/thrashscope/internal/sampler"
+	"github.com/thrashscope/thrashscope/internal/row"
 )
 
 // Row is one sample interval of a run, a line of samples.csv: the paper's
@@ -18,7 +18,7 @@ type Row struct {
 	ElapsedSeconds float64
 	// Host is the host's indicators, the columns from cpu_user_percent to
 	// pressure_full_percent.
-	sampler.Host
+	row.Host
 	MemoryAvailableBytes, SwapFreeBytes uint64
 	ConsumersActive, ConsumersPlanned   int
 	DemandBytes, CgroupUsageBytes       int64
@@ -33,7 +33,7 @@ func (r Row) ConsumerStall() (float64, bool) {
 }
 
 // Columns is the samples.csv header: the elapsed time, the host's
-// indicators (sampler.HostColumns), then the run's own.
+// indicators (row.HostColumns), then the run's own.
 var Columns = slices.Concat([]string{"elapsed_seconds"}, hostColumnNames(), []string{
 	"memory_available_bytes", "swap_free_bytes",
 	"consumers_active", "consumers_planned", "demand_bytes", "cgroup_usage_bytes",
@@ -41,8 +41,8 @@ var Columns = slices.Concat([]string{"elapsed_seconds"}, hostColumnNames(), []st
 })
 
 func hostColumnNames() []string {
-	names := make([]string, len(sampler.HostColumns))
-	for i, c := range sampler.HostColumns {
+	names := make([]string, len(row.HostColumns))
+	for i, c := range row.HostColumns {
 		names[i] = c.Name
 	}
 	return names
@@ -53,7 +53,7 @@ func (r Row) record() []string {
 	i := func(v int64) string { return strconv.FormatInt(v, 10) }
 	rec := make([]string, 0, len(Columns))
 	rec = append(rec, f(r.ElapsedSeconds))
-	for _, c := range sampler.HostColumns {
+	for _, c := range row.HostColumns {
 		rec = append(rec, f(*c.Field(&r.Host)))
 	}
 	return append(rec,
@@ -119,7 +119,7 @@ func ReadSamples(r io.Reader) ([]Row, error) {
 		p := parser{rec: rec, col: col, bounds: sampleBounds}
 		var r Row
 		r.ElapsedSeconds = p.float("elapsed_seconds")
-		for _, c := range sampler.HostColumns {
+		for _, c := range row.HostColumns {
 			*c.Field(&r.Host) = p.float(c.Name)
 		}
 		r.MemoryAvailableBytes = uint64(p.int("memory_available_bytes"))

@@ -18,8 +18,8 @@ import (
 	"unicode/utf8"
 
 	"github.com/thrashscope/thrashscope/internal/policy"
+	"github.com/thrashscope/thrashscope/internal/row"
 	"github.com/thrashscope/thrashscope/internal/run"
-	"github.com/thrashscope/thrashscope/internal/sampler"
 	"github.com/thrashscope/thrashscope/internal/testenv"
 )
 
@@ -215,7 +215,7 @@ func TestReadFileRefusesLinksAndGiants(t *testing.T) {
 
 func TestTableCSV(t *testing.T) {
 	var tb Table
-	tb.Append(Row{Host: sampler.Host{CPUUserPercent: 12.5, SwapInPagesPerSecond: 300}, ElapsedSeconds: 1, ConsumersActive: 3, DemandBytes: 30 << 20})
+	tb.Append(Row{Host: row.Host{CPUUserPercent: 12.5, SwapInPagesPerSecond: 300}, ElapsedSeconds: 1, ConsumersActive: 3, DemandBytes: 30 << 20})
 	recs, err := csv.NewReader(strings.NewReader(string(tb.CSV()))).ReadAll()
 	if err != nil {
 		t.Fatal(err)
@@ -324,7 +324,7 @@ func FuzzDecodeRecord(f *testing.F) {
 func FuzzParseTables(f *testing.F) {
 	var tb Table
 	tb.Append(Row{ElapsedSeconds: 1, ConsumersActive: 3, DemandBytes: 30 << 20})
-	tb.Append(Row{Host: sampler.Host{SwapInPagesPerSecond: 4e4}, ElapsedSeconds: 2, ConsumerStallPercent: -1})
+	tb.Append(Row{Host: row.Host{SwapInPagesPerSecond: 4e4}, ElapsedSeconds: 2, ConsumerStallPercent: -1})
 	f.Add(tb.CSV())
 	f.Add([]byte(strings.Join(ProcessColumns, ",") + "\n1,0,101,c,0,0,0,-1,0,0\n"))
 	f.Add([]byte(strings.Join(Columns, ",") + "\n" + sampleRow(3, "NaN") + "\n"))
