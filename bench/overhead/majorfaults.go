@@ -96,8 +96,8 @@ func runSwapin(warmup, duration time.Duration, started func()) (uint64, time.Dur
 // chunk at a time, and pages each chunk out once written. Filled in one
 // go (getrandom into the whole region), the region's dirty pages came
 // faster than the cgroup could write them to swap, and memcg reclaim,
-// finding nothing it could free in its retries, OOM-killed the workload
-// (seen once in a CI run, after 44 s of it). Paged out as it goes, the fill
+// finding nothing it could free in its retries, could OOM-kill the
+// workload. Paged out as it goes, the fill
 // stays under the limit; the passes then fault the pages back from swap.
 func fillAndPageOut(mem []byte) {
 	const chunk = 1 << 20

@@ -28,12 +28,9 @@ import (
 
 const defaultDataDir = "/var/lib/thrashscope"
 
-// defaultGOGC is --runtime.gogc's default. bench/runcost through e4 at
-// scale 0.1: peak RSS 22.2-22.3 MiB at 50 (two runs) against 23.5-24.0 at
-// Go's 100 (three); at 25, 21.8 MiB, but the CPU 0.80-0.89 of
-// node_exporter's. Alternating with the build before (100, and gzhttp
-// for the scrape's gzip), four pairs, the CPU without the run's OOM guard
-// was 0.71-0.72 against 0.69-0.70 where read (docs/metrics.md).
+// defaultGOGC is --runtime.gogc's default: a lower peak RSS through a run
+// than Go's 100 for no CPU the bench tells apart, where 25 cost CPU
+// (docs/metrics.md, bench/README.md's runcost).
 const defaultGOGC = 50
 
 type command struct{ name, help string }

@@ -100,15 +100,11 @@ func NewHandler(opts Options) http.Handler {
 }
 
 // scrapeGzip compresses a scrape for a client that accepts gzip, at the
-// fastest level, with klauspost/compress's gzip. promhttp's own gzip is the
-// standard library's default level: on the test VM it was 60 % of a
-// scrape's CPU (1.5 ms of 3.5 ms for 56 KB, during a thrash), and the
-// observer is scraped every few seconds on every host, thrashing or not.
-// The fastest level sends about a fifth more bytes; klauspost's is 1.7
-// times the standard library's speed at that level, in 820 KB a compressor
-// against 1.2 MB. The negotiation is a few lines here, not gzhttp's, which
-// links a zstd encoder into the daemon that it never used (0.6 MB of the
-// binary, resident like the rest of it).
+// fastest level, with klauspost/compress's gzip: at promhttp's default
+// level the compression was most of a scrape's CPU, on every host and every
+// few seconds (bench/README.md, "Where the defaults come from"). The
+// negotiation is a few lines here, not gzhttp's, which links a zstd encoder
+// the daemon never uses.
 //
 // Its compressors are kept (scrapeWriters), not pooled in a sync.Pool that
 // each GC empties: at a scrape a second through a run a compressor was made

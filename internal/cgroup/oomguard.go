@@ -160,8 +160,8 @@ func (g *OOMGuard) Close() {
 // missed. None that comes while a rescue runs is: the eventfd counts it
 // and inotify queues it, so the next wait returns at once. The poll is a
 // backstop, and each of its wakes costs the whole daemon one (its thread
-// is locked: a hand-off to it, and the runtime's monitor roused): at
-// 100 ms it was ten a second through every run.
+// is locked: a hand-off to it, and the runtime's monitor roused), so it
+// is slow.
 const pollEvery = time.Second
 
 // guardV2 sets memory.high a slack under the limit and watches

@@ -133,34 +133,79 @@ func (e *env) ensurePause() error {
 // profile it asks for, every probe up, and a scrape at the port the
 // Service names.
 func (e *env) proveKubelet() ([]string, error) {
-	if err := e.ensureBaseImages(); err != nil {
-		return nil, err
-	}
-	if _, err := e.podman("image", "exists", observerImage); err != nil {
-		if _, err := e.buildObserverImage(); err != nil {
-			return nil, err
-		}
-	}
-	kubelet, err := e.ensureKubelet()
+	kubelet, err := e.kubeletParts()
 	if err != nil {
-		return nil, err
-	}
-	if err := e.ensurePause(); err != nil {
 		return nil, err
 	}
 	pod, service, err := podFromDaemonSet(e.repo)
 	if err != nil {
 		return nil, err
 	}
-	dir := filepath.Join(e.work, "k8s")
+	k := &kubeletRun{dir: filepath.Join(e.work, "k8s")}
 	for _, d := range []string{"containerd", "manifests", "cni/net.d", "kubelet", "logs", "token"} {
-		if err := os.MkdirAll(filepath.Join(dir, d), 0o755); err != nil {
+		if err := os.MkdirAll(filepath.Join(k.dir, d), 0o755); err != nil {
 			return nil, err
 		}
 	}
-	sock := filepath.Join(dir, "containerd", "containerd.sock")
-	before, netnsBefore := linkNames(), entries("/run/netns")
+	k.sock = filepath.Join(k.dir, "containerd", "containerd.sock")
+	k.linksBefore, k.netnsBefore = linkNames(), entries("/run/netns")
+	if err := e.startContainerd(k); err != nil {
+		return nil, err
+	}
+	token := filepath.Join(k.dir, "token", "token")
+	if err := os.WriteFile(token, []byte(randomHex(32)+"\n"), 0o400); err != nil {
+		return nil, err
+	}
+	manifest, err := pod.manifest(filepath.Dir(token))
+	if err != nil {
+		return nil, err
+	}
+	if err := e.startKubelet(k, kubelet); err != nil {
+		return nil, err
+	}
+	st, placed, tookReady, err := e.placePod(k, pod, manifest)
+	if err != nil {
+		return nil, err
+	}
+	figures := []string{fmt.Sprintf("Ready %s after the manifest was placed", tookReady.Round(100*time.Millisecond))}
+	return e.checkPod(figures, pod, service, st, placed)
+}
 
+// kubeletRun is where a kubelet and its containerd run: their directory
+// and socket, and what the host had before them.
+type kubeletRun struct {
+	dir, sock   string
+	linksBefore map[string]bool
+	netnsBefore map[string]bool
+}
+
+// ctr runs containerd's own client on the CRI's namespace.
+func (e *env) ctr(k *kubeletRun, args ...string) (string, error) {
+	return e.run("ctr", append([]string{"--address", k.sock, "--namespace", "k8s.io"}, args...)...)
+}
+
+// kubeletParts makes sure of what a kubelet run needs: the base images,
+// the observer's image, the kubelet binary (returned) and the pause image.
+func (e *env) kubeletParts() (string, error) {
+	if err := e.ensureBaseImages(); err != nil {
+		return "", err
+	}
+	if _, err := e.podman("image", "exists", observerImage); err != nil {
+		if _, err := e.buildObserverImage(); err != nil {
+			return "", err
+		}
+	}
+	kubelet, err := e.ensureKubelet()
+	if err != nil {
+		return "", err
+	}
+	return kubelet, e.ensurePause()
+}
+
+// startContainerd writes containerd's and CNI's configuration, starts
+// containerd with the images the pod needs, and defers its cleanup.
+func (e *env) startContainerd(k *kubeletRun) error {
+	dir, sock := k.dir, k.sock
 	// containerd, with its image store and state in the work directory.
 	conf := fmt.Sprintf(`version = 2
 root = %q
@@ -184,14 +229,21 @@ state = %q
 `, filepath.Join(dir, "containerd", "root"), filepath.Join(dir, "containerd", "state"), sock, pauseImage,
 		cniPlugins, filepath.Join(dir, "cni", "net.d"))
 	if err := os.WriteFile(filepath.Join(dir, "containerd.toml"), []byte(conf), 0o644); err != nil {
-		return nil, err
+		return err
 	}
 	cni := fmt.Sprintf(`{"cniVersion": "0.4.0", "name": "thrashscope-deploy", "plugins": [{"type": "bridge", "bridge": %q,
   "isGateway": true, "ipMasq": false, "ipam": {"type": "host-local", "ranges": [[{"subnet": %q}]], "dataDir": %q}}]}`,
 		podBridge, podSubnet, filepath.Join(dir, "cni", "ipam"))
 	if err := os.WriteFile(filepath.Join(dir, "cni", "net.d", "10-thrashscope-deploy.conflist"), []byte(cni), 0o644); err != nil {
-		return nil, err
+		return err
 	}
+	return e.runContainerd(k)
+}
+
+// runContainerd starts containerd, imports the images, and defers what
+// removes everything it and the pods made.
+func (e *env) runContainerd(k *kubeletRun) error {
+	dir := k.dir
 	// What the kubelet, containerd and the containers make outside the
 	// work directory, removed once they are gone: cgroups (kubepods/…),
 	// the shims' sockets and runc's state (/run/containerd), CNI's result
@@ -202,7 +254,7 @@ state = %q
 	})
 	containerd, err := e.daemon("containerd", filepath.Join(dir, "containerd.log"), "containerd", "--config", filepath.Join(dir, "containerd.toml"))
 	if err != nil {
-		return nil, err
+		return err
 	}
 	e.defer_(func() error {
 		// The network the pods left, and their mounts under the work
@@ -210,13 +262,13 @@ state = %q
 		var errs []error
 		// A pod network the kubelet did not tear down (it was stopped
 		// first): deleting the namespace takes its veth pair with it.
-		for _, ns := range newEntries(netnsBefore, "/run/netns") {
+		for _, ns := range newEntries(k.netnsBefore, "/run/netns") {
 			e.logf("removing the pod network namespace %s, left by the CRI", ns)
 			if _, err := e.run("ip", "netns", "delete", ns); err != nil {
 				errs = append(errs, err)
 			}
 		}
-		if !before[podBridge] {
+		if !k.linksBefore[podBridge] {
 			if _, err := os.Stat("/sys/class/net/" + podBridge); err == nil {
 				if _, err := e.run("ip", "link", "delete", podBridge); err != nil {
 					errs = append(errs, err)
@@ -227,36 +279,31 @@ state = %q
 		return errors.Join(errs...)
 	})
 	e.defer_(containerd)
-	ctr := func(args ...string) (string, error) {
-		return e.run("ctr", append([]string{"--address", sock, "--namespace", "k8s.io"}, args...)...)
-	}
+	ctr := func(args ...string) (string, error) { return e.ctr(k, args...) }
 	if _, err := e.poll("containerd up", 30*time.Second, func() error { _, err := ctr("version"); return err }); err != nil {
-		return nil, err
+		return err
 	}
 	// The images, from podman's store: the pod's own and the pause image.
 	for _, img := range []string{observerImage, pauseImage} {
 		tar := filepath.Join(dir, "image.tar")
 		if _, err := e.podman("save", "--quiet", "--format", "docker-archive", "-o", tar, img); err != nil {
-			return nil, err
+			return err
 		}
 		if _, err := ctr("images", "import", tar); err != nil {
-			return nil, err
+			return err
 		}
 		os.Remove(tar)
 	}
 	e.defer_(func() error { return removeCRIContainers(ctr) })
+	return nil
+}
 
-	token := filepath.Join(dir, "token", "token")
-	if err := os.WriteFile(token, []byte(randomHex(32)+"\n"), 0o400); err != nil {
-		return nil, err
-	}
-	manifest, err := pod.manifest(filepath.Dir(token))
-	if err != nil {
-		return nil, err
-	}
-
-	// The kubelet, standalone: no API server, the pod from its manifest
-	// directory, read-only status on loopback.
+// startKubelet starts the kubelet, standalone, and waits until it is
+// healthy.
+func (e *env) startKubelet(k *kubeletRun, kubelet string) error {
+	dir, sock := k.dir, k.sock
+	// No API server, the pod from its manifest directory, read-only
+	// status on loopback.
 	kcfg := fmt.Sprintf(`apiVersion: kubelet.config.k8s.io/v1beta1
 kind: KubeletConfiguration
 address: 127.0.0.1
@@ -279,25 +326,33 @@ authorization: {mode: AlwaysAllow}
 evictionHard: {memory.available: "100Mi", nodefs.available: "1%%", imagefs.available: "1%%", nodefs.inodesFree: "1%%"}
 `, filepath.Join(dir, "manifests"), filepath.Join(dir, "logs"), sock)
 	if err := os.WriteFile(filepath.Join(dir, "kubelet.yaml"), []byte(kcfg), 0o644); err != nil {
-		return nil, err
+		return err
 	}
 	if err := portsFree(10248, 10250, 10255); err != nil {
-		return nil, err
+		return err
 	}
 	stopKubelet, err := e.daemon("kubelet", filepath.Join(dir, "kubelet.log"), kubelet, "--config", filepath.Join(dir, "kubelet.yaml"),
 		"--root-dir", filepath.Join(dir, "kubelet"), "--cert-dir", filepath.Join(dir, "kubelet", "pki"), "--hostname-override", "thrashscope-deploy", "--v", "1")
 	if err != nil {
-		return nil, err
+		return err
 	}
 	e.defer_(stopKubelet)
 	if _, err := e.poll("the kubelet healthy", 60*time.Second, func() error { _, err := get("http://127.0.0.1:10248/healthz"); return err }); err != nil {
-		return nil, fmt.Errorf("%w\nkubelet log:\n%s", err, fileTail(filepath.Join(dir, "kubelet.log")))
+		return fmt.Errorf("%w\nkubelet log:\n%s", err, fileTail(filepath.Join(dir, "kubelet.log")))
 	}
+	return nil
+}
+
+// placePod places the pod's manifest, defers its removal, and waits until
+// the pod is Ready: its status, when it was placed, and how long it took.
+func (e *env) placePod(k *kubeletRun, pod staticPod, manifest []byte) (podStatus, time.Time, time.Duration, error) {
+	dir := k.dir
+	ctr := func(args ...string) (string, error) { return e.ctr(k, args...) }
 	// The pod, then its removal before the kubelet stops.
 	mpath := filepath.Join(dir, "manifests", "thrashscope.yaml")
 	placed := time.Now()
 	if err := os.WriteFile(mpath, manifest, 0o644); err != nil {
-		return nil, err
+		return podStatus{}, time.Time{}, 0, err
 	}
 	e.defer_(func() error {
 		os.Remove(mpath)
@@ -308,7 +363,7 @@ evictionHard: {memory.available: "100Mi", nodefs.available: "1%%", imagefs.avail
 			if tasks, err := ctr("tasks", "list", "--quiet"); err == nil && strings.TrimSpace(tasks) != "" {
 				return fmt.Errorf("tasks still there: %s", strings.Join(strings.Fields(tasks), " "))
 			}
-			if ns := newEntries(netnsBefore, "/run/netns"); len(ns) > 0 {
+			if ns := newEntries(k.netnsBefore, "/run/netns"); len(ns) > 0 {
 				return fmt.Errorf("pod network namespaces still there: %v", ns)
 			}
 			return nil
@@ -333,10 +388,14 @@ evictionHard: {memory.available: "100Mi", nodefs.available: "1%%", imagefs.avail
 		return fmt.Errorf("no pod %s/%s among %d", pod.namespace, pod.name, len(ps))
 	})
 	if err != nil {
-		return nil, fmt.Errorf("%w\nkubelet log:\n%s", err, fileTail(filepath.Join(dir, "kubelet.log")))
+		return podStatus{}, time.Time{}, 0, fmt.Errorf("%w\nkubelet log:\n%s", err, fileTail(filepath.Join(dir, "kubelet.log")))
 	}
-	figures := []string{fmt.Sprintf("Ready %s after the manifest was placed", tookReady.Round(100*time.Millisecond))}
+	return st, placed, tookReady, nil
+}
 
+// checkPod holds the Ready pod to its manifest: its security context as
+// the kernel sees it, a scrape at the Service's port, and liveness.
+func (e *env) checkPod(figures []string, pod staticPod, service serviceInfo, st podStatus, placed time.Time) ([]string, error) {
 	// Its security context, as the kernel sees the observer process.
 	pid, err := observerPID(pod.containerID(st))
 	if err != nil {

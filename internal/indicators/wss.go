@@ -50,15 +50,10 @@ import (
 // accessed bits of anonymous and file pages alike; "4" clears the soft-dirty
 // bits, a write tracker (CRIU's), which says nothing about reads.
 
-// DefaultPageBudget is 1<<20 pages a second: 4 GiB of mappings scanned per
-// second of τ. BenchmarkWorkingSetScan measures a round at 30-75 ns per page
-// on the project's 2-core VM (a resident GiB: 8-15 ms when its pages sat
-// idle, 14-20 ms when all were touched, 8-12 ms when all are in swap;
-// clear_refs is about three quarters of it), so the default costs at most
-// about 80 ms of CPU a second, 8 % of one core, and covers a whole paper run
-// (25 consumers of 100 MB, 610k pages) with room for the busiest other
-// processes. 4<<20 would take a quarter of a core or more for an observer; a
-// host that wants bigger processes measured can pay for them.
+// DefaultPageBudget is 1<<20 pages a second, 4 GiB of mappings per second
+// of τ: enough for a whole paper run and the busiest other processes, at a
+// cost an observer can carry (bench/README.md, "Where the defaults come
+// from"); a host that wants bigger processes measured can pay for them.
 const DefaultPageBudget = 1 << 20
 
 // wssInterval is τ when the config leaves it zero.
@@ -127,9 +122,8 @@ type WorkingSetEstimate struct {
 	// Pages shared with other processes (a binary's text, a library) are
 	// split among them as Pss splits them: each mapping's referenced bytes
 	// count Pss/Rss of themselves, so demands add up to the memory the
-	// processes need together. 25 consumers of one binary each reference
-	// about 1.6 MiB of its text and libc in a window: counted whole, that
-	// was 40 MiB, 0.4 on the ratio in a 100 MiB limit.
+	// processes need together: counted whole, a binary's text shared by
+	// 25 consumers would count 25 times.
 	// It never exceeds the process's proportional resident plus swapped
 	// memory (Pss + SwapPss): a process cannot touch more pages than it
 	// has. With no memory pressure (no faults, no stall) and nothing

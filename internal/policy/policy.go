@@ -42,9 +42,8 @@ type Consumer struct {
 
 // Size is what a consumer needs in memory now: its own pages, resident
 // or swapped. Its file pages are left out: they are shared (every consumer
-// maps the same binary, about 5 MB of text each by its RSS), and counted
-// once a consumer they made a run of 25 consumers of 8 MB need four bins
-// where three hold it.
+// maps the same binary), and counted once a consumer they would take bins
+// that hold no consumer's own memory.
 func (c Consumer) Size() int64 { return c.OwnResidentBytes + c.SwapBytes }
 
 // Tick is the run at one tick, as a policy sees it.

@@ -15,7 +15,7 @@ type Host struct {
 
 // ConsumerOverheadBytes is what one consumer process costs beyond its
 // region: the Go runtime's heap, stacks and page tables, charged to the run
-// cgroup. Measured at about 2 MiB; the budget takes twice that.
+// cgroup, with a margin of twice what it was measured at.
 const ConsumerOverheadBytes = 4 << 20
 
 // Headroom is the memory the host keeps for everything else while a run

@@ -88,9 +88,9 @@ const maxLineBytes = 64 << 10
 
 // Row bounds of the tables read back, so that what a reader holds is
 // bounded whatever the file: a run's samples at the shortest interval
-// (100 ms) for its longest (run.MaxRunDuration), 21 MB held; processes.csv
-// rows for 512 consumers sampled each second for ten minutes (25 for over
-// three hours), 27 MB held (docs/runs.md has the peaks measured).
+// (100 ms) for its longest (run.MaxRunDuration); processes.csv rows for 512
+// consumers sampled each second for ten minutes (docs/runs.md has what
+// they hold).
 const (
 	maxSampleRows  = int(run.MaxRunDuration/(100*time.Millisecond)) + 1
 	maxProcessRows = 512 * 600

@@ -62,8 +62,8 @@ const MaxProcessRows = 200_000
 
 // ProcessTable is a run's growing processes table, safe for concurrent use.
 // It holds the table as its CSV only: each sample's rows are encoded as they
-// come, so a long run costs about its file's size in memory (an e2 run's
-// 19,500 rows, 2.3 MB) and a save encodes nothing.
+// come, so a long run costs about its file's size in memory and a save
+// encodes nothing.
 type ProcessTable struct {
 	mu sync.Mutex
 	// enc is the header and the kept samples' rows; samples says where each

@@ -21,8 +21,8 @@ import (
 // host's high-fault processes are the workload's: TPF's rule, which sees a
 // thrash on its first pages read back. PSI counts a read-back page as a
 // stall only once the kernel has marked it part of the working set (a
-// refault), so on a slow disk a workload's PSI full stays near 0 for the
-// first 2-3 s of a thrash (bench/alerts, hdd-2013).
+// refault), so on a slow disk a workload's PSI full stays near 0 through
+// the first seconds of a thrash (bench/README.md's alerts).
 
 // judge is one step of a workload's detector: its state after this
 // interval, and the reasons, from its state before, its major faults per
