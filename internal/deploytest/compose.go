@@ -52,6 +52,50 @@ func (e *env) proveCompose() ([]string, error) {
 	if err := portsFree(9090, 9093, 9752); err != nil {
 		return nil, err
 	}
+	compose, err := e.composeKit()
+	if err != nil {
+		return nil, err
+	}
+	services := []string{"observer", "prometheus", "alertmanager"}
+	e.defer_(func() error {
+		_, err := compose("down", "--volumes", "--timeout", "30")
+		return err
+	})
+	start := time.Now()
+	if _, err := compose(append([]string{"up", "-d"}, services...)...); err != nil {
+		return nil, err
+	}
+	var figures []string
+	_, err = e.poll("the compose observer's /metrics with every probe up", 90*time.Second, func() error {
+		scrape, err := get("http://127.0.0.1:9752/metrics")
+		if err != nil {
+			return err
+		}
+		return probesUp(scrape)
+	})
+	if err != nil {
+		logs, _ := compose("logs", "--tail", "20", "observer")
+		return nil, fmt.Errorf("%w\nobserver log:\n%s", err, logs)
+	}
+	figures = append(figures, fmt.Sprintf("observer up with 5 probes %s after up", (time.Since(start)).Round(100*time.Millisecond)))
+	line, err := e.composePrometheus(compose)
+	if err != nil {
+		return figures, err
+	}
+	figures = append(figures, line)
+	line, err = e.composeAlert(compose)
+	if err != nil {
+		return figures, err
+	}
+	return append(figures, line), nil
+}
+
+// composeFunc runs podman-compose on the kit with the override.
+type composeFunc func(args ...string) (string, error)
+
+// composeKit makes sure of the images and podman-compose, and returns how
+// to run the kit, its images replaced by ones made here.
+func (e *env) composeKit() (composeFunc, error) {
 	if err := e.ensureBaseImages(); err != nil {
 		return nil, err
 	}
@@ -80,34 +124,16 @@ func (e *env) proveCompose() ([]string, error) {
 	password := make([]byte, 16)
 	_, _ = rand.Read(password)
 	composeEnv := append(e.podmanEnv(), "GRAFANA_ADMIN_PASSWORD="+hex.EncodeToString(password))
-	compose := func(args ...string) (string, error) {
+	return func(args ...string) (string, error) {
 		base := []string{"--podman-args", strings.Join(e.podmanArgs(), " "),
 			"-f", filepath.Join(e.repo, "deploy", "compose", "compose.yaml"), "-f", override}
 		return e.runEnv(composeEnv, pc, append(base, args...)...)
-	}
-	services := []string{"observer", "prometheus", "alertmanager"}
-	e.defer_(func() error {
-		_, err := compose("down", "--volumes", "--timeout", "30")
-		return err
-	})
-	start := time.Now()
-	if _, err := compose(append([]string{"up", "-d"}, services...)...); err != nil {
-		return nil, err
-	}
-	var figures []string
-	_, err = e.poll("the compose observer's /metrics with every probe up", 90*time.Second, func() error {
-		scrape, err := get("http://127.0.0.1:9752/metrics")
-		if err != nil {
-			return err
-		}
-		return probesUp(scrape)
-	})
-	if err != nil {
-		logs, _ := compose("logs", "--tail", "20", "observer")
-		return nil, fmt.Errorf("%w\nobserver log:\n%s", err, logs)
-	}
-	figures = append(figures, fmt.Sprintf("observer up with 5 probes %s after up", (time.Since(start)).Round(100*time.Millisecond)))
+	}, nil
+}
 
+// composePrometheus waits for the kit's Prometheus to scrape the observer
+// and to load every shipped rule.
+func (e *env) composePrometheus(compose composeFunc) (string, error) {
 	// The target, scraped and up.
 	if _, err := e.poll("Prometheus's thrashscope target up", 60*time.Second, func() error {
 		var r struct {
@@ -129,12 +155,12 @@ func (e *env) proveCompose() ([]string, error) {
 		return fmt.Errorf("targets: %+v", r.Data.ActiveTargets)
 	}); err != nil {
 		logs, _ := compose("logs", "--tail", "20", "prometheus")
-		return figures, fmt.Errorf("%w\nprometheus log:\n%s", err, logs)
+		return "", fmt.Errorf("%w\nprometheus log:\n%s", err, logs)
 	}
 	// The rules, every one of the shipped file's.
 	want, err := shippedRules(e.repo)
 	if err != nil {
-		return figures, err
+		return "", err
 	}
 	var loaded int
 	if _, err := e.poll("Prometheus's rules loaded", 30*time.Second, func() error {
@@ -157,24 +183,27 @@ func (e *env) proveCompose() ([]string, error) {
 		}
 		return nil
 	}); err != nil {
-		return figures, err
+		return "", err
 	}
-	figures = append(figures, fmt.Sprintf("target up, %d rules loaded", loaded))
+	return fmt.Sprintf("target up, %d rules loaded", loaded), nil
+}
 
+// composeAlert induces a run and waits for its alert in Alertmanager.
+func (e *env) composeAlert(compose composeFunc) (string, error) {
 	// Alertmanager ready before the run: the alert must have somewhere to go.
 	if _, err := e.poll("Alertmanager ready", 30*time.Second, func() error {
 		_, err := get("http://127.0.0.1:9093/-/ready")
 		return err
 	}); err != nil {
-		return figures, err
+		return "", err
 	}
 	// A quiet host first: the alert must not be there already.
 	if n, err := alertsIn("http://127.0.0.1:9093/api/v2/alerts?filter=alertname%3D%22ThrashscopeHostThrashing%22"); err != nil || n > 0 {
-		return figures, fmt.Errorf("ThrashscopeHostThrashing in Alertmanager before any run (%d, %v): another thrash on this host?", n, err)
+		return "", fmt.Errorf("ThrashscopeHostThrashing in Alertmanager before any run (%d, %v): another thrash on this host?", n, err)
 	}
 	onset, runID, err := startRun("http://127.0.0.1:9752", composeSpec)
 	if err != nil {
-		return figures, err
+		return "", err
 	}
 	e.defer_(func() error { return abortRun("http://127.0.0.1:9752", runID) })
 	var firing time.Duration
@@ -195,11 +224,10 @@ func (e *env) proveCompose() ([]string, error) {
 	})
 	if err != nil {
 		logs, _ := compose("logs", "--tail", "30", "observer")
-		return figures, fmt.Errorf("%w\nobserver log:\n%s", err, logs)
+		return "", fmt.Errorf("%w\nobserver log:\n%s", err, logs)
 	}
-	figures = append(figures, fmt.Sprintf("run %s: ThrashscopeHostThrashing firing in Prometheus %s and in Alertmanager %s after the onset",
-		runID, firing.Round(100*time.Millisecond), time.Since(onset).Round(100*time.Millisecond)))
-	return figures, nil
+	return fmt.Sprintf("run %s: ThrashscopeHostThrashing firing in Prometheus %s and in Alertmanager %s after the onset",
+		runID, firing.Round(100*time.Millisecond), time.Since(onset).Round(100*time.Millisecond)), nil
 }
 
 func getJSON(u string, v any) error {

@@ -44,13 +44,7 @@ func (e *env) ensureBaseImages() error {
 		return fmt.Errorf("the golang:1.26 base image is this machine's Go toolchain, and it is %s: install Go 1.26", runtime.Version())
 	}
 	goroot := runtime.GOROOT()
-	for _, b := range []struct {
-		names    []string
-		include  string
-		hooks    []string
-		changes  [][]string // one per name
-		describe string
-	}{
+	for _, b := range []baseImage{
 		{names: []string{debianImage}, describe: "Debian trixie, minbase",
 			changes: [][]string{{"CMD [\"bash\"]"}}},
 		{names: []string{golangImage}, include: "ca-certificates,make,git",
@@ -75,31 +69,49 @@ func (e *env) ensureBaseImages() error {
 		if filepath.Base(goroot) != "go" {
 			return fmt.Errorf("GOROOT %s: the golang image copies it to /usr/local/go, so its last element must be go", goroot)
 		}
-		start := time.Now()
-		tar := filepath.Join(e.work, "rootfs.tar")
-		args := []string{"--quiet", "--variant=minbase", "--format=tar"}
-		if b.include != "" {
-			args = append(args, "--include="+b.include)
+		if err := e.makeBaseImage(b); err != nil {
+			return err
 		}
-		for _, h := range b.hooks {
-			args = append(args, "--customize-hook="+h)
-		}
-		args = append(args, "trixie", tar, debianMirror)
-		if _, err := e.run("mmdebstrap", args...); err != nil {
-			return fmt.Errorf("making %s: %w", b.describe, err)
-		}
-		for i, n := range b.names {
-			imp := []string{"import", "--quiet"}
-			for _, c := range b.changes[i] {
-				imp = append(imp, "--change", c)
-			}
-			if _, err := e.podman(append(imp, tar, n)...); err != nil {
-				return fmt.Errorf("importing %s: %w", n, err)
-			}
-		}
-		os.Remove(tar)
-		e.logf("made %s: %s, in %s", strings.Join(b.names, " and "), b.describe, time.Since(start).Round(time.Second))
 	}
+	return nil
+}
+
+// baseImage is a base image made from Debian's packages with mmdebstrap,
+// imported under each name with its own changes.
+type baseImage struct {
+	names    []string
+	include  string
+	hooks    []string
+	changes  [][]string // one per name
+	describe string
+}
+
+// makeBaseImage makes b's root file system and imports it under each name.
+func (e *env) makeBaseImage(b baseImage) error {
+	start := time.Now()
+	tar := filepath.Join(e.work, "rootfs.tar")
+	args := []string{"--quiet", "--variant=minbase", "--format=tar"}
+	if b.include != "" {
+		args = append(args, "--include="+b.include)
+	}
+	for _, h := range b.hooks {
+		args = append(args, "--customize-hook="+h)
+	}
+	args = append(args, "trixie", tar, debianMirror)
+	if _, err := e.run("mmdebstrap", args...); err != nil {
+		return fmt.Errorf("making %s: %w", b.describe, err)
+	}
+	for i, n := range b.names {
+		imp := []string{"import", "--quiet"}
+		for _, c := range b.changes[i] {
+			imp = append(imp, "--change", c)
+		}
+		if _, err := e.podman(append(imp, tar, n)...); err != nil {
+			return fmt.Errorf("importing %s: %w", n, err)
+		}
+	}
+	os.Remove(tar)
+	e.logf("made %s: %s, in %s", strings.Join(b.names, " and "), b.describe, time.Since(start).Round(time.Second))
 	return nil
 }
 
@@ -167,21 +179,37 @@ func (e *env) proveImage() ([]string, error) {
 	}
 	figures = append(figures, fmt.Sprintf("--check: %d of %d probes up", up, total))
 
-	// The DaemonSet's least-privilege set under Podman's default seccomp
-	// profile, which admits bpf() and perf_event_open only with
-	// CAP_SYS_ADMIN: the probes are down, and the observer says seccomp
-	// is why, with the fix.
+	line, err := e.imageLeastPrivilege()
+	if err != nil {
+		return figures, err
+	}
+	figures = append(figures, line)
+	lines, err := e.imageServes()
+	return append(figures, lines...), err
+}
+
+// imageLeastPrivilege runs --check with the DaemonSet's least-privilege
+// set under Podman's default seccomp profile, which admits bpf() and
+// perf_event_open only with CAP_SYS_ADMIN: the probes are down, and the
+// observer says seccomp is why, with the fix.
+func (e *env) imageLeastPrivilege() (string, error) {
 	least := []string{"run", "--rm", "--pid=host", "--network=host", "--cap-drop=all",
 		"--cap-add=CAP_BPF,CAP_PERFMON,CAP_DAC_OVERRIDE", "--security-opt=no-new-privileges", observerImage, "--check"}
-	out, err = e.podman(least...)
+	out, err := e.podman(least...)
 	if err == nil {
-		return figures, fmt.Errorf("--check under Podman's default seccomp profile with only CAP_BPF, CAP_PERFMON and CAP_DAC_OVERRIDE passed: the profile admits them here, and deploy/README.md says it does not:\n%s", out)
+		return "", fmt.Errorf("--check under Podman's default seccomp profile with only CAP_BPF, CAP_PERFMON and CAP_DAC_OVERRIDE passed: the profile admits them here, and deploy/README.md says it does not:\n%s", out)
 	}
 	if !strings.Contains(out, "seccomp") || strings.Contains(out, "memlock") {
-		return figures, fmt.Errorf("--check under Podman's default seccomp profile with the least-privilege set failed without naming seccomp (or still naming memlock):\n%s", out)
+		return "", fmt.Errorf("--check under Podman's default seccomp profile with the least-privilege set failed without naming seccomp (or still naming memlock):\n%s", out)
 	}
-	figures = append(figures, "least-privilege set under Podman's default seccomp profile: probes down, the error names seccomp and the fix")
+	return "least-privilege set under Podman's default seccomp profile: probes down, the error names seccomp and the fix", nil
 
+}
+
+// imageServes runs the image as the daemon: every probe up in its
+// /metrics, and a clean exit on SIGTERM.
+func (e *env) imageServes() ([]string, error) {
+	var figures []string
 	port, err := freePort()
 	if err != nil {
 		return figures, err
@@ -197,7 +225,7 @@ func (e *env) proveImage() ([]string, error) {
 		return err
 	})
 	var scrape string
-	took, err = e.poll("the container's /metrics with every probe up", 60*time.Second, func() error {
+	took, err := e.poll("the container's /metrics with every probe up", 60*time.Second, func() error {
 		var err error
 		if scrape, err = get(fmt.Sprintf("http://127.0.0.1:%d/metrics", port)); err != nil {
 			return err

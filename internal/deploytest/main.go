@@ -76,16 +76,36 @@ func main() {
 		fmt.Fprintln(os.Stderr, "deploytest:", err)
 		os.Exit(1)
 	}
+	results := e.prove(*only)
+	podmanLeft := e.podmanLeftovers()
+	failed := e.close()
 
-	type result struct {
-		name    string
-		took    time.Duration
-		figures []string
-		err     error
+	after, err := takeSnapshot()
+	leftovers := podmanLeft
+	if err != nil {
+		leftovers = append(leftovers, "reading what is left: "+err.Error())
+	} else {
+		leftovers = append(leftovers, before.leftovers(after)...)
 	}
+	if report(results, leftovers) || failed {
+		os.Exit(1)
+	}
+}
+
+// result is one kit's proof.
+type result struct {
+	name    string
+	took    time.Duration
+	figures []string
+	err     error
+}
+
+// prove proves each kit named in only (all when empty), cleaning up after
+// each.
+func (e *env) prove(only string) []result {
 	var results []result
 	for _, k := range kits {
-		if *only != "" && !slices.Contains(strings.Split(*only, ","), k.name) {
+		if only != "" && !slices.Contains(strings.Split(only, ","), k.name) {
 			continue
 		}
 		e.logf("== %s", k.name)
@@ -99,17 +119,12 @@ func main() {
 			e.logf("%s: FAILED: %v", k.name, err)
 		}
 	}
-	podmanLeft := e.podmanLeftovers()
-	failed := e.close()
+	return results
+}
 
-	after, err := takeSnapshot()
-	leftovers := podmanLeft
-	if err != nil {
-		leftovers = append(leftovers, "reading what is left: "+err.Error())
-	} else {
-		leftovers = append(leftovers, before.leftovers(after)...)
-	}
-
+// report prints the kits' table, what was not run, and what was left
+// behind; true when a kit failed or something was left.
+func report(results []result, leftovers []string) (failed bool) {
 	fmt.Println()
 	tw := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "KIT\tRESULT\tTOOK\tFIGURES")
@@ -127,17 +142,14 @@ func main() {
 		fmt.Println("  - " + s)
 	}
 	if len(leftovers) > 0 {
-		failed = true
 		fmt.Println("\nLEFT BEHIND:")
 		for _, l := range leftovers {
 			fmt.Println("  - " + l)
 		}
-	} else {
-		fmt.Println("\nNothing left behind: no container, pod, volume, process, cgroup, mount, network interface or namespace the kits started, and no file in the engines' state directories.")
+		return true
 	}
-	if failed {
-		os.Exit(1)
-	}
+	fmt.Println("\nNothing left behind: no container, pod, volume, process, cgroup, mount, network interface or namespace the kits started, and no file in the engines' state directories.")
+	return failed
 }
 
 // repoRoot is the module root: where go.mod is, from the working
