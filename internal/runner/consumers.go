@@ -167,44 +167,45 @@ func (r *execution) startConsumer(cc consumer.Config) (*exec.Cmd, *os.File, io.W
 	}
 	cmd.Stdout, cmd.Stderr = nil, errW
 	cmd.Env = consumer.Env(os.Environ())
-	// Its own process group: a Ctrl-C at the terminal reaches the master,
-	// which stops the run, and not each consumer behind its back.
+	// Its own process group: a Ctrl-C at the terminal reaches the run,
+	// which stops it, and not each consumer behind its back.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL, Setpgid: true}
 	ctl, err := cmd.StdinPipe()
+	if err == nil {
+		err = cmd.Start()
+	}
 	if err != nil {
-		repR.Close()
-		repW.Close()
-		errR.Close()
-		errW.Close()
+		closeAll(repR, repW, errR, errW)
 		return nil, nil, nil, nil, err
 	}
-	if err := cmd.Start(); err != nil {
-		repR.Close()
-		repW.Close()
-		errR.Close()
-		errW.Close()
-		return nil, nil, nil, nil, err
-	}
-	repW.Close()
-	errW.Close()
+	closeAll(repW, errW)
 	go stderr.copyFrom(errR)
-	if r.io != nil {
-		// Its reads throttled from before it starts: it joins the run's
-		// blkio group now, idle, and its memory cgroup at its start.
-		if err := r.io.Add(cmd.Process.Pid); err != nil {
-			_ = cmd.Process.Kill()
-			_ = cmd.Wait()
-			repR.Close()
-			return nil, nil, nil, nil, fmt.Errorf("starting consumer %d: %w", cc.Index, err)
-		}
-	}
-	if _, err := ctl.Write([]byte{consumer.ControlGo}); err != nil {
+	if err := r.admit(cmd, ctl); err != nil {
 		_ = cmd.Process.Kill()
 		_ = cmd.Wait()
 		repR.Close()
 		return nil, nil, nil, nil, fmt.Errorf("starting consumer %d: %w", cc.Index, err)
 	}
 	return cmd, repR, ctl, stderr, nil
+}
+
+// admit lets a started consumer go: where a swap device is emulated on v1,
+// it first joins the run's blkio group, so its reads are throttled from
+// its start (its memory cgroup it joins at its planned start).
+func (r *execution) admit(cmd *exec.Cmd, ctl io.Writer) error {
+	if r.io != nil {
+		if err := r.io.Add(cmd.Process.Pid); err != nil {
+			return err
+		}
+	}
+	_, err := ctl.Write([]byte{consumer.ControlGo})
+	return err
+}
+
+func closeAll(fs ...*os.File) {
+	for _, f := range fs {
+		f.Close()
+	}
 }
 
 // readMessages applies a consumer's messages until it closes the pipe.

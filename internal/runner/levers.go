@@ -137,17 +137,24 @@ func newLevers(cfg execConfig, memGroups []*cgroup.Cgroup, n int) (*levers, erro
 		}
 		return g, nil
 	}
-	// Memory on v1: the run has a group in the unified hierarchy too, one
-	// child a consumer, for the consumers' PSI and the cgroup the probes
-	// count them in (the run's workload), and, under a policy that
-	// freezes, for the cgroup v2 freezer.
+	if err := g.unifiedGroups(cfg, memGroups, n); err != nil {
+		return nil, err
+	}
+	return g, nil
+}
+
+// unifiedGroups gives each consumer its group in the unified hierarchy where
+// memory is on v1: one child a consumer of a group of the run's, for the
+// consumers' PSI and the cgroup the probes count them in (the run's
+// workload), and, under a policy that freezes, for the cgroup v2 freezer.
+func (g *levers) unifiedGroups(cfg execConfig, memGroups []*cgroup.Cgroup, n int) error {
 	root, err := unifiedRunGroup(cfg, policy.NeedsOf(g.name).Freezer)
 	if err != nil {
 		if policy.NeedsOf(g.name).Freezer {
-			return nil, fmt.Errorf("policy %s freezes consumers through the cgroup v2 freezer: %w", g.name, err)
+			return fmt.Errorf("policy %s freezes consumers through the cgroup v2 freezer: %w", g.name, err)
 		}
 		cfg.Logger.Warn("no group in the unified hierarchy for the run: its consumers' stall and workload are counted where the observer runs", "run", cfg.ID, "err", err)
-		return g, nil
+		return nil
 	}
 	g.unifiedRoot, g.pairs = root, cfg.Pairs
 	if len(memGroups) > 0 {
@@ -156,7 +163,7 @@ func newLevers(cfg execConfig, memGroups []*cgroup.Cgroup, n int) (*levers, erro
 	for i := range n {
 		ch, err := root.Child(run.ConsumerName(i))
 		if err != nil {
-			return nil, errors.Join(err, g.destroy())
+			return errors.Join(err, g.destroy())
 		}
 		g.set[i].unified = ch
 		g.pairs.Pair(ch.Path, memGroups[i].Path)
@@ -167,12 +174,12 @@ func newLevers(cfg execConfig, memGroups []*cgroup.Cgroup, n int) (*levers, erro
 	if len(memGroups) > n { // the consumer alone: counted in the run too
 		ch, err := root.Child(run.ConsumerName(n))
 		if err != nil {
-			return nil, errors.Join(err, g.destroy())
+			return errors.Join(err, g.destroy())
 		}
 		g.alone = ch
 		g.pairs.Pair(ch.Path, memGroups[n].Path)
 	}
-	return g, nil
+	return nil
 }
 
 // unifiedRunGroup makes the run's group in the unified hierarchy, under
@@ -366,48 +373,7 @@ func (g *levers) pull(ctx context.Context, a policy.Action) error {
 	g.mu.Unlock()
 	switch a.Kind {
 	case policy.Freeze:
-		if group == nil {
-			return errors.New("the run has no freezer")
-		}
-		if g.isDone(l) {
-			return errFinished
-		}
-		if err := group.Freeze(ctx); err != nil {
-			_ = group.Thaw() // half-frozen is worse than running
-			if g.isDone(l) {
-				return errFinished // finished's thaw cut the freeze short
-			}
-			return err
-		}
-		g.mu.Lock()
-		if l.done {
-			// It finished while the freeze went through, and finished's
-			// thaw may have come first.
-			g.mu.Unlock()
-			if err := group.Thaw(); err != nil {
-				return fmt.Errorf("its work ended as it was frozen, and thawing it failed: %w", err)
-			}
-			return errFinished
-		}
-		l.frozen = true
-		// The page-out has its own copy of the pidfd: the consumer's
-		// exit closes the lever's.
-		region, pidfd := l.region, -1
-		if l.pidfd >= 0 && region[1] > 0 {
-			pidfd, _ = unix.FcntlInt(uintptr(l.pidfd), unix.F_DUPFD_CLOEXEC, 0)
-		}
-		g.mu.Unlock()
-		if pidfd >= 0 {
-			g.pageout.Add(1)
-			go func() {
-				defer g.pageout.Done()
-				defer unix.Close(pidfd)
-				if err := pageOut(pidfd, region[0], region[1]); err != nil {
-					g.logger.Warn("paging out a frozen consumer", "run", g.runID, "consumer", a.Consumer, "err", err)
-				}
-			}()
-		}
-		return nil
+		return g.freeze(ctx, l, group, a.Consumer)
 	case policy.Thaw:
 		if group == nil {
 			return errors.New("the run has no freezer")
@@ -423,6 +389,53 @@ func (g *levers) pull(ctx context.Context, a policy.Action) error {
 		return g.lock(l, a.Kind == policy.Protect)
 	}
 	return fmt.Errorf("unknown action %q", a.Kind)
+}
+
+// freeze stops consumer i through its group and pages its region out, on
+// a goroutine of its own; errFinished when its work ended meanwhile.
+func (g *levers) freeze(ctx context.Context, l *lever, group *cgroup.Cgroup, i int) error {
+	if group == nil {
+		return errors.New("the run has no freezer")
+	}
+	if g.isDone(l) {
+		return errFinished
+	}
+	if err := group.Freeze(ctx); err != nil {
+		_ = group.Thaw() // half-frozen is worse than running
+		if g.isDone(l) {
+			return errFinished // finished's thaw cut the freeze short
+		}
+		return err
+	}
+	g.mu.Lock()
+	if l.done {
+		// It finished while the freeze went through, and finished's
+		// thaw may have come first.
+		g.mu.Unlock()
+		if err := group.Thaw(); err != nil {
+			return fmt.Errorf("its work ended as it was frozen, and thawing it failed: %w", err)
+		}
+		return errFinished
+	}
+	l.frozen = true
+	// The page-out has its own copy of the pidfd: the consumer's
+	// exit closes the lever's.
+	region, pidfd := l.region, -1
+	if l.pidfd >= 0 && region[1] > 0 {
+		pidfd, _ = unix.FcntlInt(uintptr(l.pidfd), unix.F_DUPFD_CLOEXEC, 0)
+	}
+	g.mu.Unlock()
+	if pidfd >= 0 {
+		g.pageout.Add(1)
+		go func() {
+			defer g.pageout.Done()
+			defer unix.Close(pidfd)
+			if err := pageOut(pidfd, region[0], region[1]); err != nil {
+				g.logger.Warn("paging out a frozen consumer", "run", g.runID, "consumer", i, "err", err)
+			}
+		}()
+	}
+	return nil
 }
 
 func (g *levers) isDone(l *lever) bool {

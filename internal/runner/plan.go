@@ -127,29 +127,10 @@ func execute(cfg execConfig) (*execution, error) {
 		defer cancel()
 		return nil, &run.UnsafeError{Msg: errors.Join(fmt.Errorf("cannot emulate swap device %s here: %w", cfg.Spec.SwapDevice, err), cg.Destroy(ctx)).Error()}
 	}
-	// Each consumer in a sub-cgroup of its own, so a policy's lever acts
-	// on one consumer; the run's limit covers them all.
 	n := cfg.Spec.Processes()
-	groups := n
-	if cfg.Spec.Shape() == run.ShapeWork {
-		groups++ // the one that runs alone first
-	}
-	joins, children, err := consumerGroups(cg, groups)
-	var gov *levers
-	if err == nil {
-		gov, err = newLevers(cfg, children, n)
-	}
+	joins, gov, err := consumerLevers(cfg, cg, ioGroup, n)
 	if err != nil {
-		for _, f := range joins {
-			f.Close()
-		}
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		var ioErr error
-		if ioGroup != nil {
-			ioErr = ioGroup.Destroy(ctx)
-		}
-		return nil, &run.UnsafeError{Msg: errors.Join(err, cg.Destroy(ctx), ioErr).Error()}
+		return nil, err
 	}
 	oom, _ := cg.OOMKills()
 	// A thrash this deep makes memcg reclaim give up with swap still free;
@@ -178,6 +159,34 @@ func execute(cfg execConfig) (*execution, error) {
 	}
 	go r.drive()
 	return r, nil
+}
+
+// consumerLevers makes each consumer's sub-cgroup, so a policy's lever acts
+// on one consumer while the run's limit covers them all, and the levers
+// over them; on failure it removes what the run made so far.
+func consumerLevers(cfg execConfig, cg, ioGroup *cgroup.Cgroup, n int) ([]*os.File, *levers, error) {
+	groups := n
+	if cfg.Spec.Shape() == run.ShapeWork {
+		groups++ // the one that runs alone first
+	}
+	joins, children, err := consumerGroups(cg, groups)
+	var gov *levers
+	if err == nil {
+		gov, err = newLevers(cfg, children, n)
+	}
+	if err == nil {
+		return joins, gov, nil
+	}
+	for _, f := range joins {
+		f.Close()
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	var ioErr error
+	if ioGroup != nil {
+		ioErr = ioGroup.Destroy(ctx)
+	}
+	return nil, nil, &run.UnsafeError{Msg: errors.Join(err, cg.Destroy(ctx), ioErr).Error()}
 }
 
 // fillDefaults gives the optional fields of a execConfig their defaults.
@@ -334,12 +343,6 @@ func (r *execution) drive() {
 	defer close(r.done)
 	var wg sync.WaitGroup
 	spawned := make(chan struct{})
-	timed := r.cfg.Spec.Shape() == run.ShapeTimed
-	deadline := r.start.Add(r.cfg.Spec.Deadline())
-	grace := r.cfg.Spec.Grace()
-	if timed {
-		deadline = deadline.Add(grace) // the last cycles past t_f
-	}
 	// One goroutine on one locked OS thread spawns every consumer: their
 	// PDEATHSIG fires when the spawning thread exits, so that thread must
 	// live exactly as long as the run.
@@ -360,29 +363,43 @@ func (r *execution) drive() {
 
 	allExited := make(chan struct{})
 	go func() { <-spawned; wg.Wait(); close(allExited) }()
+	r.follow(allExited)
+	r.statFiles.Close()
+	<-spawned // at once when cancelled: no consumer starts after this
+	r.tearDown(allExited)
+}
 
+// follow waits until every consumer exited, the run is cancelled, or it
+// passes its deadline, checking its cgroup and its consumers' progress
+// meanwhile.
+func (r *execution) follow(allExited <-chan struct{}) {
+	timed := r.cfg.Spec.Shape() == run.ShapeTimed
+	deadline := r.start.Add(r.cfg.Spec.Deadline())
+	grace := r.cfg.Spec.Grace()
+	if timed {
+		deadline = deadline.Add(grace) // the last cycles past t_f
+	}
 	overrun := time.NewTimer(time.Until(deadline))
 	defer overrun.Stop()
 	// The cgroup can be removed under an idle run (between consumers) by
 	// another process; the next consumer would fail to join it.
 	check := time.NewTicker(cgroupCheckEvery)
 	defer check.Stop()
-wait:
 	for {
 		select {
 		case <-allExited:
-			break wait
+			return
 		case <-r.ctx.Done():
-			break wait
+			return
 		case <-overrun.C:
 			if !timed {
 				r.cfg.Logger.Warn("consumers still at their work at the run's time bound; terminating them", "run", r.cfg.ID, "bound", run.MaxRunDuration)
 				r.cancel(errors.New("consumers still running at the run's time bound, " + run.MaxRunDuration.String() + "; ask for fewer cycles"))
-				break wait
+				return
 			}
 			r.cfg.Logger.Warn("consumers overran their finish time; terminating them", "run", r.cfg.ID, "grace", grace)
 			r.cancel(errors.New("consumers still running " + grace.String() + " after the plan ended"))
-			break wait
+			return
 		case now := <-check.C:
 			r.takeCycles()
 			if _, err := os.Stat(r.cg.Path); errors.Is(err, fs.ErrNotExist) {
@@ -391,8 +408,11 @@ wait:
 			r.watchProgress(now)
 		}
 	}
-	r.statFiles.Close()
-	<-spawned // at once when cancelled: no consumer starts after this
+}
+
+// tearDown stops what is left of the run and removes what it made, then
+// ends its record.
+func (r *execution) tearDown(allExited <-chan struct{}) {
 	// The teardown at the host's speed: a consumer killed on a slow
 	// device must not wait out its queue.
 	r.unthrottle()

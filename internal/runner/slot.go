@@ -176,22 +176,7 @@ func (e *Slot) Start(spec run.Spec) (run.Record, error) {
 	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	if e.active != nil && !ended(e.active.run) {
-		return run.Record{}, fmt.Errorf("%w: %s", run.ErrBusy, e.active.run.Record().ID)
-	}
-	// The last run's final record must be on disk before another run
-	// takes its place in memory, where readers find it meanwhile.
-	if last := e.last; last != nil && ended(last.run) && !last.landed.Load() {
-		if err := e.save(last, true); err != nil {
-			return run.Record{}, fmt.Errorf("%w: the last run's (%s) final record could not be saved yet (%s); free space there, or make --data.dir writable; nothing was started", run.ErrNoStorage, last.run.Record().ID, errnoText(err))
-		}
-		last.landed.Store(true)
-	}
-	host, err := e.Host()
-	if err != nil {
-		return run.Record{}, err
-	}
-	if err := r.Check(host); err != nil {
+	if err := e.admitLocked(r); err != nil {
 		return run.Record{}, err
 	}
 	// A run that cannot be recorded is not started: its record would be
@@ -233,6 +218,27 @@ func (e *Slot) Start(spec run.Spec) (run.Record, error) {
 		"size_bytes", r.SizeBytes, "memory_limit_bytes", r.MemoryLimitBytes, "cgroup", rec.Cgroup, "duration", r.Duration())
 	go e.watch(a)
 	return rec, nil
+}
+
+// admitLocked says whether r may start now: the slot free, the last run's
+// final record on disk (before another run takes its place in memory,
+// where readers find it meanwhile), and the host able to take r. Called
+// with e.mu held.
+func (e *Slot) admitLocked(r run.Resolved) error {
+	if e.active != nil && !ended(e.active.run) {
+		return fmt.Errorf("%w: %s", run.ErrBusy, e.active.run.Record().ID)
+	}
+	if last := e.last; last != nil && ended(last.run) && !last.landed.Load() {
+		if err := e.save(last, true); err != nil {
+			return fmt.Errorf("%w: the last run's (%s) final record could not be saved yet (%s); free space there, or make --data.dir writable; nothing was started", run.ErrNoStorage, last.run.Record().ID, errnoText(err))
+		}
+		last.landed.Store(true)
+	}
+	host, err := e.Host()
+	if err != nil {
+		return err
+	}
+	return r.Check(host)
 }
 
 // watch waits for a run to end, frees the slot and saves it, retrying the

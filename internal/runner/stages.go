@@ -111,16 +111,7 @@ func rowsOf(tick *pipeline.Tick, st runState) (store.Row, []store.ProcessRow) {
 		CgroupUsageBytes:     max(st.CgroupUsageBytes, 0),
 		ConsumerStallPercent: store.Unknown,
 	}
-	live := make(map[int]bool, len(st.LivePIDs))
-	for _, pid := range st.LivePIDs {
-		live[pid] = true
-	}
-	consumers := map[int]run.ConsumerRecord{}
-	for _, c := range rec.Consumers {
-		if live[c.PID] {
-			consumers[c.PID] = c
-		}
-	}
+	consumers := liveConsumers(rec, st.LivePIDs)
 	var stall float64
 	hasStall := false
 	var procRows []store.ProcessRow
@@ -155,6 +146,22 @@ func rowsOf(tick *pipeline.Tick, st runState) (store.Row, []store.ProcessRow) {
 		row.ConsumerStallPercent = stall // the consumers' stall shares add up
 	}
 	return row, procRows
+}
+
+// liveConsumers are the run's consumers running now, by pid: a consumer's
+// pid is its own only while it lives.
+func liveConsumers(rec run.Record, pids []int) map[int]run.ConsumerRecord {
+	live := make(map[int]bool, len(pids))
+	for _, pid := range pids {
+		live[pid] = true
+	}
+	consumers := map[int]run.ConsumerRecord{}
+	for _, c := range rec.Consumers {
+		if live[c.PID] {
+			consumers[c.PID] = c
+		}
+	}
+	return consumers
 }
 
 // consumerDemand is TPF's memory allocation demand of consumer c at t: its
