@@ -402,7 +402,20 @@ func (w *WorkingSet) scanOne(pid int, r *scanRound) bool {
 		}
 		return true
 	}
+	st, pages, err = w.closeAndOpen(pid, proc, st, open, clear, pages)
+	if err != nil {
+		return w.drop(pid, r, err)
+	}
+	w.state[pid] = st
+	r.stats.ProcessesScanned++
+	r.stats.PagesScanned += uint64(pages)
+	return true
+}
 
+// closeAndOpen closes pid's open window (its estimate, with the stall over
+// it) and, in its clear phase, opens the next; st nil is the first sight.
+// It returns the state to keep and the pages walked.
+func (w *WorkingSet) closeAndOpen(pid int, proc procfs.Process, st *wssState, open, clear bool, pages int64) (*wssState, int64, error) {
 	var est *WorkingSetEstimate
 	if st == nil {
 		// First sight: nothing was cleared τ ago, so a read now would
@@ -411,7 +424,7 @@ func (w *WorkingSet) scanOne(pid int, r *scanRound) bool {
 	} else if open {
 		e, walked, err := w.read(pid, st)
 		if err != nil {
-			return w.drop(pid, r, err)
+			return st, pages, err
 		}
 		est, pages = &e, walked
 		if proc.MajorFaults >= st.majFlt {
@@ -431,13 +444,10 @@ func (w *WorkingSet) scanOne(pid int, r *scanRound) bool {
 	}
 	if clear {
 		if err := w.clearWindow(pid, st, stall, proc.MajorFaults); err != nil {
-			return w.drop(pid, r, err)
+			return st, pages, err
 		}
 	}
-	w.state[pid] = st
-	r.stats.ProcessesScanned++
-	r.stats.PagesScanned += uint64(pages)
-	return true
+	return st, pages, nil
 }
 
 // drop forgets a process whose read or clear failed, and records why; it

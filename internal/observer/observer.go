@@ -82,22 +82,9 @@ func build(cfg Config, logger *slog.Logger, checkOnly bool) (*Observer, error) {
 		o.release.releaseNow("before the probes load")
 	}
 
-	if cfg.Probes != ProbesProcfs {
-		popts := probe.Options{SysfsPath: cfg.SysfsPath, Cgroups: cfg.CgroupTopK > 0, Way: cfg.ProbesWay, Logger: logger.With("component", "probe")}
-		if cfg.Wake && !checkOnly {
-			popts.WakeGap = pipeline.MinWakeGap
-		}
-		p, err := probe.Load(popts)
-		switch {
-		case err == nil:
-			o.probe = p
-		case cfg.Probes == ProbesBPF:
-			return nil, err
-		default:
-			logger.Warn("running on procfs alone, without per-process stall times or fault kinds: "+err.Error(), "probes", "procfs")
-		}
+	if err := o.loadProbes(cfg, checkOnly); err != nil {
+		return nil, err
 	}
-
 	if !checkOnly {
 		o.runs = newRuns(cfg, fs, logger, &o.pairs)
 	}
@@ -110,6 +97,40 @@ func build(cfg Config, logger *slog.Logger, checkOnly bool) (*Observer, error) {
 		return nil, err
 	}
 
+	if err := o.buildHandler(cfg); err != nil {
+		o.Close()
+		return nil, err
+	}
+	return o, nil
+}
+
+// loadProbes loads the BPF probes unless --probes=procfs; where they do not
+// load, the observer runs on procfs alone unless --probes=bpf.
+func (o *Observer) loadProbes(cfg Config, checkOnly bool) error {
+	logger := o.logger
+	if cfg.Probes == ProbesProcfs {
+		return nil
+	}
+	popts := probe.Options{SysfsPath: cfg.SysfsPath, Cgroups: cfg.CgroupTopK > 0, Way: cfg.ProbesWay, Logger: logger.With("component", "probe")}
+	if cfg.Wake && !checkOnly {
+		popts.WakeGap = pipeline.MinWakeGap
+	}
+	p, err := probe.Load(popts)
+	switch {
+	case err == nil:
+		o.probe = p
+	case cfg.Probes == ProbesBPF:
+		return err
+	default:
+		logger.Warn("running on procfs alone, without per-process stall times or fault kinds: "+err.Error(), "probes", "procfs")
+	}
+	return nil
+}
+
+// buildHandler gathers the metrics and builds the HTTP handler: the API,
+// the live page, /metrics.
+func (o *Observer) buildHandler(cfg Config) error {
+	logger := o.logger
 	o.registry = prometheus.NewRegistry()
 	o.registry.MustRegister(
 		versioncollector.NewCollector("thrashscope"),
@@ -135,9 +156,9 @@ func build(cfg Config, logger *slog.Logger, checkOnly bool) (*Observer, error) {
 		opts.Runs = o.runs.Service()
 	}
 	if cfg.APITokenFile != "" {
+		var err error
 		if opts.Token, err = ReadToken(cfg.APITokenFile); err != nil {
-			o.Close()
-			return nil, err
+			return err
 		}
 		if msg := TokenFileExposed(cfg.APITokenFile); msg != "" {
 			logger.Warn(msg)
@@ -149,7 +170,7 @@ func build(cfg Config, logger *slog.Logger, checkOnly bool) (*Observer, error) {
 	}
 	opts.Page = live.New(page)
 	o.handler = api.NewHandler(opts)
-	return o, nil
+	return nil
 }
 
 // ready is nil once a sample is taken and while the latest one read every

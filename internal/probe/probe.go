@@ -131,18 +131,7 @@ func (p *Probe) FileKindsExact() bool { return p.filemap }
 // nothing can be loaded; a program that fails to attach is reported in
 // Status and the rest keep working.
 func Load(opts Options) (*Probe, error) {
-	if opts.Logger == nil {
-		opts.Logger = slog.New(slog.DiscardHandler)
-	}
-	if opts.SysfsPath == "" {
-		opts.SysfsPath = "/sys"
-	}
-	if opts.Calm == 0 {
-		opts.Calm = DefaultCalm
-	}
-	if opts.StallSamplePeriod <= 0 {
-		opts.StallSamplePeriod = DefaultStallSamplePeriod
-	}
+	opts.fillDefaults()
 	// Loading decodes the kernel's BTF and the objects: megabytes of
 	// garbage within milliseconds, which at the usual GC pace would set the
 	// daemon's peak RSS for good. Collect often while it lasts, and give
@@ -194,6 +183,31 @@ func Load(opts Options) (*Probe, error) {
 		p.startWakes(opts.WakeGap)
 	}
 
+	if err := p.attach(opts); err != nil {
+		return nil, err
+	}
+	return p, nil
+}
+
+// fillDefaults gives the options left out their defaults.
+func (opts *Options) fillDefaults() {
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	if opts.SysfsPath == "" {
+		opts.SysfsPath = "/sys"
+	}
+	if opts.Calm == 0 {
+		opts.Calm = DefaultCalm
+	}
+	if opts.StallSamplePeriod <= 0 {
+		opts.StallSamplePeriod = DefaultStallSamplePeriod
+	}
+}
+
+// attach attaches every probe, records each one's status, and leaves the
+// on-demand hooks waiting for their first use.
+func (p *Probe) attach(opts Options) error {
 	cpus, cpuErr := onlineCPUs(opts.SysfsPath)
 	p.status = append(p.status,
 		p.attachMajorFaults(cpus, cpuErr),
@@ -207,7 +221,7 @@ func Load(opts Options) (*Probe, error) {
 	// samples likewise wait stopped for the first stall.
 	if p.latency.armed() && opts.Calm > 0 {
 		if err := p.disarmLatency(); err != nil {
-			return nil, errors.Join(fmt.Errorf("%w: %w", ErrUnavailable, err), p.Close())
+			return errors.Join(fmt.Errorf("%w: %w", ErrUnavailable, err), p.Close())
 		}
 	}
 	if opts.Calm < 0 {
@@ -221,7 +235,7 @@ func Load(opts Options) (*Probe, error) {
 			opts.Logger.Error("probe failed to attach", "probe", st.Name, "err", st.Err)
 		}
 	}
-	return p, nil
+	return nil
 }
 
 // startCgroups turns the per-cgroup counters on, where the kernel took

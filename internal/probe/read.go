@@ -29,33 +29,13 @@ func (p *Probe) Read() (readout.Snapshot, error) {
 		Latency:   make(map[string]readout.Histogram, readout.NumKinds),
 		Lost:      make(map[string]uint64, len(readout.Names)),
 	}
-	// The perf counters go first: see unseenEvents.
-	var perfCount uint64
-	if p.perf != nil {
-		var err error
-		if perfCount, err = p.perf.Count(); err != nil {
-			return snap, err
-		}
+	if err := p.readActivity(&snap); err != nil {
+		return snap, err
 	}
-	seen, err := sumPerCPU(p.objs.MajorFaultsSeen)
-	if err != nil {
-		return snap, fmt.Errorf("reading major_faults_seen: %w", err)
-	}
-	p.reading.unseen = unseenEvents(p.reading.unseen, perfCount, seen)
-	stalls, err := sumPerCPU(p.objs.MemoryStallsSeen)
-	if err != nil {
-		return snap, fmt.Errorf("reading memory_stalls_seen: %w", err)
-	}
-	snap.Activity = readout.Activity{MajorFaultEvents: perfCount, StallsSeen: stalls}
-	if snap.MappingLookups, err = sumPerCPU(p.objs.MappingLookups); err != nil {
-		return snap, fmt.Errorf("reading mapping_lookups: %w", err)
-	}
-
 	if err := p.readCgroups(&snap); err != nil {
 		return snap, err
 	}
-
-	err = p.reading.faults.read(p.objs.ProcessMajorFaults, func(tgid uint32, v thrashscopeMajorFaults) {
+	err := p.reading.faults.read(p.objs.ProcessMajorFaults, func(tgid uint32, v thrashscopeMajorFaults) {
 		c := snap.Processes[tgid]
 		c.MajorFaults = readout.FaultCounts(v.Count)
 		snap.Processes[tgid] = c
@@ -72,20 +52,8 @@ func (p *Probe) Read() (readout.Snapshot, error) {
 		return snap, fmt.Errorf("reading process_memory_stall: %w", err)
 	}
 
-	for i, kind := range readout.Kinds {
-		var perCPU []thrashscopeLatencyHist
-		if err := p.objs.MajorFaultLatency.Lookup(uint32(i), &perCPU); err != nil {
-			return snap, fmt.Errorf("reading major_fault_latency: %w", err)
-		}
-		snap.Latency[kind] = mergeLatency(perCPU)
-	}
-
-	for i, name := range readout.Names {
-		var perCPU []uint64
-		if err := p.objs.ProbeEventsLost.Lookup(uint32(i), &perCPU); err != nil {
-			return snap, fmt.Errorf("reading probe_events_lost: %w", err)
-		}
-		snap.Lost[name] = sum(perCPU)
+	if err := p.readHistograms(&snap); err != nil {
+		return snap, err
 	}
 	snap.Lost[readout.MajorFaults] += p.reading.unseen
 
@@ -93,6 +61,54 @@ func (p *Probe) Read() (readout.Snapshot, error) {
 		return snap, err
 	}
 	return snap, nil
+}
+
+// readActivity reads what the probes saw: the perf counter of major faults
+// (first: see unseenEvents), the faults and stalls the programs saw, and
+// the mapping lookups.
+func (p *Probe) readActivity(snap *readout.Snapshot) error {
+	var perfCount uint64
+	if p.perf != nil {
+		var err error
+		if perfCount, err = p.perf.Count(); err != nil {
+			return err
+		}
+	}
+	seen, err := sumPerCPU(p.objs.MajorFaultsSeen)
+	if err != nil {
+		return fmt.Errorf("reading major_faults_seen: %w", err)
+	}
+	p.reading.unseen = unseenEvents(p.reading.unseen, perfCount, seen)
+	stalls, err := sumPerCPU(p.objs.MemoryStallsSeen)
+	if err != nil {
+		return fmt.Errorf("reading memory_stalls_seen: %w", err)
+	}
+	snap.Activity = readout.Activity{MajorFaultEvents: perfCount, StallsSeen: stalls}
+	if snap.MappingLookups, err = sumPerCPU(p.objs.MappingLookups); err != nil {
+		return fmt.Errorf("reading mapping_lookups: %w", err)
+	}
+	return nil
+}
+
+// readHistograms reads the fault latency by kind and the events each probe
+// lost.
+func (p *Probe) readHistograms(snap *readout.Snapshot) error {
+	for i, kind := range readout.Kinds {
+		var perCPU []thrashscopeLatencyHist
+		if err := p.objs.MajorFaultLatency.Lookup(uint32(i), &perCPU); err != nil {
+			return fmt.Errorf("reading major_fault_latency: %w", err)
+		}
+		snap.Latency[kind] = mergeLatency(perCPU)
+	}
+
+	for i, name := range readout.Names {
+		var perCPU []uint64
+		if err := p.objs.ProbeEventsLost.Lookup(uint32(i), &perCPU); err != nil {
+			return fmt.Errorf("reading probe_events_lost: %w", err)
+		}
+		snap.Lost[name] = sum(perCPU)
+	}
+	return nil
 }
 
 // Arm attaches the on-demand hooks when a reading shows the host taking

@@ -301,11 +301,7 @@ type candidate struct {
 // look unexplained too, and cost one full round.
 func (s *Sampler) candidates(snap readout.Snapshot, hostMajor uint64, pinned []int) ([]candidate, map[int]bool, error) {
 	if s.cfg.Probe != nil {
-		out := make([]candidate, 0, len(snap.Processes))
-		for tgid, c := range snap.Processes {
-			out = append(out, candidate{pid: int(tgid), major: c.MajorFaults.Total(), stallNS: uint64(c.Stall.Total()), hasStall: true, kinds: c.MajorFaults, stall: c.Stall})
-		}
-		return out, nil, nil
+		return probeCandidates(snap), nil, nil
 	}
 	hostDelta, hasHost := sub(hostMajor, s.hostMajor), s.hasHost && hostMajor > 0
 	s.hostMajor, s.hasHost = hostMajor, hostMajor > 0
@@ -329,49 +325,73 @@ func (s *Sampler) candidates(snap readout.Snapshot, hostMajor uint64, pinned []i
 			return nil, nil, err
 		}
 	}
-	alive := make(map[int]bool, len(s.pids))
-	for _, pid := range s.pids {
-		alive[pid] = true
-	}
-	done := make(map[int]bool, 64)
-	out := make([]candidate, 0, 64)
-	var explained uint64
-	read := func(pid int) {
-		if done[pid] {
-			return
-		}
-		done[pid] = true
-		p, err := s.cfg.ProcFS.ProcessStat(pid)
-		if err != nil {
-			delete(alive, pid) // gone since the listing
-			return
-		}
-		alive[pid] = true
-		if a, ok := s.activity[pid]; ok && a.startTicks == p.StartTicks {
-			explained += sub(p.MajorFaults, a.lastMajor)
-		}
-		var kinds readout.FaultCounts
-		kinds[readout.Unknown] = p.MajorFaults
-		out = append(out, candidate{pid: pid, major: p.MajorFaults, kinds: kinds, proc: &p})
-	}
+	sw := newSweep(s)
 	for _, pid := range pinned {
-		read(pid)
+		sw.read(pid)
 	}
 	for _, pid := range s.pids {
 		a, ok := s.activity[pid]
 		if !ok || !hasHost || a.rate >= minActivity || (s.round+pid)%quietEvery == 0 {
-			read(pid)
+			sw.read(pid)
 		}
 	}
-	if hasHost && hostDelta > explained+1+hostDelta/50 {
+	if hasHost && hostDelta > sw.explained+1+hostDelta/50 {
 		if err := list(); err != nil {
 			return nil, nil, err
 		}
 		for _, pid := range s.pids {
-			read(pid)
+			sw.read(pid)
 		}
 	}
-	return out, alive, nil
+	return sw.out, sw.alive, nil
+}
+
+// probeCandidates are every process the probes counted.
+func probeCandidates(snap readout.Snapshot) []candidate {
+	out := make([]candidate, 0, len(snap.Processes))
+	for tgid, c := range snap.Processes {
+		out = append(out, candidate{pid: int(tgid), major: c.MajorFaults.Total(), stallNS: uint64(c.Stall.Total()), hasStall: true, kinds: c.MajorFaults, stall: c.Stall})
+	}
+	return out
+}
+
+// sweep is one round's reads of /proc/<pid>/stat on procfs alone: each
+// pid read once, the listed pids known alive or gone, and the major faults
+// the reads explain of the host's.
+type sweep struct {
+	s         *Sampler
+	alive     map[int]bool
+	done      map[int]bool
+	out       []candidate
+	explained uint64
+}
+
+func newSweep(s *Sampler) *sweep {
+	sw := &sweep{s: s, alive: make(map[int]bool, len(s.pids)), done: make(map[int]bool, 64), out: make([]candidate, 0, 64)}
+	for _, pid := range s.pids {
+		sw.alive[pid] = true
+	}
+	return sw
+}
+
+// read reads pid once.
+func (sw *sweep) read(pid int) {
+	if sw.done[pid] {
+		return
+	}
+	sw.done[pid] = true
+	p, err := sw.s.cfg.ProcFS.ProcessStat(pid)
+	if err != nil {
+		delete(sw.alive, pid) // gone since the listing
+		return
+	}
+	sw.alive[pid] = true
+	if a, ok := sw.s.activity[pid]; ok && a.startTicks == p.StartTicks {
+		sw.explained += sub(p.MajorFaults, a.lastMajor)
+	}
+	var kinds readout.FaultCounts
+	kinds[readout.Unknown] = p.MajorFaults
+	sw.out = append(sw.out, candidate{pid: pid, major: p.MajorFaults, kinds: kinds, proc: &p})
 }
 
 // track updates each candidate's decayed activity, picks the top-K plus the
