@@ -124,18 +124,7 @@ func (h *hotKeeper) run() {
 			continue
 		}
 		b := chunks[ci]
-		for range hotPagesPerCheck {
-			if off >= len(b) {
-				break
-			}
-			// Any store dirties the page; skipping 0 on the wrap lets a
-			// test tell a written page from a fresh one after any number
-			// of passes.
-			if b[off]++; b[off] == 0 {
-				b[off] = 1
-			}
-			off += pageSize
-		}
+		off = touch(b, off)
 		if off >= len(b) {
 			ci, off = ci+1, 0
 		}
@@ -165,4 +154,21 @@ func (h *hotKeeper) run() {
 			return
 		}
 	}
+}
+
+// touch writes up to hotPagesPerCheck pages of b from off, one store a
+// page, and returns where it stopped. Any store dirties the page; skipping
+// 0 on the wrap lets a test tell a written page from a fresh one after any
+// number of passes.
+func touch(b []byte, off int) int {
+	for range hotPagesPerCheck {
+		if off >= len(b) {
+			break
+		}
+		if b[off]++; b[off] == 0 {
+			b[off] = 1
+		}
+		off += pageSize
+	}
+	return off
 }

@@ -87,31 +87,15 @@ func (g *Gatherer) gather(a *arena) ([]*dto.MetricFamily, error) {
 		a.byName[mf.GetName()] = mf
 	}
 	for m := range ch {
-		d := m.Desc()
-		mf, ok := a.own[d]
-		if ok && mf == nil {
+		mf, made, err := a.familyOf(m.Desc())
+		if err != nil {
+			errs = append(errs, err)
+		}
+		if mf == nil {
 			continue
 		}
-		if !ok {
-			v, known := families.Load(d)
-			if !known {
-				errs = append(errs, fmt.Errorf("series of %s: not a descriptor of package metrics", d))
-				a.own[d] = nil
-				continue
-			}
-			f := v.(family)
-			if mf, ok = a.byName[f.name]; ok && !a.ours[mf] {
-				errs = append(errs, fmt.Errorf("family %s is both the registry's and package metrics'", f.name))
-				a.own[d] = nil
-				continue
-			}
-			if mf == nil {
-				mf = a.family(&f.name, &f.help)
-				a.byName[f.name] = mf
-				a.ours[mf] = true
-				mfs = append(mfs, mf)
-			}
-			a.own[d] = mf
+		if made {
+			mfs = append(mfs, mf)
 		}
 		dm := a.metric()
 		if err := a.writeSeries(dm, m); err != nil {
@@ -132,6 +116,34 @@ func (g *Gatherer) gather(a *arena) ([]*dto.MetricFamily, error) {
 	mfs = slices.DeleteFunc(mfs, func(mf *dto.MetricFamily) bool { return len(mf.Metric) == 0 })
 	slices.SortFunc(mfs, func(a, b *dto.MetricFamily) int { return strings.Compare(a.GetName(), b.GetName()) })
 	return mfs, errors.Join(errs...)
+}
+
+// familyOf is the family a series of d goes in, made (made true) on its
+// first series; nil for a descriptor it refuses, with the error the first
+// time.
+func (a *arena) familyOf(d *prometheus.Desc) (mf *dto.MetricFamily, made bool, err error) {
+	if mf, ok := a.own[d]; ok {
+		return mf, false, nil
+	}
+	v, known := families.Load(d)
+	if !known {
+		a.own[d] = nil
+		return nil, false, fmt.Errorf("series of %s: not a descriptor of package metrics", d)
+	}
+	f := v.(family)
+	mf, ok := a.byName[f.name]
+	if ok && !a.ours[mf] {
+		a.own[d] = nil
+		return nil, false, fmt.Errorf("family %s is both the registry's and package metrics'", f.name)
+	}
+	if mf == nil {
+		mf = a.family(&f.name, &f.help)
+		a.byName[f.name] = mf
+		a.ours[mf] = true
+		made = true
+	}
+	a.own[d] = mf
+	return mf, made, nil
 }
 
 // arenaCollector is a collector of the package that can take the samples

@@ -98,6 +98,20 @@ func (c Config) Validate() error {
 	if c.FaultKind != indicators.CountAnon && c.FaultKind != indicators.CountAll {
 		errs = append(errs, fmt.Errorf("--detector.fault-kind=%q: want anon (swap faults, as TPF) or all", c.FaultKind))
 	}
+	errs = append(errs, c.validateSeries()...)
+	for _, p := range []struct{ flag, path string }{{"--path.procfs", c.ProcfsPath}, {"--path.sysfs", c.SysfsPath}} {
+		if fi, err := os.Stat(p.path); err != nil || !fi.IsDir() {
+			errs = append(errs, fmt.Errorf("%s=%q: not a directory", p.flag, p.path))
+		}
+	}
+	errs = append(errs, c.validateListen()...)
+	return errors.Join(errs...)
+}
+
+// validateSeries checks the flags that bound the processes' and the
+// workloads' series.
+func (c Config) validateSeries() []error {
+	var errs []error
 	if c.TopK < 1 || c.TopK > 1000 {
 		errs = append(errs, fmt.Errorf("--process.top-k=%d: want 1 to 1000 (each process adds about ten series)", c.TopK))
 	}
@@ -117,11 +131,13 @@ func (c Config) Validate() error {
 			errs = append(errs, fmt.Errorf("--path.cgroupfs: %w, or leave the flag out", err))
 		}
 	}
-	for _, p := range []struct{ flag, path string }{{"--path.procfs", c.ProcfsPath}, {"--path.sysfs", c.SysfsPath}} {
-		if fi, err := os.Stat(p.path); err != nil || !fi.IsDir() {
-			errs = append(errs, fmt.Errorf("%s=%q: not a directory", p.flag, p.path))
-		}
-	}
+	return errs
+}
+
+// validateListen checks where the observer listens, and that it needs a
+// token to listen beyond loopback.
+func (c Config) validateListen() []error {
+	var errs []error
 	if c.APITokenFile != "" {
 		if _, err := ReadToken(c.APITokenFile); err != nil {
 			errs = append(errs, err)
@@ -138,7 +154,7 @@ func (c Config) Validate() error {
 			errs = append(errs, fmt.Errorf("--web.listen-address=%q listens beyond loopback: set --web.api-token-file so runs cannot be started by anyone on the network, or listen on 127.0.0.1", addr))
 		}
 	}
-	return errors.Join(errs...)
+	return errs
 }
 
 // maxTokenBytes bounds the token file; a token is tens of bytes.

@@ -124,22 +124,8 @@ func Declare(o Options) (Flow, error) {
 	// 3. Verdict: working sets, the high-fault set, the detector.
 	icfg := indicators.Config{Detector: o.Detector, FaultKind: o.FaultKind, Logger: o.Logger.With("component", "detector")}
 	if o.WSSInterval > 0 {
-		wcfg := indicators.WorkingSetConfig{
-			ProcfsPath: o.ProcfsPath, Interval: o.WSSInterval, Logger: o.Logger.With("component", "wss"),
-			Every: int((o.WSSPeriod + o.WSSInterval/2) / o.WSSInterval),
-		}
-		if p := o.Probe; p != nil {
-			wcfg.Stall = func(pid int) (time.Duration, bool) {
-				s, ok := p.StallOf(uint32(pid))
-				return s.Total(), ok
-			}
-		}
-		ws := indicators.NewWorkingSet(wcfg)
-		icfg.WorkingSets = ws
-		f.WorkingSetScan = &WorkingSetScan{ws: ws}
-		if o.Run != nil {
-			f.WorkingSetScan.scope = o.Run.Scope
-		}
+		f.WorkingSetScan = o.workingSetScan()
+		icfg.WorkingSets = f.WorkingSetScan.ws
 	}
 	ind, err := indicators.New(icfg)
 	if err != nil {
@@ -174,4 +160,24 @@ func Declare(o Options) (Flow, error) {
 	pc.Sinks = append(pc.Sinks, o.Sinks...)
 	f.Pipeline = New(pc)
 	return f, nil
+}
+
+// workingSetScan is the working-set stage: τ the interval, each process
+// measured every period, its demand from the probes' stall where they run.
+func (o Options) workingSetScan() *WorkingSetScan {
+	wcfg := indicators.WorkingSetConfig{
+		ProcfsPath: o.ProcfsPath, Interval: o.WSSInterval, Logger: o.Logger.With("component", "wss"),
+		Every: int((o.WSSPeriod + o.WSSInterval/2) / o.WSSInterval),
+	}
+	if p := o.Probe; p != nil {
+		wcfg.Stall = func(pid int) (time.Duration, bool) {
+			s, ok := p.StallOf(uint32(pid))
+			return s.Total(), ok
+		}
+	}
+	scan := &WorkingSetScan{ws: indicators.NewWorkingSet(wcfg)}
+	if o.Run != nil {
+		scan.scope = o.Run.Scope
+	}
+	return scan
 }

@@ -66,45 +66,11 @@ func (g Guest) WriteInitramfs(w io.Writer, im Image) error {
 		entries = append(entries, Entry{Name: dir, Mode: fs.ModeDir | 0o755})
 	}
 	entries = append(entries, Entry{Name: "etc/passwd", Mode: 0o644, Data: []byte("root:x:0:0:root:/root:/bin/sh\n")})
-	add := func(name, host string) error {
-		fi, err := os.Stat(host)
-		if err != nil {
-			return err
-		}
-		entries = append(entries, Entry{Name: name, Mode: fi.Mode().Perm(), Size: fi.Size(),
-			Open: func() (io.ReadCloser, error) { return os.Open(host) }})
-		return nil
-	}
-	if err := add("init", g.Init); err != nil {
+	files, err := g.files(im, order, &plan)
+	if err != nil {
 		return err
 	}
-	if err := add("bin/busybox", g.Busybox); err != nil {
-		return err
-	}
-	for _, m := range order {
-		guestPath := path.Join("lib/modules", im.Release, m)
-		if err := add(guestPath, filepath.Join(im.Modules(), m)); err != nil {
-			return err
-		}
-		plan.Modules = append(plan.Modules, "/"+guestPath)
-	}
-	for name, host := range g.Binaries {
-		if err := add(path.Join(strings.TrimPrefix(GuestBin, "/"), name), host); err != nil {
-			return err
-		}
-	}
-	for rel, host := range g.Src {
-		err := filepath.WalkDir(host, func(p string, d fs.DirEntry, err error) error {
-			if err != nil || !d.Type().IsRegular() {
-				return err
-			}
-			sub, _ := filepath.Rel(host, p)
-			return add(path.Join(strings.TrimPrefix(GuestSrc, "/"), rel, filepath.ToSlash(sub)), p)
-		})
-		if err != nil {
-			return err
-		}
-	}
+	entries = append(entries, files...)
 	for _, st := range g.Steps {
 		st.Dir = path.Join(GuestSrc, st.Dir)
 		entries = append(entries, Entry{Name: strings.TrimPrefix(st.Dir, "/"), Mode: fs.ModeDir | 0o755})
@@ -116,6 +82,52 @@ func (g Guest) WriteInitramfs(w io.Writer, im Image) error {
 	}
 	entries = append(entries, Entry{Name: strings.TrimPrefix(GuestPlan, "/"), Mode: 0o644, Data: b})
 	return writeCPIO(w, entries)
+}
+
+// files are the host files the guest gets: its init, busybox, the kernel's
+// modules in order (each also in the plan), the binaries and the sources.
+func (g Guest) files(im Image, order []string, plan *Plan) ([]Entry, error) {
+	var entries []Entry
+	add := func(name, host string) error {
+		fi, err := os.Stat(host)
+		if err != nil {
+			return err
+		}
+		entries = append(entries, Entry{Name: name, Mode: fi.Mode().Perm(), Size: fi.Size(),
+			Open: func() (io.ReadCloser, error) { return os.Open(host) }})
+		return nil
+	}
+	if err := add("init", g.Init); err != nil {
+		return nil, err
+	}
+	if err := add("bin/busybox", g.Busybox); err != nil {
+		return nil, err
+	}
+	for _, m := range order {
+		guestPath := path.Join("lib/modules", im.Release, m)
+		if err := add(guestPath, filepath.Join(im.Modules(), m)); err != nil {
+			return nil, err
+		}
+		plan.Modules = append(plan.Modules, "/"+guestPath)
+	}
+	for name, host := range g.Binaries {
+		if err := add(path.Join(strings.TrimPrefix(GuestBin, "/"), name), host); err != nil {
+			return nil, err
+		}
+	}
+	for rel, host := range g.Src {
+		err := filepath.WalkDir(host, func(p string, d fs.DirEntry, err error) error {
+			if err != nil || !d.Type().IsRegular() {
+				return err
+			}
+			sub, _ := filepath.Rel(host, p)
+			return add(path.Join(strings.TrimPrefix(GuestSrc, "/"), rel, filepath.ToSlash(sub)), p)
+		})
+		if err != nil {
+			return nil, err
+		}
+	}
+	return entries, nil
 }
 
 // Machine is how a guest is run.
