@@ -175,29 +175,7 @@ func (c *Cgroup) IOStats() (map[string]IOStat, error) {
 		if err != nil {
 			return nil, err
 		}
-		for line := range strings.Lines(string(b)) {
-			fields := strings.Fields(line)
-			if len(fields) < 2 {
-				continue
-			}
-			var s IOStat
-			for _, kv := range fields[1:] {
-				k, v, _ := strings.Cut(kv, "=")
-				n, _ := strconv.ParseUint(v, 10, 64)
-				switch k {
-				case "rios":
-					s.ReadIOs = n
-				case "wios":
-					s.WriteIOs = n
-				case "rbytes":
-					s.ReadBytes = n
-				case "wbytes":
-					s.WriteBytes = n
-				}
-			}
-			stats[fields[0]] = s
-		}
-		return stats, nil
+		return parseIOStat(string(b)), nil
 	}
 	for _, f := range []struct {
 		file        string
@@ -231,4 +209,33 @@ func (c *Cgroup) IOStats() (map[string]IOStat, error) {
 		}
 	}
 	return stats, nil
+}
+
+// parseIOStat reads cgroup v2's io.stat: "MAJ:MIN rbytes=… wbytes=… rios=…
+// wios=… …" a device.
+func parseIOStat(text string) map[string]IOStat {
+	stats := map[string]IOStat{}
+	for line := range strings.Lines(text) {
+		fields := strings.Fields(line)
+		if len(fields) < 2 {
+			continue
+		}
+		var s IOStat
+		for _, kv := range fields[1:] {
+			k, v, _ := strings.Cut(kv, "=")
+			n, _ := strconv.ParseUint(v, 10, 64)
+			switch k {
+			case "rios":
+				s.ReadIOs = n
+			case "wios":
+				s.WriteIOs = n
+			case "rbytes":
+				s.ReadBytes = n
+			case "wbytes":
+				s.WriteBytes = n
+			}
+		}
+		stats[fields[0]] = s
+	}
+	return stats
 }

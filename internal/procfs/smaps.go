@@ -95,20 +95,7 @@ const maxKB = 1 << 44
 func ParseSmaps(b []byte) (Smaps, error) {
 	var out Smaps
 	var haveRss, haveRef bool
-	var rss, pss, ref uint64
-	havePss := false
-	flush := func() {
-		if !havePss {
-			pss = rss
-		}
-		out.RSS += rss
-		out.PSS += pss
-		out.Referenced += ref
-		if rss > 0 {
-			out.OwnReferenced += uint64(float64(ref) * float64(min(pss, rss)) / float64(rss))
-		}
-		rss, pss, ref, havePss = 0, 0, 0, false
-	}
+	var m mappingSums
 	for len(b) > 0 {
 		line := b
 		if i := bytes.IndexByte(b, '\n'); i >= 0 {
@@ -120,7 +107,7 @@ func ParseSmaps(b []byte) (Smaps, error) {
 			continue
 		}
 		if c := line[0]; c >= '0' && c <= '9' || c >= 'a' && c <= 'f' {
-			flush() // a mapping's header: the one before it is complete
+			m.addTo(&out) // a mapping's header: the one before it is complete
 			continue
 		}
 		name, value, ok := bytes.Cut(line, []byte(":"))
@@ -130,11 +117,11 @@ func ParseSmaps(b []byte) (Smaps, error) {
 		var dst *uint64
 		switch string(name) {
 		case "Rss":
-			dst, haveRss = &rss, true
+			dst, haveRss = &m.rss, true
 		case "Pss":
-			dst, havePss = &pss, true
+			dst, m.havePss = &m.pss, true
 		case "Referenced":
-			dst, haveRef = &ref, true
+			dst, haveRef = &m.ref, true
 		case "Swap":
 			dst = &out.Swap
 		case "SwapPss":
@@ -149,9 +136,30 @@ func ParseSmaps(b []byte) (Smaps, error) {
 		}
 		*dst += n << 10
 	}
-	flush()
+	m.addTo(&out)
 	if !haveRss || !haveRef {
 		return Smaps{}, errors.New("smaps: no Rss or Referenced line")
 	}
 	return out, nil
+}
+
+// mappingSums are one mapping's lines, until the next mapping's header.
+type mappingSums struct {
+	rss, pss, ref uint64
+	havePss       bool
+}
+
+// addTo adds the mapping to out, its referenced bytes split as Pss splits
+// Rss, and starts the next.
+func (m *mappingSums) addTo(out *Smaps) {
+	if !m.havePss {
+		m.pss = m.rss
+	}
+	out.RSS += m.rss
+	out.PSS += m.pss
+	out.Referenced += m.ref
+	if m.rss > 0 {
+		out.OwnReferenced += uint64(float64(m.ref) * float64(min(m.pss, m.rss)) / float64(m.rss))
+	}
+	*m = mappingSums{}
 }

@@ -57,26 +57,7 @@ func runText(b *strings.Builder, r analysis.Recorded, s analysis.Summary) {
 	if s.HasPlannedOverload {
 		line(b, "planned demand > limit", "at %.1f s", s.PlannedOverload)
 	}
-	p := s.Primary()
-	switch {
-	case p == nil:
-		line(b, "thrashing onset", "none (no detector transition to thrashing, and swap-in never held %d samples above its threshold)", analysis.SustainSamples)
-	default:
-		line(b, "thrashing onset", "%.1f s (%s)%s", p.Onset, p.Source, other(s, func(e *analysis.Episode) string { return fmt.Sprintf("%.1f s", e.Onset) }))
-		rec := "not before the run ended"
-		if p.Recovered {
-			rec = fmt.Sprintf("%.1f s (%s), %.1f s after onset", p.Recovery, p.Source, p.Recovery-p.Onset)
-		}
-		line(b, "recovery", "%s%s", rec, other(s, func(e *analysis.Episode) string {
-			if !e.Recovered {
-				return "none"
-			}
-			return fmt.Sprintf("%.1f s", e.Recovery)
-		}))
-		if s.SwapIn != nil {
-			line(b, "swap-in threshold", "%.0f pages/s", s.SwapIn.Threshold)
-		}
-	}
+	episodeText(b, s)
 	line(b, "peak swap-in", "%.0f pages/s at %.1f s", s.PeakSwapIn, s.PeakSwapInAt)
 	line(b, "peak swap-out", "%.0f pages/s", s.PeakSwapOut)
 	line(b, "peak PSI memory some / full", "%.1f %% / %.1f %%", s.PeakPSISome, s.PeakPSIFull)
@@ -104,6 +85,31 @@ func runText(b *strings.Builder, r analysis.Recorded, s analysis.Summary) {
 	}
 	if len(r.Fill) > 0 {
 		fillText(b, r.Fill)
+	}
+}
+
+// episodeText writes the run's thrashing episode: its onset and recovery,
+// with the other source's beside them.
+func episodeText(b *strings.Builder, s analysis.Summary) {
+	p := s.Primary()
+	switch {
+	case p == nil:
+		line(b, "thrashing onset", "none (no detector transition to thrashing, and swap-in never held %d samples above its threshold)", analysis.SustainSamples)
+	default:
+		line(b, "thrashing onset", "%.1f s (%s)%s", p.Onset, p.Source, other(s, func(e *analysis.Episode) string { return fmt.Sprintf("%.1f s", e.Onset) }))
+		rec := "not before the run ended"
+		if p.Recovered {
+			rec = fmt.Sprintf("%.1f s (%s), %.1f s after onset", p.Recovery, p.Source, p.Recovery-p.Onset)
+		}
+		line(b, "recovery", "%s%s", rec, other(s, func(e *analysis.Episode) string {
+			if !e.Recovered {
+				return "none"
+			}
+			return fmt.Sprintf("%.1f s", e.Recovery)
+		}))
+		if s.SwapIn != nil {
+			line(b, "swap-in threshold", "%.0f pages/s", s.SwapIn.Threshold)
+		}
 	}
 }
 

@@ -90,6 +90,23 @@ func (rec *Record) Validate() error {
 	if !slices.Contains([]string{"", "memory.min", "mlock"}, rec.Protection) {
 		return fmt.Errorf("protection %q: want memory.min or mlock", strictjson.Clip(rec.Protection))
 	}
+	if err := rec.validateReadings(); err != nil {
+		return err
+	}
+	if err := rec.validateTransitions(); err != nil {
+		return err
+	}
+	if a := rec.Alone; a != nil {
+		if err := processFields("alone.", a.PID, a.Exit, a.RunSeconds); err != nil {
+			return err
+		}
+	}
+	return rec.validateDecisions()
+}
+
+// validateReadings checks what a record read of the kernel: the makespan,
+// the pressure, the memory events and the swap device's emulation.
+func (rec *Record) validateReadings() error {
 	if err := seconds("makespan_seconds", rec.MakespanSeconds); err != nil {
 		return err
 	}
@@ -111,15 +128,7 @@ func (rec *Record) Validate() error {
 			return fmt.Errorf("swap_emulation.%w", err)
 		}
 	}
-	if err := rec.validateTransitions(); err != nil {
-		return err
-	}
-	if a := rec.Alone; a != nil {
-		if err := processFields("alone.", a.PID, a.Exit, a.RunSeconds); err != nil {
-			return err
-		}
-	}
-	return rec.validateDecisions()
+	return nil
 }
 
 // validateTransitions checks the detector's transitions a record lists.

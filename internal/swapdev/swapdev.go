@@ -180,21 +180,13 @@ func (s *Spec) UnmarshalJSON(b []byte) error {
 	for _, name := range slices.Sorted(maps.Keys(fields)) {
 		raw := fields[name]
 		if name == "profile" {
-			var p string
-			if err := json.Unmarshal(raw, &p); err != nil {
-				return errors.New("profile: want a profile's name")
-			}
-			if p == Custom {
-				continue
-			}
-			if p == "" {
-				p = None // the zero Spec
-			}
-			v, err := Named(p)
+			v, err := profileMember(raw)
 			if err != nil {
-				return fmt.Errorf("profile: %w", err)
+				return err
 			}
-			base = v
+			if v != nil {
+				base = *v
+			}
 			continue
 		}
 		if !slices.Contains(limitFields, name) {
@@ -221,6 +213,26 @@ func (s *Spec) UnmarshalJSON(b []byte) error {
 	}
 	*s = out
 	return nil
+}
+
+// profileMember reads an object's profile member: the named profile's
+// spec, nil for custom (the limits given are all there is).
+func profileMember(raw json.RawMessage) (*Spec, error) {
+	var p string
+	if err := json.Unmarshal(raw, &p); err != nil {
+		return nil, errors.New("profile: want a profile's name")
+	}
+	if p == Custom {
+		return nil, nil
+	}
+	if p == "" {
+		p = None // the zero Spec
+	}
+	v, err := Named(p)
+	if err != nil {
+		return nil, fmt.Errorf("profile: %w", err)
+	}
+	return &v, nil
 }
 
 // limit reads one limit: a whole number from 1 to the kernel's bound.
