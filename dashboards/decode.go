@@ -9,6 +9,7 @@ import (
 
 	"github.com/grafana/grafana-foundation-sdk/go/cog"
 	"github.com/grafana/grafana-foundation-sdk/go/cog/plugins"
+	"github.com/grafana/grafana-foundation-sdk/go/cog/variants"
 	"github.com/grafana/grafana-foundation-sdk/go/common"
 	"github.com/grafana/grafana-foundation-sdk/go/dashboard"
 	"github.com/grafana/grafana-foundation-sdk/go/prometheus"
@@ -159,44 +160,9 @@ func decodePanel(raw []byte) (dashboard.Panel, error) {
 		}
 	}
 	if fieldConfig != nil {
-		custom, err := field(fieldConfig, "defaults", "custom")
-		if err != nil {
-			return p, fmt.Errorf("fieldConfig: %w", err)
+		if p.FieldConfig, err = decodeFieldConfig(fieldConfig, plugin, p.Type); err != nil {
+			return p, err
 		}
-		mappings, err := field(fieldConfig, "defaults", "mappings")
-		if err != nil {
-			return p, fmt.Errorf("fieldConfig: %w", err)
-		}
-		var fc dashboard.FieldConfigSource
-		if err := failed(fc.UnmarshalJSONStrict(fieldConfig)); err != nil {
-			return p, fmt.Errorf("fieldConfig: %w", err)
-		}
-		if fc.Overrides == nil {
-			fc.Overrides = []dashboard.DashboardFieldConfigSourceOverrides{}
-		}
-		if mappings != nil {
-			if fc.Defaults.Mappings, err = decodeMappings(mappings); err != nil {
-				return p, fmt.Errorf("fieldConfig.defaults.mappings: %w", err)
-			}
-		}
-		if custom != nil {
-			if plugin.FieldConfigUnmarshaler == nil {
-				return p, fmt.Errorf("fieldConfig.defaults.custom: a %s panel has none", p.Type)
-			}
-			if fc.Defaults.Custom, err = strictly(plugin.FieldConfigUnmarshaler, custom); err != nil {
-				return p, fmt.Errorf("fieldConfig.defaults.custom: %w", err)
-			}
-			if t, ok := fc.Defaults.Custom.(*common.TableFieldOptions); ok {
-				cell, err := field(custom, "cellOptions")
-				if err == nil && cell != nil {
-					t.CellOptions, err = decodeCellOptions(cell)
-				}
-				if err != nil {
-					return p, fmt.Errorf("fieldConfig.defaults.custom.cellOptions: %w", err)
-				}
-			}
-		}
-		p.FieldConfig = &fc
 	}
 	if options != nil {
 		if plugin.OptionsUnmarshaler == nil {
@@ -207,6 +173,50 @@ func decodePanel(raw []byte) (dashboard.Panel, error) {
 		}
 	}
 	return p, nil
+}
+
+// decodeFieldConfig reads a panel's fieldConfig strictly: its custom
+// defaults as the panel type's plugin has them, and its value mappings.
+func decodeFieldConfig(fieldConfig json.RawMessage, plugin variants.PanelcfgConfig, panelType string) (*dashboard.FieldConfigSource, error) {
+	custom, err := field(fieldConfig, "defaults", "custom")
+	if err != nil {
+		return nil, fmt.Errorf("fieldConfig: %w", err)
+	}
+	mappings, err := field(fieldConfig, "defaults", "mappings")
+	if err != nil {
+		return nil, fmt.Errorf("fieldConfig: %w", err)
+	}
+	var fc dashboard.FieldConfigSource
+	if err := failed(fc.UnmarshalJSONStrict(fieldConfig)); err != nil {
+		return nil, fmt.Errorf("fieldConfig: %w", err)
+	}
+	if fc.Overrides == nil {
+		fc.Overrides = []dashboard.DashboardFieldConfigSourceOverrides{}
+	}
+	if mappings != nil {
+		if fc.Defaults.Mappings, err = decodeMappings(mappings); err != nil {
+			return nil, fmt.Errorf("fieldConfig.defaults.mappings: %w", err)
+		}
+	}
+	if custom == nil {
+		return &fc, nil
+	}
+	if plugin.FieldConfigUnmarshaler == nil {
+		return nil, fmt.Errorf("fieldConfig.defaults.custom: a %s panel has none", panelType)
+	}
+	if fc.Defaults.Custom, err = strictly(plugin.FieldConfigUnmarshaler, custom); err != nil {
+		return nil, fmt.Errorf("fieldConfig.defaults.custom: %w", err)
+	}
+	if t, ok := fc.Defaults.Custom.(*common.TableFieldOptions); ok {
+		cell, err := field(custom, "cellOptions")
+		if err == nil && cell != nil {
+			t.CellOptions, err = decodeCellOptions(cell)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("fieldConfig.defaults.custom.cellOptions: %w", err)
+		}
+	}
+	return &fc, nil
 }
 
 // decodeMappings decodes value mappings strictly, each by its type.

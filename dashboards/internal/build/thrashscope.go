@@ -6,6 +6,7 @@ import (
 	"github.com/grafana/grafana-foundation-sdk/go/cog"
 	"github.com/grafana/grafana-foundation-sdk/go/common"
 	"github.com/grafana/grafana-foundation-sdk/go/dashboard"
+	"github.com/grafana/grafana-foundation-sdk/go/table"
 
 	"github.com/thrashscope/thrashscope/internal/run"
 )
@@ -119,8 +120,13 @@ func processesRow(b *dashboard.DashboardBuilder) {
 		series("C", `thrashscope_process_virtual_bytes{`+on+`} and on (pid) `+topPIDs(5, ws), "{{comm}} {{pid}} virtual"),
 	).Legend(legend(common.LegendDisplayModeTable, "lastNotNull")).
 		OverrideByQuery("B", lineStyle(dashed, "")).OverrideByQuery("C", lineStyle(dotted, "")).Span(12).Height(9))
+	b.WithPanel(topThrashers())
+}
+
+// topThrashers is the table of the tracked processes, busiest first.
+func topThrashers() *table.PanelBuilder {
 	byProcess := func(agg, metric string) string { return agg + ` by (pid, comm) (` + metric + `{` + on + `})` }
-	b.WithPanel(tablePanel("Top thrashers",
+	return tablePanel("Top thrashers",
 		"The tracked processes, busiest first: major faults per second and memory-stall share over 30 s, "+
 			"resident, swapped-out and working-set size, and whether the thrash detector holds the process in its "+
 			"high-fault set (TPF's PF_High/PF_Low hysteresis, Jiang and Zhang 2001). "+
@@ -143,7 +149,7 @@ func processesRow(b *dashboard.DashboardBuilder) {
 		instant("D", byProcess("sum", "thrashscope_process_swap_bytes")),
 		instant("E", byProcess("sum", "thrashscope_process_working_set_bytes")),
 		instant("F", byProcess("max", "thrashscope_process_high_fault")),
-	).Span(12).Height(9))
+	).Span(12).Height(9)
 }
 
 // detectorRow adds the row of the thrash detector, PSI and fault latency.
