@@ -176,35 +176,13 @@ func (e *env) close() {
 // spawn starts n of the bench's workloads in g, each told to go by begin;
 // extra files are the children's fd 3 onwards.
 func (e *env) spawn(g *groups, n int, args func(i int) []string, extra ...*os.File) (*job, error) {
-	var cmds []*exec.Cmd
-	var gos []*os.File
-	stop := func() {
-		for _, c := range cmds {
-			_ = c.Process.Kill()
-		}
-		for _, c := range cmds {
-			_ = c.Wait()
-		}
-		cmds = nil
+	cmds, gos, err := e.startWorkers(g, n, args, extra)
+	if err != nil {
+		return nil, err
 	}
-	for i := range n {
-		c := exec.Command(e.self, append([]string{"work"}, args(i)...)...)
-		c.Stdout, c.Stderr, c.ExtraFiles = os.Stdout, os.Stderr, extra
-		in, err := c.StdinPipe()
-		if err != nil {
-			stop()
-			return nil, err
-		}
-		if err := c.Start(); err != nil {
-			stop()
-			return nil, err
-		}
-		cmds = append(cmds, c)
-		gos = append(gos, in.(*os.File))
-		if err := g.add(c.Process.Pid); err != nil {
-			stop()
-			return nil, err
-		}
+	stop := func() {
+		killAll(cmds)
+		cmds = nil
 	}
 	var once sync.Once
 	var waitErr error
@@ -241,6 +219,42 @@ func (e *env) spawn(g *groups, n int, args func(i int) []string, extra ...*os.Fi
 		},
 		stop: stop,
 	}, nil
+}
+
+// startWorkers starts n of the bench's workloads in g, each waiting on its
+// stdin (returned) for the word to go; on failure none is left.
+func (e *env) startWorkers(g *groups, n int, args func(i int) []string, extra []*os.File) ([]*exec.Cmd, []*os.File, error) {
+	var cmds []*exec.Cmd
+	var gos []*os.File
+	for i := range n {
+		c := exec.Command(e.self, append([]string{"work"}, args(i)...)...)
+		c.Stdout, c.Stderr, c.ExtraFiles = os.Stdout, os.Stderr, extra
+		in, err := c.StdinPipe()
+		if err == nil {
+			err = c.Start()
+		}
+		if err != nil {
+			killAll(cmds)
+			return nil, nil, err
+		}
+		cmds = append(cmds, c)
+		gos = append(gos, in.(*os.File))
+		if err := g.add(c.Process.Pid); err != nil {
+			killAll(cmds)
+			return nil, nil, err
+		}
+	}
+	return cmds, gos, nil
+}
+
+// killAll kills the commands and reaps them.
+func killAll(cmds []*exec.Cmd) {
+	for _, c := range cmds {
+		_ = c.Process.Kill()
+	}
+	for _, c := range cmds {
+		_ = c.Wait()
+	}
 }
 
 // coldFile writes size random bytes to a file in tmp and drops it from the

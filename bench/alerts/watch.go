@@ -146,31 +146,7 @@ func watch(ctx context.Context, st *stack.Stack, target func() string, o *observ
 		if now.Sub(lastProm) >= time.Second {
 			lastProm = now
 			if alerts, err := st.Alerts(); err == nil {
-				firing := map[string]bool{}
-				for _, a := range alerts {
-					if a.State != "firing" {
-						continue
-					}
-					name := a.Labels["alertname"]
-					firing[name] = true
-					if c := a.Labels["cgroup"]; c != "" {
-						if want != "" && strings.HasSuffix(c, want) {
-							firing[name+namedSuffix] = true
-						}
-						if o.Named == nil {
-							o.Named = map[string]bool{}
-						}
-						o.Named[c] = true
-					}
-				}
-				for name := range firing {
-					if o.Alerts[name] == nil {
-						o.Alerts[name] = &trace{}
-					}
-				}
-				for name, t := range o.Alerts {
-					t.set(firing[name], now)
-				}
+				o.observeAlerts(alerts, want, now)
 			}
 		}
 		select {
@@ -184,6 +160,35 @@ func watch(ctx context.Context, st *stack.Stack, target func() string, o *observ
 	o.AnyWorkload.close(now)
 	for _, t := range o.Alerts {
 		t.close(now)
+	}
+}
+
+// observeAlerts notes which alerts fire now, and the cgroups they name.
+func (o *observation) observeAlerts(alerts []stack.Alert, want string, now time.Time) {
+	firing := map[string]bool{}
+	for _, a := range alerts {
+		if a.State != "firing" {
+			continue
+		}
+		name := a.Labels["alertname"]
+		firing[name] = true
+		if c := a.Labels["cgroup"]; c != "" {
+			if want != "" && strings.HasSuffix(c, want) {
+				firing[name+namedSuffix] = true
+			}
+			if o.Named == nil {
+				o.Named = map[string]bool{}
+			}
+			o.Named[c] = true
+		}
+	}
+	for name := range firing {
+		if o.Alerts[name] == nil {
+			o.Alerts[name] = &trace{}
+		}
+	}
+	for name, t := range o.Alerts {
+		t.set(firing[name], now)
 	}
 }
 

@@ -194,43 +194,49 @@ func writeTable(out io.Writer, r *report) error {
 		b.WriteString("(CPU is utime+stime over the measured windows; RSS the largest VmRSS seen in them; peak RSS is VmHWM, start-up included)\n")
 	}
 
-	if len(r.Targets) > 0 {
-		b.WriteString("\n")
-		tw = tabwriter.NewWriter(&b, 0, 0, 3, ' ', 0)
-		fmt.Fprintln(tw, "target\tvalue\tlimit\tverdict")
-		failed, counted, noisy := 0, 0, 0
-		for _, t := range r.Targets {
-			verdict := "PASS"
-			if !t.Pass {
-				verdict = "FAIL"
-			}
-			if t.Noisy {
-				verdict = "(" + verdict + ")"
-				noisy++
-			} else {
-				counted++
-				if !t.Pass {
-					failed++
-				}
-			}
-			if t.Note != "" {
-				verdict += "\t" + t.Note
-			}
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", t.Name, formatValue(t.Value, t.Unit), limitText(t), verdict)
-		}
-		tw.Flush()
-		var uncounted string
-		if noisy > 0 {
-			uncounted = fmt.Sprintf("; %d noisy A/B lines not counted", noisy)
-		}
-		if failed > 0 {
-			fmt.Fprintf(&b, "overall: FAIL (%d of %d targets missed%s)\n", failed, counted, uncounted)
-		} else {
-			fmt.Fprintf(&b, "overall: PASS (%d targets met%s)\n", counted, uncounted)
-		}
-	}
+	writeTargets(&b, r)
 	_, err := io.WriteString(out, b.String())
 	return err
+}
+
+// writeTargets writes the targets' table and the overall verdict.
+func writeTargets(b *strings.Builder, r *report) {
+	if len(r.Targets) == 0 {
+		return
+	}
+	b.WriteString("\n")
+	tw := tabwriter.NewWriter(b, 0, 0, 3, ' ', 0)
+	fmt.Fprintln(tw, "target\tvalue\tlimit\tverdict")
+	failed, counted, noisy := 0, 0, 0
+	for _, t := range r.Targets {
+		verdict := "PASS"
+		if !t.Pass {
+			verdict = "FAIL"
+		}
+		if t.Noisy {
+			verdict = "(" + verdict + ")"
+			noisy++
+		} else {
+			counted++
+			if !t.Pass {
+				failed++
+			}
+		}
+		if t.Note != "" {
+			verdict += "\t" + t.Note
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", t.Name, formatValue(t.Value, t.Unit), limitText(t), verdict)
+	}
+	tw.Flush()
+	var uncounted string
+	if noisy > 0 {
+		uncounted = fmt.Sprintf("; %d noisy A/B lines not counted", noisy)
+	}
+	if failed > 0 {
+		fmt.Fprintf(b, "overall: FAIL (%d of %d targets missed%s)\n", failed, counted, uncounted)
+	} else {
+		fmt.Fprintf(b, "overall: PASS (%d targets met%s)\n", counted, uncounted)
+	}
 }
 
 // writeBPFTables prints, per workload, what each observer program cost per

@@ -177,40 +177,11 @@ func runCtxSwitch(warmup, duration time.Duration, started func()) (uint64, time.
 		echoDone <- echo(cpu, ping[0], pong[1])
 	}()
 
-	type outcome struct {
-		ops     uint64
-		elapsed time.Duration
-		err     error
-	}
-	pingDone := make(chan outcome, 1)
+	pingDone := make(chan pingOutcome, 1)
 	go func() {
 		runtime.LockOSThread()
 		defer unix.Close(ping[1])
-		if err := pinToCPU(cpu); err != nil {
-			pingDone <- outcome{err: err}
-			return
-		}
-		for end := time.Now().Add(warmup); time.Now().Before(end); {
-			if err := roundTrips(ping[1], pong[0], ctxSwitchBatch); err != nil {
-				pingDone <- outcome{err: err}
-				return
-			}
-		}
-		started()
-		var ops uint64
-		start := time.Now()
-		end := start.Add(duration)
-		for {
-			if err := roundTrips(ping[1], pong[0], ctxSwitchBatch); err != nil {
-				pingDone <- outcome{err: err}
-				return
-			}
-			ops += ctxSwitchBatch
-			if now := time.Now(); !now.Before(end) {
-				pingDone <- outcome{ops: ops, elapsed: now.Sub(start)}
-				return
-			}
-		}
+		pingDone <- pingPong(cpu, ping[1], pong[0], warmup, duration, started)
 	}()
 
 	out := <-pingDone
@@ -218,6 +189,39 @@ func runCtxSwitch(warmup, duration time.Duration, started func()) (uint64, time.
 		out.err = err
 	}
 	return out.ops, out.elapsed, out.err
+}
+
+// pingOutcome is the pinging thread's count of round trips and their time.
+type pingOutcome struct {
+	ops     uint64
+	elapsed time.Duration
+	err     error
+}
+
+// pingPong runs on its own locked thread, pinned to cpu: round trips
+// through the pipes for warmup, then counted for duration.
+func pingPong(cpu, send, recv int, warmup, duration time.Duration, started func()) pingOutcome {
+	if err := pinToCPU(cpu); err != nil {
+		return pingOutcome{err: err}
+	}
+	for end := time.Now().Add(warmup); time.Now().Before(end); {
+		if err := roundTrips(send, recv, ctxSwitchBatch); err != nil {
+			return pingOutcome{err: err}
+		}
+	}
+	started()
+	var ops uint64
+	start := time.Now()
+	end := start.Add(duration)
+	for {
+		if err := roundTrips(send, recv, ctxSwitchBatch); err != nil {
+			return pingOutcome{err: err}
+		}
+		ops += ctxSwitchBatch
+		if now := time.Now(); !now.Before(end) {
+			return pingOutcome{ops: ops, elapsed: now.Sub(start)}
+		}
+	}
 }
 
 // roundTrips sends one byte to the echo thread and waits for it back, n

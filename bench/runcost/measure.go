@@ -179,20 +179,38 @@ func measureRun(ctx context.Context, cfg config) (cost, error) {
 	if err != nil {
 		return cost{}, err
 	}
-	var r struct {
-		ID        string  `json:"id"`
-		State     string  `json:"state"`
-		Reason    string  `json:"reason"`
-		GuardCPU  float64 `json:"oom_guard_cpu_seconds"`
-		Consumers []struct {
-			PlannedEnd time.Time `json:"planned_end"`
-		} `json:"consumers"`
-	}
+	var r runRecord
 	b, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
 	if resp.StatusCode != http.StatusCreated || json.Unmarshal(b, &r) != nil {
 		return cost{}, fmt.Errorf("starting the run: %d %s", resp.StatusCode, b)
 	}
+	if err := r.wait(ctx, base); err != nil {
+		return cost{}, err
+	}
+	c, err := w.done()
+	if r.State != "completed" {
+		// A run cut short is not the load the ratio is judged on.
+		return cost{}, fmt.Errorf("run %s ended %s after %.0f s, not completed: %s", r.ID, r.State, c.Seconds, r.Reason)
+	}
+	c.GuardCPU = r.GuardCPU
+	return c, err
+}
+
+// runRecord is what the bench reads of a run's record.
+type runRecord struct {
+	ID        string  `json:"id"`
+	State     string  `json:"state"`
+	Reason    string  `json:"reason"`
+	GuardCPU  float64 `json:"oom_guard_cpu_seconds"`
+	Consumers []struct {
+		PlannedEnd time.Time `json:"planned_end"`
+	} `json:"consumers"`
+}
+
+// wait polls the run's record until it ends, at most 2 minutes past its
+// planned end.
+func (r *runRecord) wait(ctx context.Context, base string) error {
 	var end time.Time
 	for _, c := range r.Consumers {
 		if c.PlannedEnd.After(end) {
@@ -202,30 +220,24 @@ func measureRun(ctx context.Context, cfg config) (cost, error) {
 	deadline := end.Add(2 * time.Minute)
 	for r.State == "running" || r.State == "" {
 		if time.Now().After(deadline) {
-			return cost{}, fmt.Errorf("run %s still %s 2 minutes past its planned end", r.ID, r.State)
+			return fmt.Errorf("run %s still %s 2 minutes past its planned end", r.ID, r.State)
 		}
 		select {
 		case <-ctx.Done():
-			return cost{}, ctx.Err()
+			return ctx.Err()
 		case <-time.After(pollWait(time.Until(end))):
 		}
 		resp, err := http.Get(base + "/" + r.ID)
 		if err != nil {
-			return cost{}, err
+			return err
 		}
-		b, _ = io.ReadAll(resp.Body)
+		b, _ := io.ReadAll(resp.Body)
 		resp.Body.Close()
-		if err := json.Unmarshal(b, &r); err != nil {
-			return cost{}, fmt.Errorf("reading run %s: %w: %s", r.ID, err, b)
+		if err := json.Unmarshal(b, r); err != nil {
+			return fmt.Errorf("reading run %s: %w: %s", r.ID, err, b)
 		}
 	}
-	c, err := w.done()
-	if r.State != "completed" {
-		// A run cut short is not the load the ratio is judged on.
-		return cost{}, fmt.Errorf("run %s ended %s after %.0f s, not completed: %s", r.ID, r.State, c.Seconds, r.Reason)
-	}
-	c.GuardCPU = r.GuardCPU
-	return c, err
+	return nil
 }
 
 // pollWait is how long to wait before reading the run's record again,

@@ -161,14 +161,24 @@ func run(ctx context.Context, cfg config, out io.Writer) (bool, error) {
 		_ = get(base + "/api/v1/runs/" + id)
 	})
 
+	samples, err := follow(ctx, cfg, out, cmd.Process.Pid, base, id, ready)
+	if err != nil {
+		return false, err
+	}
+	return report(out, samples), nil
+}
+
+// follow reads the observer's resources every cfg.Every, printing each
+// sample, until cfg.After past the run's end.
+func follow(ctx context.Context, cfg config, out io.Writer, pid int, base, id string, ready time.Time) ([]sample, error) {
 	var samples []sample
 	var ended time.Time
 	tick := time.NewTicker(cfg.Every)
 	defer tick.Stop()
 	for {
-		s, err := read(cmd.Process.Pid, base, id)
+		s, err := read(pid, base, id)
 		if err != nil {
-			return false, err
+			return nil, err
 		}
 		s.At = time.Since(ready)
 		samples = append(samples, s)
@@ -181,11 +191,11 @@ func run(ctx context.Context, cfg config, out io.Writer) (bool, error) {
 		}
 		select {
 		case <-ctx.Done():
-			return false, ctx.Err()
+			return nil, ctx.Err()
 		case <-tick.C:
 		}
 	}
-	return report(out, samples), nil
+	return samples, nil
 }
 
 // report prints each series' slope over the second half and whether it
