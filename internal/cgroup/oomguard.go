@@ -16,34 +16,20 @@ import (
 	"github.com/thrashscope/thrashscope/internal/kernfile"
 )
 
-// OOMGuard does, for a cgroup v1 run cgroup, the reclaim the kernel gives
-// up on. When every page of a memcg is being written (at W=10,000 each
-// consumer touches every page of its region several times a second), memcg
-// reclaim can find nothing unreferenced in 16 tries in a row with swap still
-// free, and v1 then OOM-kills a consumer: an e2 run at scale 1.0 lost its
-// three oldest consumers as the 11th, 12th and 13th started.
+// OOMGuard does the reclaim the kernel gives up on when every page of a
+// memcg is written (reclaim finds nothing unreferenced in 16 tries with
+// swap still free, and the kernel OOM-kills a consumer).
 //
-// With the guard the cgroup's OOM killer is off (memory.oom_control 1): a
-// charge that fails parks its task, and the guard, woken by the cgroup's OOM
-// event, writes the limit lowered by a slack and then the limit again. The
-// lowering reclaims the slack in the guard's own thread (the kernel's limit
-// resize reclaims until usage fits) while the parked tasks touch nothing,
-// the reclaimed pages' uncharge and the raise wake them. The limit is never
-// above the one asked; it is below by the slack while that reclaim runs.
-//
-// cgroup v2 has no oom_kill_disable: a charge that reclaim cannot satisfy
-// at memory.max kills (memory.oom.group stays 0: one task, not the run).
-// There the guard keeps charges from reaching max: it sets memory.high one
-// slack below it, so a cgroup growing past high is throttled (each task
-// reclaims its excess and sleeps on its way back to user space) long before
-// a charge fails at max; and when usage is past high by half the slack all
-// the same, the tasks' own reclaim falling behind, it reclaims the slack
-// itself, in its own thread, through memory.reclaim (Linux 5.19), as the v1
-// guard does by lowering the limit. Each such reclaim is a rescue. Below
-// that mark the guard leaves reclaim to the tasks, so their memory stall
-// (and the cgroup's PSI) is theirs, as it would be without it: a guard that
-// reclaimed at every pass over high took all of a file reader's reclaim
-// into its own thread, and the reader's PSI stayed 0.
+// On v1 the cgroup's OOM killer is off: a failed charge parks its task, and
+// the guard, woken by the cgroup's OOM event, lowers the limit by a slack
+// and raises it again, so the kernel reclaims the slack in the guard's
+// thread while the parked tasks touch nothing. v2 has no such switch: the
+// guard sets memory.high a slack below memory.max, so a growing cgroup is
+// throttled before a charge fails, and past high by half the slack it
+// reclaims the slack itself through memory.reclaim (Linux 5.19+). Each
+// such reclaim is a rescue. Below that mark it leaves reclaim to the tasks,
+// so their stall and the cgroup's PSI stay theirs (docs/runs.md, The OOM
+// guard).
 type OOMGuard struct {
 	c            *Cgroup
 	limit, slack int64

@@ -14,41 +14,16 @@ import (
 )
 
 // The working set W(t, τ) (Denning, 1968) is the set of pages a process
-// referenced in the last τ. The kernel keeps that bit for us: the accessed
-// ("young") bit of each page-table entry, which the MMU sets on every access.
-// Every τ we read how many mapped pages have it (smaps' Referenced),
-// then clear them all (writing 1 to clear_refs), so the next read counts
-// exactly the pages touched since: W(t, τ), to the 4 KiB page. (Referenced
-// also counts a page whose PG_referenced is set, a flag shared by every
-// process mapping it, so a shared file page used only by another process can
-// count. The demand splits shared pages among their processes; see
-// WorkingSetEstimate.DemandBytes.)
-//
-// Why not DAMON: it samples regions and adapts them, so it gives an estimate
-// with its own sampling error, and it needs a kdamond per target set up over
-// sysfs. clear_refs is on every kernel with CONFIG_PROC_PAGE_MONITOR (the test
-// machines and most fleets), exact per page, and its cost is bounded here by
-// scanning only the tracked processes (top-K plus a run's consumers) within
-// PageBudget.
-//
-// Clearing interferes with reclaim. The LRU's second-chance check
-// (folio_referenced, on the inactive list) keeps a page whose young bit is set
-// and evicts one whose bit is clear; clear_refs also drops PG_referenced, the
-// "used twice" mark that promotes a page to the active list. Under memory
-// pressure a scan can therefore push out pages that were hot just before our
-// clear. This is why page_idle and DAMON exist: they clear the young bit too,
-// but hand the reference over to PG_young, which reclaim still reads, where
-// clear_refs drops that as well. thrashscope limits the harm by clearing only
-// the tracked processes, each only once per τ, so a page in use has its bit
-// back within τ. The converse holds too: reclaim's own scans clear young bits
-// (the active-list scan and MGLRU's aging leave no mark smaps counts), so
-// under pressure W is a lower bound.
-//
-// Reading smaps needs ptrace-read access to the process, and
-// clear_refs is writable by the process's owner only: in practice root (or
-// CAP_SYS_PTRACE with CAP_DAC_OVERRIDE). We write "1", which clears the
-// accessed bits of anonymous and file pages alike; "4" clears the soft-dirty
-// bits, a write tracker (CRIU's), which says nothing about reads.
+// referenced in the last τ. Every τ the scan reads how many mapped pages
+// have their accessed bit set (smaps' Referenced), then clears them all
+// (writing "1" to clear_refs: anonymous and file pages alike), so the next
+// read counts exactly the pages touched since, to the 4 KiB page: exact
+// where DAMON samples, and on every kernel with CONFIG_PROC_PAGE_MONITOR.
+// Clearing hides hot pages from reclaim for up to τ, so only the tracked
+// processes are scanned, one window a period; reclaim's own scans clear
+// bits too, so under pressure W is a lower bound. It needs root (smaps
+// under ptrace-read access, clear_refs writable by the owner only).
+// docs/metrics.md (Indicators) has the whole of it.
 
 // DefaultPageBudget is 1<<20 pages a second, 4 GiB of mappings per second
 // of τ: enough for a whole paper run and the busiest other processes, at a
@@ -104,31 +79,13 @@ type WorkingSetEstimate struct {
 	Bytes uint64
 	// DemandBytes is the working set in the process's own time, as
 	// Denning defined it: what it would touch in τ if it were not
-	// stalled. Two corrections turn Bytes into it:
-	//  - pages it referenced in the window that reclaim pushed back out
-	//    before the read are added. Under pressure a page referenced
-	//    early in the window is often swapped out again, and Referenced
-	//    no longer shows it; the process then faults it back in. Such
-	//    pages are counted as the major faults of the window (maj_flt),
-	//    at most the process's swapped memory at the read, since that is
-	//    where they went: a page faulted in twice, or faulted in and
-	//    still resident (so in Bytes too), cannot push the sum past what
-	//    it has in swap. Pages of a file dropped from the page cache
-	//    leave no such trace and are not added;
-	//  - the sum is divided by the share of the window the process was
-	//    not stalled on memory, 1 − s, with s at most MaxStalledShare:
-	//    it assumes the process references pages at the same pace
-	//    whenever it runs.
-	// Pages shared with other processes (a binary's text, a library) are
-	// split among them as Pss splits them: each mapping's referenced bytes
-	// count Pss/Rss of themselves, so demands add up to the memory the
-	// processes need together: counted whole, a binary's text shared by
-	// 25 consumers would count 25 times.
-	// It never exceeds the process's proportional resident plus swapped
-	// memory (Pss + SwapPss): a process cannot touch more pages than it
-	// has. With no memory pressure (no faults, no stall) and nothing
-	// shared it is Bytes; without stall figures (procfs alone) only the
-	// swapped-out pages are added.
+	// stalled. It adds to Bytes the pages faulted back in during the
+	// window (its major faults, at most its swapped memory: pages
+	// referenced early and reclaimed before the read) and divides by the
+	// window's unstalled share, 1 − s (s at most MaxStalledShare). Shared
+	// pages are split as Pss splits them, so the demands of processes that
+	// share a binary add up. It never exceeds Pss + SwapPss (see
+	// docs/metrics.md, Indicators).
 	DemandBytes uint64
 	// Refaulted is the pages faulted back in during the window, in bytes.
 	Refaulted uint64
