@@ -180,7 +180,7 @@ func TestLivePageInBrowser(t *testing.T) {
 		t.Errorf("detector state %q", state)
 	}
 	poll(t, ctx, "the top-thrashers table to list this test", `[...document.querySelectorAll('#top-table tbody tr')].some(r => r.cells[0].textContent === '`+fmt.Sprint(os.Getpid())+`')`, 10*time.Second)
-	poll(t, ctx, "the presets from the API", `[...document.querySelectorAll('#preset option')].map(o => o.value).join() === 'e1,e2,e3,e4,fig12,fill,syn8,pair'`, 5*time.Second)
+	poll(t, ctx, "the presets from the API", `[...document.querySelectorAll('#preset option')].map(o => o.value).join() === '`+strings.Join(run.PresetNames(), ",")+`'`, 5*time.Second)
 
 	// Start e4 at a twentieth from the form: 25 × 5 MB in 50 MiB.
 	do(t, ctx,
