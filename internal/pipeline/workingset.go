@@ -22,9 +22,6 @@ type WorkingSetScan struct {
 // Observe keeps the newest tick, whose processes the next round scans.
 func (s *WorkingSetScan) Observe(_, cur *Tick) { s.latest.Store(cur) }
 
-// Stats is the scan's cost so far.
-func (s *WorkingSetScan) Stats() indicators.WorkingSetStats { return s.ws.Stats() }
-
 // run scans until ctx is done.
 func (s *WorkingSetScan) run(ctx context.Context) { s.ws.Run(ctx, s.pids) }
 
