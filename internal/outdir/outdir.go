@@ -13,6 +13,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -161,6 +162,29 @@ func (d *Dir) WriteFile(name string, data []byte, perm fs.FileMode) error {
 		df.Close()
 	}
 	return nil
+}
+
+// ReadFile reads name, a regular file of at most max bytes, never through a
+// link; fs.ErrNotExist when it is missing.
+func (d *Dir) ReadFile(name string, max int64) ([]byte, error) {
+	if err := element(name); err != nil {
+		return nil, err
+	}
+	f, err := d.root.OpenFile(name, os.O_RDONLY|syscall.O_NOFOLLOW, 0)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	if !fi.Mode().IsRegular() || fi.Size() > max {
+		return nil, fmt.Errorf("%s: not a regular file of at most %d bytes; move it away", d.join(name), max)
+	}
+	b := make([]byte, fi.Size())
+	_, err = io.ReadFull(f, b)
+	return b, err
 }
 
 // TempPrefix starts the name of a file WriteFile has not finished; Open's

@@ -114,3 +114,30 @@ func TestOpenRefusesADirectoryOthersControl(t *testing.T) {
 	}
 	d.Close()
 }
+
+// ReadFile reads a regular file within its bound, and never through a link.
+func TestReadFileFollowsNoLink(t *testing.T) {
+	out := t.TempDir()
+	victim := filepath.Join(t.TempDir(), "victim")
+	os.WriteFile(victim, []byte("secret\n"), 0o600)
+	os.Symlink(victim, filepath.Join(out, "journal"))
+	os.WriteFile(filepath.Join(out, "big"), make([]byte, 100), 0o600)
+	os.WriteFile(filepath.Join(out, "small"), []byte("ok"), 0o600)
+	d, err := Open(out, 0o755)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	if b, err := d.ReadFile("journal", 1<<10); err == nil {
+		t.Errorf("read %q through a link", b)
+	}
+	if _, err := d.ReadFile("big", 10); err == nil || !strings.Contains(err.Error(), "at most 10 bytes") {
+		t.Errorf("a file past its bound: %v", err)
+	}
+	if b, err := d.ReadFile("small", 10); err != nil || string(b) != "ok" {
+		t.Errorf("small: %q, %v", b, err)
+	}
+	if _, err := d.ReadFile("missing", 10); !os.IsNotExist(err) {
+		t.Errorf("missing: %v, want not-exist", err)
+	}
+}
