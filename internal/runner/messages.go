@@ -106,7 +106,7 @@ func (s *cycleStats) fillRows(chunkBytes int64) []store.FillRow {
 // a cycle, its end (with lateness past t_f, and the run time and slowdown
 // of a run of fixed work against the consumer that ran alone). It reports
 // whether the record changed in a way worth saving. The other kinds are
-// the master's (apply).
+// the execution's (apply).
 func applyMessage(c *run.ConsumerRecord, m consumer.Message, spec run.Resolved, alone *run.AloneRecord) (changed bool) {
 	switch m.Kind {
 	case consumer.KindStarted:

@@ -49,7 +49,7 @@ func TestApplyMessage(t *testing.T) {
 			func(c run.ConsumerRecord) bool { return c.RunSeconds == 10 && c.Slowdown == 0 }},
 		{"fill: never late", fill, nil, started(3), consumer.DoneMessage(at(99), 12, false), true,
 			func(c run.ConsumerRecord) bool { return c.LatenessSeconds == 0 && c.Cycles == 12 }},
-		{"a chunk is the master's", fill, nil, started(3), consumer.ChunkMessage(0, 1, time.Second), false,
+		{"a chunk is the execution's", fill, nil, started(3), consumer.ChunkMessage(0, 1, time.Second), false,
 			func(c run.ConsumerRecord) bool { return c.Cycles == 7 }},
 	} {
 		rec := c.before

@@ -189,7 +189,7 @@ func (e *Slot) saveRecovered() bool {
 // sweep removes the run cgroups dead observers left under --cgroup.parent.
 // Where memory is on cgroup v1, a run had a group in the unified hierarchy
 // too (its consumers' PSI and workload, and the freezer): its consumers
-// died with their master (a frozen task dies of SIGKILL), and the group is
+// died with the process that ran them (a frozen task dies of SIGKILL), and the group is
 // left, empty; so is its group in the v1 blkio hierarchy, if it had one.
 func (e *Slot) sweep() error {
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
