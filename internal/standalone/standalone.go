@@ -45,7 +45,7 @@ type Config struct {
 	Timeout time.Duration
 }
 
-// RunStandalone runs one experiment to its end, or until ctx is cancelled
+// Run runs one experiment to its end, or until ctx is cancelled
 // (Ctrl-C), which aborts it cleanly. It samples the host from procfs every
 // second for samples.csv, as the observer would.
 func Run(ctx context.Context, cfg Config) (run.Record, error) {

@@ -10,14 +10,12 @@ import (
 	"testing"
 )
 
-// Every skip in the project's tests goes through Unavailable,
-// NotApplicable or a Require* helper: a bare t.Skip passes silently in CI
-// (make test runs without -v, and a step that exits 0 passes), where a
-// missing prerequisite must fail and an inapplicable test must be reported
-// as such.
-func TestSkipsGoThroughTestenv(t *testing.T) {
+// walkGo parses each Go file of the module for which want says yes (by its
+// path), build output, dot directories and test data left out, and hands
+// it to visit; it returns how many it read.
+func walkGo(t *testing.T, fset *token.FileSet, want func(path string) bool, visit func(path string, f *ast.File)) int {
+	t.Helper()
 	root := moduleRoot()
-	fset := token.NewFileSet()
 	files := 0
 	err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
 		if err != nil {
@@ -29,7 +27,7 @@ func TestSkipsGoThroughTestenv(t *testing.T) {
 			}
 			return nil
 		}
-		if !strings.HasSuffix(path, "_test.go") || filepath.Dir(path) == filepath.Join(root, "internal", "testenv") {
+		if !strings.HasSuffix(path, ".go") || !want(path) {
 			return nil
 		}
 		f, err := parser.ParseFile(fset, path, nil, parser.SkipObjectResolution)
@@ -37,6 +35,27 @@ func TestSkipsGoThroughTestenv(t *testing.T) {
 			return err
 		}
 		files++
+		visit(path, f)
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return files
+}
+
+// Every skip in the project's tests goes through Unavailable,
+// NotApplicable or a Require* helper: a bare t.Skip passes silently in CI
+// (make test runs without -v, and a step that exits 0 passes), where a
+// missing prerequisite must fail and an inapplicable test must be reported
+// as such.
+func TestSkipsGoThroughTestenv(t *testing.T) {
+	root := moduleRoot()
+	fset := token.NewFileSet()
+	own := filepath.Join(root, "internal", "testenv")
+	files := walkGo(t, fset, func(path string) bool {
+		return strings.HasSuffix(path, "_test.go") && filepath.Dir(path) != own
+	}, func(_ string, f *ast.File) {
 		ast.Inspect(f, func(n ast.Node) bool {
 			call, ok := n.(*ast.CallExpr)
 			if !ok {
@@ -57,11 +76,7 @@ func TestSkipsGoThroughTestenv(t *testing.T) {
 			}
 			return true
 		})
-		return nil
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
 	if files < 50 {
 		t.Fatalf("read %d test files under %s: is that the module?", files, root)
 	}

@@ -2,9 +2,7 @@ package testenv
 
 import (
 	"go/ast"
-	"go/parser"
 	"go/token"
-	"io/fs"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -20,23 +18,9 @@ func TestNoFunctionTooLong(t *testing.T) {
 	root := moduleRoot()
 	fset := token.NewFileSet()
 	funcs := 0
-	err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		if d.IsDir() {
-			if name := d.Name(); path != root && (strings.HasPrefix(name, ".") || name == "bin" || name == "testdata" || name == "node_modules") {
-				return filepath.SkipDir
-			}
-			return nil
-		}
-		if !strings.HasSuffix(path, ".go") || strings.HasSuffix(path, "_test.go") || strings.HasSuffix(path, "_bpfel.go") {
-			return nil
-		}
-		f, err := parser.ParseFile(fset, path, nil, parser.SkipObjectResolution)
-		if err != nil {
-			return err
-		}
+	walkGo(t, fset, func(path string) bool {
+		return !strings.HasSuffix(path, "_test.go") && !strings.HasSuffix(path, "_bpfel.go")
+	}, func(path string, f *ast.File) {
 		for _, decl := range f.Decls {
 			fn, ok := decl.(*ast.FuncDecl)
 			if !ok || fn.Body == nil {
@@ -48,11 +32,7 @@ func TestNoFunctionTooLong(t *testing.T) {
 				t.Errorf("%s: %s is %d lines long, more than %d: split it into steps with names", rel, fn.Name.Name, n, maxFuncLines)
 			}
 		}
-		return nil
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
 	if funcs < 500 {
 		t.Fatalf("read %d functions under %s: is that the module?", funcs, root)
 	}
