@@ -14,11 +14,14 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
+	"sync"
 
 	"github.com/thrashscope/thrashscope/internal/kernfile"
 	"github.com/thrashscope/thrashscope/internal/outdir"
@@ -31,20 +34,26 @@ const JournalFile = "settings-journal.json"
 // maxJournalBytes bounds a journal read back: a handful of files and values.
 const maxJournalBytes = 64 << 10
 
-// Change is one kernel file a run changed: its value before and the one
-// written.
+// Change is one kernel file a run changed, its value before and the one
+// written; or a zram device the run made swap (Swapon), which the restore
+// takes off swap and resets.
 type Change struct {
-	File   string `json:"file"`
-	Before string `json:"before"`
-	After  string `json:"after"`
+	File   string `json:"file,omitempty"`
+	Before string `json:"before,omitempty"`
+	After  string `json:"after,omitempty"`
+	Swapon string `json:"swapon,omitempty"`
 }
 
 // File reads and writes the kernel's files, named by their paths on the
-// host (Host is the host's).
+// host, and takes a swap area off (Host is the host's).
 type File interface {
 	Read(path string) (string, error)
 	Write(path, value string) error
+	SwapOff(node string) error
 }
+
+// zramNode is what a journal's Swapon may name.
+var zramNode = regexp.MustCompile(`^/dev/zram[0-9]{1,4}$`)
 
 // Journal is one run's host-wide changes, kept in the data directory until
 // every one is restored.
@@ -53,6 +62,11 @@ type Journal struct {
 	files File
 	Run   string   `json:"run"`
 	Done  []Change `json:"changes"`
+	// applied is the run's settings being applied, for Finish and Sample.
+	applied *applier
+	// lock holds the host's settings for this run (hostLock).
+	lock     io.Closer
+	sampleMu sync.Mutex
 }
 
 // Begin starts run's journal in dir. It refuses while a journal of another
@@ -66,6 +80,27 @@ func Begin(dir *outdir.Dir, files File, run string) (*Journal, error) {
 		return nil, fmt.Errorf("run %s's host settings are still to be restored (%s): restart the observer, which restores them first", strictjson.Clip(old.Run), dir.Path()+"/"+JournalFile)
 	}
 	return &Journal{dir: dir, files: files, Run: run}, nil
+}
+
+// Lock takes the host's settings for the journal's run, so that no other
+// thrashscope process changes them until it is restored.
+func (j *Journal) Lock() error {
+	l, err := hostLock()
+	if err != nil {
+		return err
+	}
+	j.lock = l
+	return nil
+}
+
+// swapon journals that node is about to be made swap, before it is.
+func (j *Journal) swapon(node string) error {
+	j.Done = append(j.Done, Change{Swapon: node})
+	if err := j.save(); err != nil {
+		j.Done = j.Done[:len(j.Done)-1]
+		return fmt.Errorf("journalling %s before making it swap: %w", node, err)
+	}
+	return nil
 }
 
 // Set writes value to the kernel file path, having journalled its value
@@ -99,15 +134,37 @@ func (j *Journal) Set(path, value string) error {
 func (j *Journal) Restore() error {
 	var errs []error
 	for _, c := range slices.Backward(j.Done) {
+		if c.Swapon != "" {
+			errs = append(errs, j.resetZram(c.Swapon))
+			continue
+		}
 		if err := j.files.Write(c.File, c.Before); err != nil {
 			errs = append(errs, fmt.Errorf("restoring %s to %q: %w", c.File, c.Before, err))
 		}
 	}
-	if len(errs) > 0 {
-		return errors.Join(errs...)
+	if err := errors.Join(errs...); err != nil {
+		return err
 	}
 	j.Done = nil
-	return j.dir.RemoveAll(JournalFile)
+	err := j.dir.RemoveAll(JournalFile)
+	if err == nil && j.lock != nil {
+		j.lock.Close()
+		j.lock = nil
+	}
+	return err
+}
+
+// resetZram takes a zram device off swap and resets it: its memory freed,
+// its disk size 0, free again.
+func (j *Journal) resetZram(node string) error {
+	if err := j.files.SwapOff(node); err != nil {
+		return err
+	}
+	reset := "/sys/block/" + strings.TrimPrefix(node, "/dev/") + "/reset"
+	if err := j.files.Write(reset, "1"); err != nil {
+		return fmt.Errorf("resetting %s: %w", node, err)
+	}
+	return nil
 }
 
 // Recover restores what a journal left in dir holds: the changes of a run
@@ -152,6 +209,9 @@ func read(dir *outdir.Dir) (*Journal, error) {
 		return nil, fmt.Errorf("%s/%s: %w; it names kernel files to restore: restore them by hand, then remove it", dir.Path(), JournalFile, err)
 	}
 	for _, c := range j.Done {
+		if c.Swapon != "" && zramNode.MatchString(c.Swapon) && c.File == "" {
+			continue
+		}
 		if !strings.HasPrefix(c.File, "/proc/sys/") && !strings.HasPrefix(c.File, "/sys/") {
 			return nil, fmt.Errorf("%s/%s names %q, not a kernel file: thrashscope wrote no such journal; remove it", dir.Path(), JournalFile, strictjson.Clip(c.File))
 		}
@@ -177,4 +237,9 @@ func (h Host) Read(path string) (string, error) {
 // Write writes value to path.
 func (h Host) Write(path, value string) error {
 	return kernfile.WriteFile(filepath.Join(h.Root, path), []byte(value))
+}
+
+// SwapOff takes node off swap; one that is not swap is no error.
+func (h Host) SwapOff(node string) error {
+	return swapoff(filepath.Join(h.Root, node))
 }

@@ -12,7 +12,8 @@ import (
 	"github.com/thrashscope/thrashscope/internal/testenv"
 )
 
-// fakeFiles are kernel files in memory; a write to a path in fail fails.
+// fakeFiles are kernel files in memory; a write to a path in fail fails;
+// a swapoff is noted as a file "swapoff <node>".
 type fakeFiles struct {
 	v    map[string]string
 	fail map[string]error
@@ -31,6 +32,12 @@ func (f *fakeFiles) Write(path, value string) error {
 		return err
 	}
 	f.v[path] = value
+	return nil
+}
+
+// SwapOff marks node off swap.
+func (f *fakeFiles) SwapOff(node string) error {
+	f.v["swapoff "+node] = "done"
 	return nil
 }
 

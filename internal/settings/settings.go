@@ -25,18 +25,36 @@ type Setting struct {
 	// through the journal; otherwise a file of the run's own cgroup.
 	Host bool
 	// File is the kernel file: a path on the host, or a cgroup file's
-	// name.
+	// name; none for a setting with an apply of its own (swap).
 	File string
+	// V1File is, for a host-wide setting the memory controller keeps per
+	// group on cgroup v1, the run's memory cgroup's file that holds it
+	// there: then it is the run's own, not the host's.
+	V1File string
+	// V2Only marks a run cgroup's file only cgroup v2 has.
+	V2Only bool
 	// Config is the kernel option without which the file is missing.
 	Config string
 	// Takes says what values it takes, for messages.
 	Takes string
 	// Value turns a spec's JSON value into what the file is written.
 	Value func(raw json.RawMessage) (string, error)
+	// apply puts the run under the value, for a setting that is more than
+	// one file written; nil writes File.
+	apply func(a *applier, value string) error
 }
+
+// HostWide says whether the setting changes the host, given whether the
+// run's memory cgroup is on cgroup v2.
+func (s Setting) HostWide(v2 bool) bool { return s.Host && (v2 || s.V1File == "") }
 
 // Registered is every setting, by name.
 var Registered = []Setting{
+	{Name: "swap", Host: true, Config: "CONFIG_SWAP (and CONFIG_ZRAM, CONFIG_ZSWAP for those)",
+		Takes: `"disk", "zram" or "zswap"`, Value: choice(map[string]string{"disk": SwapDisk, "zram": SwapZram, "zswap": SwapZswap}),
+		apply: (*applier).swap},
+	{Name: "swappiness", Host: true, File: "/proc/sys/vm/swappiness", V1File: "memory.swappiness", Config: "CONFIG_SWAP",
+		Takes: "0 to 200", Value: integer(0, 200)},
 	{Name: "mglru", Host: true, File: "/sys/kernel/mm/lru_gen/enabled", Config: "CONFIG_LRU_GEN",
 		Takes: `"on" or "off"`, Value: choice(map[string]string{"on": "y", "off": "n"})},
 	{Name: "mglru_min_ttl_ms", Host: true, File: "/sys/kernel/mm/lru_gen/min_ttl_ms", Config: "CONFIG_LRU_GEN",
@@ -47,7 +65,7 @@ var Registered = []Setting{
 		Takes: `"on" or "off"`, Value: choice(map[string]string{"on": "Y", "off": "N"})},
 	{Name: "zswap_compressor", Host: true, File: "/sys/module/zswap/parameters/compressor", Config: "CONFIG_ZSWAP",
 		Takes: "a compressor the kernel has (lzo, lz4, zstd, …)", Value: word},
-	{Name: "memory_high", File: "memory.high", Config: "cgroup v2's memory controller",
+	{Name: "memory_high", File: "memory.high", V2Only: true, Config: "the memory controller on cgroup v2",
 		Takes: "bytes, at least 16 MiB", Value: integer(16<<20, math.MaxInt64)},
 }
 
@@ -82,8 +100,8 @@ func (s Setting) Parse(raw json.RawMessage) (string, error) {
 // Available says whether this host's kernel has a host-wide setting's file
 // under root ("" is /); the error names the file and the kernel option.
 func (s Setting) Available(root string) error {
-	if !s.Host {
-		return nil // the run's cgroup's files are checked where it is made
+	if !s.Host || s.File == "" {
+		return nil // the run's cgroup's files, and swap's, are checked where they are used
 	}
 	if _, err := os.Stat(filepath.Join(root, s.File)); err != nil {
 		if errors.Is(err, os.ErrNotExist) {

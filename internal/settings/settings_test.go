@@ -11,7 +11,7 @@ import (
 // The registry: each setting once, a host-wide one at a kernel path the
 // journal takes, each with the option that provides it.
 func TestTheRegistryHoldsEachSetting(t *testing.T) {
-	want := map[string]bool{"mglru": true, "mglru_min_ttl_ms": true, "page_cluster": true, "zswap": true, "zswap_compressor": true, "memory_high": false}
+	want := map[string]bool{"swap": true, "swappiness": true, "mglru": true, "mglru_min_ttl_ms": true, "page_cluster": true, "zswap": true, "zswap_compressor": true, "memory_high": false}
 	if len(Registered) != len(want) {
 		t.Fatalf("the registry holds %v, want %d settings", Names(), len(want))
 	}
@@ -20,7 +20,10 @@ func TestTheRegistryHoldsEachSetting(t *testing.T) {
 		if !ok || s.Host != host || s.Config == "" || s.Takes == "" || s.Value == nil {
 			t.Errorf("%+v: want host %v, an option, what it takes and a value", s, host)
 		}
-		if s.Host && !strings.HasPrefix(s.File, "/sys/") && !strings.HasPrefix(s.File, "/proc/sys/") {
+		if (s.File == "") != (s.apply != nil) {
+			t.Errorf("%s: want a file or an apply of its own", s.Name)
+		}
+		if s.Host && s.File != "" && !strings.HasPrefix(s.File, "/sys/") && !strings.HasPrefix(s.File, "/proc/sys/") {
 			t.Errorf("%s: %s is not a kernel file the journal restores", s.Name, s.File)
 		}
 		if got, _ := Lookup(s.Name); got.Name != s.Name {
@@ -35,6 +38,10 @@ func TestParse(t *testing.T) {
 	for _, c := range []struct {
 		name, raw, want, err string
 	}{
+		{"swap", `"zram"`, "zram", ""},
+		{"swap", `"nvme"`, "", `swap: "nvme"; want "disk", "zram" or "zswap"`},
+		{"swappiness", `200`, "200", ""},
+		{"swappiness", `201`, "", "swappiness: 201 is out of range"},
 		{"mglru", `"off"`, "n", ""},
 		{"mglru", `"on"`, "y", ""},
 		{"mglru", `"maybe"`, "", `mglru: "maybe"; want "on" or "off"`},
