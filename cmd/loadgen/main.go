@@ -28,6 +28,7 @@ import (
 	"github.com/thrashscope/thrashscope/internal/indicators"
 	"github.com/thrashscope/thrashscope/internal/policy"
 	"github.com/thrashscope/thrashscope/internal/run"
+	"github.com/thrashscope/thrashscope/internal/settings"
 	"github.com/thrashscope/thrashscope/internal/standalone"
 	"github.com/thrashscope/thrashscope/internal/swapdev"
 )
@@ -63,6 +64,8 @@ func main() {
 	rf.fill = rf.flag(runCmd, "fill", "random (incompressible, the default) or zero.").Enum(run.FillRandom, run.FillZero)
 	rf.policy = rf.flag(runCmd, "policy", "The thrash-control policy: "+policy.Help()+".").Default(policy.None).Enum(policy.Names()...)
 	rf.cycles = rf.flag(runCmd, "cycles", "Work, not time: each consumer exits after this many write cycles instead of at its t_f; the record then has each consumer's run time and the run's makespan.").Int64()
+	runCmd.Flag("settings", `The kernel's memory settings to run under, a JSON object as a spec's "settings" (docs/settings.md), e.g. {"swap":"zram"}.`).PlaceHolder("JSON").SetValue((*settingsFlag)(&rf.settings))
+	runCmd.Flag("settings.allow-host", "Let --settings change host-wide settings (swap, zswap, MGLRU, page cluster; swappiness on cgroup v2), journalled in --out and restored after the run.").BoolVar(&rf.allowHost)
 	runCmd.Flag("detector.psi-full", "PSI memory full share (%) of an interval that means thrashing, to a policy; it clears below half of it (as the observer's flag).").Default("10").Float64Var(&rf.psiFull)
 
 	fill := app.Command("fill", "The progressive-fill experiment (seed 002): fill chunks up to a total inside a run cgroup, keeping earlier chunks hot, and write fill time per chunk (mean, SD) to fill.csv.")
@@ -108,8 +111,24 @@ type runFlags struct {
 	out, cgroupParent, procs string
 	psiFull                  float64
 	swapDevice               swapdev.Spec
+	settings                 settings.Asked
+	allowHost                bool
 	set                      map[string]*bool
 }
+
+// settingsFlag reads --settings.
+type settingsFlag settings.Asked
+
+func (v *settingsFlag) Set(text string) error {
+	var a settings.Asked
+	if err := a.UnmarshalJSON([]byte(text)); err != nil {
+		return fmt.Errorf("--settings: %w", err)
+	}
+	*v = settingsFlag(a)
+	return nil
+}
+
+func (v *settingsFlag) String() string { return settings.Asked(*v).Label() }
 
 func (f *runFlags) common(cmd *kingpin.CmdClause) {
 	f.set = map[string]*bool{}
@@ -185,6 +204,7 @@ func (f *runFlags) spec() run.Spec {
 	if f.isSet("swap-device") {
 		s.SwapDevice = &f.swapDevice
 	}
+	s.Settings = f.settings
 	return s
 }
 
@@ -235,6 +255,7 @@ func runExperiment(spec run.Spec, f runFlags) int {
 	rec, err := standalone.Run(ctx, standalone.Config{
 		Spec: spec, OutDir: f.out, Binary: exe, CgroupParent: f.cgroupParent, ProcfsPath: f.procs,
 		Progress: os.Stderr, Interactive: termErr == nil, Logger: logger, Detector: det,
+		AllowHostSettings: f.allowHost,
 	})
 	var fe *run.FieldError
 	var ue *run.UnsafeError

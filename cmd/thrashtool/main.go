@@ -26,6 +26,7 @@ import (
 	"github.com/thrashscope/thrashscope/internal/policy"
 	"github.com/thrashscope/thrashscope/internal/report"
 	"github.com/thrashscope/thrashscope/internal/run"
+	"github.com/thrashscope/thrashscope/internal/settings"
 )
 
 const defaultDataDir = "/var/lib/thrashscope"
@@ -46,10 +47,12 @@ func main() {
 	fnd := app.Command("findings", "Check the findings of Maziero et al. (2013) against a reproduction (a data directory per preset: e1, e2, e3, e4 and fig12, as docs/reproduction; beside them, <profile>/<preset> for runs on an emulated swap device) and print them as the README's table, a column per device.")
 	findingsDir := fnd.Flag("dir", "The reproduction: <dir>/<preset>/runs/<id>/.").Default("docs/reproduction").String()
 
-	cmpCmd := app.Command("compare", "Run one spec under several thrash-control policies, each repeated, interleaved, standalone (no daemon; run no other thrash meanwhile), and write the comparison (compare.txt: makespan, swap-ins, major faults, slowdowns, peak PSI full, lateness, mean ± SD) and its figure under --out.")
+	cmpCmd := app.Command("compare", "Run one spec under several thrash-control policies or kernel memory settings (each policy under each --settings), each repeated, interleaved, standalone (no daemon; run no other thrash meanwhile), and write the comparison (compare.txt: makespan, swap-ins, major faults, slowdowns, PSI, lateness, OOM kills, recovery, mean ± SD and 95 % intervals; a compressed swap's own cost) and its figure under --out.")
 	var cc compare.Config
 	cmpSpec := cmpCmd.Flag("spec", `The run spec, as POST /api/v1/runs takes it, without a policy; e.g. {"preset":"syn8","consumers":25}.`).String()
-	cmpCmd.Flag("policy", "A policy to compare; repeat it ("+strings.Join(policy.Names(), ", ")+").").StringsVar(&cc.Policies)
+	cmpCmd.Flag("policy", "A policy to compare; repeat it ("+strings.Join(policy.Names(), ", ")+"; none when only --settings are given).").StringsVar(&cc.Policies)
+	cmpCmd.Flag("settings", `A set of kernel memory settings to compare, a JSON object as a spec's "settings" (docs/settings.md); repeat it, e.g. --settings '{"swap":"disk"}' --settings '{"swap":"zram"}'.`).PlaceHolder("JSON").SetValue((*settingsList)(&cc.Settings))
+	cmpCmd.Flag("settings.allow-host", "Let the settings change host-wide ones (swap, zswap, MGLRU, page cluster; swappiness on cgroup v2), journalled in --out and restored after each run.").BoolVar(&cc.AllowHostSettings)
 	cmpRedraw := cmpCmd.Flag("redraw", "Run nothing: compare the ended runs already under --out (an interrupted comparison, or to draw one anew).").Bool()
 	cmpCmd.Flag("repeats", "Runs of each policy.").Default("3").IntVar(&cc.Repeats)
 	cmpCmd.Flag("timeout", "Abort a run still going after this long and go on with the next; the comparison keeps it as aborted, with the work it did (0: no bound but a run's own 4 h).").Default("0").DurationVar(&cc.Timeout)
@@ -114,6 +117,9 @@ func runCompare(cc compare.Config, specJSON string, redraw bool) int {
 		return 2
 	}
 	cc.Spec, cc.ProcfsPath, cc.Progress = spec, "/proc", os.Stderr
+	if len(cc.Policies) == 0 && len(cc.Settings) > 0 {
+		cc.Policies = []string{policy.None}
+	}
 	if cc.Binary == "" {
 		cc.Binary = observer.FindLoadgen()
 	}
@@ -128,3 +134,20 @@ func runCompare(cc compare.Config, specJSON string, redraw bool) int {
 	fmt.Fprintf(os.Stderr, "wrote %s/compare.txt, compare.png and compare.svg\n", cc.OutDir)
 	return 0
 }
+
+// settingsList reads each --settings.
+type settingsList []settings.Asked
+
+func (v *settingsList) Set(text string) error {
+	var a settings.Asked
+	if err := a.UnmarshalJSON([]byte(text)); err != nil {
+		return fmt.Errorf("--settings: %w", err)
+	}
+	*v = append(*v, a)
+	return nil
+}
+
+func (v *settingsList) String() string { return fmt.Sprint(len(*v), " sets") }
+
+// IsCumulative lets --settings repeat.
+func (v *settingsList) IsCumulative() bool { return true }

@@ -30,8 +30,8 @@ func TestCommittedComparisonsLoad(t *testing.T) {
 			t.Errorf("%s: %v", dir, err)
 			continue
 		}
-		if len(c.Policies) < 2 || c.Repeats < 2 || c.Longest <= 0 {
-			t.Errorf("%s: policies %v, %d repeats, longest run %s: want two policies or more, repeated", dir, c.Policies, c.Repeats, c.Longest)
+		if c.Arms < 2 || c.Repeats < 2 || c.Longest <= 0 {
+			t.Errorf("%s: %d arms (policies %v), %d repeats, longest run %s: want two arms or more, repeated", dir, c.Arms, c.Policies, c.Repeats, c.Longest)
 		}
 		for _, d := range Directions(c.Results) {
 			t.Logf("%s: %s", strings.TrimPrefix(dir, docsPolicies+"/"), d)

@@ -1,9 +1,11 @@
-// Package compare runs one run spec under several thrash-control policies,
-// each repeated, interleaved (none, tpf, binpack, none, tpf, binpack, ...)
-// so that a drift of the host over time does not favour one policy, and
-// sums each run up: makespan, swap-ins, major faults, slowdowns, peak PSI
-// full, lateness. It writes one table (mean ± SD over the repeats) and one
-// figure.
+// Package compare runs one run spec under several thrash-control policies
+// or kernel memory settings (an arm each: a policy under a set of
+// settings), each repeated, interleaved (none, tpf, binpack, none, tpf,
+// binpack, ...) so that a drift of the host over time does not favour one
+// arm, and sums each run up: makespan, swap-ins, major faults, slowdowns,
+// PSI, lateness, OOM kills, recovery, and a compressed swap's own cost. It
+// writes one table (mean ± SD over the repeats, and a 95 % confidence
+// interval of each arm's makespan) and one figure.
 package compare
 
 import (
@@ -26,6 +28,7 @@ import (
 	"github.com/thrashscope/thrashscope/internal/policy"
 	"github.com/thrashscope/thrashscope/internal/report"
 	"github.com/thrashscope/thrashscope/internal/run"
+	"github.com/thrashscope/thrashscope/internal/settings"
 	"github.com/thrashscope/thrashscope/internal/standalone"
 	"github.com/thrashscope/thrashscope/internal/stats"
 	"github.com/thrashscope/thrashscope/internal/store"
@@ -38,7 +41,12 @@ const MaxRepeats = 20
 type Config struct {
 	Spec     run.Spec
 	Policies []string
-	Repeats  int
+	// Settings are the sets of kernel memory settings compared, each
+	// under every policy; none: the kernel's own.
+	Settings []settings.Asked
+	// AllowHostSettings is the operator's opt-in to host-wide ones.
+	AllowHostSettings bool
+	Repeats           int
 	// OutDir holds the runs (runs/<id>/) and the comparison's files.
 	OutDir string
 	// Binary is the loadgen executable the consumers run as.
@@ -53,11 +61,39 @@ type Config struct {
 	Timeout time.Duration
 }
 
-// Order is the interleaved order of the runs: each policy once, repeated.
-func Order(policies []string, repeats int) []string {
-	var out []string
+// Arm is one thing compared: a policy under a set of settings.
+type Arm struct {
+	Policy   string
+	Settings settings.Asked
+}
+
+func (a Arm) String() string {
+	if len(a.Settings) == 0 {
+		return "policy " + a.Policy
+	}
+	return "policy " + a.Policy + ", " + a.Settings.Label()
+}
+
+// Arms are every policy under every set of settings.
+func (c Config) Arms() []Arm {
+	sets := c.Settings
+	if len(sets) == 0 {
+		sets = []settings.Asked{nil}
+	}
+	var out []Arm
+	for _, s := range sets {
+		for _, p := range c.Policies {
+			out = append(out, Arm{Policy: p, Settings: s})
+		}
+	}
+	return out
+}
+
+// Order is the interleaved order of the runs: each arm once, repeated.
+func Order[T any](arms []T, repeats int) []T {
+	var out []T
 	for range repeats {
-		out = append(out, policies...)
+		out = append(out, arms...)
 	}
 	return out
 }
@@ -83,6 +119,16 @@ func (c Config) Validate() error {
 	if c.Spec.Policy != nil {
 		return errors.New("the spec names a policy: leave it out, --policy gives them")
 	}
+	if len(c.Spec.Settings) > 0 && len(c.Settings) > 0 {
+		return errors.New("the spec names settings: leave them out, --settings gives them")
+	}
+	labels := map[string]bool{}
+	for _, s := range c.Settings {
+		if labels[s.Label()] {
+			return fmt.Errorf("--settings %s is given twice: give each set once", s.Label())
+		}
+		labels[s.Label()] = true
+	}
 	if c.Timeout < 0 || c.Timeout > run.MaxRunDuration {
 		return fmt.Errorf("--timeout=%s: want 0 (none) up to %s, the longest a run may last", c.Timeout, run.MaxRunDuration)
 	}
@@ -97,18 +143,22 @@ func Run(ctx context.Context, cfg Config) ([]Result, error) {
 		return nil, err
 	}
 	var ids []string
-	for i, pol := range Order(cfg.Policies, cfg.Repeats) {
+	order := Order(cfg.Arms(), cfg.Repeats)
+	for i, arm := range order {
 		spec := cfg.Spec
-		spec.Policy = &pol
-		fmt.Fprintf(cfg.Progress, "run %d of %d: policy %s\n", i+1, len(cfg.Policies)*cfg.Repeats, pol)
+		spec.Policy = &arm.Policy
+		if arm.Settings != nil {
+			spec.Settings = arm.Settings
+		}
+		fmt.Fprintf(cfg.Progress, "run %d of %d: %s\n", i+1, len(order), arm)
 		rec, err := standalone.Run(ctx, standalone.Config{
 			Spec: spec, OutDir: cfg.OutDir, Binary: cfg.Binary, ProcfsPath: cfg.ProcfsPath,
-			Progress: io.Discard, Timeout: cfg.Timeout,
+			Progress: io.Discard, Timeout: cfg.Timeout, AllowHostSettings: cfg.AllowHostSettings,
 		})
 		if err != nil {
-			return nil, fmt.Errorf("run %d (policy %s): %w", i+1, pol, err)
+			return nil, fmt.Errorf("run %d (%s): %w", i+1, arm, err)
 		}
-		line := fmt.Sprintf("run %d of %d: %s %s", i+1, len(cfg.Policies)*cfg.Repeats, rec.ID, rec.State)
+		line := fmt.Sprintf("run %d of %d: %s %s", i+1, len(order), rec.ID, rec.State)
 		if rec.MakespanSeconds > 0 {
 			line += fmt.Sprintf(", makespan %.1f s", rec.MakespanSeconds)
 		} else if rec.Reason != "" {
@@ -124,11 +174,36 @@ func Run(ctx context.Context, cfg Config) ([]Result, error) {
 	if err != nil {
 		return nil, err
 	}
+	return resultsOf(recorded), Write(cfg.OutDir, resultsOf(recorded))
+}
+
+// resultsOf presents each run, each named by its arm.
+func resultsOf(recorded []analysis.Recorded) []Result {
 	var results []Result
 	for _, r := range recorded {
 		results = append(results, resultOf(r))
 	}
-	return results, Write(cfg.OutDir, results)
+	nameArms(results)
+	return results
+}
+
+// nameArms names each result's arm by what varies across the comparison:
+// its policy, its settings, or both.
+func nameArms(rs []Result) {
+	policies, sets := map[string]bool{}, map[string]bool{}
+	for _, r := range rs {
+		policies[r.Policy], sets[r.Settings] = true, true
+	}
+	for i, r := range rs {
+		switch {
+		case len(sets) == 1:
+			rs[i].Arm = r.Policy
+		case len(policies) == 1:
+			rs[i].Arm = r.Settings
+		default:
+			rs[i].Arm = r.Policy + ", " + r.Settings
+		}
+	}
 }
 
 // Redraw writes the comparison of the ended runs already under dir (a
@@ -168,10 +243,7 @@ func Redraw(dir string) ([]Result, error) {
 	if err != nil {
 		return nil, err
 	}
-	var results []Result
-	for _, r := range recorded {
-		results = append(results, resultOf(r))
-	}
+	results := resultsOf(recorded)
 	return results, Write(dir, results)
 }
 
@@ -189,14 +261,39 @@ type Result struct {
 	// Device is the emulated swap device the run had, and what was
 	// emulated (run.Record.DeviceLine); empty on the host's own swap.
 	Device string
+	// Settings are the kernel memory settings the run had (their label),
+	// and Arm what the comparison calls the run's arm (nameArms).
+	Settings, Arm string
+	// PSISomeSeconds and PSIFullSeconds are the run cgroup's memory stall
+	// over the run; NaN where the kernel keeps none.
+	PSISomeSeconds, PSIFullSeconds float64
+	PeakPSISome                    float64 // % of an interval
+	// OOMKills are the kernel's in the run cgroup.
+	OOMKills float64
+	// RecoverySeconds is from the demand falling under the limit to the
+	// swap-ins' recovery; NaN when either did not happen.
+	RecoverySeconds float64
+	// Cost is the compressed swap's own (settings.CostNames).
+	Cost map[string]float64
 }
 
 // resultOf presents one run's figures.
 func resultOf(r analysis.Recorded) Result {
 	f := analysis.Measure(r)
-	return Result{ID: f.Summary.ID, State: f.Summary.State, Reason: r.Record.Reason,
-		PlannedCycles: uint64(r.Record.Spec.Cycles) * uint64(len(r.Record.Consumers)),
-		Totals:        f.Totals, PeakPSIFull: f.Summary.PeakPSIFull, Device: r.Record.DeviceLine()}
+	rec := r.Record
+	res := Result{ID: f.Summary.ID, State: f.Summary.State, Reason: rec.Reason,
+		PlannedCycles: uint64(rec.Spec.Cycles) * uint64(len(rec.Consumers)),
+		Totals:        f.Totals, PeakPSIFull: f.Summary.PeakPSIFull, PeakPSISome: f.Summary.PeakPSISome,
+		Device: rec.DeviceLine(), Settings: rec.Spec.Settings.Label(),
+		PSISomeSeconds: math.NaN(), PSIFullSeconds: math.NaN(),
+		OOMKills: float64(rec.MemoryEvents["oom_kill"]), RecoverySeconds: f.Shape.RecoveryLagSeconds}
+	if p := rec.Pressure; p != nil {
+		res.PSISomeSeconds, res.PSIFullSeconds = p.SomeSeconds, p.FullSeconds
+	}
+	if rec.Settings != nil {
+		res.Cost = rec.Settings.Cost
+	}
+	return res
 }
 
 // devices are the comparison's swap devices, in the order first seen: one
@@ -216,27 +313,51 @@ func devices(rs []Result) []string {
 type metric struct {
 	name, unit string
 	of         func(Result) float64
+	// reported: in the table, not among the findings a committed
+	// comparison must keep (Directions).
+	reported bool
 }
 
 var metrics = []metric{
-	{"makespan", "s", func(r Result) float64 { return r.MakespanSeconds }},
-	{"swap-ins", "pages", func(r Result) float64 { return r.SwapIns }},
-	{"major faults", "", func(r Result) float64 { return r.MajorFaults }},
-	{"mean slowdown", "×", func(r Result) float64 { return r.MeanSlowdown }},
-	{"worst slowdown", "×", func(r Result) float64 { return r.WorstSlowdown }},
-	{"peak PSI full", "%", func(r Result) float64 { return r.PeakPSIFull }},
-	{"mean lateness", "s", func(r Result) float64 { return r.MeanLatenessSeconds }},
-	{"cycles per swap-in", "", func(r Result) float64 { return r.CyclesPerSwapIn }},
+	{"makespan", "s", func(r Result) float64 { return r.MakespanSeconds }, false},
+	{"swap-ins", "pages", func(r Result) float64 { return r.SwapIns }, false},
+	{"major faults", "", func(r Result) float64 { return r.MajorFaults }, false},
+	{"mean slowdown", "×", func(r Result) float64 { return r.MeanSlowdown }, false},
+	{"worst slowdown", "×", func(r Result) float64 { return r.WorstSlowdown }, false},
+	{"peak PSI full", "%", func(r Result) float64 { return r.PeakPSIFull }, false},
+	{"mean lateness", "s", func(r Result) float64 { return r.MeanLatenessSeconds }, false},
+	{"cycles per swap-in", "", func(r Result) float64 { return r.CyclesPerSwapIn }, false},
+	{"PSI some", "s", func(r Result) float64 { return r.PSISomeSeconds }, true},
+	{"PSI full", "s", func(r Result) float64 { return r.PSIFullSeconds }, true},
+	{"OOM kills", "", func(r Result) float64 { return r.OOMKills }, true},
+	{"recovery", "s", func(r Result) float64 { return r.RecoverySeconds }, true},
 }
 
-// byPolicy groups results by policy, in the order policies first appear.
-func byPolicy(rs []Result) (order []string, groups map[string][]Result) {
+// armWord is what the table's first column names: the policy, the
+// settings, or both, whichever the comparison varies.
+func armWord(rs []Result) string {
+	policies, sets := map[string]bool{}, map[string]bool{}
+	for _, r := range rs {
+		policies[r.Policy], sets[r.Settings] = true, true
+	}
+	switch {
+	case len(sets) == 1:
+		return "policy"
+	case len(policies) == 1:
+		return "settings"
+	}
+	return "policy, settings"
+}
+
+// byArm groups results by arm, in the order arms first appear.
+func byArm(rs []Result) (order []string, groups map[string][]Result) {
 	groups = map[string][]Result{}
 	for _, r := range rs {
-		if _, ok := groups[r.Policy]; !ok {
-			order = append(order, r.Policy)
+		a := cmp.Or(r.Arm, r.Policy) // a result named by hand has its policy
+		if _, ok := groups[a]; !ok {
+			order = append(order, a)
 		}
-		groups[r.Policy] = append(groups[r.Policy], r)
+		groups[a] = append(groups[a], r)
 	}
 	return order, groups
 }
@@ -248,7 +369,7 @@ func Table(rs []Result) string {
 	if ds := devices(rs); len(ds) > 1 || ds[0] != "the host's own swap" {
 		fmt.Fprintf(&b, "Swap device: %s.\n\n", strings.Join(ds, "; and "))
 	}
-	b.WriteString("| policy |")
+	fmt.Fprintf(&b, "| %s |", armWord(rs))
 	for _, m := range metrics {
 		if m.unit != "" {
 			fmt.Fprintf(&b, " %s (%s) |", m.name, m.unit)
@@ -258,7 +379,7 @@ func Table(rs []Result) string {
 	}
 	b.WriteString(" runs |\n|---|")
 	b.WriteString(strings.Repeat("---:|", len(metrics)+1) + "\n")
-	order, groups := byPolicy(rs)
+	order, groups := byArm(rs)
 	for _, p := range order {
 		fmt.Fprintf(&b, "| %s |", p)
 		for _, m := range metrics {
@@ -276,9 +397,73 @@ func Table(rs []Result) string {
 		}
 		fmt.Fprintf(&b, " %d (%s) |\n", len(groups[p]), strings.Join(ids, ", "))
 	}
+	intervals(&b, order, groups)
+	costTable(&b, order, groups)
 	consumerTable(&b, order, groups)
 	unfinished(&b, rs)
 	return b.String()
+}
+
+// intervals gives each arm's 95 % confidence interval of the mean of the
+// measures a comparison is read by, over its repeats.
+func intervals(b *strings.Builder, order []string, groups map[string][]Result) {
+	first := true
+	for _, a := range order {
+		var parts []string
+		for _, m := range metrics[:3] {
+			vs := values(groups[a], m)
+			if h := ci95(vs); !math.IsNaN(h) {
+				mean, _ := stats.MeanSD(vs)
+				parts = append(parts, fmt.Sprintf("%s %s to %s%s", m.name, num(mean-h), num(mean+h), strings.TrimRight(" "+m.unit, " ")))
+			}
+		}
+		if len(parts) == 0 {
+			continue
+		}
+		if first {
+			b.WriteString("\n95 % confidence intervals of the means (Student's t over the repeats):\n")
+			first = false
+		}
+		fmt.Fprintf(b, "- %s: %s\n", a, strings.Join(parts, "; "))
+	}
+}
+
+// costTable adds what a compressed swap held and did, for arms whose
+// runs recorded it (settings.CostNames).
+func costTable(b *strings.Builder, order []string, groups map[string][]Result) {
+	var names []string
+	for _, n := range settings.CostNames {
+		for _, rs := range groups {
+			if slices.ContainsFunc(rs, func(r Result) bool { _, ok := r.Cost[n]; return ok }) && !slices.Contains(names, n) {
+				names = append(names, n)
+			}
+		}
+	}
+	if len(names) == 0 {
+		return
+	}
+	fmt.Fprintf(b, "\n| %s | %s |\n|---|%s\n", armWord(flatten(groups)), strings.Join(names, " | "), strings.Repeat("---:|", len(names)))
+	for _, a := range order {
+		fmt.Fprintf(b, "| %s |", a)
+		for _, n := range names {
+			var vs []float64
+			for _, r := range groups[a] {
+				if v, ok := r.Cost[n]; ok {
+					vs = append(vs, v)
+				}
+			}
+			b.WriteString(" " + cell(vs) + " |")
+		}
+		b.WriteString("\n")
+	}
+}
+
+func flatten(groups map[string][]Result) []Result {
+	var out []Result
+	for _, rs := range groups {
+		out = append(out, rs...)
+	}
+	return out
 }
 
 // unfinished names each run that did not complete, why, and how much of
@@ -352,28 +537,29 @@ func cell(vs []float64) string {
 		return "–"
 	}
 	mean, sd := stats.MeanSD(vs)
-	f := func(v float64) string {
-		switch a := math.Abs(v); {
-		case a >= 1000:
-			return fmt.Sprintf("%.0f", v)
-		case a >= 10:
-			return fmt.Sprintf("%.1f", v)
-		case a >= 0.1 || a == 0:
-			return fmt.Sprintf("%.2f", v)
-		default:
-			return fmt.Sprintf("%.3g", v)
-		}
-	}
 	if len(vs) == 1 {
-		return f(mean)
+		return num(mean)
 	}
-	return f(mean) + " ± " + f(sd)
+	return num(mean) + " ± " + num(sd)
+}
+
+func num(v float64) string {
+	switch a := math.Abs(v); {
+	case a >= 1000:
+		return fmt.Sprintf("%.0f", v)
+	case a >= 10:
+		return fmt.Sprintf("%.1f", v)
+	case a >= 0.1 || a == 0:
+		return fmt.Sprintf("%.2f", v)
+	default:
+		return fmt.Sprintf("%.3g", v)
+	}
 }
 
 // Charts are the figure's panels: each measure per repeat, one curve a
 // policy.
 func Charts(rs []Result) []figures.Chart {
-	order, groups := byPolicy(rs)
+	order, groups := byArm(rs)
 	var charts []figures.Chart
 	for _, m := range metrics[:6] {
 		zero := 0.0
@@ -417,12 +603,13 @@ func Write(dir string, rs []Result) error {
 	rows := [][]figures.Chart{c[:3], c[3:]}
 	for _, f := range []figures.Format{figures.PNG, figures.SVG} {
 		var b bytes.Buffer
-		title := "policies compared"
+		title := map[string]string{"policy": "policies", "settings": "settings"}[armWord(rs)]
+		title = cmp.Or(title, "policies and settings") + " compared"
 		if ds := devices(rs); len(ds) > 1 || ds[0] != "the host's own swap" {
 			name, _, _ := strings.Cut(rs[0].Device, ";") // the device, not what was emulated
 			title += ", swap device " + name
 			if len(ds) > 1 {
-				title = "policies compared, on several swap devices"
+				title += " and others"
 			}
 		}
 		if err := figures.RenderFigure(&b, f, 15*vg.Inch, 7*vg.Inch, title, rows...); err != nil {

@@ -13,6 +13,7 @@ import (
 
 	"github.com/thrashscope/thrashscope/internal/report"
 	"github.com/thrashscope/thrashscope/internal/run"
+	"github.com/thrashscope/thrashscope/internal/settings"
 	"github.com/thrashscope/thrashscope/internal/stats"
 	"github.com/thrashscope/thrashscope/internal/store"
 	"github.com/thrashscope/thrashscope/internal/swapdev"
@@ -55,11 +56,14 @@ const (
 // beyond their spread, for every pair of policies (each with two runs or
 // more) and every measure both have for all their runs.
 func Directions(rs []Result) []Direction {
-	order, groups := byPolicy(rs)
+	order, groups := byArm(rs)
 	var out []Direction
 	for i, a := range order {
 		for _, b := range order[i+1:] {
 			for _, m := range metrics {
+				if m.reported {
+					continue
+				}
 				va, vb := values(groups[a], m), values(groups[b], m)
 				if len(va) < 2 || len(vb) < 2 || len(va) < len(groups[a]) || len(vb) < len(groups[b]) {
 					continue
@@ -100,7 +104,7 @@ func Keeps(ds []Direction, rs []Result) []string {
 // RatioIn is d's ratio in results rs: B's mean of its measure over A's;
 // NaN where rs lack one.
 func (d Direction) RatioIn(rs []Result) float64 {
-	_, groups := byPolicy(rs)
+	_, groups := byArm(rs)
 	m := metricNamed(d.Metric)
 	va, vb := values(groups[d.A], m), values(groups[d.B], m)
 	if len(va) == 0 || len(vb) == 0 {
@@ -130,19 +134,22 @@ func metricNamed(name string) metric {
 }
 
 // Committed is a comparison as it was recorded under a directory: the spec
-// its runs shared (without their policies), its policies in the order they
-// ran, how many times each ran, the longest any run took, and the results.
+// its runs shared (without their policies and settings), its policies and
+// its sets of settings in the order they ran, how many arms, how many
+// times each arm ran, the longest any run took, and the results.
 type Committed struct {
 	Dir      string
 	Spec     run.Spec
 	Policies []string
+	Settings []settings.Asked
+	Arms     int
 	Repeats  int
 	Longest  time.Duration
 	Results  []Result
 }
 
 // LoadCommitted reads the comparison whose runs are under dir, writing
-// nothing. Its runs must share one spec but for the policy.
+// nothing. Its runs must share one spec but for the policy and settings.
 func LoadCommitted(dir string) (Committed, error) {
 	d, err := store.OpenExisting(dir)
 	if err != nil {
@@ -160,7 +167,13 @@ func LoadCommitted(dir string) (Committed, error) {
 			return Committed{}, fmt.Errorf("%s: run %s is %s", dir, rec.ID, rec.State)
 		}
 		spec := rec.Spec
-		spec.Policy = ""
+		if !slices.Contains(c.Policies, spec.Policy) {
+			c.Policies = append(c.Policies, spec.Policy)
+		}
+		if !slices.ContainsFunc(c.Settings, func(a settings.Asked) bool { return a.Label() == spec.Settings.Label() }) {
+			c.Settings = append(c.Settings, spec.Settings)
+		}
+		spec.Policy, spec.Settings = "", nil
 		if first == nil {
 			first = &spec
 		} else if !reflect.DeepEqual(*first, spec) {
@@ -178,15 +191,19 @@ func LoadCommitted(dir string) (Committed, error) {
 	if err != nil {
 		return Committed{}, err
 	}
-	for _, r := range recorded {
-		c.Results = append(c.Results, resultOf(r))
+	c.Results = resultsOf(recorded)
+	if len(c.Settings) == 1 {
+		c.Settings = nil // the runs' own, in the spec
+		c.Spec = specOf(recorded[0].Record.Spec)
 	}
-	order, groups := byPolicy(c.Results)
-	c.Policies = order
+	order, groups := byArm(c.Results)
+	c.Arms = len(order)
 	for _, p := range order {
 		c.Repeats = max(c.Repeats, len(groups[p]))
 	}
-	c.Spec = specOf(*first)
+	if c.Spec.Preset == "" {
+		c.Spec = specOf(*first)
+	}
 	return c, nil
 }
 
@@ -197,7 +214,7 @@ func specOf(r run.Resolved) run.Spec {
 	s := run.Spec{
 		Preset: r.Preset, Consumers: &r.Consumers, SizeBytes: &r.SizeBytes, WritesPerCycle: &r.WritesPerCycle,
 		Sleep: &r.Sleep, Interval: &r.Interval, LeadIn: &r.LeadIn, MemoryLimitBytes: &r.MemoryLimitBytes,
-		Backing: &r.Backing, Fill: &r.Fill, SwapDevice: &r.SwapDevice,
+		Backing: &r.Backing, Fill: &r.Fill, SwapDevice: &r.SwapDevice, Settings: r.Settings,
 	}
 	if r.Repeats > 0 {
 		s.Repeats = &r.Repeats
@@ -208,13 +225,13 @@ func specOf(r run.Resolved) run.Spec {
 	return s
 }
 
-// Rerun runs the committed comparison again, each policy repeats times,
+// Rerun runs the committed comparison again, each arm repeats times,
 // interleaved, its runs under out: binary is the consumers' loadgen. A run
 // still going well past the longest committed one (a quarter more, and two
 // minutes at least) is aborted: a comparison committed with --timeout ran
 // its slow runs to that bound.
 func (c Committed) Rerun(ctx context.Context, repeats int, binary, out string, progress io.Writer) ([]Result, error) {
-	return Run(ctx, Config{Spec: c.Spec, Policies: c.Policies, Repeats: repeats, OutDir: out, Binary: binary,
+	return Run(ctx, Config{Spec: c.Spec, Policies: c.Policies, Settings: c.Settings, AllowHostSettings: true, Repeats: repeats, OutDir: out, Binary: binary,
 		ProcfsPath: "/proc", Progress: progress, Timeout: min(c.Longest+max(c.Longest/4, 2*time.Minute), run.MaxRunDuration)})
 }
 

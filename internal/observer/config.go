@@ -52,6 +52,9 @@ type Config struct {
 	// LoadgenBinary is the consumer executable; empty finds loadgen beside
 	// this executable, then on PATH.
 	LoadgenBinary string
+	// AllowHostSettings lets a run's spec change a host-wide memory
+	// setting (--settings.allow-host), journalled and restored.
+	AllowHostSettings bool
 	// WSSInterval is τ of the working-set estimate; 0 turns it off.
 	WSSInterval time.Duration
 	// WSSPeriod is how often each tracked process's window opens (a

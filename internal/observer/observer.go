@@ -224,7 +224,8 @@ func newRuns(cfg Config, fs procfs.FS, logger *slog.Logger, pairs *cgroup.Pairs)
 		log.Warn("runs are disabled: "+err.Error()+"; set --data.dir to a writable directory", "data_dir", cfg.DataDir)
 		return nil
 	}
-	rc := runner.Config{Store: st, ProcFS: fs, Logger: log, Binary: cfg.LoadgenBinary, Pairs: pairs}
+	rc := runner.Config{Store: st, ProcFS: fs, Logger: log, Binary: cfg.LoadgenBinary, Pairs: pairs,
+		AllowHostSettings: cfg.AllowHostSettings}
 	if rc.Binary == "" {
 		rc.Binary = FindLoadgen()
 	}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/thrashscope/thrashscope/internal/settings"
 	"github.com/thrashscope/thrashscope/internal/swapdev"
 )
 
@@ -71,6 +72,9 @@ type Record struct {
 	// disks throttled, where, which directions, and what the throttle
 	// passed); nil for swap_device none.
 	SwapEmulation *swapdev.Emulation `json:"swap_emulation,omitempty"`
+	// Settings are the kernel's memory settings the spec asked and what
+	// the kernel had before, during and after the run; nil for none.
+	Settings *settings.Record `json:"settings,omitempty"`
 }
 
 // Pressure is a cgroup's PSI over a run: the time at least one of its

@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/thrashscope/thrashscope/internal/policy"
+	"github.com/thrashscope/thrashscope/internal/settings"
 	"github.com/thrashscope/thrashscope/internal/strictjson"
 	"github.com/thrashscope/thrashscope/internal/swapdev"
 )
@@ -101,6 +102,10 @@ type Spec struct {
 	// SwapDevice is the swap device the run emulates: a profile's name
 	// or explicit limits (package swapdev); none by default.
 	SwapDevice *swapdev.Spec `json:"swap_device,omitempty"`
+	// Settings are the kernel's memory settings the run is put under
+	// (package settings), such as {"swap":"zram","page_cluster":0}; the
+	// kernel's own by default.
+	Settings settings.Asked `json:"settings,omitempty"`
 }
 
 // Resolved is a spec with every field filled: what a run actually does.
@@ -125,6 +130,8 @@ type Resolved struct {
 	Policy string `json:"policy,omitempty"`
 	// SwapDevice is the emulated swap device; profile none by default.
 	SwapDevice swapdev.Spec `json:"swap_device"`
+	// Settings are the kernel's memory settings asked; none by default.
+	Settings settings.Asked `json:"settings,omitempty"`
 }
 
 // FieldError is invalid input: the API answers it with 400.
@@ -210,6 +217,9 @@ func Resolve(s Spec) (Resolved, error) {
 	set(&r.Cycles, s.Cycles)
 	set(&r.Policy, s.Policy)
 	set(&r.SwapDevice, s.SwapDevice)
+	if len(s.Settings) > 0 {
+		r.Settings = s.Settings
+	}
 	if r.Scale <= 0 || r.Scale > 100 || math.IsNaN(r.Scale) {
 		return Resolved{}, &FieldError{Field: "scale", Msg: fmt.Sprintf("%g: want more than 0 and at most 100", r.Scale)}
 	}
@@ -269,6 +279,9 @@ func (r Resolved) Validate() error {
 	}
 	if !r.SwapDevice.IsNone() && r.Backing != BackingAnon {
 		return &FieldError{Field: "swap_device", Msg: "a swap device throttles swap, and backing=file pages to the data directory's file system, not to swap: want backing anon, or leave swap_device out"}
+	}
+	if err := r.validateSettings(); err != nil {
+		return err
 	}
 	if fill {
 		switch {

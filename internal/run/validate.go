@@ -5,11 +5,13 @@ import (
 	"math"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"unicode"
 	"unicode/utf8"
 
 	"github.com/thrashscope/thrashscope/internal/policy"
+	"github.com/thrashscope/thrashscope/internal/settings"
 	"github.com/thrashscope/thrashscope/internal/strictjson"
 	"github.com/thrashscope/thrashscope/internal/swapdev"
 )
@@ -246,4 +248,23 @@ func Printable(s string) string {
 		}
 		return r
 	}, strings.ToValidUTF8(s, "\uFFFD"))
+}
+
+// validateSettings checks the settings against the rest of the spec: a
+// swap backend needs pages that go to swap, an emulated device emulates a
+// disk, not RAM, and memory.high throttles below the limit.
+func (r Resolved) validateSettings() error {
+	swap := r.Settings.Value("swap")
+	switch {
+	case swap != "" && r.Backing != BackingAnon:
+		return &FieldError{Field: "settings", Msg: "swap: backing=file pages to the data directory's file system, not to swap: want backing anon, or leave swap out"}
+	case swap == settings.SwapZram && !r.SwapDevice.IsNone():
+		return &FieldError{Field: "settings", Msg: "swap: a swap_device emulates a disk, and zram is memory: leave one of them out"}
+	}
+	if v := r.Settings.Value("memory_high"); v != "" {
+		if high, _ := strconv.ParseInt(v, 10, 64); high >= r.MemoryLimitBytes {
+			return &FieldError{Field: "settings", Msg: fmt.Sprintf("memory_high: %d is not below the run's memory limit, %d bytes after scale: want less, for memory.high to throttle before memory.max", high, r.MemoryLimitBytes)}
+		}
+	}
+	return nil
 }

@@ -19,6 +19,7 @@ import (
 	"github.com/thrashscope/thrashscope/internal/kernfile"
 	"github.com/thrashscope/thrashscope/internal/procfs"
 	"github.com/thrashscope/thrashscope/internal/run"
+	"github.com/thrashscope/thrashscope/internal/settings"
 	"github.com/thrashscope/thrashscope/internal/workload"
 )
 
@@ -60,6 +61,9 @@ type execConfig struct {
 	// ProcFS reads the consumers' /proc stat, to see that each makes
 	// progress; the zero FS is /proc.
 	ProcFS procfs.FS
+	// Journal holds the run's kernel settings' changes; nil for a run
+	// with none.
+	Journal *settings.Journal
 }
 
 // execution is one run in progress: its cgroup, its consumers and its record.
@@ -341,6 +345,7 @@ func progressAt(spec run.Resolved, rec *run.Record, start, now time.Time, chunks
 // to finish or for an abort, then tear the cgroup down.
 func (r *execution) drive() {
 	defer close(r.done)
+	r.applySettings()
 	var wg sync.WaitGroup
 	spawned := make(chan struct{})
 	// One goroutine on one locked OS thread spawns every consumer: their
@@ -402,6 +407,7 @@ func (r *execution) follow(allExited <-chan struct{}) {
 			return
 		case now := <-check.C:
 			r.takeCycles()
+			r.cfg.Journal.Sample()
 			if _, err := os.Stat(r.cg.Path); errors.Is(err, fs.ErrNotExist) {
 				r.failNow("the run cgroup " + r.cg.Path + " was removed by a process outside the run")
 			}
@@ -425,11 +431,19 @@ func (r *execution) tearDown(allExited <-chan struct{}) {
 
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	destroyErr := errors.Join(r.cg.Destroy(ctx), r.levers.destroy(), r.destroyIO(ctx))
+	var destroyErr error
+	if err := errors.Join(r.cg.Destroy(ctx), r.levers.destroy(), r.destroyIO(ctx)); err != nil {
+		destroyErr = fmt.Errorf("removing the run cgroup: %w", err)
+	}
 	// Destroy killed what was inside; a consumer still waiting to join is
 	// outside, and must not outlive the run either.
 	r.kill()
 	<-allExited
+	// The consumers gone, a zram device taken off swap has nothing to
+	// give back.
+	if err := r.restoreSettings(); err != nil {
+		destroyErr = errors.Join(destroyErr, err)
+	}
 	r.guard.Close()
 	r.takeCycles()
 	r.board.Close()
@@ -540,8 +554,9 @@ func (r *execution) failNow(reason string) {
 	r.cancel(errors.New(reason))
 }
 
-// finish settles the run's final state.
-func (r *execution) finish(destroyErr error) {
+// finish settles the run's final state; endErr is what went wrong ending
+// it (removing its cgroup, restoring its settings).
+func (r *execution) finish(endErr error) {
 	now := r.cfg.Now()
 	r.mu.Lock()
 	r.rec.EndedAt = &now
@@ -562,8 +577,8 @@ func (r *execution) finish(destroyErr error) {
 		// stopped is no makespan.
 		r.rec.MakespanSeconds = makespan(r.rec.Consumers)
 	}
-	if destroyErr != nil {
-		r.rec.Reason = joinReason(r.rec.Reason, "removing the run cgroup: "+destroyErr.Error())
+	if endErr != nil {
+		r.rec.Reason = joinReason(r.rec.Reason, endErr.Error())
 		if r.rec.State == run.StateCompleted {
 			r.rec.State = run.StateFailed
 		}

@@ -35,6 +35,9 @@ type Config struct {
 	// Pairs learns each run's groups in the unified hierarchy with their
 	// memory groups, where memory is on v1 (execConfig.Pairs).
 	Pairs *cgroup.Pairs
+	// AllowHostSettings is the operator's opt-in to runs that change a
+	// host-wide memory setting (--settings.allow-host).
+	AllowHostSettings bool
 }
 
 // saveEvery is how many sample rows pass between saves of the table.
@@ -136,6 +139,7 @@ func New(cfg Config) (*Slot, error) {
 			_ = os.RemoveAll(filepath.Join(e.fileDir, ent.Name()))
 		}
 	}
+	e.recoverSettings()
 	return e, e.recover()
 }
 
@@ -182,10 +186,15 @@ func (e *Slot) Start(spec run.Spec) (run.Record, error) {
 	// A run that cannot be recorded is not started: its record would be
 	// missing from the list, and its directory from every prune.
 	id := newID()
+	journal, err := e.beginSettings(id, r)
+	if err != nil {
+		return run.Record{}, err
+	}
 	pending := newRecord(id, r, time.Now())
 	if err := e.cfg.Store.SaveRecord(pending); err != nil {
 		e.writeFailed("saving a new run's record", id, err)
 		_ = e.cfg.Store.Remove(id)
+		_ = journal.Finish(nil)
 		return run.Record{}, fmt.Errorf("%w (%s): free space there, or give --data.dir a file system with room; nothing was started", run.ErrNoStorage, errnoText(err))
 	}
 	a := &active{table: &store.Table{}, processes: &store.ProcessTable{},
@@ -201,11 +210,13 @@ func (e *Slot) Start(spec run.Spec) (run.Record, error) {
 		Logger:  e.cfg.Logger,
 		ProcFS:  e.cfg.ProcFS,
 		Pairs:   e.cfg.Pairs,
+		Journal: journal,
 	})
 	a.run = mr
 	a.saveMu.Unlock()
 	if err != nil {
 		_ = e.cfg.Store.Remove(id)
+		_ = journal.Finish(nil)
 		return run.Record{}, err
 	}
 	if e.last != nil {

@@ -155,6 +155,9 @@ func sameValue(read, wrote string) bool {
 // had, restores every host-wide file (the zram device reset), reads each
 // one back, and ends the journal. rec may be nil (Apply was not called).
 func (j *Journal) Finish(rec *Record) error {
+	if j == nil {
+		return nil
+	}
 	a := j.applied
 	if a != nil && rec != nil {
 		rec.Cost = a.cost()

@@ -97,6 +97,11 @@ func (a Asked) Check(allowHost, v2 bool, root string) error {
 		if err := s.Available(root); err != nil {
 			return err
 		}
+		if s.check != nil {
+			if err := s.check(root, a.Value(s.Name)); err != nil {
+				return fmt.Errorf("%s: %w", s.Name, err)
+			}
+		}
 	}
 	return nil
 }

@@ -9,7 +9,6 @@ import (
 	"testing"
 
 	"github.com/thrashscope/thrashscope/internal/outdir"
-	"github.com/thrashscope/thrashscope/internal/testenv"
 )
 
 // fakeFiles are kernel files in memory; a write to a path in fail fails;
@@ -165,38 +164,5 @@ func TestAForeignJournalIsRefused(t *testing.T) {
 		if files.v[pageCluster] != "3" {
 			t.Errorf("%s: a file was written", name)
 		}
-	}
-}
-
-// The host's own files: vm.page-cluster set through a journal, seen in the
-// kernel's file, and restored from the journal alone, as after a kill -9.
-func TestHostFileRestoredFromTheJournal(t *testing.T) {
-	testenv.RequirePrivileged(t)
-	h := Host{}
-	before, err := h.Read(pageCluster)
-	if err != nil {
-		testenv.Unavailable(t, "no "+pageCluster+": "+err.Error())
-	}
-	want := "0"
-	if before == "0" {
-		want = "1"
-	}
-	d := dataDir(t)
-	j, err := Begin(d, h, "run-1")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = h.Write(pageCluster, before) })
-	if err := j.Set(pageCluster, want); err != nil {
-		t.Fatal(err)
-	}
-	if got, _ := h.Read(pageCluster); got != want {
-		t.Fatalf("the kernel's %s reads %q, want %q", pageCluster, got, want)
-	}
-	if _, err := Recover(d, h); err != nil {
-		t.Fatal(err)
-	}
-	if got, _ := h.Read(pageCluster); got != before {
-		t.Errorf("after the recovery %s reads %q, want %q back", pageCluster, got, before)
 	}
 }

@@ -42,6 +42,9 @@ type Setting struct {
 	// apply puts the run under the value, for a setting that is more than
 	// one file written; nil writes File.
 	apply func(a *applier, value string) error
+	// check says, before a run starts, whether the host can take the
+	// value, for a setting with an apply of its own.
+	check func(root, value string) error
 }
 
 // HostWide says whether the setting changes the host, given whether the
@@ -52,7 +55,7 @@ func (s Setting) HostWide(v2 bool) bool { return s.Host && (v2 || s.V1File == ""
 var Registered = []Setting{
 	{Name: "swap", Host: true, Config: "CONFIG_SWAP (and CONFIG_ZRAM, CONFIG_ZSWAP for those)",
 		Takes: `"disk", "zram" or "zswap"`, Value: choice(map[string]string{"disk": SwapDisk, "zram": SwapZram, "zswap": SwapZswap}),
-		apply: (*applier).swap},
+		apply: (*applier).swap, check: checkSwap},
 	{Name: "swappiness", Host: true, File: "/proc/sys/vm/swappiness", V1File: "memory.swappiness", Config: "CONFIG_SWAP",
 		Takes: "0 to 200", Value: integer(0, 200)},
 	{Name: "mglru", Host: true, File: "/sys/kernel/mm/lru_gen/enabled", Config: "CONFIG_LRU_GEN",

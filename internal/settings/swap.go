@@ -63,6 +63,26 @@ func (a *applier) swap(backend string) error {
 	return a.host("swap", zswapEnabled, "N")
 }
 
+// checkSwap says whether the host can swap on the backend: a disk swap
+// area first for disk and zswap, zswap's switch for zswap, a free zram
+// device for zram.
+func checkSwap(root, backend string) error {
+	areas, err := readSwaps(root)
+	if err != nil {
+		return err
+	}
+	switch backend {
+	case SwapZram:
+		_, err := freeZram(root, areas)
+		return err
+	case SwapZswap:
+		if _, err := os.Stat(filepath.Join(root, zswapEnabled)); err != nil {
+			return fmt.Errorf("this kernel has no %s (CONFIG_ZSWAP)", zswapEnabled)
+		}
+	}
+	return diskFirst(areas)
+}
+
 // diskFirst checks that the host swaps to a disk area first: one exists,
 // and no zram area comes before it.
 func diskFirst(areas []swapArea) error {
@@ -232,10 +252,10 @@ var CostNames = []string{
 // Sample reads what the run's compressed swap holds now, keeping the most
 // it held: by the run's end its consumers, gone, hold nothing.
 func (j *Journal) Sample() {
-	a := j.applied
-	if a == nil {
+	if j == nil || j.applied == nil {
 		return
 	}
+	a := j.applied
 	j.sampleMu.Lock()
 	defer j.sampleMu.Unlock()
 	if a.peak == nil {

@@ -43,6 +43,9 @@ type Config struct {
 	// that names it: a bound on one run of a comparison, kept as aborted
 	// with what it did.
 	Timeout time.Duration
+	// AllowHostSettings is the operator's opt-in to a spec's host-wide
+	// memory settings (--settings.allow-host).
+	AllowHostSettings bool
 }
 
 // Run runs one experiment to its end, or until ctx is cancelled
@@ -63,7 +66,7 @@ func Run(ctx context.Context, cfg Config) (run.Record, error) {
 	if err != nil {
 		return run.Record{}, err
 	}
-	rc := runner.Config{Store: st, ProcFS: fs, Binary: cfg.Binary, Logger: cfg.Logger}
+	rc := runner.Config{Store: st, ProcFS: fs, Binary: cfg.Binary, Logger: cfg.Logger, AllowHostSettings: cfg.AllowHostSettings}
 	rc.Parent, rc.ParentErr = cgroup.ChooseParent(cfg.CgroupParent, cfg.ProcfsPath)
 	e, err := runner.New(rc)
 	if err != nil {

@@ -128,6 +128,10 @@ func OpenExisting(path string) (*Dir, error) {
 	return newDir(path, nil, nil), nil
 }
 
+// Data is the directory open for writing, for the files a run keeps
+// beside its records (the settings' journal); nil when opened to read.
+func (d *Dir) Data() *outdir.Dir { return d.top }
+
 // Path is the data directory.
 func (d *Dir) Path() string { return d.path }
 
