@@ -20,6 +20,9 @@ type Record struct {
 	SwapAreas []string `json:"swap_areas,omitempty"`
 	// Zram is the zram device the run swapped to, reset after it.
 	Zram string `json:"zram,omitempty"`
+	// Compressor is the compressed swap's algorithm in force: the zram
+	// device's, or zswap's.
+	Compressor string `json:"compressor,omitempty"`
 	// Cost is what the compressed swap held and did over the run (see
 	// CostNames), as the kernel counts it.
 	Cost map[string]float64 `json:"cost,omitempty"`
@@ -95,6 +98,12 @@ func Apply(j *Journal, asked Asked, t Target) (*Record, error) {
 	}
 	if _, ok := asked["swap"]; ok {
 		a.rec.SwapAreas = swapAreaLines(t.Root)
+	}
+	switch {
+	case a.rec.Zram != "":
+		a.rec.Compressor = inForce(t.Root, "/sys/block/"+strings.TrimPrefix(a.rec.Zram, "/dev/")+"/comp_algorithm")
+	case a.zswap():
+		a.rec.Compressor = inForce(t.Root, "/sys/module/zswap/parameters/compressor")
 	}
 	return a.rec, nil
 }
@@ -180,3 +189,13 @@ func (j *Journal) Finish(rec *Record) error {
 
 // errNoSwap is a disk swap asked of a host that has none.
 var errNoSwap = errors.New("the host has no swap area but zram: swapon a swap file or partition first (mkswap, swapon)")
+
+// inForce is a choice file's value in force: the bracketed one of a list
+// ("lzo [lz4] zstd"), or the file's value.
+func inForce(root, path string) string {
+	v, _ := Host{Root: root}.Read(path)
+	if _, after, ok := strings.Cut(v, "["); ok {
+		v, _, _ = strings.Cut(after, "]")
+	}
+	return strings.TrimSpace(v)
+}
