@@ -124,6 +124,77 @@ func TestCompareTimeout(t *testing.T) {
 	}
 }
 
+// compare across settings, end to end: one spec on disk swap and on a
+// zram device, interleaved; the table has a row for each set of settings
+// and zram's own cost for the zram runs; each record holds what was asked
+// and that it was given back, and the host's swap areas are as before.
+func TestCompareAcrossSettings(t *testing.T) {
+	testenv.RequirePrivileged(t)
+	testenv.RequireSwap(t)
+	testenv.Binary(t, "loadgen")
+	bin := testenv.Binary(t, "thrashtool")
+	swapsBefore := swapAreas()
+	free := false
+	devs, _ := filepath.Glob("/sys/block/zram*/disksize")
+	for _, d := range devs {
+		if b, _ := os.ReadFile(d); strings.TrimSpace(string(b)) == "0" {
+			free = true
+		}
+	}
+	second := `{"swap":"zram"}`
+	if !free {
+		second = `{"swap":"zswap"}` // no free zram device here (a guest of the matrix)
+	}
+	out := t.TempDir()
+	spec := `{"preset":"e4","scale":0.05,"consumers":6,"interval":"1s","lead_in":"1s"}`
+	b, err := exec.Command(bin, "compare", "--spec", spec, "--settings", `{"swap":"disk"}`, "--settings", second,
+		"--settings.allow-host", "--repeats", "1", "--out", out).CombinedOutput()
+	if err != nil {
+		t.Fatalf("thrashtool compare: %v\n%s", err, b)
+	}
+	tab, err := os.ReadFile(filepath.Join(out, "compare.txt"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"| settings |", "| swap=disk |", "| swap=" + strings.Trim(second[9:], `"}`) + " |"} {
+		if !strings.Contains(string(tab), want) {
+			t.Errorf("compare.txt lacks %q:\n%s", want, tab)
+		}
+	}
+	if free && !strings.Contains(string(tab), "zram_compression_ratio") {
+		t.Errorf("compare.txt has no zram cost:\n%s", tab)
+	}
+	recs, _ := filepath.Glob(filepath.Join(out, "runs", "*", "record.json"))
+	if len(recs) != 2 {
+		t.Fatalf("%d run records, want 2", len(recs))
+	}
+	for _, p := range recs {
+		raw, _ := os.ReadFile(p)
+		var rec run.Record
+		if err := json.Unmarshal(raw, &rec); err != nil {
+			t.Fatal(err)
+		}
+		if rec.State != run.StateCompleted || rec.Settings == nil || !rec.Settings.Restored || rec.Settings.Asked["swap"] == nil {
+			t.Errorf("%s: %s %q, settings %+v; want completed under its swap, restored", rec.ID, rec.State, rec.Reason, rec.Settings)
+		}
+	}
+	if after := swapAreas(); after != swapsBefore {
+		t.Errorf("the swap areas after the comparison: %s, want %s", after, swapsBefore)
+	}
+}
+
+// swapAreas are /proc/swaps' areas and their priorities.
+func swapAreas() string {
+	b, _ := os.ReadFile("/proc/swaps")
+	var out []string
+	for _, l := range strings.Split(string(b), "\n")[1:] {
+		if f := strings.Fields(l); len(f) >= 5 {
+			out = append(out, f[0]+" "+f[4])
+		}
+	}
+	return strings.Join(out, ", ")
+}
+
 // The report command on tables no run writes: a gzipped one that inflates
 // far past the 64 MiB a table may hold, a line of 60 MB, and lines past the
 // rows a run writes. Each is refused with the file and the reason, and the

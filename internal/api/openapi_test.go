@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"net/http/httptest"
 	"reflect"
@@ -21,6 +22,7 @@ import (
 
 	"github.com/thrashscope/thrashscope/internal/policy"
 	"github.com/thrashscope/thrashscope/internal/run"
+	"github.com/thrashscope/thrashscope/internal/settings"
 )
 
 const specPath = "../../api/openapi.yaml"
@@ -399,5 +401,13 @@ func TestEnumsFollowTheRegistries(t *testing.T) {
 	}
 	if found < 2 {
 		t.Errorf("%d schemas have a policy, want the spec's and the record's", found)
+	}
+	set := s.doc.Components.Schemas["Settings"]
+	if set == nil {
+		t.Fatal("no Settings schema")
+	}
+	got := slices.Sorted(maps.Keys(set.Value.Properties))
+	if want := slices.Sorted(slices.Values(settings.Names())); !slices.Equal(got, want) {
+		t.Errorf("Settings' properties %v, want the registry's %v", got, want)
 	}
 }

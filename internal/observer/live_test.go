@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"reflect"
 	"regexp"
 	"strings"
 	"testing"
@@ -200,7 +201,7 @@ func TestLivePageInBrowser(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if rec.State != run.StateRunning || rec.Spec != want {
+	if rec.State != run.StateRunning || !reflect.DeepEqual(rec.Spec, want) {
 		t.Fatalf("the form started %s %+v, want running %+v", rec.State, rec.Spec, want)
 	}
 	poll(t, ctx, "the page to show the run", `document.getElementById('run-id')?.textContent === '`+rec.ID+`' && document.getElementById('run-state').textContent === 'running'`, 5*time.Second)

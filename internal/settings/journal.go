@@ -24,7 +24,6 @@ import (
 	"sync"
 
 	"github.com/thrashscope/thrashscope/internal/kernfile"
-	"github.com/thrashscope/thrashscope/internal/outdir"
 	"github.com/thrashscope/thrashscope/internal/strictjson"
 )
 
@@ -44,6 +43,15 @@ type Change struct {
 	Swapon string `json:"swapon,omitempty"`
 }
 
+// Dir is the data directory the journal is kept in (an *outdir.Dir: never
+// written through a link, each file replaced whole and synced).
+type Dir interface {
+	Path() string
+	WriteFile(name string, data []byte, perm fs.FileMode) error
+	ReadFile(name string, max int64) ([]byte, error)
+	RemoveAll(name string) error
+}
+
 // File reads and writes the kernel's files, named by their paths on the
 // host, and takes a swap area off (Host is the host's).
 type File interface {
@@ -58,7 +66,7 @@ var zramNode = regexp.MustCompile(`^/dev/zram[0-9]{1,4}$`)
 // Journal is one run's host-wide changes, kept in the data directory until
 // every one is restored.
 type Journal struct {
-	dir   *outdir.Dir
+	dir   Dir
 	files File
 	Run   string   `json:"run"`
 	Done  []Change `json:"changes"`
@@ -71,7 +79,7 @@ type Journal struct {
 
 // Begin starts run's journal in dir. It refuses while a journal of another
 // run, not yet restored, is there: one run changes the host at a time.
-func Begin(dir *outdir.Dir, files File, run string) (*Journal, error) {
+func Begin(dir Dir, files File, run string) (*Journal, error) {
 	old, err := read(dir)
 	switch {
 	case err != nil:
@@ -170,7 +178,7 @@ func (j *Journal) resetZram(node string) error {
 // Recover restores what a journal left in dir holds: the changes of a run
 // whose process died before it could. It returns them, nil when there was
 // no journal.
-func Recover(dir *outdir.Dir, files File) ([]Change, error) {
+func Recover(dir Dir, files File) ([]Change, error) {
 	j, err := read(dir)
 	if err != nil || j == nil {
 		return nil, err
@@ -191,7 +199,7 @@ func (j *Journal) save() error {
 }
 
 // read is the journal in dir, nil when there is none.
-func read(dir *outdir.Dir) (*Journal, error) {
+func read(dir Dir) (*Journal, error) {
 	b, err := dir.ReadFile(JournalFile, maxJournalBytes)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, nil
