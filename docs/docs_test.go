@@ -14,6 +14,7 @@ import (
 
 	"github.com/thrashscope/thrashscope/internal/policy"
 	"github.com/thrashscope/thrashscope/internal/run"
+	"github.com/thrashscope/thrashscope/internal/settings"
 )
 
 const root = ".."
@@ -143,7 +144,7 @@ func tableNames(t *testing.T, page, first string) []string {
 	}
 	var names []string
 	in := false
-	cell := regexp.MustCompile("^\\| `([a-z0-9-]+)` \\|")
+	cell := regexp.MustCompile("^\\| `([a-z0-9_-]+)` \\|")
 	for line := range strings.Lines(string(b)) {
 		switch {
 		case strings.HasPrefix(line, "| "+first+" |"):
@@ -168,6 +169,7 @@ func TestDocsListTheRegistries(t *testing.T) {
 	}{
 		{"docs/runs.md", "preset", run.PresetNames()},
 		{"docs/policies/README.md", "policy", policy.Names()},
+		{"docs/settings.md", "setting", settings.Names()},
 	} {
 		got := tableNames(t, c.page, c.first)
 		slices.Sort(got)
