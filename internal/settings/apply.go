@@ -66,6 +66,10 @@ type applier struct {
 	vmstat map[string]float64
 	// peak is the compressed swap's cost at its largest (Sample).
 	peak map[string]float64
+	// disks are the disks under the host's disk swap areas as the run
+	// began, and disk what they had read and written then.
+	disks []string
+	disk  map[string]float64
 }
 
 // Apply puts the run under the asked settings, each host-wide file
@@ -75,6 +79,10 @@ type applier struct {
 func Apply(j *Journal, asked Asked, t Target) (*Record, error) {
 	a := &applier{j: j, t: t, rec: &Record{Asked: asked}}
 	a.vmstat = readVMStat(t.Root)
+	if _, ok := asked["swap"]; ok {
+		a.disks = swapDisks(t.Root)
+		a.disk = diskIO(t.Root, a.disks)
+	}
 	j.applied = a
 	for _, s := range Registered {
 		if _, ok := asked[s.Name]; !ok {

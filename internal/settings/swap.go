@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"unsafe"
@@ -14,6 +15,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/thrashscope/thrashscope/internal/kernfile"
+	"github.com/thrashscope/thrashscope/internal/swapdev"
 )
 
 // The swap backends a run can name.
@@ -247,6 +249,7 @@ func isZram(name string) bool { return strings.HasPrefix(name, "/dev/zram") }
 var CostNames = []string{
 	"zram_orig_data_bytes", "zram_compr_data_bytes", "zram_mem_used_bytes", "zram_compression_ratio",
 	"zswap_stored_pages", "zswap_loaded_pages", "zswap_written_back_pages", "zswap_pool_bytes", "zswapped_bytes",
+	"swap_disk_read_bytes", "swap_disk_written_bytes",
 }
 
 // Sample reads what the run's compressed swap holds now, keeping the most
@@ -309,6 +312,12 @@ func (a *applier) cost() map[string]float64 {
 	if c := out["zram_compr_data_bytes"]; c > 0 {
 		out["zram_compression_ratio"] = out["zram_orig_data_bytes"] / c
 	}
+	if a.disk != nil {
+		now := diskIO(a.t.Root, a.disks)
+		for k, v := range now {
+			out[k] = v - a.disk[k]
+		}
+	}
 	if a.zswap() {
 		now := readVMStat(a.t.Root)
 		for k, name := range map[string]string{"zswpout": "zswap_stored_pages", "zswpin": "zswap_loaded_pages", "zswpwb": "zswap_written_back_pages"} {
@@ -319,6 +328,36 @@ func (a *applier) cost() map[string]float64 {
 	}
 	if len(out) == 0 {
 		return nil
+	}
+	return out
+}
+
+// swapDisks are the disks (MAJ:MIN) under the host's disk swap areas.
+func swapDisks(root string) []string {
+	devs, _ := swapdev.SwapDevices(filepath.Join(root, "/proc"), filepath.Join(root, "/sys"))
+	var out []string
+	for _, d := range devs {
+		if !isZram(d.Swap) && !slices.Contains(out, d.Number) {
+			out = append(out, d.Number)
+		}
+	}
+	return out
+}
+
+// diskIO is what the disks have read and written (their stat's sectors,
+// in bytes): every I/O of the disk, the swap's and any other.
+func diskIO(root string, disks []string) map[string]float64 {
+	out := map[string]float64{"swap_disk_read_bytes": 0, "swap_disk_written_bytes": 0}
+	for _, d := range disks {
+		b, err := os.ReadFile(filepath.Join(root, "/sys/dev/block", d, "stat"))
+		f := strings.Fields(string(b))
+		if err != nil || len(f) < 7 {
+			continue
+		}
+		r, _ := strconv.ParseFloat(f[2], 64)
+		w, _ := strconv.ParseFloat(f[6], 64)
+		out["swap_disk_read_bytes"] += r * 512
+		out["swap_disk_written_bytes"] += w * 512
 	}
 	return out
 }

@@ -53,6 +53,12 @@ var Steps = []step{
 	// thrash (the guest's root has CAP_SYS_RESOURCE: the 500 ms window).
 	{Package: "internal/pressure", Step: vmtest.Step{Name: "pressure", GoTest: true, TimeoutSeconds: 600,
 		Args: tests("TestTriggerFiresOnARealThrash")}},
+	// A run's kernel memory settings applied and given back after
+	// completion, DELETE, SIGTERM and kill -9 with a restart; MGLRU off and
+	// on (whichever the kernel does not have) with min_ttl_ms, where the
+	// kernel has it (6.1, 6.12), refused naming CONFIG_LRU_GEN where not.
+	{Package: "internal/observer", Step: vmtest.Step{Name: "settings", GoTest: true, TimeoutSeconds: 1800,
+		Args: tests("TestHostSettingsAlwaysGivenBack")}},
 	// The policies' levers: calmdown freezes the newest, tpf protects one.
 	{Package: "internal/runner", Step: vmtest.Step{Name: "policies", GoTest: true, TimeoutSeconds: 1800,
 		Args: tests("TestCalmDownStopsTheNewest", "TestTPFProtectsOneConsumer")}},
