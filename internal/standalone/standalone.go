@@ -85,11 +85,13 @@ func Run(ctx context.Context, cfg Config) (run.Record, error) {
 		Detector: cfg.Detector, FaultKind: indicators.CountAll, Run: e.Stages(), Logger: cfg.Logger,
 	})
 	if err != nil {
+		e.Close() // nothing ran: its scratch/ goes
 		return run.Record{}, err
 	}
 	line := f.Pipeline
 	rec, err := e.Start(cfg.Spec)
 	if err != nil {
+		e.Close()
 		return rec, err
 	}
 	run := e.Active()
