@@ -306,3 +306,32 @@ func TestLoadgenFill(t *testing.T) {
 	}
 	testenv.NoneAlive(t, rec)
 }
+
+// A run asking for a host-wide setting without the opt-in is refused,
+// naming the flag, before anything changes: vm.page-cluster as it was,
+// and no scratch/ or journal left in --out.
+func TestLoadgenRunRefusesHostSettingsWithoutTheOptIn(t *testing.T) {
+	testenv.RequirePrivileged(t)
+	before, err := os.ReadFile("/proc/sys/vm/page-cluster")
+	if err != nil {
+		testenv.Unavailable(t, "no vm.page-cluster: "+err.Error())
+	}
+	want := "0"
+	if strings.TrimSpace(string(before)) == "0" {
+		want = "1"
+	}
+	out := t.TempDir()
+	b, err := exec.Command(testenv.Binary(t, "loadgen"), "run", "--preset=e4", "--scale=0.05",
+		"--settings", `{"page_cluster":`+want+`}`, "--out="+out).CombinedOutput()
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || ee.ExitCode() != 2 || !strings.Contains(string(b), "--settings.allow-host") {
+		t.Errorf("loadgen run with a host setting and no opt-in: %v\n%s\nwant exit 2 naming --settings.allow-host", err, b)
+	}
+	if after, _ := os.ReadFile("/proc/sys/vm/page-cluster"); string(after) != string(before) {
+		t.Errorf("vm.page-cluster %q after the refusal, was %q", after, before)
+	}
+	noScratch(t, out)
+	if _, err := os.Stat(filepath.Join(out, "settings-journal.json")); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("a journal was left in %s (%v)", out, err)
+	}
+}
