@@ -141,6 +141,10 @@ type Machine struct {
 	// LogLevel is the kernel's console log level: 4 shows warnings and
 	// worse, 7 everything (a lockup's stack).
 	LogLevel int
+	// Extract copies directories of the data disk (as the guest mounts it
+	// at /var/tmp: "/compare" is its /var/tmp/compare) to host
+	// directories, once the guest powered off.
+	Extract map[string]string
 }
 
 // Boot runs the kernel with the initramfs until the guest powers off or ctx
@@ -193,6 +197,11 @@ func (m Machine) Boot(ctx context.Context, im Image, initramfs, dir string, cons
 	cmd.WaitDelay = 5 * time.Second
 	err = cmd.Run()
 	reports := ParseReports(strings.NewReader(out.String()))
+	for from, to := range m.Extract {
+		if xerr := extract(ctx, data, from, to); xerr != nil {
+			err = errors.Join(err, xerr)
+		}
+	}
 	switch {
 	case ctx.Err() != nil:
 		return reports, fmt.Errorf("qemu: the guest did not power off in time: %w", ctx.Err())
@@ -202,6 +211,19 @@ func (m Machine) Boot(ctx context.Context, im Image, initramfs, dir string, cons
 		return reports, errors.New("the guest ended before its last step: see the console log")
 	}
 	return reports, nil
+}
+
+// extract copies the directory from of the ext4 image data into the host
+// directory to (debugfs's rdump makes to/<base of from>).
+func extract(ctx context.Context, data, from, to string) error {
+	if err := os.MkdirAll(to, 0o755); err != nil {
+		return err
+	}
+	out, err := exec.CommandContext(ctx, "debugfs", "-R", "rdump "+from+" "+to, data).CombinedOutput()
+	if err != nil || strings.Contains(string(out), "File not found") {
+		return fmt.Errorf("copying %s out of the data disk: %v: %s (install e2fsprogs)", from, err, out)
+	}
+	return nil
 }
 
 // sparse makes a sparse file of size bytes in dir.

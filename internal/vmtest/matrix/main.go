@@ -31,6 +31,7 @@ func main() {
 	summary := flag.String("summary", "", "also put the summary table in this file, between its "+vmtest.SummaryBegin+" and "+vmtest.SummaryEnd+" lines (README.md)")
 	accel := flag.String("accel", "auto", "auto (KVM when a guest boots on it, else TCG), kvm or tcg")
 	flag.IntVar(&logLevel, "loglevel", 4, "the guest kernel's console log level (7 shows a lockup's stack)")
+	flag.StringVar(&compareOut, "compare-out", "", "instead of the steps, run `observer compare` in each guest with the arguments after --, and copy its --out to this directory (<dir>/<kernel release>/): a comparison of settings on another kernel")
 	flag.Parse()
 
 	// Interrupted, it stops its guest and removes the guest's disks and
@@ -45,7 +46,17 @@ func main() {
 	}
 }
 
-var logLevel int
+var (
+	logLevel   int
+	compareOut string
+)
+
+// compareStep runs observer compare in the guest, its --out on the data
+// disk, for the host to copy out.
+func compareStep(args []string) step {
+	return step{Step: vmtest.Step{Name: "compare", Path: vmtest.GuestBin + "/observer", TimeoutSeconds: 3 * 3600,
+		Args: append(append([]string{"compare"}, args...), "--out", "/var/tmp/compare")}}
+}
 
 func run(ctx context.Context, cache, work, kernels, only, markdown, summary, accel string) error {
 	matrix := vmtest.Matrix
@@ -68,6 +79,9 @@ func run(ctx context.Context, cache, work, kernels, only, markdown, summary, acc
 	var results []vmtest.KernelResult
 	failed := false
 	for _, k := range matrix {
+		if compareOut != "" {
+			m.Extract = map[string]string{"/compare": filepath.Join(compareOut, k.Name)}
+		}
 		res := bootOne(ctx, k, guest, m, cache, work)
 		results = append(results, res)
 		failed = failed || !res.Pass()
@@ -225,7 +239,18 @@ func build(ctx context.Context, work, only string) (vmtest.Guest, error) {
 			wanted[s] = true
 		}
 	}
-	for _, st := range Steps {
+	steps := Steps
+	if compareOut != "" {
+		steps = []step{compareStep(flag.Args())}
+		for _, cmdName := range []string{"thrashtool"} { // observer compare hands over to it
+			out := filepath.Join(bin, cmdName)
+			if err := gobuild(out, "build", "./cmd/"+cmdName); err != nil {
+				return g, fmt.Errorf("building %s: %w", cmdName, err)
+			}
+			g.Binaries[cmdName] = out
+		}
+	}
+	for _, st := range steps {
 		if len(wanted) > 0 && !wanted[st.Name] {
 			continue
 		}
