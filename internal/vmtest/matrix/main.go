@@ -80,7 +80,7 @@ func run(ctx context.Context, cache, work, kernels, only, markdown, summary, acc
 	failed := false
 	for _, k := range matrix {
 		if compareOut != "" {
-			m.Extract = map[string]string{"/compare": filepath.Join(compareOut, k.Name)}
+			m.Extract = map[string]string{"/compare": filepath.Join(compareOut, strings.Fields(k.Name)[0])}
 		}
 		res := bootOne(ctx, k, guest, m, cache, work)
 		results = append(results, res)
