@@ -479,7 +479,7 @@ func unfinished(b *strings.Builder, rs []Result) {
 			b.WriteString("\nRuns that did not complete (no makespan or slowdown; their other figures are up to their end):\n")
 			first = false
 		}
-		fmt.Fprintf(b, "- %s (%s): %s, %s", r.ID, r.Policy, r.State, cmp.Or(r.Reason, "no reason recorded"))
+		fmt.Fprintf(b, "- %s (%s): %s, %s", r.ID, cmp.Or(r.Arm, r.Policy), r.State, cmp.Or(r.Reason, "no reason recorded"))
 		if r.PlannedCycles > 0 {
 			fmt.Fprintf(b, "; %d of its %d write cycles done (%.1f %%)", r.Cycles, r.PlannedCycles, 100*float64(r.Cycles)/float64(r.PlannedCycles))
 		}
