@@ -3,6 +3,7 @@ package compare
 import (
 	"context"
 	"io"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -77,5 +78,29 @@ func TestCommittedComparisonsKeepTheirDirections(t *testing.T) {
 	}
 	if ran == 0 {
 		t.Fatal("no committed comparison had a finding to check")
+	}
+}
+
+// docsSettings holds the comparisons of memory settings the docs report.
+const docsSettings = "../../docs/settings"
+
+// The README's table of what the settings comparisons found is the one
+// their committed runs give, and so is docs/settings.md's: a run replaced
+// by one that shows something else changes the table, and fails here
+// until both pages say so.
+func TestCommittedSettingsTable(t *testing.T) {
+	table, err := SettingsTable(docsSettings, SettingsFindings)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("\n%s", table)
+	for _, page := range []string{"../../README.md", "../../docs/settings.md"} {
+		text, err := os.ReadFile(page)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(string(text), table) {
+			t.Errorf("%s's table of the settings' findings is not the one docs/settings gives; put this in it:\n%s", page, table)
+		}
 	}
 }

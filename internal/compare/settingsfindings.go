@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -158,9 +157,19 @@ func ms(mean, sd float64) string {
 	return num(mean) + " ± " + num(sd)
 }
 
-// exists says whether a file is there, for rows that need a comparison
-// that may not have been run.
-func exists(path string) bool {
-	_, err := os.Stat(path)
-	return err == nil
+// contrast is arm b's measure against arm a's in one comparison: their
+// means ± SD, the ratio, and whether b lies beyond the runs' spread below
+// (-1) or above (+1) a, or within it (0).
+func (cs Comparisons) contrast(dir, a, b, measure string) (text string, way int, err error) {
+	ma, sa, _, err := cs.mean(dir, a, measure)
+	if err != nil {
+		return "", 0, err
+	}
+	mb, sb, _, err := cs.mean(dir, b, measure)
+	if err != nil {
+		return "", 0, err
+	}
+	way, err = cs.apart(dir, a, b, measure)
+	short := func(arm string) string { return strings.TrimPrefix(arm, "swap=") }
+	return fmt.Sprintf("%s %s %s → %s %s (×%.2f)", measure, short(a), ms(ma, sa), short(b), ms(mb, sb), mb/ma), way, err
 }
