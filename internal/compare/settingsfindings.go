@@ -72,8 +72,9 @@ func of(r Result, measure string) float64 {
 	return math.NaN()
 }
 
-// mean is the measure over an arm's completed runs: its mean, SD and how
-// many runs had it.
+// mean is the measure over an arm's runs that have it (as the comparison's
+// table: a run that did not complete has no makespan, and its other
+// figures up to its end): its mean, SD and how many runs had it.
 func (cs Comparisons) mean(dir, arm, measure string) (mean, sd float64, n int, err error) {
 	rs, err := cs.arm(dir, arm)
 	if err != nil {
@@ -81,7 +82,7 @@ func (cs Comparisons) mean(dir, arm, measure string) (mean, sd float64, n int, e
 	}
 	var vs []float64
 	for _, r := range rs {
-		if v := of(r, measure); r.State == run.StateCompleted && !math.IsNaN(v) {
+		if v := of(r, measure); !math.IsNaN(v) {
 			vs = append(vs, v)
 		}
 	}
@@ -128,6 +129,12 @@ func (cs Comparisons) apart(dir, a, b, measure string) (int, error) {
 	return 1, nil
 }
 
+// costWords name the byte counts a contrast gives in MiB.
+var costWords = map[string]string{
+	"swap_disk_written_bytes": "written to the swap disk",
+	"swap_disk_read_bytes":    "read from it",
+}
+
 // SettingsTable is the README's table of the settings comparisons under
 // root: one row per finding.
 func SettingsTable(root string, rows []SettingsFinding) (string, error) {
@@ -171,5 +178,10 @@ func (cs Comparisons) contrast(dir, a, b, measure string) (text string, way int,
 	}
 	way, err = cs.apart(dir, a, b, measure)
 	short := func(arm string) string { return strings.TrimPrefix(arm, "swap=") }
-	return fmt.Sprintf("%s %s %s → %s %s (×%.2f)", measure, short(a), ms(ma, sa), short(b), ms(mb, sb), mb/ma), way, err
+	name, unit := measure, ""
+	if w, ok := costWords[measure]; ok {
+		name, unit = w, " MiB"
+		ma, sa, mb, sb = ma/(1<<20), sa/(1<<20), mb/(1<<20), sb/(1<<20)
+	}
+	return fmt.Sprintf("%s: %s %s%s → %s %s%s (×%s)", name, short(a), ms(ma, sa), unit, short(b), ms(mb, sb), unit, num(mb/ma)), way, err
 }

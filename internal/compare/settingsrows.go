@@ -10,6 +10,80 @@ var SettingsFindings = []SettingsFinding{
 		Claim:   "seed 002: compression hides swapping unless the data is incompressible",
 		Measure: incompressible,
 	},
+	{
+		Finding: "the same with `fill: zero` (compressible) (`e4-zero`)",
+		Claim:   "seed 002: compression hides swapping",
+		Measure: compressible,
+	},
+	{
+		Finding: "zswap against the disk, e4 at 0.1 with `fill: zero` (`e4-zero`)",
+		Claim:   "zswap's posting: 76 % less I/O on a kernel build",
+		Measure: zswapIO,
+	},
+}
+
+// compressible: zram's ratio on zero pages, and what reached the disk.
+func compressible(cs Comparisons) (string, string, error) {
+	const dir = "e4-zero"
+	ratio, _, _, err := cs.mean(dir, "swap=zram", "zram_compression_ratio")
+	if err != nil {
+		return "", "", err
+	}
+	stored, _, _, _ := cs.mean(dir, "swap=zram", "zram_orig_data_bytes")
+	used, _, _, _ := cs.mean(dir, "swap=zram", "zram_mem_used_bytes")
+	written, way, err := cs.contrast(dir, "swap=disk", "swap=zram", "swap_disk_written_bytes")
+	if err != nil {
+		return "", "", err
+	}
+	psi, psiWay, err := cs.contrast(dir, "swap=disk", "swap=zram", "PSI full")
+	if err != nil {
+		return "", "", err
+	}
+	shows := fmt.Sprintf("zram held %.0f MiB in %.1f MiB (%.1f×); %s; %s", stored/(1<<20), used/(1<<20), ratio, written, psi)
+	agrees := "**no**"
+	if ratio > 2 && way < 0 {
+		agrees = "**yes**: the disk barely sees the thrash"
+		switch psiWay {
+		case 0:
+			agrees += ", while the consumers stall as long"
+		case -1:
+			agrees += ", and the consumers stall less"
+		}
+	}
+	return shows, agrees, nil
+}
+
+// zswapIO: what reached the disk under zswap against the disk alone, and
+// how zswap's runs ended.
+func zswapIO(cs Comparisons) (string, string, error) {
+	const dir = "e4-zero"
+	var parts []string
+	less := 0.0
+	for _, m := range []string{"swap_disk_written_bytes", "swap_disk_read_bytes"} {
+		text, _, err := cs.contrast(dir, "swap=disk", "swap=zswap", m)
+		if err != nil {
+			return "", "", err
+		}
+		parts = append(parts, text)
+	}
+	d, _, _, _ := cs.mean(dir, "swap=disk", "swap_disk_written_bytes")
+	dr, _, _, _ := cs.mean(dir, "swap=disk", "swap_disk_read_bytes")
+	z, _, _, _ := cs.mean(dir, "swap=zswap", "swap_disk_written_bytes")
+	zr, _, _, _ := cs.mean(dir, "swap=zswap", "swap_disk_read_bytes")
+	less = 1 - (z+zr)/(d+dr)
+	failed, runs, err := cs.failed(dir, "swap=zswap")
+	if err != nil {
+		return "", "", err
+	}
+	shows := fmt.Sprintf("%s; %s: %.1f %% less I/O; but %d of its %d runs stalled at the limit", parts[0], parts[1], 100*less, failed, runs)
+	agrees := "**no**"
+	if less >= 0.76 {
+		agrees = "in I/O, **yes**"
+		if failed > 0 {
+			agrees += "; in progress, **no**"
+		}
+	}
+	return shows, agrees, nil
 }
 
 // incompressible: zram's ratio on random pages, what it paged against the
@@ -30,9 +104,6 @@ func incompressible(cs Comparisons) (string, string, error) {
 		return "", "", err
 	}
 	pool, _, _, _ := cs.mean(dir, "swap=zswap", "zswapped_bytes")
-	if failed > 0 {
-		pool = meanOfAll(cs, dir, "swap=zswap", "zswapped_bytes")
-	}
 	shows := fmt.Sprintf("zram held %.0f MiB at %.2f× (outside the run's limit); %s; zswap kept %.0f MiB uncompressed in a pool the run's cgroup pays for, and %d of its %d runs stalled at the limit (consumers parked, failed at the plan's end + 60 s)",
 		stored/(1<<20), ratio, swapIns, pool/(1<<20), failed, runs)
 	agrees := "**no**: compression hid nothing"
@@ -42,22 +113,3 @@ func incompressible(cs Comparisons) (string, string, error) {
 	return shows, agrees, nil
 }
 
-// meanOfAll is the measure's mean over an arm's runs, completed or not.
-func meanOfAll(cs Comparisons, dir, arm, measure string) float64 {
-	rs, err := cs.arm(dir, arm)
-	if err != nil {
-		return 0
-	}
-	var sum float64
-	var n int
-	for _, r := range rs {
-		if v, ok := r.Cost[measure]; ok {
-			sum += v
-			n++
-		}
-	}
-	if n == 0 {
-		return 0
-	}
-	return sum / float64(n)
-}
