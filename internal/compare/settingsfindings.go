@@ -183,5 +183,9 @@ func (cs Comparisons) contrast(dir, a, b, measure string) (text string, way int,
 		name, unit = w, " MiB"
 		ma, sa, mb, sb = ma/(1<<20), sa/(1<<20), mb/(1<<20), sb/(1<<20)
 	}
-	return fmt.Sprintf("%s: %s %s%s → %s %s%s (×%s)", name, short(a), ms(ma, sa), unit, short(b), ms(mb, sb), unit, num(mb/ma)), way, err
+	ratio := "×" + num(mb/ma)
+	if math.IsNaN(mb / ma) {
+		ratio = "no ratio"
+	}
+	return fmt.Sprintf("%s: %s %s%s → %s %s%s (%s)", name, short(a), ms(ma, sa), unit, short(b), ms(mb, sb), unit, ratio), way, err
 }

@@ -1,6 +1,9 @@
 package compare
 
-import "fmt"
+import (
+	"fmt"
+	"strings"
+)
 
 // SettingsFindings are the README's rows of what the settings comparisons
 // under docs/settings found, each against the claim it speaks to.
@@ -20,6 +23,42 @@ var SettingsFindings = []SettingsFinding{
 		Claim:   "zswap's posting: 76 % less I/O on a kernel build",
 		Measure: zswapIO,
 	},
+	{
+		Finding: "SYN8 at 1.49× (25 × 8 MB in 128 MiB), disk against zswap, under `none` and `binpack` (`syn8-1.5`)",
+		Claim:   "zswap's posting: less I/O, and faster where the swap device is slow",
+		Measure: syn8Zswap,
+	},
+}
+
+// syn8Zswap: SYN8's makespan and I/O on the disk and under zswap, with
+// and without binpack.
+func syn8Zswap(cs Comparisons) (string, string, error) {
+	const dir = "syn8-1.5"
+	var parts []string
+	faster := 0
+	for _, pol := range []string{"none", "binpack"} {
+		text, way, err := cs.contrast(dir, pol+", swap=disk", pol+", swap=zswap", "makespan")
+		if err != nil {
+			return "", "", err
+		}
+		failed, runs, err := cs.failed(dir, pol+", swap=zswap")
+		if err != nil {
+			return "", "", err
+		}
+		if way < 0 {
+			faster++
+		}
+		parts = append(parts, fmt.Sprintf("%s: %s, %d of %d zswap runs did not complete", pol, text, failed, runs))
+	}
+	io, _, err := cs.contrast(dir, "none, swap=disk", "none, swap=zswap", "swap_disk_written_bytes")
+	if err != nil {
+		return "", "", err
+	}
+	agrees := "**no**"
+	if faster == 2 {
+		agrees = "**yes**"
+	}
+	return strings.Join(append(parts, io), "; "), agrees, nil
 }
 
 // compressible: zram's ratio on zero pages, and what reached the disk.
