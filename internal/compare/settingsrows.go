@@ -28,6 +28,62 @@ var SettingsFindings = []SettingsFinding{
 		Claim:   "zswap's posting: less I/O, and faster where the swap device is slow",
 		Measure: syn8Zswap,
 	},
+	{
+		Finding: "e4 at 0.1 in the 6.12 guest (pure cgroup v2, qemu TCG): MGLRU on, off, and on with `min_ttl_ms` 1000 (`mglru-6.12`)",
+		Claim:   "MGLRU's patch set: about half the full PSI, and 51 % less kswapd CPU",
+		Measure: mglru,
+	},
+	{
+		Finding: "zswap in the same guest (`mglru-6.12`)",
+		Claim:   "zswap's posting: 76 % less I/O",
+		Measure: guestZswap,
+	},
+}
+
+// mglruDir is the guest's comparison.
+const mglruDir = "mglru-6.12"
+
+// mglru: the run cgroup's full stall with MGLRU off and on, and what
+// min_ttl_ms did.
+func mglru(cs Comparisons) (string, string, error) {
+	psi, way, err := cs.contrast(mglruDir, "mglru=off", "mglru=on", "PSI full")
+	if err != nil {
+		return "", "", err
+	}
+	late, _, err := cs.contrast(mglruDir, "mglru=off", "mglru=on", "mean lateness")
+	if err != nil {
+		return "", "", err
+	}
+	ttl, _, err := cs.contrast(mglruDir, "mglru=on", "mglru=on mglru_min_ttl_ms=1000", "PSI full")
+	if err != nil {
+		return "", "", err
+	}
+	kills, _, _, _ := cs.mean(mglruDir, "mglru=on mglru_min_ttl_ms=1000", "OOM kills")
+	shows := fmt.Sprintf("%s; %s; with min_ttl_ms 1000 %s, %.0f OOM kills a run (the thrash is the cgroup's limit, which min_ttl_ms does not guard: it acts in the host's reclaim); kswapd's CPU not measured (the cgroup's reclaim runs in the consumers)", psi, late, strings.TrimPrefix(ttl, "PSI full: "), kills)
+	agrees := map[int]string{-1: "**yes**: less full stall", 0: "**no**: within the runs' spread", 1: "**no**: more full stall"}[way]
+	return shows, agrees, nil
+}
+
+// guestZswap: how zswap's runs ended on pure cgroup v2, and its I/O.
+func guestZswap(cs Comparisons) (string, string, error) {
+	failed, runs, err := cs.failed(mglruDir, "swap=zswap")
+	if err != nil {
+		return "", "", err
+	}
+	io, way, err := cs.contrast(mglruDir, "mglru=on", "swap=zswap", "swap_disk_written_bytes")
+	if err != nil {
+		return "", "", err
+	}
+	psi, _, err := cs.contrast(mglruDir, "mglru=on", "swap=zswap", "PSI full")
+	if err != nil {
+		return "", "", err
+	}
+	shows := fmt.Sprintf("%d of %d runs did not complete; %s; %s (against MGLRU on, the guest's default, on the disk)", failed, runs, io, psi)
+	agrees := "**no**"
+	if way < 0 {
+		agrees = "in I/O, **yes**"
+	}
+	return shows, agrees, nil
 }
 
 // syn8Zswap: SYN8's makespan and I/O on the disk and under zswap, with
