@@ -79,10 +79,10 @@ type applier struct {
 func Apply(j *Journal, asked Asked, t Target) (*Record, error) {
 	a := &applier{j: j, t: t, rec: &Record{Asked: asked}}
 	a.vmstat = readVMStat(t.Root)
-	if _, ok := asked["swap"]; ok {
-		a.disks = swapDisks(t.Root)
-		a.disk = diskIO(t.Root, a.disks)
-	}
+	// What the disk swap read and wrote, under any setting: the
+	// baseline a swap backend is set against.
+	a.disks = swapDisks(t.Root)
+	a.disk = diskIO(t.Root, a.disks)
 	j.applied = a
 	for _, s := range Registered {
 		if _, ok := asked[s.Name]; !ok {

@@ -312,7 +312,7 @@ func (a *applier) cost() map[string]float64 {
 	if c := out["zram_compr_data_bytes"]; c > 0 {
 		out["zram_compression_ratio"] = out["zram_orig_data_bytes"] / c
 	}
-	if a.disk != nil {
+	if len(a.disks) > 0 {
 		now := diskIO(a.t.Root, a.disks)
 		for k, v := range now {
 			out[k] = v - a.disk[k]
