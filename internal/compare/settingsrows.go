@@ -90,8 +90,7 @@ func guestZswap(cs Comparisons) (string, string, error) {
 // and without binpack.
 func syn8Zswap(cs Comparisons) (string, string, error) {
 	const dir = "syn8-1.5"
-	var parts []string
-	faster := 0
+	var parts, verdicts []string
 	for _, pol := range []string{"none", "binpack"} {
 		text, way, err := cs.contrast(dir, pol+", swap=disk", pol+", swap=zswap", "makespan")
 		if err != nil {
@@ -101,20 +100,23 @@ func syn8Zswap(cs Comparisons) (string, string, error) {
 		if err != nil {
 			return "", "", err
 		}
-		if way < 0 {
-			faster++
+		parts = append(parts, fmt.Sprintf("%s: %s, %d of %d zswap runs unfinished", pol, text, failed, runs))
+		switch {
+		case failed == runs:
+			verdicts = append(verdicts, "under "+pol+" **no**: it never finished")
+		case way < 0:
+			verdicts = append(verdicts, "under "+pol+" **yes**")
+		case way > 0:
+			verdicts = append(verdicts, "under "+pol+" **no**: slower")
+		default:
+			verdicts = append(verdicts, "under "+pol+" within the runs' spread")
 		}
-		parts = append(parts, fmt.Sprintf("%s: %s, %d of %d zswap runs did not complete", pol, text, failed, runs))
 	}
-	io, _, err := cs.contrast(dir, "none, swap=disk", "none, swap=zswap", "swap_disk_written_bytes")
+	io, _, err := cs.contrast(dir, "binpack, swap=disk", "binpack, swap=zswap", "swap_disk_written_bytes")
 	if err != nil {
 		return "", "", err
 	}
-	agrees := "**no**"
-	if faster == 2 {
-		agrees = "**yes**"
-	}
-	return strings.Join(append(parts, io), "; "), agrees, nil
+	return strings.Join(append(parts, "binpack's "+io), "; "), strings.Join(verdicts, "; "), nil
 }
 
 // compressible: zram's ratio on zero pages, and what reached the disk.
