@@ -209,4 +209,3 @@ func incompressible(cs Comparisons) (string, string, error) {
 	}
 	return shows, agrees, nil
 }
-
