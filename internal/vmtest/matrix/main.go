@@ -233,6 +233,12 @@ func build(ctx context.Context, work, only string) (vmtest.Guest, error) {
 	if _, err := os.Stat(g.Busybox); err != nil {
 		return g, fmt.Errorf("no static busybox at %s: install busybox-static", g.Busybox)
 	}
+	return g, addSteps(&g, bin, only, gobuild)
+}
+
+// addSteps builds each step's test binary and puts the steps in the
+// guest's plan: those named in only (all when empty), or the comparison.
+func addSteps(g *vmtest.Guest, bin, only string, gobuild func(out string, args ...string) error) error {
 	wanted := map[string]bool{}
 	for _, s := range strings.Split(only, ",") {
 		if s != "" {
@@ -245,7 +251,7 @@ func build(ctx context.Context, work, only string) (vmtest.Guest, error) {
 		for _, cmdName := range []string{"thrashtool"} { // observer compare hands over to it
 			out := filepath.Join(bin, cmdName)
 			if err := gobuild(out, "build", "./cmd/"+cmdName); err != nil {
-				return g, fmt.Errorf("building %s: %w", cmdName, err)
+				return fmt.Errorf("building %s: %w", cmdName, err)
 			}
 			g.Binaries[cmdName] = out
 		}
@@ -259,7 +265,7 @@ func build(ctx context.Context, work, only string) (vmtest.Guest, error) {
 			out := filepath.Join(bin, name)
 			if _, ok := g.Binaries[name]; !ok {
 				if err := gobuild(out, "test", "-c", "./"+st.Package); err != nil {
-					return g, fmt.Errorf("building %s's tests: %w", st.Package, err)
+					return fmt.Errorf("building %s's tests: %w", st.Package, err)
 				}
 				g.Binaries[name] = out
 				if _, err := os.Stat(filepath.Join(st.Package, "testdata")); err == nil {
@@ -270,7 +276,7 @@ func build(ctx context.Context, work, only string) (vmtest.Guest, error) {
 		}
 		g.Steps = append(g.Steps, st.Step)
 	}
-	return g, nil
+	return nil
 }
 
 // writeMarkdown puts the tables in a file: between its marker lines where
