@@ -177,7 +177,12 @@ func (cs Comparisons) contrast(dir, a, b, measure string) (text string, way int,
 		return "", 0, err
 	}
 	way, err = cs.apart(dir, a, b, measure)
-	short := func(arm string) string { return strings.TrimPrefix(arm, "swap=") }
+	short := func(arm string) string { // "binpack, swap=zswap" is zswap, in a row about binpack
+		if i := strings.LastIndex(arm, ", "); i >= 0 {
+			arm = arm[i+2:]
+		}
+		return strings.TrimPrefix(arm, "swap=")
+	}
 	name, unit := measure, ""
 	if w, ok := costWords[measure]; ok {
 		name, unit = w, " MiB"

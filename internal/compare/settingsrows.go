@@ -78,9 +78,13 @@ func guestZswap(cs Comparisons) (string, string, error) {
 	if err != nil {
 		return "", "", err
 	}
-	shows := fmt.Sprintf("%d of %d runs did not complete; %s; %s (against MGLRU on, the guest's default, on the disk)", failed, runs, io, psi)
+	stored, _, _, _ := cs.mean(mglruDir, "swap=zswap", "zswap_stored_pages")
+	shows := fmt.Sprintf("zswap stored %.0f pages; %d of %d runs did not complete; %s; %s (against MGLRU on, the guest's default, on the disk)", stored, failed, runs, io, psi)
 	agrees := "**no**"
-	if way < 0 {
+	switch {
+	case stored == 0:
+		agrees = "**no**: it stored no page, and every one went to the disk"
+	case way < 0:
 		agrees = "in I/O, **yes**"
 	}
 	return shows, agrees, nil
