@@ -475,3 +475,30 @@ func TestTheRegistryHoldsEachPreset(t *testing.T) {
 		t.Errorf("e4 with cycles: shape %d, %v", r.Shape(), err)
 	}
 }
+
+// A spec's settings are checked against the rest of it, each refusal
+// naming the field and the fix.
+func TestSettingsAgainstTheSpec(t *testing.T) {
+	for _, c := range []struct{ body, want string }{
+		{`{"preset":"e4","scale":0.1,"settings":{"swap":"zram"}}`, ""},
+		{`{"preset":"e4","scale":0.1,"settings":{"memory_high":67108864}}`, ""},
+		{`{"preset":"e4","scale":0.1,"backing":"file","settings":{"swap":"disk"}}`, "settings: swap: backing=file"},
+		{`{"preset":"e4","scale":0.1,"swap_device":"hdd-2013","settings":{"swap":"zram"}}`, "zram is memory"},
+		{`{"preset":"e4","scale":0.1,"settings":{"memory_high":209715200}}`, "not below the run's memory limit"},
+		{`{"preset":"e4","scale":0.1,"settings":{"swap":"zswap","zswap":"on"}}`, "leave zswap out"},
+		{`{"preset":"e4","settings":{"swap":"nvme"}}`, `settings: swap: "nvme"; want "disk", "zram" or "zswap"`},
+		{`{"preset":"e4","settings":{"swapiness":60}}`, `settings: "swapiness" is not a setting`},
+		{`{"preset":"e4","settings":[]}`, "settings: want a JSON object"},
+	} {
+		s, err := DecodeSpec([]byte(c.body))
+		if err == nil {
+			_, err = Resolve(s)
+		}
+		switch {
+		case c.want == "" && err != nil:
+			t.Errorf("%s: %v", c.body, err)
+		case c.want != "" && (err == nil || !strings.Contains(err.Error(), c.want)):
+			t.Errorf("%s: %v, want an error with %q", c.body, err, c.want)
+		}
+	}
+}

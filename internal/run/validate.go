@@ -260,6 +260,8 @@ func (r Resolved) validateSettings() error {
 		return &FieldError{Field: "settings", Msg: "swap: backing=file pages to the data directory's file system, not to swap: want backing anon, or leave swap out"}
 	case swap == settings.SwapZram && !r.SwapDevice.IsNone():
 		return &FieldError{Field: "settings", Msg: "swap: a swap_device emulates a disk, and zram is memory: leave one of them out"}
+	case swap != "" && r.Settings.Value("zswap") != "":
+		return &FieldError{Field: "settings", Msg: "swap names the backend, zswap on or off with it: leave zswap out"}
 	}
 	if v := r.Settings.Value("memory_high"); v != "" {
 		if high, _ := strconv.ParseInt(v, 10, 64); high >= r.MemoryLimitBytes {
