@@ -366,8 +366,8 @@ func TestWorkloadsFoldedAtADepth(t *testing.T) {
 			t.Fatalf("fault child in %s: %v", dir, err)
 		}
 		ru, ok := c.ProcessState.SysUsage().(*syscall.Rusage)
-		if !ok || ru.Majflt < 1000 {
-			t.Fatalf("fault child in %s: rusage %+v: fewer than the 1,000 major faults it was to take", dir, c.ProcessState.SysUsage())
+		if !ok || ru.Majflt < minChildFaults {
+			t.Fatalf("fault child in %s: rusage %+v: fewer than %d of the 1,024 major faults it was to take", dir, c.ProcessState.SysUsage(), minChildFaults)
 		}
 		want += uint64(ru.Majflt)
 	}
@@ -456,6 +456,12 @@ func unifiedRel(t *testing.T, dir string) string {
 	return filepath.Join(h.Root, rel)
 }
 
+// minChildFaults is how many of its 1,024 pages a fault child must fault
+// in for its workload to be worth counting: the counts are checked
+// against its own rusage, so a few pages the drop left cached (998 of
+// 1,024, once, on 6.1 under TCG) change nothing but the floor.
+const minChildFaults = 900
+
 // TestHostileNamesGiveDistinctSeries: real cgroups whose names differ only
 // in a control byte or a byte of invalid UTF-8, and two long siblings whose
 // paths pass the label bound, each with a process that faults: one
@@ -487,8 +493,8 @@ func TestHostileNamesGiveDistinctSeries(t *testing.T) {
 			t.Fatalf("fault child in %q: %v", dir, err)
 		}
 		ru, ok := c.ProcessState.SysUsage().(*syscall.Rusage)
-		if !ok || ru.Majflt < 1000 {
-			t.Fatalf("fault child in %q: rusage %+v: fewer than the 1,000 major faults it was to take", dir, c.ProcessState.SysUsage())
+		if !ok || ru.Majflt < minChildFaults {
+			t.Fatalf("fault child in %q: rusage %+v: fewer than %d of the 1,024 major faults it was to take", dir, c.ProcessState.SysUsage(), minChildFaults)
 		}
 		want[labelvalue.Escape(unifiedRel(t, dir))] = ru.Majflt
 	}
