@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"runtime"
 	"strconv"
 	"strings"
 	"testing"
@@ -60,6 +61,10 @@ func swapper(size string) error {
 	_, _ = in.ReadString('\n')
 	return nil
 }
+
+// memcgBatch is how many events a CPU keeps before it folds them into its
+// memory cgroup's counts.
+const memcgBatch = 32
 
 // A workload's readings of its own cgroup files, on the real kernel, held
 // to what the kernel says of the one process in the group through its own
@@ -190,9 +195,13 @@ func TestReadKernelAgreesWithTheProcess(t *testing.T) {
 	// pgmajfault counts each read of a swap-in fault, maj_flt each fault
 	// once: a fault retried after its page was taken again while it waited
 	// (a small group under pressure) reads twice. And the group's counts
-	// may lag a little behind (the kernel flushes them in batches).
-	if !k.HasMajorFaults || float64(k.MajorFaults) < 0.98*float64(p.MajorFaults) || float64(k.MajorFaults) > 1.1*float64(p.MajorFaults) {
-		t.Errorf("the cgroup's pgmajfault %d (read %v), its process's maj_flt %d: want from 2 %% under to 10 %% over", k.MajorFaults, k.HasMajorFaults, p.MajorFaults)
+	// may lag behind: each CPU keeps up to a batch of its events before it
+	// folds them into the group's (MEMCG_CHARGE_BATCH, 32 before 6.x's
+	// flushing rework: 31 of 1,450 behind once on 5.10), so the lag is a
+	// count, not a share.
+	under := max(0.02*float64(p.MajorFaults), float64(memcgBatch*runtime.NumCPU()))
+	if !k.HasMajorFaults || float64(k.MajorFaults) < float64(p.MajorFaults)-under || float64(k.MajorFaults) > 1.1*float64(p.MajorFaults) {
+		t.Errorf("the cgroup's pgmajfault %d (read %v), its process's maj_flt %d: want from %.0f under to 10 %% over", k.MajorFaults, k.HasMajorFaults, p.MajorFaults, under)
 	}
 	if k.MaxBytes != limit || k.LimitBytes != limit {
 		t.Errorf("the cgroup's max %d, the limit it lives under %d: want the %d set", k.MaxBytes, k.LimitBytes, limit)
