@@ -4,8 +4,9 @@
 // binpack, ...) so that a drift of the host over time does not favour one
 // arm, and sums each run up: makespan, swap-ins, major faults, slowdowns,
 // PSI, lateness, OOM kills, recovery, and a compressed swap's own cost. It
-// writes one table (mean ± SD over the repeats, and a 95 % confidence
-// interval of each arm's makespan) and one figure.
+// writes one table (mean ± SD over the repeats, and each arm's 95 %
+// confidence intervals of makespan, swap-ins and major faults) and one
+// figure.
 package compare
 
 import (
@@ -174,7 +175,8 @@ func Run(ctx context.Context, cfg Config) ([]Result, error) {
 	if err != nil {
 		return nil, err
 	}
-	return resultsOf(recorded), Write(cfg.OutDir, resultsOf(recorded))
+	results := resultsOf(recorded)
+	return results, Write(cfg.OutDir, results)
 }
 
 // resultsOf presents each run, each named by its arm.
