@@ -166,3 +166,41 @@ func TestAForeignJournalIsRefused(t *testing.T) {
 		}
 	}
 }
+
+// A zram device made swap is journalled before it is, and a recovery takes
+// it off swap and resets it, after the files changed since (in reverse);
+// a journal naming a device that is not a zram device is refused.
+func TestRecoverResetsAZramDevice(t *testing.T) {
+	d, files := dataDir(t), newFiles()
+	files.v["/sys/block/zram0/reset"] = ""
+	j, err := Begin(d, files, "run-1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := j.swapon("/dev/zram0"); err != nil {
+		t.Fatal(err)
+	}
+	if err := j.Set(zswap, "N"); err != nil { // already N: not journalled
+		t.Fatal(err)
+	}
+	if err := j.Set(pageCluster, "0"); err != nil {
+		t.Fatal(err)
+	}
+	got, err := Recover(d, files)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 2 || files.v["swapoff /dev/zram0"] != "done" || files.v["/sys/block/zram0/reset"] != "1" || files.v[pageCluster] != "3" || journalled(t, d) {
+		t.Errorf("Recover: %+v, files %v; want zram0 off swap and reset, page-cluster back, no journal", got, files.v)
+	}
+
+	if err := d.WriteFile(JournalFile, []byte(`{"run":"x","changes":[{"swapon":"/dev/sda"}]}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Recover(d, files); err == nil || !strings.Contains(err.Error(), "not a kernel file") {
+		t.Errorf("a journal naming /dev/sda: %v, want a refusal", err)
+	}
+	if _, ok := files.v["swapoff /dev/sda"]; ok {
+		t.Error("a device not zram was taken off swap")
+	}
+}
