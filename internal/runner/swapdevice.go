@@ -10,6 +10,8 @@ import (
 	"fmt"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/thrashscope/thrashscope/internal/cgroup"
 	"github.com/thrashscope/thrashscope/internal/swapdev"
 )
@@ -19,8 +21,10 @@ import (
 // io.max, which holds swap-ins and swap-outs alike (the kernel charges a
 // swap-out to the page's memory cgroup, the run's); with memory on v1 the
 // run has a group in the v1 blkio hierarchy that its consumers join, which
-// holds their swap-ins only. A host where neither can be set is an error
-// naming why: a run never goes on without the device it asked for.
+// holds their swap-ins only. From Linux 6.12 io.max holds swap-outs only
+// loosely, and the emulation's note says so. A host where neither can be
+// set is an error naming why: a run never goes on without the device it
+// asked for.
 func emulateSwap(cfg execConfig, cg *cgroup.Cgroup) (*swapdev.Emulation, *cgroup.Cgroup, error) {
 	spec := cfg.Spec.SwapDevice
 	if spec.IsNone() {
@@ -39,8 +43,13 @@ func emulateSwap(cfg execConfig, cg *cgroup.Cgroup) (*swapdev.Emulation, *cgroup
 		if err := cg.ThrottleIO(limits); err != nil {
 			return nil, nil, err
 		}
-		return &swapdev.Emulation{Devices: devs, Cgroup: cg.Path, Controller: "io",
-			Throttled: []string{swapdev.Reads, swapdev.Writes}}, nil, nil
+		e := &swapdev.Emulation{Devices: devs, Cgroup: cg.Path, Controller: "io",
+			Throttled: []string{swapdev.Reads, swapdev.Writes}}
+		var u unix.Utsname
+		if err := unix.Uname(&u); err == nil && swapdev.SwapWritesInDebt(unix.ByteSliceToString(u.Release[:])) {
+			e.Note = swapdev.NoteV2SwapWrites
+		}
+		return e, nil, nil
 	}
 	blkio, err := cgroup.OwnBlkio("/proc")
 	if err != nil {

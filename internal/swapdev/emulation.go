@@ -19,6 +19,23 @@ const (
 // NoteV1Writes is why cgroup v1 throttles a run's swap-ins only.
 const NoteV1Writes = "swap-ins are throttled, swap-outs are not: the kernel charges a swap-out write to the I/O group of the page's memory cgroup, which, with memory on cgroup v1, is the root's (the consumers' other reads from these disks are throttled too)"
 
+// NoteV2SwapWrites is why, from Linux 6.12, io.max holds a run's swap-outs
+// loosely: blk-throttle lets I/O that could invert priorities (swap and
+// metadata writes) past a limit at once, charging it to the writes that
+// follow, and drops the charge when the writes pause long enough for a new
+// slice.
+const NoteV2SwapWrites = "swap-ins are held to the device's rate; swap-outs only loosely: from Linux 6.12 the kernel lets a swap write past io.max at once, charged as a debt the writes after it pay, and forgets the debt once the writes pause, so bursts of swap-outs can pass the device's write rate (the record's write_ios says what passed)"
+
+// SwapWritesInDebt says whether a kernel release (uname -r) lets swap
+// writes past io.max in debt: blk-throttle does from Linux 6.12.
+func SwapWritesInDebt(release string) bool {
+	var major, minor int
+	if _, err := fmt.Sscanf(release, "%d.%d", &major, &minor); err != nil {
+		return false
+	}
+	return major > 6 || (major == 6 && minor >= 12)
+}
+
 // Emulation is what a run's swap device was on this host: the disks
 // throttled, where, which directions, and what the throttle passed.
 type Emulation struct {
@@ -50,8 +67,11 @@ func (e Emulation) Summary() string {
 		devs = append(devs, d.Number)
 	}
 	s := fmt.Sprintf("%s on %s (%s)", what, strings.Join(devs, ", "), e.Controller)
-	if !slices.Contains(e.Throttled, Writes) {
+	switch {
+	case !slices.Contains(e.Throttled, Writes):
 		s += "; swap-outs not throttled on cgroup v1"
+	case e.Note == NoteV2SwapWrites:
+		s += "; swap-outs held loosely (the kernel lets swap writes pass in debt)"
 	}
 	return s
 }

@@ -187,6 +187,14 @@ func TestEmulationValidate(t *testing.T) {
 	if got := good.Summary(); got != "reads throttled on 254:0 (blkio); swap-outs not throttled on cgroup v1" {
 		t.Errorf("Summary() = %q", got)
 	}
+	v2 := Emulation{Devices: good.Devices, Cgroup: "/sys/fs/cgroup/x", Controller: "io", Throttled: []string{Reads, Writes}, Note: NoteV2SwapWrites}
+	if got := v2.Summary(); got != "reads and writes throttled on 254:0 (io); swap-outs held loosely (the kernel lets swap writes pass in debt)" {
+		t.Errorf("Summary() = %q", got)
+	}
+	v2.Note = ""
+	if got := v2.Summary(); got != "reads and writes throttled on 254:0 (io)" {
+		t.Errorf("Summary() = %q", got)
+	}
 	for name, mut := range map[string]func(*Emulation){
 		"no device":     func(e *Emulation) { e.Devices = nil },
 		"controller":    func(e *Emulation) { e.Controller = "cpu" },
@@ -218,6 +226,26 @@ func TestReadTime(t *testing.T) {
 	for _, c := range cases {
 		if got := c.l.ReadTime(c.n); got != c.want {
 			t.Errorf("%+v reading %d bytes: %s, want %s", c.l, c.n, got, c.want)
+		}
+	}
+}
+
+// TestSwapWritesInDebt: blk-throttle lets swap writes past io.max in debt
+// from Linux 6.12 (uname -r as distributions spell it).
+func TestSwapWritesInDebt(t *testing.T) {
+	for release, want := range map[string]bool{
+		"5.10.0-35-amd64":       false,
+		"6.1.0-41-amd64":        false,
+		"6.11.9":                false,
+		"6.12.57+deb13-amd64":   true,
+		"6.18.0":                true,
+		"7.0.0-rc1":             true,
+		"4.19.0-27-cloud-amd64": false,
+		"":                      false,
+		"not-a-release":         false,
+	} {
+		if got := SwapWritesInDebt(release); got != want {
+			t.Errorf("SwapWritesInDebt(%q) = %v, want %v", release, got, want)
 		}
 	}
 }
