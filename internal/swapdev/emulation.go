@@ -48,7 +48,7 @@ type Emulation struct {
 	Controller string `json:"controller"`
 	// Throttled lists the directions held to the limits: reads, writes.
 	Throttled []string `json:"throttled"`
-	// Note says what is not emulated here, and why.
+	// Note says what is not emulated here, or only loosely, and why.
 	Note string `json:"note,omitempty"`
 	// The I/Os and bytes the throttle passed on the devices over the run,
 	// read as it ended: the kernel's own count, to check the rates by.
