@@ -260,8 +260,14 @@ func memoryMin(pid int) int64 {
 
 // TPF protects one consumer at a time: where memory is on cgroup v2 with
 // memory.min on its memory cgroup (the kernel's own protection), else with
-// mlock on its region (VmFlags lo); either way its region's Rss never falls
-// while it is protected, and every protection is released.
+// mlock on its region (VmFlags lo); either way reclaim takes none of its
+// region while it is protected (its Rss does not fall), and every
+// protection is released. memory.min stops reclaim from choosing the
+// group's pages once it is written, not from finishing with those it had
+// already taken off the LRU: a batch (MGLRU's 64 pages) for each task
+// reclaiming then, each of the pair's consumers as it charges. So the Rss
+// may fall by that much (docs/kernels.md). mlock has no such allowance:
+// reclaim checks it again as it unmaps each page.
 func TestTPFProtectsOneConsumer(t *testing.T) {
 	// pair at a quarter: 2 × 50 MB in 64 MiB.
 	const size = 12207 * 4096
@@ -272,6 +278,10 @@ func TestTPFProtectsOneConsumer(t *testing.T) {
 	lever := "mlock"
 	if own.V2 {
 		lever = "memory.min"
+	}
+	inFlight := int64(0)
+	if lever == "memory.min" {
+		inFlight = 2 * 64 * 4096 // the pair's two consumers, a batch each
 	}
 	protected := func(pid int) bool {
 		if lever == "memory.min" {
@@ -300,15 +310,16 @@ func TestTPFProtectsOneConsumer(t *testing.T) {
 			if !ok {
 				continue
 			}
-			looks := 0
+			looks, fell, seenAt := 0, int64(0), time.Now()
 			for end := time.Now().Add(time.Second); time.Now().Before(end); time.Sleep(50 * time.Millisecond) {
 				rss, locked, _, ok := regionOf(pid, size)
 				if !ok || !protected(pid) {
 					break // released, or ended
 				}
 				looks++
-				if rss < rss0 {
-					t.Errorf("%s (pid %d), protected by %s: its region's Rss fell from %d to %d KiB", name, pid, lever, rss0>>10, rss>>10)
+				fell = max(fell, rss0-rss)
+				if rss < rss0-inFlight {
+					t.Errorf("%s (pid %d), protected by %s: its region's Rss fell from %d to %d KiB at look %d, %s after the protection was seen: more than the %d KiB reclaim may have had in hand", name, pid, lever, rss0>>10, rss>>10, looks, time.Since(seenAt).Round(time.Millisecond), inFlight>>10)
 				}
 				if lever == "mlock" && locked < rss*95/100 {
 					t.Errorf("%s (pid %d), protected: %d KiB of its region locked of %d KiB resident, want all", name, pid, locked>>10, rss>>10)
@@ -319,7 +330,7 @@ func TestTPFProtectsOneConsumer(t *testing.T) {
 				continue // too short a protection to judge: watch for another
 			}
 			seen = true
-			testenv.Figure(t, "tpf", "%s protected by %s, %d KiB resident kept over %d looks", name, lever, rss0>>10, looks)
+			testenv.Figure(t, "tpf", "%s protected by %s, %d KiB resident kept over %d looks (fell by at most %d KiB)", name, lever, rss0>>10, looks, fell>>10)
 			break
 		}
 	}
