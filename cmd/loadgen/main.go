@@ -65,7 +65,7 @@ func main() {
 	rf.policy = rf.flag(runCmd, "policy", "The thrash-control policy: "+policy.Help()+".").Default(policy.None).Enum(policy.Names()...)
 	rf.cycles = rf.flag(runCmd, "cycles", "Work, not time: each consumer exits after this many write cycles instead of at its t_f; the record then has each consumer's run time and the run's makespan.").Int64()
 	runCmd.Flag("settings", `The kernel's memory settings to run under, a JSON object as a spec's "settings" (docs/settings.md), e.g. {"swap":"zram"}.`).PlaceHolder("JSON").SetValue((*settingsFlag)(&rf.settings))
-	runCmd.Flag("settings.allow-host", "Let --settings change host-wide settings (swap, zswap, MGLRU, page cluster; swappiness on cgroup v2), journalled in --out and restored after the run.").BoolVar(&rf.allowHost)
+	runCmd.Flag("settings.allow-host", "Let --settings change host-wide settings (swap, zswap, MGLRU, page cluster; swappiness on cgroup v2), journalled in /run/thrashscope and restored after the run.").BoolVar(&rf.allowHost)
 	runCmd.Flag("detector.psi-full", "PSI memory full share (%) of an interval that means thrashing, to a policy; it clears below half of it (as the observer's flag).").Default("10").Float64Var(&rf.psiFull)
 
 	fill := app.Command("fill", "The progressive-fill experiment (seed 002): fill chunks up to a total inside a run cgroup, keeping earlier chunks hot, and write fill time per chunk (mean, SD) to fill.csv.")

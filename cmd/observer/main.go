@@ -24,6 +24,7 @@ import (
 	"github.com/thrashscope/thrashscope/internal/indicators"
 	"github.com/thrashscope/thrashscope/internal/observer"
 	"github.com/thrashscope/thrashscope/internal/probe"
+	"github.com/thrashscope/thrashscope/internal/settings"
 )
 
 const defaultDataDir = "/var/lib/thrashscope"
@@ -106,7 +107,9 @@ func serveFlags(app *kingpin.Application) *serveOptions {
 	serve.Flag("data.dir", "Directory for run records and samples.").Default(defaultDataDir).StringVar(&cfg.DataDir)
 	serve.Flag("cgroup.kubelet-root", "The kubelet's --cgroup-root, a path from the cgroup2 root (kind and k3s nest it, e.g. /kubelet.slice). Kubernetes labels (pod_uid, container_id, qos) are read only right under it: under any other group, which a user may make, kubepods is just a name. Repeatable; default /.").StringsVar(&cfg.KubeletRoots)
 	serve.Flag("cgroup.parent", "cgroup to create run cgroups under (default: the observer's own).").Default("").StringVar(&cfg.CgroupParent)
-	serve.Flag("settings.allow-host", "Let a run's spec change host-wide memory settings (swap backend, zswap, MGLRU, vm.page-cluster, vm.swappiness on cgroup v2): each is journalled in --data.dir before it changes and restored at the run's end, on abort, on SIGTERM and at the next start after a kill. Without it such a run is refused; the run cgroup's own settings are always allowed.").Default("false").BoolVar(&cfg.AllowHostSettings)
+	serve.Flag("settings.allow-host", "Let a run's spec change host-wide memory settings (swap backend, zswap, MGLRU, vm.page-cluster, vm.swappiness on cgroup v2): each is journalled in --settings.state-dir before it changes and restored at the run's end, on abort, on SIGTERM and by the next thrashscope process after a kill. Needs --web.api-token-file. Without it such a run is refused; the run cgroup's own settings are always allowed.").Default("false").BoolVar(&cfg.AllowHostSettings)
+	serve.Flag("settings.allow-host-without-token", "--settings.allow-host without an API token, for a lab host of your own: any local user, and any container on the host's network, can then change the host's memory settings through the API.").Default("false").BoolVar(&cfg.AllowHostWithoutToken)
+	serve.Flag("settings.state-dir", "Where the lock on the host's settings and the journal of their changes are kept: one root-only directory that every thrashscope process on the host shares (a container mounts the host's).").Default(settings.DefaultStateDir).StringVar(&cfg.SettingsStateDir)
 	serve.Flag("wss.interval", "τ of the working-set estimate (accessed bits cleared, then read τ later) for the tracked processes; 0 turns it off.").Default("1s").DurationVar(&cfg.WSSInterval)
 	serve.Flag("wss.period", "how often each tracked process's working set is measured: a window of --wss.interval opens every period, and the page tables are left alone in between (the scan costs interval/period of running back to back); 0 is every interval.").Default("10s").DurationVar(&cfg.WSSPeriod)
 	serve.Flag("detector.pf-high", "Major faults/s that put a process in the high-fault set (TPF's PF_High).").Default("10").Float64Var(&cfg.Detector.PFHigh)
@@ -144,9 +147,13 @@ func runServe(opts *serveOptions) int {
 	}
 	cfg := opts.cfg
 	cfg.Detector.PSIFullHigh, cfg.Detector.PSIFullLow = *opts.psiFull, *opts.psiFull/2
+	cfg.AllowHostSettings = cfg.AllowHostSettings || cfg.AllowHostWithoutToken
 	var level slog.Level
 	_ = level.UnmarshalText([]byte(*opts.logLevel))
 	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
+	if cfg.AllowHostWithoutToken && cfg.APITokenFile == "" {
+		logger.Warn("--settings.allow-host-without-token: ANY LOCAL USER, and any container on this host's network, can change this host's memory settings (swap, zswap, MGLRU, page-cluster) and stop runs through the API; give --web.api-token-file on any host but a lab host of your own")
+	}
 
 	if *opts.check {
 		if err := observer.Check(cfg, os.Stdout, logger); err != nil {

@@ -52,7 +52,7 @@ func main() {
 	cmpSpec := cmpCmd.Flag("spec", `The run spec, as POST /api/v1/runs takes it, without a policy; e.g. {"preset":"syn8","consumers":25}.`).String()
 	cmpCmd.Flag("policy", "A policy to compare; repeat it ("+strings.Join(policy.Names(), ", ")+"; none when only --settings are given).").StringsVar(&cc.Policies)
 	cmpCmd.Flag("settings", `A set of kernel memory settings to compare, a JSON object as a spec's "settings" (docs/settings.md); repeat it, e.g. --settings '{"swap":"disk"}' --settings '{"swap":"zram"}'.`).PlaceHolder("JSON").SetValue((*settingsList)(&cc.Settings))
-	cmpCmd.Flag("settings.allow-host", "Let the settings change host-wide ones (swap, zswap, MGLRU, page cluster; swappiness on cgroup v2), journalled in --out and restored after each run.").BoolVar(&cc.AllowHostSettings)
+	cmpCmd.Flag("settings.allow-host", "Let the settings change host-wide ones (swap, zswap, MGLRU, page cluster; swappiness on cgroup v2), journalled in /run/thrashscope and restored after each run.").BoolVar(&cc.AllowHostSettings)
 	cmpRedraw := cmpCmd.Flag("redraw", "Run nothing: compare the ended runs already under --out (an interrupted comparison, or to draw one anew).").Bool()
 	cmpCmd.Flag("repeats", "Runs of each policy.").Default("3").IntVar(&cc.Repeats)
 	cmpCmd.Flag("timeout", "Abort a run still going after this long and go on with the next; the comparison keeps it as aborted, with the work it did (0: no bound but a run's own 4 h).").Default("0").DurationVar(&cc.Timeout)

@@ -1041,3 +1041,107 @@ func TestConsumerBinaryDoesNotLinkTheProbe(t *testing.T) {
 		}
 	}
 }
+
+// A consumer joins a run cgroup that another consumer has filled to its
+// limit, under the OOM guard, with nothing left to reclaim: its joins must
+// not be charged to the full group and refused. Where memory is on cgroup
+// v1 it also joins its group in the unified hierarchy; written after the
+// memory group, that write was charged to the full group and refused with
+// ENOMEM ("joining its group in the unified hierarchy: write run
+// cgroup.procs: cannot allocate memory"), and the run failed. It must then
+// write cycles once the group may reclaim to swap again.
+func TestConsumerJoinsAFullGroup(t *testing.T) {
+	testenv.RequirePrivileged(t)
+	testenv.RequireSwap(t)
+	const limit = 32 * testMiB
+	cg := testenv.MemoryCgroup(t, limit)
+	if cg.Guard == nil {
+		t.Fatal("the test's cgroup has no OOM guard")
+	}
+	// Nothing the kernel may reclaim: the filler holds the group at its
+	// limit.
+	noSwap, swap := "memory.swappiness", []string{"0", "60"}
+	if cg.V2 {
+		noSwap, swap = "memory.swap.max", []string{"0", "max"}
+	}
+	if err := os.WriteFile(filepath.Join(cg.Path, noSwap), []byte(swap[0]), 0); err != nil {
+		t.Fatal(err)
+	}
+	procs := func() []*os.File {
+		p, err := cg.OpenProcs()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return []*os.File{p}
+	}
+	filler := cyclesConfig(2*limit, 1000, 10*time.Millisecond, time.Now().Add(time.Hour))
+	filler.Join = true
+	f := startConsumerProc(t, filler, procs()...)
+	if _, err := f.ctl.Write([]byte{'g'}); err != nil {
+		t.Fatal(err)
+	}
+	full := func() bool {
+		if !cg.V2 {
+			return cg.Guard.Rescues() >= 2 // parked at the limit, rescued in vain
+		}
+		b, _ := os.ReadFile(filepath.Join(cg.Path, "memory.current"))
+		n, _ := strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64)
+		return n >= limit-4*testMiB // throttled at the guard's memory.high
+	}
+	for deadline := time.Now().Add(20 * time.Second); !full(); time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("after 20 s the group is not full (%d rescues); filler stderr: %s", cg.Guard.Rescues(), f.stderr)
+		}
+	}
+
+	joiner := cyclesConfig(4*testMiB, 100, 10*time.Millisecond, time.Now().Add(time.Hour))
+	joiner.Index, joiner.Join = 1, true
+	files := procs()
+	if !cg.V2 {
+		unified := testenv.UnifiedGroup(t, "join", false)
+		u, err := unified.OpenProcs()
+		if err != nil {
+			t.Fatal(err)
+		}
+		joiner.JoinUnified = true
+		files = append(files, nil, u) // fd 4 the memory group, fd 5 no board, fd 6 the unified group
+	}
+	j := startConsumerProc(t, joiner, files...)
+	for _, f := range files {
+		if f != nil {
+			f.Close()
+		}
+	}
+	if _, err := j.ctl.Write([]byte{'g'}); err != nil {
+		t.Fatal(err)
+	}
+	// Joined both, in the full group: its pid is in the memory group.
+	pid := strconv.Itoa(j.cmd.Process.Pid)
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		b, _ := os.ReadFile(filepath.Join(cg.Path, "cgroup.procs"))
+		if slices.Contains(strings.Fields(string(b)), pid) {
+			break
+		}
+		if j.cmd.ProcessState != nil || time.Now().After(deadline) {
+			t.Fatalf("the joiner is not in the full group after 20 s; stderr: %s", j.stderr)
+		}
+	}
+	if err := os.WriteFile(filepath.Join(cg.Path, noSwap), []byte(swap[1]), 0); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.After(60 * time.Second); ; {
+		select {
+		case m, ok := <-j.reports:
+			if !ok {
+				_ = j.cmd.Wait()
+				t.Fatalf("the joiner died (%v) joining a full group; stderr: %s", j.cmd.ProcessState, j.stderr)
+			}
+			if m.Kind == KindCycle {
+				t.Logf("joined a group at its limit (%d rescues) and wrote a cycle once it could swap", cg.Guard.Rescues())
+				return
+			}
+		case <-deadline:
+			t.Fatalf("no cycle from the joiner 60 s after the group could swap; stderr: %s", j.stderr)
+		}
+	}
+}

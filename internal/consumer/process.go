@@ -129,23 +129,23 @@ func joinFile(fd int) (*os.File, error) {
 // consumer waits in, and locked (mlockall) they stay resident. Threads the
 // runtime starts later get no preemption signal (Env).
 //
-// Where memory is on cgroup v1 it then joins its group in the unified
-// hierarchy (its PSI, its freezer): after its memory group, so that a
-// reader of its cgroup2 group never finds it there with its memory still
-// charged elsewhere. A group frozen meanwhile freezes it as it joins.
+// Where memory is on cgroup v1 it first joins its group in the unified
+// hierarchy (its PSI, its freezer), then its memory group: what the kernel
+// allocates for a move is charged to the memory group the writer is in,
+// and the run's, under the OOM guard at its limit, refuses such a charge
+// (ENOMEM) where the group it waits in has room. A group frozen meanwhile
+// freezes it as it joins.
 type residentJoin struct{ procs, unified *os.File }
 
 func (j residentJoin) Write(p []byte) (int, error) {
 	startThreads(runtime.GOMAXPROCS(0) + spareThreads)
 	touchSignalStacks()
-	n, err := j.procs.Write(p)
-	if err != nil || j.unified == nil {
-		return n, err
+	if j.unified != nil {
+		if _, err := j.unified.Write(p); err != nil {
+			return 0, fmt.Errorf("joining its group in the unified hierarchy: %w", err)
+		}
 	}
-	if _, err := j.unified.Write(p); err != nil {
-		return n, fmt.Errorf("joining its group in the unified hierarchy: %w", err)
-	}
-	return n, nil
+	return j.procs.Write(p)
 }
 
 // spareThreads is how many threads beyond GOMAXPROCS a consumer starts

@@ -66,15 +66,18 @@ func main() {
 		fmt.Fprintln(os.Stderr, "deploytest:", err)
 		os.Exit(2)
 	}
-	before, err := takeSnapshot()
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "deploytest:", err)
-		os.Exit(2)
-	}
+	// The baseline is taken once the kits' packages are installed: what
+	// the packages own (podman's /etc/containers, say) is the machine's,
+	// not something a kit left.
 	e, err := newEnv(ctx, repo, *cache)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "deploytest:", err)
 		os.Exit(1)
+	}
+	before, err := takeSnapshot()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "deploytest:", err)
+		os.Exit(2)
 	}
 	results := e.prove(*only)
 	podmanLeft := e.podmanLeftovers()

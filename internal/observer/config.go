@@ -53,8 +53,14 @@ type Config struct {
 	// this executable, then on PATH.
 	LoadgenBinary string
 	// AllowHostSettings lets a run's spec change a host-wide memory
-	// setting (--settings.allow-host), journalled and restored.
-	AllowHostSettings bool
+	// setting (--settings.allow-host), journalled and restored; only with
+	// an API token, unless AllowHostWithoutToken (a lab host's choice,
+	// --settings.allow-host-without-token).
+	AllowHostSettings     bool
+	AllowHostWithoutToken bool
+	// SettingsStateDir is where the host's settings lock and journal are
+	// (--settings.state-dir).
+	SettingsStateDir string
 	// WSSInterval is τ of the working-set estimate; 0 turns it off.
 	WSSInterval time.Duration
 	// WSSPeriod is how often each tracked process's window opens (a
@@ -148,6 +154,9 @@ func (c Config) validateListen() []error {
 	}
 	if len(c.ListenAddresses) == 0 {
 		errs = append(errs, errors.New("--web.listen-address: at least one address is needed"))
+	}
+	if c.AllowHostSettings && c.APITokenFile == "" && !c.AllowHostWithoutToken {
+		errs = append(errs, errors.New("--settings.allow-host lets a request change the whole host's memory settings, and without --web.api-token-file any local user (and any container on the host's network) could: set a token file, or on a lab host of your own say --settings.allow-host-without-token"))
 	}
 	for _, addr := range c.ListenAddresses {
 		loop, err := isLoopback(addr)

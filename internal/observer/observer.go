@@ -86,7 +86,10 @@ func build(cfg Config, logger *slog.Logger, checkOnly bool) (*Observer, error) {
 		return nil, err
 	}
 	if !checkOnly {
-		o.runs = newRuns(cfg, fs, logger, &o.pairs)
+		if o.runs, err = newRuns(cfg, fs, logger, &o.pairs); err != nil {
+			o.Close()
+			return nil, err
+		}
 	}
 	o.history = history.New(cfg.SampleInterval)
 	if !checkOnly && cfg.Wake && o.probe == nil {
@@ -216,16 +219,18 @@ func (o *Observer) runStatus() (live.RunStatus, bool) {
 }
 
 // newRuns sets up the runs, or returns nil (logged) when runs cannot
-// work here: the observer still observes.
-func newRuns(cfg Config, fs procfs.FS, logger *slog.Logger, pairs *cgroup.Pairs) *runner.Slot {
+// work here: the observer still observes. A data directory another
+// thrashscope process holds is an error: two on one would undo each
+// other's runs.
+func newRuns(cfg Config, fs procfs.FS, logger *slog.Logger, pairs *cgroup.Pairs) (*runner.Slot, error) {
 	log := logger.With("component", "runs")
 	st, err := store.Open(cfg.DataDir)
 	if err != nil {
 		log.Warn("runs are disabled: "+err.Error()+"; set --data.dir to a writable directory", "data_dir", cfg.DataDir)
-		return nil
+		return nil, nil
 	}
 	rc := runner.Config{Store: st, ProcFS: fs, Logger: log, Binary: cfg.LoadgenBinary, Pairs: pairs,
-		AllowHostSettings: cfg.AllowHostSettings}
+		AllowHostSettings: cfg.AllowHostSettings, StateDir: cfg.SettingsStateDir}
 	if rc.Binary == "" {
 		rc.Binary = FindLoadgen()
 	}
@@ -234,10 +239,13 @@ func newRuns(cfg Config, fs procfs.FS, logger *slog.Logger, pairs *cgroup.Pairs)
 		log.Warn("runs will be refused: " + rc.ParentErr.Error())
 	}
 	e, err := runner.New(rc)
-	if err != nil {
+	switch {
+	case errors.Is(err, runner.ErrDataDirInUse):
+		return nil, err
+	case err != nil:
 		log.Warn("cleaning up after a previous observer", "err", err)
 	}
-	return e
+	return e, nil
 }
 
 // listenHosts are the hosts of the listen addresses, for the API's Host

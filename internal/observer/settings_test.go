@@ -1,9 +1,11 @@
 package observer
 
 import (
+	"context"
 	"encoding/json"
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -115,14 +117,16 @@ func runningUnder(t *testing.T, d *daemon, id string) run.Record {
 }
 
 // given back checks that the host has every setting as before, and no
-// journal is left.
+// journal is left, in the host's state directory or the data directory.
 func givenBack(t *testing.T, before hostSettings, data string) {
 	t.Helper()
 	if now := readHost(t); now.String() != before.String() {
 		t.Errorf("the host's settings are not given back:\n got %s\nwant %s", now, before)
 	}
-	if _, err := os.Stat(filepath.Join(data, settings.JournalFile)); !os.IsNotExist(err) {
-		t.Errorf("the journal is left in %s (%v)", data, err)
+	for _, dir := range []string{settings.DefaultStateDir, data} {
+		if _, err := os.Stat(filepath.Join(dir, settings.JournalFile)); !os.IsNotExist(err) {
+			t.Errorf("the journal is left in %s (%v)", dir, err)
+		}
 	}
 }
 
@@ -146,7 +150,7 @@ func TestHostSettingsAlwaysGivenBack(t *testing.T) {
 
 	t.Run("completed", func(t *testing.T) {
 		data := t.TempDir()
-		d := startDaemon(t, data, "--settings.allow-host")
+		d := startDaemon(t, data, "--settings.allow-host-without-token")
 		rec := runningUnder(t, d, d.startRun(t, short).ID)
 		check(t, rec)
 		waitFor(t, 2*time.Minute, "the run to end", func() bool { rec = d.record(t, rec.ID); return !run.Active(rec.State) })
@@ -165,7 +169,7 @@ func TestHostSettingsAlwaysGivenBack(t *testing.T) {
 	})
 	t.Run("DELETE", func(t *testing.T) {
 		data := t.TempDir()
-		d := startDaemon(t, data, "--settings.allow-host")
+		d := startDaemon(t, data, "--settings.allow-host-without-token")
 		rec := runningUnder(t, d, d.startRun(t, long).ID)
 		check(t, rec)
 		if code, b := d.do(t, "DELETE", "/api/v1/runs/"+rec.ID, ""); code != http.StatusOK && code != http.StatusAccepted {
@@ -179,14 +183,14 @@ func TestHostSettingsAlwaysGivenBack(t *testing.T) {
 	})
 	t.Run("SIGTERM", func(t *testing.T) {
 		data := t.TempDir()
-		d := startDaemon(t, data, "--settings.allow-host")
+		d := startDaemon(t, data, "--settings.allow-host-without-token")
 		check(t, runningUnder(t, d, d.startRun(t, long).ID))
 		d.stop()
 		givenBack(t, before, data)
 	})
 	t.Run("kill -9", func(t *testing.T) {
 		data := t.TempDir()
-		d := startDaemon(t, data, "--settings.allow-host")
+		d := startDaemon(t, data, "--settings.allow-host-without-token")
 		rec := runningUnder(t, d, d.startRun(t, long).ID)
 		check(t, rec)
 		if err := d.cmd.Process.Kill(); err != nil {
@@ -199,6 +203,56 @@ func TestHostSettingsAlwaysGivenBack(t *testing.T) {
 		startDaemon(t, data) // no opt-in needed to give them back
 		givenBack(t, before, data)
 	})
+	t.Run("an administrator's change kept", func(t *testing.T) {
+		data := t.TempDir()
+		d := startDaemon(t, data, "--settings.allow-host-without-token")
+		rec := runningUnder(t, d, d.startRun(t, long).ID)
+		check(t, rec)
+		admin := "5"
+		if before.PageCluster == admin {
+			admin = "6"
+		}
+		if err := (settings.Host{}).Write("/proc/sys/vm/page-cluster", admin); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = settings.Host{}.Write("/proc/sys/vm/page-cluster", before.PageCluster) })
+		if code, b := d.do(t, "DELETE", "/api/v1/runs/"+rec.ID, ""); code != http.StatusOK && code != http.StatusAccepted {
+			t.Fatalf("DELETE: %d %s", code, b)
+		}
+		waitFor(t, time.Minute, "the run to end", func() bool { rec = d.record(t, rec.ID); return !run.Active(rec.State) })
+		if now := readHost(t); now.PageCluster != admin {
+			t.Errorf("page-cluster reads %s after the run, want the administrator's %s left alone", now.PageCluster, admin)
+		}
+		if rec.Settings == nil || len(rec.Settings.Kept) != 1 || !strings.Contains(rec.Settings.Kept[0], "page-cluster") {
+			t.Errorf("the record's kept: %+v, want page-cluster", rec.Settings)
+		}
+		_ = settings.Host{}.Write("/proc/sys/vm/page-cluster", before.PageCluster)
+		givenBack(t, before, data)
+	})
+	t.Run("another process meanwhile", func(t *testing.T) {
+		data := t.TempDir()
+		d := startDaemon(t, data, "--settings.allow-host-without-token")
+		rec := runningUnder(t, d, d.startRun(t, long).ID)
+		// A second observer on its own data directory recovers nothing of
+		// the live run's; one on the same data directory is refused.
+		startDaemon(t, t.TempDir())
+		check(t, rec)
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		defer cancel()
+		out, err := exec.CommandContext(ctx, filepath.Join(testenv.BinaryDir(t), "observer"), "--web.listen-address=127.0.0.1:0", "--data.dir="+data).CombinedOutput()
+		if err == nil || !strings.Contains(string(out), "in use by another thrashscope process") {
+			t.Errorf("a second observer on the data directory: %v\n%s\nwant a refusal naming the process that holds it", err, out)
+		}
+		if rec = d.record(t, rec.ID); !run.Active(rec.State) {
+			t.Errorf("the live run is %s (%s) after a second observer", rec.State, rec.Reason)
+		}
+		check(t, rec)
+		if code, b := d.do(t, "DELETE", "/api/v1/runs/"+rec.ID, ""); code != http.StatusOK && code != http.StatusAccepted {
+			t.Fatalf("DELETE: %d %s", code, b)
+		}
+		waitFor(t, time.Minute, "the run to end", func() bool { rec = d.record(t, rec.ID); return !run.Active(rec.State) })
+		givenBack(t, before, data)
+	})
 	t.Run("refused", func(t *testing.T) {
 		data := t.TempDir()
 		d := startDaemon(t, data)
@@ -206,7 +260,7 @@ func TestHostSettingsAlwaysGivenBack(t *testing.T) {
 		if code != http.StatusBadRequest || !strings.Contains(string(b), "--settings.allow-host") {
 			t.Errorf("without the opt-in: %d %s, want 400 naming --settings.allow-host", code, b)
 		}
-		d2 := startDaemon(t, t.TempDir(), "--settings.allow-host")
+		d2 := startDaemon(t, t.TempDir(), "--settings.allow-host-without-token")
 		for _, c := range missing(t) {
 			code, b := d2.do(t, "POST", "/api/v1/runs", `{"preset":"e4","scale":0.05,"settings":`+c.spec+`}`)
 			if code != http.StatusBadRequest || !strings.Contains(string(b), c.names) {
@@ -224,7 +278,7 @@ func TestHostSettingsAlwaysGivenBack(t *testing.T) {
 			flip = "on"
 		}
 		data := t.TempDir()
-		d := startDaemon(t, data, "--settings.allow-host")
+		d := startDaemon(t, data, "--settings.allow-host-without-token")
 		rec := runningUnder(t, d, d.startRun(t, `{"preset":"e4","scale":0.05,"consumers":4,"interval":"1s","lead_in":"1s","settings":{"mglru":"`+flip+`","mglru_min_ttl_ms":1000}}`).ID)
 		now := readHost(t)
 		if (now.MGLRU == "0x0000") != (flip == "off") {

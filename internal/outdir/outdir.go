@@ -24,6 +24,8 @@ import (
 type Dir struct {
 	root *os.Root
 	path string
+	// lock is the directory held by Lock, closed with it.
+	lock *os.File
 }
 
 // Open makes path (with its parents, mode perm) when it is missing, then
@@ -57,8 +59,69 @@ func Open(path string, perm fs.FileMode) (*Dir, error) {
 // Path is the directory's path as given.
 func (d *Dir) Path() string { return d.path }
 
-// Close closes the directory.
-func (d *Dir) Close() error { return d.root.Close() }
+// Close closes the directory, and frees it if it was locked.
+func (d *Dir) Close() error {
+	if d.lock != nil {
+		d.lock.Close()
+		d.lock = nil
+	}
+	return d.root.Close()
+}
+
+// ErrLocked says another process holds the directory (Lock).
+var ErrLocked = errors.New("another process uses it")
+
+// Lock holds the directory for this process until Close: an exclusive
+// flock(2) on the directory itself, freed by the kernel when the process
+// dies. A second process that locks it gets ErrLocked.
+func (d *Dir) Lock() error {
+	f, err := d.root.Open(".")
+	if err != nil {
+		return fmt.Errorf("locking %s: %w", d.path, err)
+	}
+	for {
+		err = syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB)
+		if err != syscall.EINTR {
+			break
+		}
+	}
+	if err != nil {
+		f.Close()
+		if errors.Is(err, syscall.EWOULDBLOCK) {
+			return fmt.Errorf("%s: %w", d.path, ErrLocked)
+		}
+		return fmt.Errorf("locking %s: %w", d.path, err)
+	}
+	d.lock = f
+	return nil
+}
+
+// Private refuses a directory its group or other users can write: for
+// one whose files a root process acts on (the host settings' journal),
+// the group's members are other users too.
+func (d *Dir) Private() error {
+	fi, err := d.root.Stat(".")
+	if err != nil {
+		return fmt.Errorf("checking %s: %w", d.path, err)
+	}
+	if perm := fi.Mode().Perm(); perm&0o022 != 0 {
+		return fmt.Errorf("%s is writable by its group or others (mode %s): only its owner may write it; chmod go-w %s", d.path, perm, d.path)
+	}
+	return nil
+}
+
+// OpenFile opens name (one path element) in the directory, never through
+// a link and without blocking on a FIFO planted there.
+func (d *Dir) OpenFile(name string, flag int, perm fs.FileMode) (*os.File, error) {
+	if err := element(name); err != nil {
+		return nil, err
+	}
+	f, err := d.root.OpenFile(name, flag|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, perm)
+	if err != nil {
+		return nil, err
+	}
+	return f, nil
+}
 
 // check holds the directory name (in d) to the rules of Open.
 func (d *Dir) check(name string) error {
@@ -167,10 +230,17 @@ func (d *Dir) WriteFile(name string, data []byte, perm fs.FileMode) error {
 // ReadFile reads name, a regular file of at most max bytes, never through a
 // link; fs.ErrNotExist when it is missing.
 func (d *Dir) ReadFile(name string, max int64) ([]byte, error) {
-	if err := element(name); err != nil {
-		return nil, err
-	}
-	f, err := d.root.OpenFile(name, os.O_RDONLY|syscall.O_NOFOLLOW, 0)
+	return d.readFile(name, max, false)
+}
+
+// ReadPrivateFile is ReadFile of a file that must also be its reader's own
+// and writable by no one else: input a root process acts on.
+func (d *Dir) ReadPrivateFile(name string, max int64) ([]byte, error) {
+	return d.readFile(name, max, true)
+}
+
+func (d *Dir) readFile(name string, max int64, private bool) ([]byte, error) {
+	f, err := d.OpenFile(name, os.O_RDONLY, 0)
 	if err != nil {
 		return nil, err
 	}
@@ -181,6 +251,14 @@ func (d *Dir) ReadFile(name string, max int64) ([]byte, error) {
 	}
 	if !fi.Mode().IsRegular() || fi.Size() > max {
 		return nil, fmt.Errorf("%s: not a regular file of at most %d bytes; move it away", d.join(name), max)
+	}
+	if private {
+		if err := owned(d.join(name), fi); err != nil {
+			return nil, err
+		}
+		if perm := fi.Mode().Perm(); perm&0o022 != 0 {
+			return nil, fmt.Errorf("%s is writable by its group or others (mode %s): thrashscope wrote it 0600; remove it", d.join(name), perm)
+		}
 	}
 	b := make([]byte, fi.Size())
 	_, err = io.ReadFull(f, b)

@@ -1,11 +1,14 @@
-package outdir
+package outdir_test
 
 import (
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 
+	"github.com/thrashscope/thrashscope/internal/outdir"
 	"github.com/thrashscope/thrashscope/internal/testenv"
 )
 
@@ -16,7 +19,7 @@ func TestWriteFileReplacesALinkInsteadOfFollowingIt(t *testing.T) {
 	victim := filepath.Join(t.TempDir(), "victim")
 	os.WriteFile(victim, []byte("root's file\n"), 0o600)
 	os.Symlink(victim, filepath.Join(out, "compare.txt"))
-	d, err := Open(out, 0o755)
+	d, err := outdir.Open(out, 0o755)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -47,7 +50,7 @@ func TestSubRefusesALink(t *testing.T) {
 	os.Symlink(elsewhere, filepath.Join(out, "20261122-032121-67c5ed"))
 	os.Mkdir(filepath.Join(out, "inside"), 0o755)
 	os.Symlink("inside", filepath.Join(out, "alias"))
-	d, err := Open(out, 0o755)
+	d, err := outdir.Open(out, 0o755)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -86,7 +89,7 @@ func TestOpenRefusesADirectoryOthersControl(t *testing.T) {
 	open := filepath.Join(t.TempDir(), "shared")
 	os.Mkdir(open, 0o777)
 	os.Chmod(open, 0o777)
-	if _, err := Open(open, 0o755); err == nil || !strings.Contains(err.Error(), "writable by every user") {
+	if _, err := outdir.Open(open, 0o755); err == nil || !strings.Contains(err.Error(), "writable by every user") {
 		t.Errorf("a world-writable directory: %v", err)
 	}
 	testenv.RequirePrivileged(t)
@@ -95,7 +98,7 @@ func TestOpenRefusesADirectoryOthersControl(t *testing.T) {
 	if err := os.Chown(theirs, 65534, 65534); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := Open(theirs, 0o755); err == nil || !strings.Contains(err.Error(), "owned by uid 65534") {
+	if _, err := outdir.Open(theirs, 0o755); err == nil || !strings.Contains(err.Error(), "owned by uid 65534") {
 		t.Errorf("a directory of another user: %v", err)
 	}
 	link := filepath.Join(t.TempDir(), "link")
@@ -103,12 +106,12 @@ func TestOpenRefusesADirectoryOthersControl(t *testing.T) {
 	if err := os.Lchown(link, 65534, 65534); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := Open(link, 0o755); err == nil || !strings.Contains(err.Error(), "(a symbolic link) is owned by uid 65534") {
+	if _, err := outdir.Open(link, 0o755); err == nil || !strings.Contains(err.Error(), "(a symbolic link) is owned by uid 65534") {
 		t.Errorf("a link of another user: %v", err)
 	}
 	// Missing, it is made, and the caller's.
 	made := filepath.Join(t.TempDir(), "a", "b")
-	d, err := Open(made, 0o755)
+	d, err := outdir.Open(made, 0o755)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -123,7 +126,7 @@ func TestReadFileFollowsNoLink(t *testing.T) {
 	os.Symlink(victim, filepath.Join(out, "journal"))
 	os.WriteFile(filepath.Join(out, "big"), make([]byte, 100), 0o600)
 	os.WriteFile(filepath.Join(out, "small"), []byte("ok"), 0o600)
-	d, err := Open(out, 0o755)
+	d, err := outdir.Open(out, 0o755)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -139,5 +142,53 @@ func TestReadFileFollowsNoLink(t *testing.T) {
 	}
 	if _, err := d.ReadFile("missing", 10); !os.IsNotExist(err) {
 		t.Errorf("missing: %v, want not-exist", err)
+	}
+}
+
+// A directory locked by one opening is refused to a second, with
+// ErrLocked, until the first closes it.
+func TestLockHoldsTheDirectory(t *testing.T) {
+	dir := t.TempDir()
+	a, err := outdir.Open(dir, 0o750)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Lock(); err != nil {
+		t.Fatal(err)
+	}
+	b, err := outdir.Open(dir, 0o750)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	if err := b.Lock(); !errors.Is(err, outdir.ErrLocked) || !strings.Contains(err.Error(), dir) {
+		t.Errorf("a second lock: %v, want ErrLocked naming %s", err, dir)
+	}
+	a.Close()
+	if err := b.Lock(); err != nil {
+		t.Errorf("the lock once the first is closed: %v", err)
+	}
+}
+
+// Private refuses a directory its group can write; a FIFO planted at a
+// file's name is refused without blocking.
+func TestPrivateAndAFIFO(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.Chmod(dir, 0o2770); err != nil {
+		t.Fatal(err)
+	}
+	d, err := outdir.Open(dir, 0o750)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	if err := d.Private(); err == nil || !strings.Contains(err.Error(), "chmod go-w") {
+		t.Errorf("a group-writable directory: %v", err)
+	}
+	if err := syscall.Mkfifo(filepath.Join(dir, "fifo"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := d.ReadFile("fifo", 10); err == nil || !strings.Contains(err.Error(), "not a regular file") {
+		t.Errorf("a FIFO: %v", err)
 	}
 }

@@ -8,36 +8,73 @@ package runner
 import (
 	"errors"
 	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
 	"slices"
 
 	"github.com/thrashscope/thrashscope/internal/run"
 	"github.com/thrashscope/thrashscope/internal/settings"
 )
 
-// recoverSettings restores what a predecessor that died mid-run left of
-// the host's settings. A journal it cannot restore stays, and runs with
-// host-wide settings are refused until it is dealt with.
+// recoverSettings restores what a thrashscope process that died mid-run
+// left of the host's settings, under the host's lock: a journal another
+// live process holds is its own, and left to it. A journal that cannot be
+// restored stays, named in the log, and runs with host-wide settings are
+// refused until it is dealt with.
 func (e *Slot) recoverSettings() {
-	dir := e.cfg.Store.Data()
-	if dir == nil {
-		return
+	if dir := e.cfg.Store.Data(); dir != nil {
+		if _, err := dir.ReadFile(settings.JournalFile, 1); !errors.Is(err, fs.ErrNotExist) {
+			e.cfg.Logger.Error("a settings journal of an earlier thrashscope is in the data directory; thrashscope now keeps it in "+e.stateDir()+" and acts on none there: restore by hand the files it names, then remove it",
+				"file", filepath.Join(dir.Path(), settings.JournalFile))
+		}
 	}
-	changes, err := settings.Recover(dir, settings.Host{})
+	if _, err := os.Stat(e.stateDir()); errors.Is(err, fs.ErrNotExist) {
+		return // no thrashscope process changed this host's settings since its boot
+	}
+	state, err := settings.OpenState(e.stateDir())
 	if err != nil {
-		e.cfg.Logger.Error("the host settings a run left could not all be restored", "dir", dir.Path(), "err", err)
+		e.cfg.Logger.Error("the host settings a run left cannot be checked", "err", err)
 		return
 	}
-	for _, c := range changes {
-		if c.Swapon != "" {
-			e.cfg.Logger.Warn("reset the zram device a run left as swap", "device", c.Swapon)
-		} else {
-			e.cfg.Logger.Warn("restored a host setting a run left changed", "file", c.File, "value", c.Before, "was", c.After)
+	defer state.Close()
+	outs, err := settings.Recover(state, settings.Host{})
+	e.logOutcomes(outs)
+	switch {
+	case errors.Is(err, settings.ErrBusy):
+		e.cfg.Logger.Info("another thrashscope process holds the host's settings; its journal is its own", "dir", state.Path())
+	case err != nil:
+		e.cfg.Logger.Error("the host settings a run left could not all be restored", "err", err)
+	}
+}
+
+// logOutcomes says what a restore of a dead run's journal did: each value
+// it overwrote, and each it kept.
+func (e *Slot) logOutcomes(outs []settings.Outcome) {
+	for _, o := range outs {
+		switch {
+		case o.Swapon != "" && o.Action == "restored":
+			e.cfg.Logger.Warn("reset the zram device a run left as swap", "device", o.Swapon)
+		case o.Action == "restored":
+			e.cfg.Logger.Warn("restored a host setting a run left changed", "file", o.File, "overwrote", o.Found, "with", o.Before)
+		case o.Action == "kept":
+			e.cfg.Logger.Warn("left a host setting a run had changed as someone since set it", "what", o.Change.String(), "found", o.Found, "run_wrote", o.After)
 		}
 	}
 }
 
+// stateDir is the host's settings state directory.
+func (e *Slot) stateDir() string {
+	if e.cfg.StateDir != "" {
+		return e.cfg.StateDir
+	}
+	return settings.DefaultStateDir
+}
+
 // beginSettings checks a run's settings against the host and the
-// operator's opt-in, and opens its journal; nil for a run with none.
+// operator's opt-in, and opens its journal: for host-wide settings, under
+// the host's lock, having restored what a dead process left. nil for a run
+// with none.
 func (e *Slot) beginSettings(id string, r run.Resolved) (*settings.Journal, error) {
 	if len(r.Settings) == 0 {
 		return nil, nil
@@ -46,18 +83,23 @@ func (e *Slot) beginSettings(id string, r run.Resolved) (*settings.Journal, erro
 	if err := r.Settings.Check(e.cfg.AllowHostSettings, v2, ""); err != nil {
 		return nil, &run.FieldError{Field: "settings", Msg: err.Error()}
 	}
-	dir := e.cfg.Store.Data()
-	if dir == nil {
-		return nil, errors.New("the data directory is open to read only: no journal for the run's settings")
-	}
-	j, err := settings.Begin(dir, settings.Host{}, id)
-	if err != nil {
-		return nil, &run.UnsafeError{Msg: err.Error()}
-	}
-	if len(r.Settings.HostWide(v2)) > 0 {
-		if err := j.Lock(); err != nil {
-			return nil, fmt.Errorf("%w: %s", run.ErrBusy, err.Error())
+	host := len(r.Settings.HostWide(v2)) > 0
+	var state *settings.State
+	if host {
+		var err error
+		if state, err = settings.OpenState(e.stateDir()); err != nil {
+			return nil, &run.UnsafeError{Msg: err.Error()}
 		}
+	}
+	j, outs, err := settings.Begin(state, settings.Host{}, id, host)
+	e.logOutcomes(outs)
+	switch {
+	case errors.Is(err, settings.ErrBusy):
+		state.Close()
+		return nil, fmt.Errorf("%w: %s", run.ErrBusy, err.Error())
+	case err != nil:
+		state.Close()
+		return nil, &run.UnsafeError{Msg: err.Error()}
 	}
 	return j, nil
 }
@@ -98,12 +140,15 @@ func (r *execution) restoreSettings() error {
 		rec = &c
 	}
 	r.mu.Unlock()
-	err := j.Finish(rec)
+	outs, err := j.Finish(rec)
+	j.Close()
 	r.mu.Lock()
 	r.rec.Settings = rec
 	r.mu.Unlock()
-	if err != nil {
-		return fmt.Errorf("restoring the host's settings (kept in %s for the next start): %w", settings.JournalFile, err)
+	for _, o := range outs {
+		if o.Action == "kept" {
+			r.cfg.Logger.Warn("left a host setting the run had changed as someone since set it", "run", r.cfg.ID, "what", o.Change.String(), "found", o.Found, "run_wrote", o.After)
+		}
 	}
-	return nil
+	return err
 }

@@ -3,6 +3,7 @@ package runner
 import (
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -14,6 +15,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/thrashscope/thrashscope/internal/cgroup"
+	"github.com/thrashscope/thrashscope/internal/outdir"
 	"github.com/thrashscope/thrashscope/internal/pipeline"
 	"github.com/thrashscope/thrashscope/internal/policy"
 	"github.com/thrashscope/thrashscope/internal/procfs"
@@ -38,6 +40,10 @@ type Config struct {
 	// AllowHostSettings is the operator's opt-in to runs that change a
 	// host-wide memory setting (--settings.allow-host).
 	AllowHostSettings bool
+	// StateDir is where the host's settings lock and journal are
+	// (--settings.state-dir; settings.DefaultStateDir when empty): one
+	// place that every thrashscope process on the host shares.
+	StateDir string
 }
 
 // saveEvery is how many sample rows pass between saves of the table.
@@ -60,6 +66,9 @@ const abortWait = 10 * time.Second
 type Slot struct {
 	cfg     Config
 	fileDir string
+	// held is the data directory, locked for this process while it runs
+	// runs there.
+	held *outdir.Dir
 
 	mu       sync.Mutex
 	active   *active
@@ -118,6 +127,9 @@ type active struct {
 	landed atomic.Bool
 }
 
+// ErrDataDirInUse says another process runs runs in the data directory.
+var ErrDataDirInUse = errors.New("the data directory is in use")
+
 // New opens the runner and cleans up after a predecessor that died
 // mid-run: its cgroups are destroyed and its records marked aborted.
 func New(cfg Config) (*Slot, error) {
@@ -129,8 +141,25 @@ func New(cfg Config) (*Slot, error) {
 	e.recorder = Recorder{current: e.currentEntry, save: e.saveInBackground}
 	e.governor = Governor{current: e.current, procFS: cfg.ProcFS}
 	e.service = Service{e: e}
-	var err error
+	// One process at a time on a data directory: a second would clear the
+	// first's scratch files and mark its live run aborted.
+	held, err := outdir.Open(cfg.Store.Path(), 0o750)
+	if err == nil {
+		err = held.Lock()
+		if err != nil {
+			held.Close()
+		}
+	}
+	switch {
+	case errors.Is(err, outdir.ErrLocked):
+		return nil, fmt.Errorf("%w: %s is held by another thrashscope process (an observer, loadgen run or compare): give each its own, or stop that one first", ErrDataDirInUse, cfg.Store.Path())
+	case err != nil:
+		return nil, fmt.Errorf("locking the data directory: %w", err)
+	}
+	e.held = held
+	cfg.Store.ClearTemp()
 	if e.fileDir, err = cfg.Store.Scratch(); err != nil {
+		held.Close()
 		return nil, fmt.Errorf("making the data directory's scratch/ for backing=file: %w", err)
 	}
 	// Consumers unlink their files at once; anything here is a leftover.
@@ -194,7 +223,8 @@ func (e *Slot) Start(spec run.Spec) (run.Record, error) {
 	if err := e.cfg.Store.SaveRecord(pending); err != nil {
 		e.writeFailed("saving a new run's record", id, err)
 		_ = e.cfg.Store.Remove(id)
-		_ = journal.Finish(nil)
+		_, _ = journal.Finish(nil)
+		journal.Close()
 		return run.Record{}, fmt.Errorf("%w (%s): free space there, or give --data.dir a file system with room; nothing was started", run.ErrNoStorage, errnoText(err))
 	}
 	a := &active{table: &store.Table{}, processes: &store.ProcessTable{},
@@ -216,7 +246,8 @@ func (e *Slot) Start(spec run.Spec) (run.Record, error) {
 	a.saveMu.Unlock()
 	if err != nil {
 		_ = e.cfg.Store.Remove(id)
-		_ = journal.Finish(nil)
+		_, _ = journal.Finish(nil)
+		journal.Close()
 		return run.Record{}, err
 	}
 	if e.last != nil {
@@ -327,6 +358,7 @@ func (e *Slot) Close() {
 	// their files at once: empty, it goes (a comparison's or loadgen's
 	// output directory keeps only its runs).
 	_ = os.Remove(e.fileDir)
+	e.held.Close()
 }
 
 // newID names a run by its start time, with a random suffix: sortable, and

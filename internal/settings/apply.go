@@ -28,9 +28,12 @@ type Record struct {
 	Cost map[string]float64 `json:"cost,omitempty"`
 	// Restored says every host-wide file was given its value back.
 	Restored bool `json:"restored"`
-	// RestoreError is why one was not (the journal stays for the next
-	// start to try again).
+	// RestoreError is why one was not (the journal keeps it for the next
+	// thrashscope process to try again).
 	RestoreError string `json:"restore_error,omitempty"`
+	// Kept are the host-wide files (or the zram device) changed by someone
+	// else while the run ran, which the restore left as they were.
+	Kept []string `json:"kept,omitempty"`
 }
 
 // Seen is one kernel file a setting wrote.
@@ -170,29 +173,35 @@ func sameValue(read, wrote string) bool {
 
 // Finish ends what Apply began: it reads the cost the run's compressed swap
 // had, restores every host-wide file (the zram device reset), reads each
-// one back, and ends the journal. rec may be nil (Apply was not called).
-func (j *Journal) Finish(rec *Record) error {
+// one back, and ends the journal; it returns what the restore did with
+// each change. rec may be nil (Apply was not called).
+func (j *Journal) Finish(rec *Record) ([]Outcome, error) {
 	if j == nil {
-		return nil
+		return nil, nil
 	}
 	a := j.applied
 	if a != nil && rec != nil {
 		rec.Cost = a.cost()
 	}
-	err := j.Restore()
+	outs, err := j.Restore()
 	if rec == nil {
-		return err
+		return outs, err
 	}
 	for i, s := range rec.Files {
 		if s.Host {
 			rec.Files[i].After, _ = j.files.Read(s.File)
 		}
 	}
+	for _, o := range outs {
+		if o.Action == "kept" {
+			rec.Kept = append(rec.Kept, fmt.Sprintf("%s: %s since the run wrote it; left as it is", o.Change, o.Found))
+		}
+	}
 	rec.Restored = err == nil
 	if err != nil {
 		rec.RestoreError = err.Error()
 	}
-	return err
+	return outs, err
 }
 
 // errNoSwap is a disk swap asked of a host that has none.

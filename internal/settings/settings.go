@@ -67,7 +67,7 @@ var Registered = []Setting{
 	{Name: "zswap", Host: true, File: "/sys/module/zswap/parameters/enabled", Config: "CONFIG_ZSWAP",
 		Takes: `"on" or "off"`, Value: choice(map[string]string{"on": "Y", "off": "N"})},
 	{Name: "zswap_compressor", Host: true, File: "/sys/module/zswap/parameters/compressor", Config: "CONFIG_ZSWAP",
-		Takes: "a compressor the kernel has (lzo, lz4, zstd, …)", Value: word},
+		Takes: "a compressor /proc/crypto lists (lzo, lz4, zstd, …)", Value: word, check: checkCompressor},
 	{Name: "memory_high", File: "memory.high", V2Only: true, Config: "the memory controller on cgroup v2",
 		Takes: "bytes, at least 16 MiB", Value: integer(16<<20, math.MaxInt64)},
 }
@@ -157,4 +157,34 @@ func word(raw json.RawMessage) (string, error) {
 		return "", fmt.Errorf("%q is not a name", strictjson.Clip(v))
 	}
 	return v, nil
+}
+
+// checkCompressor takes only a compressor the kernel has loaded, as
+// /proc/crypto lists it: zswap asked for another would have the kernel look
+// for a module by that name.
+func checkCompressor(root, name string) error {
+	b, err := os.ReadFile(filepath.Join(root, "/proc/crypto"))
+	if err != nil {
+		return fmt.Errorf("reading the kernel's compressors: %w", err)
+	}
+	var have []string
+	for _, block := range strings.Split(string(b), "\n\n") {
+		var n, typ string
+		for _, l := range strings.Split(block, "\n") {
+			k, v, _ := strings.Cut(l, ":")
+			switch strings.TrimSpace(k) {
+			case "name":
+				n = strings.TrimSpace(v)
+			case "type":
+				typ = strings.TrimSpace(v)
+			}
+		}
+		if (typ == "compression" || typ == "scomp" || typ == "acomp") && !slices.Contains(have, n) {
+			have = append(have, n)
+		}
+	}
+	if !slices.Contains(have, name) {
+		return fmt.Errorf("%q is not a compressor this kernel has loaded (/proc/crypto lists %s): modprobe its module first, or choose one of those", name, strings.Join(have, ", "))
+	}
+	return nil
 }

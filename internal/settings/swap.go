@@ -3,8 +3,10 @@ package settings
 import (
 	"crypto/rand"
 	"encoding/binary"
+	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"slices"
@@ -109,29 +111,69 @@ func diskFirst(areas []swapArea) error {
 }
 
 // zram makes a free zram device (disk size 0, not swap) a swap area ahead
-// of the host's own, journalled first, so that the end of the run, or the
-// next start after a kill, takes it off and resets it.
+// of the host's own, journalled first with the header's UUID and the size
+// it is given, so that the end of the run, or the next process after a
+// kill, takes it off and resets it while it is still the run's.
 func (a *applier) zram(areas []swapArea) error {
 	dev, err := freeZram(a.t.Root, areas)
 	if err != nil {
 		return err
 	}
 	node := "/dev/" + dev
-	if err := a.j.swapon(node); err != nil {
+	size := max(a.t.SwapBytes, minZramBytes)
+	uuid := make([]byte, 16)
+	_, _ = rand.Read(uuid)
+	if err := a.j.swapon(node, size, uuid); err != nil {
 		return err
 	}
 	a.rec.Zram = node
-	size := max(a.t.SwapBytes, minZramBytes)
 	if err := kernfile.WriteFile(filepath.Join(a.t.Root, "/sys/block", dev, "disksize"), []byte(strconv.FormatInt(size, 10))); err != nil {
 		return fmt.Errorf("sizing %s: %w", node, err)
 	}
-	if err := mkswap(filepath.Join(a.t.Root, node), size); err != nil {
+	if err := mkswap(filepath.Join(a.t.Root, node), size, uuid); err != nil {
 		return fmt.Errorf("making %s a swap area: %w", node, err)
 	}
 	if err := swapon(filepath.Join(a.t.Root, node), zramPriority); err != nil {
 		return fmt.Errorf("swapon %s: %w", node, err)
 	}
 	return nil
+}
+
+// zramState reads what the zram device node (under root) holds: whether
+// it is swap, its disk size, and its swap header's UUID.
+func zramState(root, node string) (ZramState, error) {
+	var st ZramState
+	if !zramNode.MatchString(node) {
+		return st, fmt.Errorf("%q is not a zram device", node)
+	}
+	areas, err := readSwaps(root)
+	if err != nil {
+		return st, err
+	}
+	st.Swap = slices.ContainsFunc(areas, func(s swapArea) bool { return s.name == node })
+	b, err := os.ReadFile(filepath.Join(root, "/sys/block", filepath.Base(node), "disksize"))
+	if err != nil {
+		return st, err
+	}
+	if st.DiskSize, err = strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64); err != nil {
+		return st, fmt.Errorf("%s's disk size %q: %w", node, b, err)
+	}
+	if st.DiskSize == 0 {
+		return st, nil
+	}
+	f, err := os.Open(filepath.Join(root, node))
+	if err != nil {
+		return st, err
+	}
+	defer f.Close()
+	h := make([]byte, os.Getpagesize())
+	if _, err := io.ReadFull(f, h); err != nil {
+		return st, fmt.Errorf("reading %s's swap header: %w", node, err)
+	}
+	if string(h[len(h)-10:]) == "SWAPSPACE2" {
+		st.UUID = hex.EncodeToString(h[1036:1052])
+	}
+	return st, nil
 }
 
 // freeZram names a zram device with no disk size and not swap.
@@ -155,13 +197,13 @@ func freeZram(root string, areas []swapArea) (string, error) {
 }
 
 // mkswap writes a swap area's header (version 1) on a device of size
-// bytes, as mkswap(8) does, with a random UUID.
-func mkswap(node string, size int64) error {
+// bytes, as mkswap(8) does, with the given UUID.
+func mkswap(node string, size int64, uuid []byte) error {
 	page := os.Getpagesize()
 	h := make([]byte, page)
 	binary.LittleEndian.PutUint32(h[1024:], 1)                          // version
 	binary.LittleEndian.PutUint32(h[1028:], uint32(size/int64(page)-1)) // last page
-	_, _ = rand.Read(h[1036:1052])                                      // uuid
+	copy(h[1036:1052], uuid)
 	copy(h[page-10:], "SWAPSPACE2")
 	f, err := os.OpenFile(node, os.O_WRONLY, 0)
 	if err != nil {

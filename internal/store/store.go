@@ -69,9 +69,8 @@ func newDir(path string, top, runs *outdir.Dir) *Dir {
 	return &Dir{path: path, top: top, runs: runs, heavy: make(chan struct{}, heavySlots), summaries: map[string]cachedSummary{}}
 }
 
-// Open makes the data directory if needed, opens it for writing, and
-// clears temporary files that an interrupted write left. The directory must
-// be the caller's own (see package outdir).
+// Open makes the data directory if needed and opens it for writing. The
+// directory must be the caller's own (see package outdir).
 func Open(path string) (*Dir, error) {
 	if path == "" {
 		return nil, errors.New("--data.dir is empty: give a directory for run records")
@@ -85,13 +84,22 @@ func Open(path string) (*Dir, error) {
 		top.Close()
 		return nil, fmt.Errorf("--data.dir=%q: %w", path, err)
 	}
-	_ = filepath.WalkDir(runs.Path(), func(p string, d fs.DirEntry, err error) error {
-		if err == nil && !d.IsDir() && strings.HasPrefix(d.Name(), outdir.TempPrefix) {
+	return newDir(path, top, runs), nil
+}
+
+// ClearTemp removes the temporary files an interrupted write left: for the
+// one process that holds the directory (runner.New), whose own writes in
+// progress they cannot be.
+func (d *Dir) ClearTemp() {
+	if d.runs == nil {
+		return
+	}
+	_ = filepath.WalkDir(d.runs.Path(), func(p string, de fs.DirEntry, err error) error {
+		if err == nil && !de.IsDir() && strings.HasPrefix(de.Name(), outdir.TempPrefix) {
 			_ = os.Remove(p)
 		}
 		return nil
 	})
-	return newDir(path, top, runs), nil
 }
 
 // Scratch makes (if needed) the data directory's scratch/, where backing=file

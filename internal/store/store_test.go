@@ -72,15 +72,21 @@ func TestAtomicWriteLeavesNoTemporaries(t *testing.T) {
 	if string(b) != "b\n" {
 		t.Errorf("got %q", b)
 	}
-	// A crash mid-write leaves a temporary; the next Open clears it and the
-	// listing never shows it.
+	// A crash mid-write leaves a temporary; Open leaves it (another
+	// process's write may be in progress), and the process that holds the
+	// directory clears it (ClearTemp, from runner.New).
 	tmp := filepath.Join(root, "runs", "r1", ".tmp-record.json-123")
 	os.WriteFile(tmp, []byte(`{"id":`), 0o600)
-	if _, err := Open(root); err != nil {
+	again, err := Open(root)
+	if err != nil {
 		t.Fatal(err)
 	}
+	if _, err := os.Stat(tmp); err != nil {
+		t.Errorf("Open removed a temporary file: %v", err)
+	}
+	again.ClearTemp()
 	if _, err := os.Stat(tmp); !errors.Is(err, os.ErrNotExist) {
-		t.Error("temporary file survived Open")
+		t.Error("temporary file survived ClearTemp")
 	}
 }
 
