@@ -20,6 +20,7 @@ import (
 	monitoringv1 "github.com/prometheus-operator/prometheus-operator/pkg/apis/monitoring/v1"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
@@ -42,6 +43,7 @@ type objects struct {
 	services        []corev1.Service
 	serviceMonitors []monitoringv1.ServiceMonitor
 	prometheusRules []monitoringv1.PrometheusRule
+	networkPolicies []networkingv1.NetworkPolicy
 }
 
 // documents splits a multi-document YAML file.
@@ -106,6 +108,11 @@ func decode(doc []byte, into *objects) error {
 		var o monitoringv1.PrometheusRule
 		if err = strict(&o); err == nil {
 			into.prometheusRules = append(into.prometheusRules, o)
+		}
+	case "networking.k8s.io/v1 NetworkPolicy":
+		var o networkingv1.NetworkPolicy
+		if err = strict(&o); err == nil {
+			into.networkPolicies = append(into.networkPolicies, o)
 		}
 	default:
 		return errors.New("unexpected apiVersion and kind: " + tm.APIVersion + " " + tm.Kind)
@@ -419,6 +426,48 @@ func TestScraping(t *testing.T) {
 	}
 	if sm.Spec.JobLabel != "" || svc.Name != string(m[1]) {
 		t.Errorf("the job would be %q (Service %s, jobLabel %q); the alerts expect job=%q", svc.Name, svc.Name, sm.Spec.JobLabel, m[1])
+	}
+}
+
+// /metrics (every pid, command and pod UID of the node) is reachable only
+// from Prometheus: a NetworkPolicy selects the observer's pods, admits
+// ingress only on the metrics port, and only from Prometheus's pods, in
+// the namespace the ServiceMonitor's Prometheus runs in.
+func TestMetricsOnlyToPrometheus(t *testing.T) {
+	o := load(t)
+	ds := one(t, "DaemonSet", o.daemonSets)
+	np := one(t, "NetworkPolicy", o.networkPolicies)
+	c := observer(t, ds)
+	if ds.Spec.Template.Spec.HostNetwork {
+		t.Fatal("the observer's pods use the host's network, which no NetworkPolicy covers")
+	}
+	if np.Namespace != ds.Namespace {
+		t.Errorf("NetworkPolicy in %q, the DaemonSet in %q", np.Namespace, ds.Namespace)
+	}
+	sel, err := metav1.LabelSelectorAsSelector(&np.Spec.PodSelector)
+	if err != nil || sel.Empty() || !sel.Matches(labels.Set(ds.Spec.Template.Labels)) {
+		t.Errorf("NetworkPolicy podSelector %v does not select the observer's pods %v (%v)", np.Spec.PodSelector, ds.Spec.Template.Labels, err)
+	}
+	if !slices.Equal(np.Spec.PolicyTypes, []networkingv1.PolicyType{networkingv1.PolicyTypeIngress}) {
+		t.Errorf("policy types %v, want Ingress", np.Spec.PolicyTypes)
+	}
+	if len(np.Spec.Ingress) != 1 {
+		t.Fatalf("%d ingress rules, want one", len(np.Spec.Ingress))
+	}
+	in := np.Spec.Ingress[0]
+	if len(in.Ports) != 1 || in.Ports[0].Port == nil || in.Ports[0].Port.String() != c.Ports[0].Name {
+		t.Errorf("ingress ports %v, want the metrics port %s alone", in.Ports, c.Ports[0].Name)
+	}
+	if len(in.From) != 1 {
+		t.Fatalf("ingress from %v, want one peer", in.From)
+	}
+	peer := in.From[0]
+	if peer.IPBlock != nil || peer.PodSelector == nil || peer.NamespaceSelector == nil ||
+		len(peer.PodSelector.MatchLabels) == 0 || len(peer.NamespaceSelector.MatchLabels) == 0 {
+		t.Errorf("ingress from %+v, want Prometheus's pods by label in a namespace by label, no address block", peer)
+	}
+	if peer.PodSelector.MatchLabels["app.kubernetes.io/name"] != "prometheus" {
+		t.Errorf("the peer pods %v, want app.kubernetes.io/name=prometheus", peer.PodSelector.MatchLabels)
 	}
 }
 

@@ -22,6 +22,7 @@ import (
 
 	"github.com/coreos/go-systemd/v22/unit"
 
+	"github.com/thrashscope/thrashscope/internal/settings"
 	"github.com/thrashscope/thrashscope/internal/testenv"
 )
 
@@ -152,6 +153,16 @@ func TestUnit(t *testing.T) {
 	// --data.dir is the StateDirectory.
 	if got, want := flag(start, "data.dir"), "/var/lib/"+u.value(t, "StateDirectory"); got != want {
 		t.Errorf("--data.dir=%s, want StateDirectory's %s", got, want)
+	}
+
+	// The host settings' state directory: the observer's default, kept
+	// across restarts (a killed observer's journal is restored by the next
+	// start), root's alone.
+	if got := "/run/" + u.value(t, "RuntimeDirectory"); got != settings.DefaultStateDir {
+		t.Errorf("RuntimeDirectory is %s, want the observer's --settings.state-dir default %s", got, settings.DefaultStateDir)
+	}
+	if u.value(t, "RuntimeDirectoryPreserve") != "yes" || u.value(t, "RuntimeDirectoryMode") != "0700" {
+		t.Error("RuntimeDirectory must be kept across restarts (RuntimeDirectoryPreserve=yes) and root's alone (0700)")
 	}
 
 	// Run cgroups: the unit's own cgroup, delegated with memory, enabled by

@@ -688,12 +688,17 @@ type consumerProc struct {
 // when given, is fd 4, the cgroup.procs it joins through.
 func startConsumerProc(t *testing.T, cfg Config, procs ...*os.File) *consumerProc {
 	t.Helper()
-	if _, err := exec.LookPath("go"); err != nil {
-		testenv.Unavailable(t, "no go tool on PATH to build cmd/loadgen")
-	}
-	bin, err := buildLoadgen()
-	if err != nil {
-		t.Fatal(err)
+	var bin string
+	if os.Getenv(testenv.BinariesEnv) != "" {
+		bin = testenv.Binary(t, "loadgen") // a test VM: built already
+	} else {
+		if _, err := exec.LookPath("go"); err != nil {
+			testenv.Unavailable(t, "no go tool on PATH to build cmd/loadgen")
+		}
+		var err error
+		if bin, err = buildLoadgen(); err != nil {
+			t.Fatal(err)
+		}
 	}
 	repR, repW, err := os.Pipe()
 	if err != nil {

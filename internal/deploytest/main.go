@@ -82,6 +82,9 @@ func main() {
 	results := e.prove(*only)
 	podmanLeft := e.podmanLeftovers()
 	failed := e.close()
+	for _, r := range clearFirstUse(before) {
+		e.logf("removed what podman made at its first use: %s", r)
+	}
 
 	after, err := takeSnapshot()
 	leftovers := podmanLeft

@@ -115,3 +115,45 @@ func (s snapshot) leftovers(after snapshot) []string {
 	}
 	return out
 }
+
+// firstUseCache is where podman keeps its blob cache whatever --root says:
+// made at its first pull or build on a machine, none of the kits' own state.
+const firstUseCache = "/var/lib/containers"
+
+// clearFirstUse removes what podman makes at its first use on a machine and
+// leaves for good, when it was not there before the kits ran: its
+// libpod_parent cgroups (cgroupfs manager), if empty, and its blob cache
+// under /var/lib/containers/cache, if nothing else is there. Anything a kit
+// started is still in them then, and stays, to be reported.
+func clearFirstUse(before snapshot) []string {
+	var removed []string
+	now, err := takeSnapshot()
+	if err != nil {
+		return nil
+	}
+	var groups []string
+	for c := range now.cgroups {
+		if !before.cgroups[c] && strings.Contains(c+"/", "/libpod_parent/") {
+			groups = append(groups, c)
+		}
+	}
+	// Deepest first: a cgroup goes only once its children have.
+	slices.SortFunc(groups, func(a, b string) int { return strings.Count(b, "/") - strings.Count(a, "/") })
+	for _, c := range groups {
+		if os.Remove(c) == nil {
+			removed = append(removed, "cgroup "+c)
+		}
+	}
+	if before.files[firstUseCache] || !now.files[firstUseCache] {
+		return removed
+	}
+	for f := range now.files {
+		if strings.HasPrefix(f, firstUseCache+"/") && f != firstUseCache+"/cache" && !strings.HasPrefix(f, firstUseCache+"/cache/") {
+			return removed // a kit's state is there too: leave it to be reported
+		}
+	}
+	if os.RemoveAll(firstUseCache) == nil {
+		removed = append(removed, firstUseCache+" (podman's blob cache)")
+	}
+	return removed
+}

@@ -178,3 +178,45 @@ func TestAJournalOfAnotherUserIsRefused(t *testing.T) {
 		t.Errorf("%s was written: %s, want %s", pageCluster, now, before)
 	}
 }
+
+// zram swap is refused before anything changes where this process could
+// not make the device swap: no device node (a unit with PrivateDevices=),
+// or no CAP_SYS_ADMIN for swapon (the systemd unit's capability set).
+func TestZramRefusedWhereSwaponCannotRun(t *testing.T) {
+	testenv.RequirePrivileged(t) // mknod
+	root := t.TempDir()
+	for path, text := range map[string]string{
+		"proc/swaps":               "Filename Type Size Used Priority\n/var/swap file 1024 0 -2\n",
+		"sys/block/zram0/disksize": "0\n",
+		"proc/self/status":         "Name:\tobserver\nCapEff:\t000000c000000004\n", // CAP_DAC_OVERRIDE, CAP_PERFMON, CAP_BPF
+	} {
+		if err := os.MkdirAll(filepath.Dir(filepath.Join(root, path)), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(root, path), []byte(text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var asked settings.Asked
+	if err := asked.UnmarshalJSON([]byte(`{"swap":"zram"}`)); err != nil {
+		t.Fatal(err)
+	}
+	if err := asked.Check(true, false, root); err == nil || !strings.Contains(err.Error(), "PrivateDevices") {
+		t.Errorf("no /dev/zram0: %v, want a refusal naming PrivateDevices", err)
+	}
+	if err := os.MkdirAll(filepath.Join(root, "dev"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Mknod(filepath.Join(root, "dev/zram0"), syscall.S_IFBLK|0o600, 0); err != nil {
+		t.Fatal(err)
+	}
+	if err := asked.Check(true, false, root); err == nil || !strings.Contains(err.Error(), "CAP_SYS_ADMIN") {
+		t.Errorf("without CAP_SYS_ADMIN: %v, want a refusal naming it", err)
+	}
+	if err := os.WriteFile(filepath.Join(root, "proc/self/status"), []byte("CapEff:\t000001ffffffffff\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := asked.Check(true, false, root); err != nil {
+		t.Errorf("with every capability and the device: %v", err)
+	}
+}

@@ -77,8 +77,11 @@ func checkSwap(root, backend string) error {
 	}
 	switch backend {
 	case SwapZram:
-		_, err := freeZram(root, areas)
-		return err
+		dev, err := freeZram(root, areas)
+		if err != nil {
+			return err
+		}
+		return canSwapon(root, dev)
 	case SwapZswap:
 		if _, err := os.Stat(filepath.Join(root, zswapEnabled)); err != nil {
 			return fmt.Errorf("this kernel has no %s (CONFIG_ZSWAP)", zswapEnabled)
@@ -194,6 +197,37 @@ func freeZram(root string, areas []swapArea) (string, error) {
 		}
 	}
 	return "", errors.New("no free zram device (each has a disk size or is swap): free one (swapoff /dev/zramN; echo 1 > /sys/block/zramN/reset) or add one (cat /sys/class/zram-control/hot_add)")
+}
+
+// capSysAdmin is CAP_SYS_ADMIN's bit in /proc/self/status's CapEff.
+const capSysAdmin = 21
+
+// canSwapon says whether this process can make the zram device dev swap:
+// swapon(2) needs CAP_SYS_ADMIN, and the device node must be there (a
+// systemd unit with PrivateDevices= has none). Asked before anything
+// changes, so that a process that cannot is refused, not left with a sized
+// device it cannot take off swap.
+func canSwapon(root, dev string) error {
+	if fi, err := os.Stat(filepath.Join(root, "/dev", dev)); err != nil || fi.Mode()&os.ModeDevice == 0 {
+		return fmt.Errorf("no /dev/%s in this process's /dev (a container or a unit with PrivateDevices=): zram needs the host's device nodes", dev)
+	}
+	b, err := os.ReadFile(filepath.Join(root, "/proc/self/status"))
+	if err != nil {
+		return fmt.Errorf("reading this process's capabilities: %w", err)
+	}
+	for _, l := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(l, "CapEff:"); ok {
+			caps, err := strconv.ParseUint(strings.TrimSpace(v), 16, 64)
+			if err != nil {
+				return fmt.Errorf("this process's capabilities %q: %w", v, err)
+			}
+			if caps&(1<<capSysAdmin) == 0 {
+				return errors.New("swapon needs CAP_SYS_ADMIN, which this process lacks (the systemd unit bounds it out): run zram swap from a process that has it, or use disk or zswap")
+			}
+			return nil
+		}
+	}
+	return errors.New("no CapEff line in /proc/self/status")
 }
 
 // mkswap writes a swap area's header (version 1) on a device of size

@@ -28,6 +28,10 @@ var Steps = []step{
 	// in the portable way too.
 	{Package: "internal/probe", Step: vmtest.Step{Name: "probes", GoTest: true, TimeoutSeconds: 2400,
 		Args: tests("TestMajorFaultKindsAgreeWithMajFlt", "TestMajorFaultKindsInADeepAddressSpace", "TestThePortableWayHere", "TestMemoryStallAgreesWithPSI", "TestProcessExitClearsCounters", "TestMajorFaultLatencyIsTimed", "TestCgroupCountersAgreeWithTheKernel", "TestCgroupCountersWhenManyShareTheSlots", "TestCgroupChurnLosesNothing", "TestWakesWhenFaultsBegin")}},
+	// A consumer joins a run cgroup another has filled to its limit, under
+	// the OOM guard.
+	{Package: "internal/consumer", Step: vmtest.Step{Name: "full group", GoTest: true, TimeoutSeconds: 600,
+		Args: tests("TestConsumerJoinsAFullGroup")}},
 	// Run cgroups under memory.max, the v2 freezer, the OOM guard, io.max.
 	{Package: "internal/cgroup", Step: vmtest.Step{Name: "cgroups", GoTest: true, TimeoutSeconds: 900,
 		Args: tests("TestCreateAddDestroy", "TestChildUnderTheLimit", "TestOOMKills", "TestOOMGuard", "TestFreezeStopsAndThawResumes", "TestFrozenProcessDiesOfSIGKILL", "TestThrottleIO", "TestThrottleIONamesTheFix", "TestReclaimOfNothingComesBack")}},
