@@ -462,6 +462,35 @@ func TestRunAbortLeavesNothing(t *testing.T) {
 	}
 }
 
+// An observer stopped (SIGSTOP) for seconds in the middle of a run says so
+// in the run's record: when, and for how long, within the stop as the
+// test timed it.
+func TestAPausedObserverIsRecorded(t *testing.T) {
+	testenv.RequirePrivileged(t)
+	testenv.RequireSwap(t)
+	d := startDaemon(t, t.TempDir())
+	rec := d.startRun(t, `{"preset":"e4","scale":0.05,"consumers":4,"interval":"1s","lead_in":"1s"}`)
+	waitFor(t, 15*time.Second, "two consumers", func() bool { return started(d.record(t, rec.ID)) >= 2 })
+	const stop = 5 * time.Second
+	begin := time.Now()
+	if err := d.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(stop)
+	if err := d.cmd.Process.Signal(syscall.SIGCONT); err != nil {
+		t.Fatal(err)
+	}
+	stopped := time.Since(begin)
+	waitFor(t, 2*time.Minute, "the run to end", func() bool { rec = d.record(t, rec.ID); return !run.Active(rec.State) })
+	if len(rec.Pauses) != 1 {
+		t.Fatalf("pauses %+v after a stop of %s, want one", rec.Pauses, stopped)
+	}
+	p := rec.Pauses[0]
+	if p.Seconds < (stop-2*time.Second).Seconds() || p.Seconds > stopped.Seconds()+1 || p.At.Before(begin.Add(-2*time.Second)) || p.At.After(begin.Add(time.Second)) {
+		t.Errorf("pause %+v, want about %s from about %s", p, stopped, begin)
+	}
+}
+
 // TestObserverKilledMidRun: kill -9 of the observer takes its consumers
 // with it (PDEATHSIG); a restarted observer removes the cgroup and marks
 // the run aborted.

@@ -44,6 +44,10 @@ type Record struct {
 	OOMGuardCPUSeconds float64 `json:"oom_guard_cpu_seconds,omitempty"`
 	// Transitions are the thrash detector's state changes during the run.
 	Transitions []Transition `json:"transitions,omitempty"`
+	// Pauses are the times the process running the run was not scheduled
+	// for seconds (stopped by SIGSTOP, or starved of CPU): its timing, its
+	// consumers' starts and its policy's decisions did not hold then.
+	Pauses []Pause `json:"pauses,omitempty"`
 	// Alone is, for a run of fixed work (spec cycles), the consumer of the
 	// run's shape that ran alone in the run cgroup before the others: the
 	// time each consumer's slowdown divides by.
@@ -134,6 +138,16 @@ type AloneRecord struct {
 	RunSeconds  float64    `json:"run_seconds,omitempty"`
 	Exit        string     `json:"exit,omitempty"`
 }
+
+// Pause is a time the process running a run was not scheduled: from At,
+// for Seconds.
+type Pause struct {
+	At      time.Time `json:"at"`
+	Seconds float64   `json:"seconds"`
+}
+
+// MaxPauses bounds a record's pauses; the longest are kept.
+const MaxPauses = 100
 
 // Transition is one detector state change.
 type Transition struct {

@@ -130,6 +130,14 @@ func (rec *Record) validateReadings() error {
 			return fmt.Errorf("swap_emulation.%w", err)
 		}
 	}
+	if len(rec.Pauses) > MaxPauses {
+		return fmt.Errorf("pauses: %d, want at most %d", len(rec.Pauses), MaxPauses)
+	}
+	for i, p := range rec.Pauses {
+		if err := seconds(fmt.Sprintf("pauses[%d].seconds", i), p.Seconds); err != nil {
+			return err
+		}
+	}
 	return nil
 }
 

@@ -60,6 +60,9 @@ func (r *execution) spawnAll(wg *sync.WaitGroup) {
 			return
 		case <-t.C:
 		}
+		// A wake long past its time is this process's own pause (stopped,
+		// or starved of CPU), not a slow fork.
+		woke := time.Since(at)
 		if err := r.spawn(i, wg); err != nil {
 			r.cfg.Logger.Error("starting a consumer failed; aborting the run", "run", r.cfg.ID, "consumer", i, "err", err)
 			r.cancel(fmt.Errorf("starting consumer %d: %w", i, err))
@@ -68,7 +71,12 @@ func (r *execution) spawnAll(wg *sync.WaitGroup) {
 		// Only a plan that left room for the lead can be missed: a fill run,
 		// or a zero lead-in, starts its first consumers at once.
 		planned := r.rec.Consumers[i].PlannedStart
-		if late := time.Since(planned); late > 0 && planned.Sub(r.start) >= spawnLead {
+		late := time.Since(planned)
+		switch {
+		case late <= 0 || planned.Sub(r.start) < spawnLead:
+		case woke > spawnLead:
+			r.cfg.Logger.Warn("a consumer was ready after its planned start: this process woke to start it late, stopped or starved of CPU", "run", r.cfg.ID, "consumer", i, "late", late, "woke_late", woke)
+		default:
 			r.cfg.Logger.Warn("a consumer was ready after its planned start; fork and exec are slow on this host", "run", r.cfg.ID, "consumer", i, "late", late, "lead", spawnLead)
 		}
 	}

@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"os"
 	"runtime"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -31,6 +32,10 @@ const spawnLead = 2 * time.Second
 
 // cgroupCheckEvery is how often a run checks that its cgroup still exists.
 const cgroupCheckEvery = time.Second
+
+// pauseAfter is how late a check may come before the process running the
+// run counts as paused (stopped, or starved of CPU) meanwhile.
+const pauseAfter = 2 * time.Second
 
 // stopGrace is how long consumers get to exit on SIGTERM before the cgroup
 // is destroyed with SIGKILL.
@@ -260,6 +265,26 @@ func (r *execution) AddTransition(tr run.Transition) {
 	r.changes.Add(1)
 }
 
+// paused records that the process running the run was not scheduled from
+// at for d: the run's record says so, and a consumer late meanwhile is not
+// blamed on the host.
+func (r *execution) paused(at time.Time, d time.Duration) {
+	r.cfg.Logger.Warn("this process was not scheduled for seconds while it ran the run (stopped, or starved of CPU): the run's timing did not hold then", "run", r.cfg.ID, "from", at, "for", d)
+	r.mu.Lock()
+	r.rec.Pauses = append(r.rec.Pauses, run.Pause{At: at, Seconds: d.Seconds()})
+	if len(r.rec.Pauses) > run.MaxPauses {
+		shortest := 0
+		for i, p := range r.rec.Pauses {
+			if p.Seconds < r.rec.Pauses[shortest].Seconds {
+				shortest = i
+			}
+		}
+		r.rec.Pauses = slices.Delete(r.rec.Pauses, shortest, shortest+1)
+	}
+	r.mu.Unlock()
+	r.changes.Add(1)
+}
+
 // Abort stops the run: consumers get SIGTERM, then the cgroup is destroyed.
 // It returns at once; Done closes when everything is gone.
 func (r *execution) Abort(reason string) { r.cancel(abortError{reason}) }
@@ -390,6 +415,7 @@ func (r *execution) follow(allExited <-chan struct{}) {
 	// another process; the next consumer would fail to join it.
 	check := time.NewTicker(cgroupCheckEvery)
 	defer check.Stop()
+	last := time.Now()
 	for {
 		select {
 		case <-allExited:
@@ -406,6 +432,10 @@ func (r *execution) follow(allExited <-chan struct{}) {
 			r.cancel(errors.New("consumers still running " + grace.String() + " after the plan ended"))
 			return
 		case now := <-check.C:
+			if gap := time.Since(last); gap > cgroupCheckEvery+pauseAfter {
+				r.paused(last, gap-cgroupCheckEvery)
+			}
+			last = time.Now()
 			r.takeCycles()
 			r.cfg.Journal.Sample()
 			if _, err := os.Stat(r.cg.Path); errors.Is(err, fs.ErrNotExist) {

@@ -85,7 +85,7 @@ func (a Asked) Label() string {
 // memory cgroup is on v2. The error names the setting and the fix.
 func (a Asked) Check(allowHost, v2 bool, root string) error {
 	if host := a.HostWide(v2); len(host) > 0 && !allowHost {
-		return fmt.Errorf("%s change the whole host, not only the run: the operator allows that by starting thrashscope with --settings.allow-host (they are journalled in " + DefaultStateDir + " and restored after the run)", strings.Join(host, ", "))
+		return fmt.Errorf("%s change the whole host, not only the run: the operator allows that by starting thrashscope with --settings.allow-host (they are journalled in "+DefaultStateDir+" and restored after the run)", strings.Join(host, ", "))
 	}
 	for _, s := range Registered {
 		if _, ok := a[s.Name]; !ok {

@@ -177,6 +177,11 @@ func TestRestoreFailureKeepsOnlyWhatFailed(t *testing.T) {
 	if err != nil || left == nil || len(left.Done) != 1 || left.Done[0].File != pageCluster {
 		t.Fatalf("the journal kept %+v (%v), want page-cluster alone", left, err)
 	}
+	// A run asked for meanwhile tries the restore again, under the lock it
+	// takes, and is refused with advice that works.
+	if _, _, err := Begin(s, files, "run-2", true); err == nil || !strings.Contains(err.Error(), "by hand") || errors.Is(err, ErrBusy) {
+		t.Errorf("a run over a journal that cannot be restored: %v, want a refusal saying to restore it by hand", err)
+	}
 	files.v[zswap] = "Y" // an administrator turns zswap on after the run
 	delete(files.fail, pageCluster)
 	if _, err := Recover(s, files); err != nil || files.v[pageCluster] != "3" || files.v[zswap] != "Y" {

@@ -85,3 +85,24 @@ func TestAvailable(t *testing.T) {
 		t.Errorf("a run's cgroup setting: %v", err)
 	}
 }
+
+// zswap_compressor takes only a compressor /proc/crypto lists: another
+// name would have the kernel look for a module by it.
+func TestCompressorMustBeLoaded(t *testing.T) {
+	root := t.TempDir()
+	if err := os.MkdirAll(filepath.Join(root, "proc"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	crypto := "name         : lzo\ndriver       : lzo-scomp\nmodule       : kernel\ntype         : scomp\n\n" +
+		"name         : deflate\ndriver       : deflate-generic\ntype         : acomp\n\n" +
+		"name         : sha256\ndriver       : sha256-generic\ntype         : shash\n"
+	if err := os.WriteFile(filepath.Join(root, "proc/crypto"), []byte(crypto), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for name, want := range map[string]string{"lzo": "", "deflate": "", "lz4": "modprobe", "sha256": "lists lzo, deflate", "zstd": "not a compressor"} {
+		err := checkCompressor(root, name)
+		if (want == "") != (err == nil) || (err != nil && !strings.Contains(err.Error(), want)) {
+			t.Errorf("%s: %v, want %q", name, err, want)
+		}
+	}
+}
