@@ -79,6 +79,7 @@ func main() {
 		fmt.Fprintln(os.Stderr, "deploytest:", err)
 		os.Exit(2)
 	}
+	e.logf("the baseline, after the packages: %s", before.owned())
 	results := e.prove(*only)
 	podmanLeft := e.podmanLeftovers()
 	failed := e.close()

@@ -157,3 +157,27 @@ func clearFirstUse(before snapshot) []string {
 	}
 	return removed
 }
+
+// owned says what the engines' state directories hold in the baseline,
+// by top directory: what the packages installed there (podman's
+// /etc/containers, say), which no kit left.
+func (s snapshot) owned() string {
+	count := map[string]int{}
+	for f := range s.files {
+		for _, dir := range stateDirs {
+			if f == dir || strings.HasPrefix(f, dir+"/") {
+				count[dir]++
+			}
+		}
+	}
+	var out []string
+	for _, dir := range stateDirs {
+		if count[dir] > 0 {
+			out = append(out, fmt.Sprintf("%s (%d)", dir, count[dir]))
+		}
+	}
+	if len(out) == 0 {
+		return "nothing in the engines' state directories"
+	}
+	return "files and directories in " + strings.Join(out, ", ")
+}

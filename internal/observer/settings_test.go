@@ -240,7 +240,7 @@ func TestHostSettingsAlwaysGivenBack(t *testing.T) {
 		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 		defer cancel()
 		out, err := exec.CommandContext(ctx, filepath.Join(testenv.BinaryDir(t), "observer"), "--web.listen-address=127.0.0.1:0", "--data.dir="+data).CombinedOutput()
-		if err == nil || !strings.Contains(string(out), "in use by another thrashscope process") {
+		if err == nil || !strings.Contains(string(out), "held by another thrashscope process") {
 			t.Errorf("a second observer on the data directory: %v\n%s\nwant a refusal naming the process that holds it", err, out)
 		}
 		if rec = d.record(t, rec.ID); !run.Active(rec.State) {

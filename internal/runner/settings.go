@@ -29,8 +29,8 @@ func (e *Slot) recoverSettings() {
 				"file", filepath.Join(dir.Path(), settings.JournalFile))
 		}
 	}
-	if _, err := os.Stat(e.stateDir()); errors.Is(err, fs.ErrNotExist) {
-		return // no thrashscope process changed this host's settings since its boot
+	if _, err := os.Stat(e.stateDir()); errors.Is(err, fs.ErrNotExist) || os.Geteuid() != 0 {
+		return // no thrashscope process changed this host's settings since its boot; or only root could have
 	}
 	state, err := settings.OpenState(e.stateDir())
 	if err != nil {
@@ -150,5 +150,8 @@ func (r *execution) restoreSettings() error {
 			r.cfg.Logger.Warn("left a host setting the run had changed as someone since set it", "run", r.cfg.ID, "what", o.Change.String(), "found", o.Found, "run_wrote", o.After)
 		}
 	}
-	return err
+	if err != nil {
+		return fmt.Errorf("restoring the host's settings (what could not be stays in %s for the next thrashscope process): %w", settings.JournalFile, err)
+	}
+	return nil
 }
