@@ -4,7 +4,9 @@
 package cgroup
 
 import (
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"slices"
@@ -75,23 +77,55 @@ func (c *Cgroup) MemoryUsage() (int64, error) {
 	return n, nil
 }
 
-// OOMKills counts the processes the OOM killer has killed in the cgroup.
+// OOMKills counts the processes the OOM killer has killed in the cgroup
+// and every group below it: a run's consumers each live in a sub-cgroup.
+// A victim is counted in its own group alone on v1 (memory.oom_control),
+// and on v2 too when cgroup2 is mounted with memory_localevents, so each
+// group's own count (v2: memory.events.local, Linux 5.2+) is summed.
 func (c *Cgroup) OOMKills() (uint64, error) {
 	file := "memory.oom_control"
 	if c.V2 {
-		file = "memory.events"
+		file = "memory.events.local"
+		if _, err := os.Stat(filepath.Join(c.Path, file)); err != nil {
+			// Before Linux 5.2: the hierarchical count, which is the
+			// only one there.
+			return oomKillsIn(c.Path, "memory.events")
+		}
 	}
-	b, err := os.ReadFile(filepath.Join(c.Path, file))
+	var sum uint64
+	err := filepath.WalkDir(c.Path, func(dir string, d fs.DirEntry, err error) error {
+		if err != nil {
+			if dir != c.Path && errors.Is(err, fs.ErrNotExist) {
+				return nil // a consumer's group removed meanwhile
+			}
+			return err
+		}
+		if !d.IsDir() {
+			return nil
+		}
+		n, err := oomKillsIn(dir, file)
+		if err != nil && !(dir != c.Path && errors.Is(err, fs.ErrNotExist)) {
+			return err
+		}
+		sum += n
+		return nil
+	})
+	return sum, err
+}
+
+// oomKillsIn reads the oom_kill line of one group's file.
+func oomKillsIn(dir, file string) (uint64, error) {
+	b, err := os.ReadFile(filepath.Join(dir, file))
 	if err != nil {
-		return 0, fmt.Errorf("reading OOM kills of cgroup %s: %w", c.Path, err)
+		return 0, fmt.Errorf("reading OOM kills of cgroup %s: %w", dir, err)
 	}
 	n, ok, err := keyedValue(string(b), "oom_kill")
 	if err != nil {
-		return 0, fmt.Errorf("reading OOM kills of cgroup %s: %s: %w", c.Path, file, err)
+		return 0, fmt.Errorf("reading OOM kills of cgroup %s: %s: %w", dir, file, err)
 	}
 	if !ok {
 		// The v1 line came with Linux 4.13.
-		return 0, fmt.Errorf("reading OOM kills of cgroup %s: no oom_kill line in %s: the kernel is too old to count them", c.Path, file)
+		return 0, fmt.Errorf("reading OOM kills of cgroup %s: no oom_kill line in %s: the kernel is too old to count them", dir, file)
 	}
 	return n, nil
 }

@@ -437,30 +437,46 @@ func TestCreateInvalidLimitLeavesNothing(t *testing.T) {
 }
 
 // TestOOMKills drives a consumer past its limit with swap out of reach, so the
-// OOM killer must take it.
+// OOM killer must take it; in the group itself, and in a consumer's
+// sub-group, as a run places each (v1 counts the victim in its own group
+// alone, and the run's group is the one read).
 func TestOOMKills(t *testing.T) {
-	p := ownParent(t)
-	c := create(t, p, uniqueName("test"), cgroup.Limits{MemoryBytes: 32 << 20})
-	// Our own cgroup, so ours to tune: without swap the limit is hard.
-	noSwap := [2]string{"memory.swappiness", "0"}
-	if p.V2 {
-		noSwap = [2]string{"memory.swap.max", "0"}
-	}
-	if err := os.WriteFile(filepath.Join(c.Path, noSwap[0]), []byte(noSwap[1]), 0); err != nil {
-		t.Fatal(err)
-	}
-	cmd := allocChild(t, c)
-	err := cmd.Wait()
-	var exit *exec.ExitError
-	if !errors.As(err, &exit) || exit.Sys().(syscall.WaitStatus).Signal() != syscall.SIGKILL {
-		t.Fatalf("consumer ended with %v, want killed by the OOM killer", err)
-	}
-	n, err := c.OOMKills()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if n < 1 {
-		t.Errorf("OOMKills() = %d after an OOM kill, want at least 1", n)
+	for _, sub := range []bool{false, true} {
+		t.Run(map[bool]string{false: "in the group", true: "in a consumer's sub-group"}[sub], func(t *testing.T) {
+			p := ownParent(t)
+			c := create(t, p, uniqueName("test"), cgroup.Limits{MemoryBytes: 32 << 20})
+			// Our own cgroup, so ours to tune: without swap the limit is
+			// hard. Before the child is made: v1 gives it its parent's
+			// swappiness then.
+			noSwap := [2]string{"memory.swappiness", "0"}
+			if p.V2 {
+				noSwap = [2]string{"memory.swap.max", "0"}
+			}
+			if err := os.WriteFile(filepath.Join(c.Path, noSwap[0]), []byte(noSwap[1]), 0); err != nil {
+				t.Fatal(err)
+			}
+			in := c
+			if sub {
+				ch, err := c.Child("consumer-00")
+				if err != nil {
+					t.Fatal(err)
+				}
+				in = ch
+			}
+			cmd := allocChild(t, in)
+			err := cmd.Wait()
+			var exit *exec.ExitError
+			if !errors.As(err, &exit) || exit.Sys().(syscall.WaitStatus).Signal() != syscall.SIGKILL {
+				t.Fatalf("consumer ended with %v, want killed by the OOM killer", err)
+			}
+			n, err := c.OOMKills()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if n != 1 {
+				t.Errorf("OOMKills() = %d after one OOM kill, want 1", n)
+			}
+		})
 	}
 }
 

@@ -12,6 +12,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"time"
 )
 
@@ -41,14 +42,26 @@ type env struct {
 	work  string
 	undo  []func() error
 	start time.Time
+	lock  *os.File // flock'd on --cache while this process runs
 }
 
 func newEnv(ctx context.Context, repo, cache string) (*env, error) {
 	e := &env{ctx: ctx, repo: repo, cache: cache, start: time.Now()}
-	if err := e.install(); err != nil {
+	if err := os.MkdirAll(cache, 0o755); err != nil {
 		return nil, err
 	}
-	if err := os.MkdirAll(cache, 0o755); err != nil {
+	// One deploytest at a time: each clears the fixed work directory below
+	// and the engines' state in it. Held until the process exits.
+	lock, err := os.OpenFile(filepath.Join(cache, ".lock"), os.O_CREATE|os.O_RDWR, 0o600)
+	if err != nil {
+		return nil, err
+	}
+	if err := syscall.Flock(int(lock.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		lock.Close()
+		return nil, fmt.Errorf("another deploytest holds %s (a --prepare .ci/run started, say): wait for it to end: %w", lock.Name(), err)
+	}
+	e.lock = lock
+	if err := e.install(); err != nil {
 		return nil, err
 	}
 	// One fixed place: podman's store remembers its run directories, and a

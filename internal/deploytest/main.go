@@ -53,6 +53,7 @@ var notRun = []string{
 func main() {
 	cache := flag.String("cache", "/var/cache/thrashscope-deploy", "where base images, podman-compose and the kubelet are kept between runs")
 	only := flag.String("only", "", "the kits to prove, comma-separated (image, compose, kubelet); all by default")
+	prepare := flag.Bool("prepare", false, "only make what the kits need and --cache keeps (packages, base images, podman-compose, the kubelet, the pause image, the observer image's layers), proving none: .ci/run does this beside make test, at idle priority")
 	flag.Parse()
 	if os.Geteuid() != 0 {
 		fmt.Fprintln(os.Stderr, "deploytest: run as root: container engines, cgroups and BPF need it")
@@ -80,7 +81,12 @@ func main() {
 		os.Exit(2)
 	}
 	e.logf("the baseline, after the packages: %s", before.owned())
-	results := e.prove(*only)
+	var results []result
+	if *prepare {
+		results = []result{e.prepare()}
+	} else {
+		results = e.prove(*only)
+	}
 	podmanLeft := e.podmanLeftovers()
 	failed := e.close()
 	for _, r := range clearFirstUse(before) {
@@ -127,6 +133,35 @@ func (e *env) prove(only string) []result {
 		}
 	}
 	return results
+}
+
+// prepare makes what the kits take from --cache, in the order they need
+// it; the observer image's build leaves its layers for the image kit's.
+func (e *env) prepare() result {
+	start := time.Now()
+	var figures []string
+	err := e.ensureBaseImages()
+	if err == nil {
+		var took time.Duration
+		took, err = e.buildObserverImage()
+		figures = append(figures, fmt.Sprintf("image built in %s", took.Round(time.Second)))
+	}
+	if err == nil {
+		_, err = e.ensurePodmanCompose()
+	}
+	if err == nil {
+		_, err = e.ensureKubelet()
+	}
+	if err == nil {
+		err = e.ensurePause()
+	}
+	if cerr := e.cleanup(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		e.logf("prepare: FAILED: %v", err)
+	}
+	return result{"prepare", time.Since(start), figures, err}
 }
 
 // report prints the kits' table, what was not run, and what was left

@@ -69,8 +69,9 @@ type Record struct {
 	// ended; nil where the kernel keeps none.
 	Pressure *Pressure `json:"pressure,omitempty"`
 	// MemoryEvents are the run cgroup's memory.events as it ended (high,
-	// max, oom, oom_kill; on v1, max is memory.failcnt and oom_kill
-	// memory.oom_control's).
+	// max, oom, oom_kill; on v1, max is memory.failcnt). oom_kill counts
+	// the kills in the consumers' sub-cgroups too, where the kernel counts
+	// a victim on v1.
 	MemoryEvents map[string]uint64 `json:"memory_events,omitempty"`
 	// SwapEmulation is what the spec's swap device was on this host (the
 	// disks throttled, where, which directions, and what the throttle

@@ -290,9 +290,11 @@ func (r *execution) exitString(ps *os.ProcessState, waitErr error) string {
 	case ws.Exited():
 		return fmt.Sprintf("exit %d", ws.ExitStatus())
 	case ws.Signaled() && ws.Signal() == syscall.SIGKILL:
-		// A SIGKILL the run did not send is the OOM killer's, when the
-		// cgroup's count says so.
-		if n, err := r.cg.OOMKills(); err == nil && n > r.oomBefore && r.ctx.Err() == nil {
+		// The OOM killer's, when the count of the run cgroup's tree says
+		// one more than those already told: the run's own SIGKILLs (at
+		// its end) are not counted there, and the killer may take a
+		// consumer then too (parked on v1, when the guard lets go).
+		if n, err := r.cg.OOMKills(); err == nil && n > r.oomBefore {
 			r.oomBefore++
 			return "oom-killed"
 		}

@@ -641,6 +641,9 @@ func (r *execution) readKernel() {
 		}
 	}
 	k := workload.ReadKernel(f)
+	if n, err := r.cg.OOMKills(); err == nil && len(k.Events) > 0 {
+		k.Events["oom_kill"] = n // the consumers' groups' too (v1 counts a kill in the victim's own)
+	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if k.HasPressure {

@@ -14,7 +14,9 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"runtime"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -31,6 +33,8 @@ func main() {
 	summary := flag.String("summary", "", "also put the summary table in this file, between its "+vmtest.SummaryBegin+" and "+vmtest.SummaryEnd+" lines (README.md)")
 	accel := flag.String("accel", "auto", "auto (KVM when a guest boots on it, else TCG), kvm or tcg")
 	flag.IntVar(&logLevel, "loglevel", 4, "the guest kernel's console log level (7 shows a lockup's stack)")
+	parallel := flag.Int("parallel", max(1, min(runtime.NumCPU()/2, 3)), "guests booted at once: one per two cores, as a TCG guest keeps about two host threads busy (docs/kernels.md)")
+	prepare := flag.Bool("prepare", false, "only build the guest's binaries and fetch the kernels, booting none: .ci/run does this beside make test")
 	flag.StringVar(&compareOut, "compare-out", "", "instead of the steps, run `observer compare` in each guest with the arguments after --, and copy its --out to this directory (<dir>/<kernel release>/): a comparison of settings on another kernel")
 	flag.Parse()
 
@@ -40,7 +44,13 @@ func main() {
 	defer stop()
 	ctx, cancel := context.WithTimeout(sigCtx, 80*time.Minute)
 	defer cancel()
-	if err := run(ctx, *cache, *work, *kernels, *only, *markdown, *summary, *accel); err != nil {
+	if *parallel < 1 {
+		fmt.Fprintln(os.Stderr, "test-kernels: --parallel must be at least 1")
+		os.Exit(2)
+	}
+	o := options{cache: *cache, work: *work, kernels: *kernels, only: *only, markdown: *markdown, summary: *summary,
+		accel: *accel, parallel: *parallel, prepare: *prepare}
+	if err := run(ctx, o); err != nil {
 		fmt.Fprintln(os.Stderr, "test-kernels:", err)
 		os.Exit(1)
 	}
@@ -58,11 +68,18 @@ func compareStep(args []string) step {
 		Args: append(append([]string{"compare"}, args...), "--out", "/var/tmp/compare")}}
 }
 
-func run(ctx context.Context, cache, work, kernels, only, markdown, summary, accel string) error {
+// options are the command's flags.
+type options struct {
+	cache, work, kernels, only, markdown, summary, accel string
+	parallel                                             int
+	prepare                                              bool
+}
+
+func run(ctx context.Context, o options) error {
 	matrix := vmtest.Matrix
-	if kernels != "" {
+	if o.kernels != "" {
 		matrix = nil
-		for _, p := range strings.Split(kernels, ",") {
+		for _, p := range strings.Split(o.kernels, ",") {
 			matrix = append(matrix, vmtest.Kernel{Name: p, Package: p})
 		}
 	}
@@ -71,31 +88,38 @@ func run(ctx context.Context, cache, work, kernels, only, markdown, summary, acc
 			return fmt.Errorf("%s is missing: install qemu-system-x86, busybox-static and kmod (.ci/run does)", tool)
 		}
 	}
-	guest, err := build(ctx, work, only)
+	guest, err := build(ctx, o.work, o.only)
 	if err != nil {
 		return err
 	}
-	m := vmtest.Machine{Accel: accel, CPUs: 2, Memory: "3G", SwapBytes: 2 << 30, LogLevel: logLevel}
-	var results []vmtest.KernelResult
+	// Fetched one after the other: kernels of one suite share its package
+	// lists in the cache.
+	images := make([]vmtest.Image, len(matrix))
+	fetchErr := make([]error, len(matrix))
+	for i, k := range matrix {
+		images[i], fetchErr[i] = vmtest.Fetch(ctx, k, o.cache)
+		if o.prepare && fetchErr[i] != nil {
+			return fmt.Errorf("fetching %s: %w", k.Name, fetchErr[i])
+		}
+	}
+	if o.prepare {
+		fmt.Printf("prepared: the guest's binaries in %s, %d kernels in %s\n", o.work, len(matrix), o.cache)
+		return nil
+	}
+	results := boot(ctx, o, matrix, images, fetchErr, guest)
+	if o.markdown != "" {
+		if err := writeMarkdown(o.markdown, vmtest.Markdown(results)); err != nil {
+			return err
+		}
+	}
+	if o.summary != "" {
+		if err := writeSummary(o.summary, vmtest.Summary(results)); err != nil {
+			return err
+		}
+	}
 	failed := false
-	for _, k := range matrix {
-		if compareOut != "" {
-			m.Extract = map[string]string{"/compare": filepath.Join(compareOut, strings.Fields(k.Name)[0])}
-		}
-		res := bootOne(ctx, k, guest, m, cache, work)
-		results = append(results, res)
-		failed = failed || !res.Pass()
-		fmt.Println(vmtest.Table(results))
-	}
-	if markdown != "" {
-		if err := writeMarkdown(markdown, vmtest.Markdown(results)); err != nil {
-			return err
-		}
-	}
-	if summary != "" {
-		if err := writeSummary(summary, vmtest.Summary(results)); err != nil {
-			return err
-		}
+	for _, r := range results {
+		failed = failed || !r.Pass()
 	}
 	if failed {
 		// Last, so that the end of a long run's output says what failed.
@@ -103,21 +127,56 @@ func run(ctx context.Context, cache, work, kernels, only, markdown, summary, acc
 		for _, f := range vmtest.Failures(results) {
 			fmt.Println("  " + f)
 		}
-		return fmt.Errorf("a kernel failed; the console logs are in %s", work)
+		return fmt.Errorf("a kernel failed; the console logs are in %s", o.work)
 	}
 	return nil
 }
 
-// bootOne fetches a kernel, makes its initramfs and boots it.
-func bootOne(ctx context.Context, k vmtest.Kernel, g vmtest.Guest, m vmtest.Machine, cache, work string) vmtest.KernelResult {
-	res := vmtest.KernelResult{Kernel: k}
-	start := time.Now()
-	im, err := vmtest.Fetch(ctx, k, cache)
-	if err != nil {
-		res.Err = err.Error()
-		return res
+// boot boots the kernels, o.parallel at once, and returns their results in
+// the matrix's order; the table of those done so far is printed as each
+// ends.
+func boot(ctx context.Context, o options, matrix []vmtest.Kernel, images []vmtest.Image, fetchErr []error, guest vmtest.Guest) []vmtest.KernelResult {
+	m := vmtest.Machine{Accel: o.accel, CPUs: 2, Memory: "3G", SwapBytes: 2 << 30, LogLevel: logLevel}
+	results := make([]vmtest.KernelResult, len(matrix))
+	ended := make([]bool, len(matrix))
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	slots := make(chan struct{}, o.parallel)
+	for i, k := range matrix {
+		slots <- struct{}{} // in the matrix's order
+		wg.Go(func() {
+			defer func() { <-slots }()
+			var res vmtest.KernelResult
+			if fetchErr[i] != nil {
+				res = vmtest.KernelResult{Kernel: k, Err: fetchErr[i].Error()}
+			} else {
+				km := m
+				if compareOut != "" {
+					km.Extract = map[string]string{"/compare": filepath.Join(compareOut, strings.Fields(k.Name)[0])}
+				}
+				res = bootOne(ctx, images[i], guest, km, o.work)
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			results[i], ended[i] = res, true
+			var done []vmtest.KernelResult
+			for j := range results {
+				if ended[j] {
+					done = append(done, results[j])
+				}
+			}
+			fmt.Println(vmtest.Table(done))
+		})
 	}
-	res.Image = im
+	wg.Wait()
+	return results
+}
+
+// bootOne makes a fetched kernel's initramfs and boots it.
+func bootOne(ctx context.Context, im vmtest.Image, g vmtest.Guest, m vmtest.Machine, work string) vmtest.KernelResult {
+	k := im.Kernel
+	res := vmtest.KernelResult{Kernel: k, Image: im}
+	start := time.Now()
 	initramfs := filepath.Join(work, im.Release+".cpio")
 	f, err := os.Create(initramfs)
 	if err == nil {
@@ -143,7 +202,7 @@ func bootOne(ctx context.Context, k vmtest.Kernel, g vmtest.Guest, m vmtest.Mach
 	fmt.Printf("== %s (%s, %s): booting under %s; the console goes to %s\n", k.Name, im.Image, im.Release, m.Accel, logPath)
 	bctx, cancel := context.WithTimeout(ctx, 40*time.Minute)
 	defer cancel()
-	res.Reports, err = m.Boot(bctx, im, initramfs, work, io.MultiWriter(log, &progress{}))
+	res.Reports, err = m.Boot(bctx, im, initramfs, work, io.MultiWriter(log, &progress{prefix: strings.Fields(k.Name)[0] + ": "}))
 	if err != nil {
 		res.Err = err.Error()
 	}
@@ -184,7 +243,10 @@ func pickAccel(ctx context.Context, m vmtest.Machine, im vmtest.Image, work stri
 
 // progress echoes the guest's reports and failures as they come, a whole
 // line at a time.
-type progress struct{ buf []byte }
+type progress struct {
+	prefix string // the kernel's, as guests boot side by side
+	buf    []byte
+}
 
 func (p *progress) Write(b []byte) (int, error) {
 	p.buf = append(p.buf, b...)
@@ -196,7 +258,7 @@ func (p *progress) Write(b []byte) (int, error) {
 		line := strings.TrimLeft(string(p.buf[:i+1]), "\r")
 		p.buf = p.buf[i+1:]
 		if strings.HasPrefix(line, vmtest.ReportPrefix) || strings.Contains(line, "--- FAIL") || strings.Contains(line, "--- PASS") || strings.Contains(line, "Kernel panic") {
-			fmt.Print(line)
+			fmt.Print(p.prefix + line)
 		}
 	}
 }
