@@ -150,6 +150,33 @@ func (g *groups) whenFull(begin func() (time.Time, error)) func() (time.Time, er
 	}
 }
 
+// peak is the most memory the group has held: v1's
+// memory.max_usage_in_bytes, v2's memory.peak (Linux 5.19+).
+func (g *groups) peak() (int64, error) {
+	file := "memory.max_usage_in_bytes"
+	if g.mem.V2 {
+		file = "memory.peak"
+	}
+	b, err := os.ReadFile(filepath.Join(g.mem.Path, file))
+	if err != nil {
+		return 0, err
+	}
+	return strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64)
+}
+
+// peak is the largest peak of the env's groups.
+func (e *env) peak() (int64, error) {
+	var most int64
+	for _, g := range e.made {
+		n, err := g.peak()
+		if err != nil {
+			return 0, err
+		}
+		most = max(most, n)
+	}
+	return most, nil
+}
+
 func (g *groups) destroy() {
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()

@@ -200,7 +200,10 @@ func (o options) run(ctx context.Context, s scenario) (ob *observation, err erro
 		return nil, err
 	}
 
-	before := readKernelCounts()
+	before, err := readKernelCounts()
+	if err != nil {
+		return nil, err
+	}
 	if j == nil {
 		err = o.induce(ctx, st, s, ob, &target)
 	} else {
@@ -213,7 +216,16 @@ func (o options) run(ctx context.Context, s scenario) (ob *observation, err erro
 		return nil, err
 	}
 	ob.End = time.Now()
-	ob.Kernel = readKernelCounts().sub(before)
+	after, err := readKernelCounts()
+	if err != nil {
+		return nil, err
+	}
+	ob.Kernel = after.sub(before)
+	if j != nil {
+		if ob.PeakBytes, err = j.peak(); err != nil {
+			return nil, fmt.Errorf("the peak memory of %s's groups: %w", s.name, err)
+		}
+	}
 	o.logf("workload over %s after its start (%s); watching %s more", ob.End.Sub(ob.Begin).Round(100*time.Millisecond), ob.Kernel, o.after)
 	if err := sleep(ctx, o.after); err != nil {
 		return nil, err
@@ -256,6 +268,7 @@ func prepare(ctx context.Context, s scenario, tmp string) (j *job, done func(), 
 	if j, err = s.custom(ctx, e); err != nil {
 		return nil, e.close, err
 	}
+	j.peak = e.peak
 	return j, func() { j.stop(); e.close() }, nil
 }
 

@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -30,6 +31,59 @@ type scenario struct {
 	bound time.Duration
 	// custom prepares the bench's own workload, whose begin starts it.
 	custom func(ctx context.Context, e *env) (*job, error)
+	// hostWide: the host detector applies, and must reach thrashing
+	// within maxHost (it follows TPF: swap-ins by two processes or more,
+	// so a page-cache thrash and a process alone are the workload's).
+	hostWide bool
+	// floor is what a benign load must make the kernel count, or it did
+	// not do what its label says.
+	floor floor
+}
+
+// floor is about half of what a benign load sets out to make the kernel
+// count: below it the load did not happen as its label says (its file
+// still cached, a process that never started), and "no alarm" on it would
+// say nothing.
+type floor struct {
+	majorFaults, swapIns, swapOuts uint64
+	readMiB, peakMiB               int64
+}
+
+func (f floor) String() string {
+	var parts []string
+	for _, p := range []struct {
+		n    int64
+		what string
+	}{{int64(f.majorFaults), "major faults"}, {int64(f.swapIns), "swap-ins"}, {int64(f.swapOuts), "swap-outs"},
+		{f.readMiB, "MiB read from disk"}, {f.peakMiB, "MiB held at its peak"}} {
+		if p.n > 0 {
+			parts = append(parts, fmt.Sprintf("%d %s", p.n, p.what))
+		}
+	}
+	if len(parts) == 0 {
+		return "none"
+	}
+	return "at least " + strings.Join(parts, ", ")
+}
+
+// check says what of the floor an observation did not reach.
+func (f floor) check(o *observation) error {
+	k := o.Kernel
+	var short []string
+	for _, c := range []struct {
+		got, want int64
+		what      string
+	}{{int64(k.MajorFaults), int64(f.majorFaults), "major faults"}, {int64(k.SwapIns), int64(f.swapIns), "swap-ins"},
+		{int64(k.SwapOuts), int64(f.swapOuts), "swap-outs"}, {int64(k.ReadKiB >> 10), f.readMiB, "MiB read from disk"},
+		{o.PeakBytes >> 20, f.peakMiB, "MiB held at its peak"}} {
+		if c.got < c.want {
+			short = append(short, fmt.Sprintf("%d %s, not %d", c.got, c.what, c.want))
+		}
+	}
+	if len(short) > 0 {
+		return fmt.Errorf("the load did not do what its label says: the kernel counted %s", strings.Join(short, "; "))
+	}
+	return nil
 }
 
 // e4 is the e4 load of bench/detection and the README's figures.
@@ -37,35 +91,35 @@ const e4 = `"preset":"e4","scale":0.1,"writes_per_cycle":10000`
 
 // scenarios is the suite, in the order it runs.
 var scenarios = []scenario{
-	{name: "e4", thrash: true, quick: true, what: "Maziero et al. (2013) e4 at scale 0.1: 25 consumers of 10 MB, one a second, in 102 MiB (anon, random fill)",
+	{name: "e4", thrash: true, quick: true, hostWide: true, what: "Maziero et al. (2013) e4 at scale 0.1: 25 consumers of 10 MB, one a second, in 102 MiB (anon, random fill)",
 		spec: "{" + e4 + "}"},
 	{name: "file", thrash: true, what: "e4 with backing=file: the consumers' regions are files, thrashing the page cache",
 		spec: "{" + e4 + `,"backing":"file"}`},
-	{name: "shmem", thrash: true, what: "4 processes writing at random into one 160 MiB shared-memory buffer (memfd) in 96 MiB",
+	{name: "shmem", thrash: true, hostWide: true, what: "4 processes writing at random into one 160 MiB shared-memory buffer (memfd) in 96 MiB",
 		custom: sharedBuffer},
-	{name: "hdd-2013", thrash: true, what: "e4 on the emulated 7,200 rpm disk (swap_device hdd-2013: 120 reads a second)",
+	{name: "hdd-2013", thrash: true, hostWide: true, what: "e4 on the emulated 7,200 rpm disk (swap_device hdd-2013: 120 reads a second)",
 		spec: "{" + e4 + `,"swap_device":{"profile":"hdd-2013"}}`, bound: 90 * time.Second},
-	{name: "zram", thrash: true, zram: true, what: "e4 with swap on zram (lz4), ahead of the host's swap",
+	{name: "zram", thrash: true, zram: true, hostWide: true, what: "e4 with swap on zram (lz4), ahead of the host's swap",
 		spec: "{" + e4 + "}"},
 	{name: "alone", thrash: true, quick: true, what: "one process of 200 MB in random access alone in 128 MiB (pair with consumers 1)",
 		spec: `{"preset":"pair","consumers":1,"memory_limit_bytes":134217728,"cycles":400}`, bound: 60 * time.Second},
-	{name: "slow", thrash: true, what: "e4 with a consumer every 4 s: demand climbs for 50 s, then past the limit 10 MB at a time",
+	{name: "slow", thrash: true, hostWide: true, what: "e4 with a consumer every 4 s: demand climbs for 50 s, then past the limit 10 MB at a time",
 		spec: "{" + e4 + `,"interval":"4s"}`, bound: 60 * time.Second},
 
 	{name: "mmap-scan", quick: true, what: "2 processes scan a cold 1 GiB file through mmap, every page, three times over (readahead off), in 256 MiB: each pass reads it all from disk again",
-		custom: scanFile},
+		custom: scanFile, floor: floor{majorFaults: 3 * (1 << 30) / 4096 / 2}},
 	{name: "backup", what: "read(2) of a cold 1 GiB tree of 256 files, in 256 MiB",
-		custom: backup},
+		custom: backup, floor: floor{readMiB: 512}},
 	{name: "rewrite", what: "2 processes of 96 MiB rewriting their memory at random for 40 s, in 256 MiB",
-		custom: rewrite},
+		custom: rewrite, floor: floor{peakMiB: 160}},
 	{name: "storm", what: "30 processes started at once, each from a cold copy of a binary, reading its own cold 8 MiB library through mmap and filling 16 MiB",
-		custom: startStorm},
+		custom: startStorm, floor: floor{majorFaults: 30 * stormLib / 4096 / 2}},
 	{name: "readback", quick: true, what: "2 idle processes, each in its own group, reading back 128 MiB from swap at the same moment, in random order",
-		custom: readbackPair},
+		custom: readbackPair, floor: floor{swapIns: 2 * 128 * mib / 4096 / 2}},
 	{name: "zram-light", zram: true, what: "160 MiB in 128 MiB on zram: 96 MiB rewritten, 20 cold pages a second read back",
-		custom: zramLight},
+		custom: zramLight, floor: floor{swapIns: 20 * 40 / 2, swapOuts: 32 * mib / 4096 / 2}},
 	{name: "reclaim", what: "192 MiB (64 MiB hot) in 512 MiB, 64 MiB proactively reclaimed every 10 s",
-		custom: proactiveReclaim},
+		custom: proactiveReclaim, floor: floor{swapOuts: 128 * mib / 4096 / 2}},
 }
 
 // job is a started scenario: when demand passes the limit (thrash), the
@@ -75,6 +129,7 @@ type job struct {
 	target string                      // a cgroup path suffix
 	wait   func(context.Context) error // returns when it is over
 	stop   func()
+	peak   func() (int64, error) // the most memory its groups held
 }
 
 func sharedBuffer(ctx context.Context, e *env) (*job, error) {

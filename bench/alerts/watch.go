@@ -57,6 +57,17 @@ func (t *trace) within(from time.Time) (n int, on time.Duration) {
 	return n, on
 }
 
+// longest is its longest episode from from.
+func (t *trace) longest(from time.Time) time.Duration {
+	var most time.Duration
+	for _, e := range t.Eps {
+		if e.To.After(from) {
+			most = max(most, e.To.Sub(maxTime(e.From, from)))
+		}
+	}
+	return most
+}
+
 func maxTime(a, b time.Time) time.Time {
 	if a.After(b) {
 		return a
@@ -78,18 +89,34 @@ type observation struct {
 	// Named are the cgroups a workload alert named.
 	Named map[string]bool `json:"named,omitempty"`
 	// Kernel is what the host counted from the start of the workload to
-	// its end.
-	Kernel kernelCounts `json:"kernel"`
+	// its end; PeakBytes the most memory its own groups held (custom
+	// workloads), the proof that a benign load did what it says.
+	Kernel    kernelCounts `json:"kernel"`
+	PeakBytes int64        `json:"peak_bytes,omitempty"`
+	// WatchErrors counts the scrapes and alert reads that failed; Errors
+	// are the first few.
+	WatchErrors int      `json:"watch_errors,omitempty"`
+	Errors      []string `json:"errors,omitempty"`
 }
 
 // namedSuffix marks an alert's trace counting only the instances that
 // name the scenario's own cgroup.
 const namedSuffix = "@target"
 
-// rule is an alert of the rule files, with its severity.
+// rule is an alert of the rule files, with its severity, its hold (for)
+// and its group's evaluation interval.
 type rule struct {
-	Alert  string            `json:"alert"`
-	Labels map[string]string `json:"labels"`
+	Alert    string            `json:"alert"`
+	Labels   map[string]string `json:"labels"`
+	For      string            `json:"for"`
+	interval time.Duration
+}
+
+// bound is how late after an onset the rule may fire: its hold and two
+// evaluations (one to see the condition, one to fire after the hold).
+func (r rule) bound() time.Duration {
+	hold, _ := time.ParseDuration(r.For)
+	return hold + 2*r.interval
 }
 
 func readRules(files []string) ([]rule, error) {
@@ -101,17 +128,35 @@ func readRules(files []string) ([]rule, error) {
 		}
 		var doc struct {
 			Groups []struct {
-				Rules []rule `json:"rules"`
+				Interval string `json:"interval"`
+				Rules    []rule `json:"rules"`
 			} `json:"groups"`
 		}
 		if err := yaml.Unmarshal(b, &doc); err != nil {
 			return nil, fmt.Errorf("%s: %w", f, err)
 		}
 		for _, g := range doc.Groups {
-			for _, r := range g.Rules {
-				if r.Alert != "" {
-					out = append(out, r)
+			// The bench's stack evaluates every second where a group
+			// names no interval of its own.
+			interval := time.Second
+			if g.Interval != "" {
+				d, err := time.ParseDuration(g.Interval)
+				if err != nil {
+					return nil, fmt.Errorf("%s: interval %q: %w", f, g.Interval, err)
 				}
+				interval = d
+			}
+			for _, r := range g.Rules {
+				if r.Alert == "" {
+					continue
+				}
+				if r.For != "" {
+					if _, err := time.ParseDuration(r.For); err != nil {
+						return nil, fmt.Errorf("%s: %s's for %q: %w", f, r.Alert, r.For, err)
+					}
+				}
+				r.interval = interval
+				out = append(out, r)
 			}
 		}
 	}
@@ -142,11 +187,15 @@ func watch(ctx context.Context, st *stack.Stack, target func() string, o *observ
 			o.Host.set(host, now)
 			o.Target.set(target2, now)
 			o.AnyWorkload.set(any, now)
+		} else if ctx.Err() == nil {
+			o.failed("scraping the observer", err)
 		}
 		if now.Sub(lastProm) >= time.Second {
 			lastProm = now
 			if alerts, err := st.Alerts(); err == nil {
 				o.observeAlerts(alerts, want, now)
+			} else if ctx.Err() == nil {
+				o.failed("reading Prometheus's alerts", err)
 			}
 		}
 		select {
@@ -160,6 +209,18 @@ func watch(ctx context.Context, st *stack.Stack, target func() string, o *observ
 	o.AnyWorkload.close(now)
 	for _, t := range o.Alerts {
 		t.close(now)
+	}
+}
+
+// maxWatchErrors bounds the errors an observation keeps (all are counted).
+const maxWatchErrors = 5
+
+// failed notes an error of the watch: a scenario whose watch missed a look
+// cannot say that nothing fired then.
+func (o *observation) failed(what string, err error) {
+	o.WatchErrors++
+	if len(o.Errors) < maxWatchErrors {
+		o.Errors = append(o.Errors, fmt.Sprintf("%s %s: %v", time.Now().Format("15:04:05.000"), what, err))
 	}
 }
 
@@ -198,30 +259,35 @@ type kernelCounts struct {
 	MajorFaults uint64        `json:"major_faults"`
 	SwapIns     uint64        `json:"swap_ins"`
 	SwapOuts    uint64        `json:"swap_outs"`
+	ReadKiB     uint64        `json:"read_kib"` // pgpgin: block reads
 	PSISome     time.Duration `json:"psi_some"`
 	PSIFull     time.Duration `json:"psi_full"`
 }
 
-func readKernelCounts() kernelCounts {
+func readKernelCounts() (kernelCounts, error) {
 	var k kernelCounts
 	fs, err := procfs.NewFS("/proc")
 	if err != nil {
-		return k
+		return k, err
 	}
-	if v, err := fs.VMStat(); err == nil {
-		k.MajorFaults, k.SwapIns, k.SwapOuts = v.PgMajFault, v.PswpIn, v.PswpOut
+	v, err := fs.VMStat()
+	if err != nil {
+		return k, err
 	}
-	if p, err := fs.MemoryPressure(); err == nil {
-		k.PSISome, k.PSIFull = p.SomeTotal, p.FullTotal
+	k.MajorFaults, k.SwapIns, k.SwapOuts, k.ReadKiB = v.PgMajFault, v.PswpIn, v.PswpOut, v.PgpgIn
+	p, err := fs.MemoryPressure()
+	if err != nil {
+		return k, err
 	}
-	return k
+	k.PSISome, k.PSIFull = p.SomeTotal, p.FullTotal
+	return k, nil
 }
 
 func (k kernelCounts) sub(o kernelCounts) kernelCounts {
-	return kernelCounts{k.MajorFaults - o.MajorFaults, k.SwapIns - o.SwapIns, k.SwapOuts - o.SwapOuts, k.PSISome - o.PSISome, k.PSIFull - o.PSIFull}
+	return kernelCounts{k.MajorFaults - o.MajorFaults, k.SwapIns - o.SwapIns, k.SwapOuts - o.SwapOuts, k.ReadKiB - o.ReadKiB, k.PSISome - o.PSISome, k.PSIFull - o.PSIFull}
 }
 
 func (k kernelCounts) String() string {
-	return fmt.Sprintf("%d major faults, %d swap-ins, %d swap-outs, PSI memory some %.1f s, full %.1f s",
-		k.MajorFaults, k.SwapIns, k.SwapOuts, k.PSISome.Seconds(), k.PSIFull.Seconds())
+	return fmt.Sprintf("%d major faults, %d swap-ins, %d swap-outs, %d MiB read, PSI memory some %.1f s, full %.1f s",
+		k.MajorFaults, k.SwapIns, k.SwapOuts, k.ReadKiB>>10, k.PSISome.Seconds(), k.PSIFull.Seconds())
 }

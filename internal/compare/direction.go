@@ -32,6 +32,10 @@ type Direction struct {
 	A, B   string
 	Lower  bool
 	Ratio  float64 // B's mean over A's, as committed
+	// Lo and Hi are the least and the most of the committed runs' pairwise
+	// ratios (each run of B over each run of A): what one pair of runs
+	// gave, the spread a rerun of one run an arm is held to.
+	Lo, Hi float64
 }
 
 func (d Direction) String() string {
@@ -39,7 +43,7 @@ func (d Direction) String() string {
 	if d.Lower {
 		word = "lower"
 	}
-	return fmt.Sprintf("%s %s under %s than under %s (×%.2f)", d.Metric, word, d.B, d.A, d.Ratio)
+	return fmt.Sprintf("%s %s under %s than under %s (×%.2f, one pair of runs ×%.2f to ×%.2f)", d.Metric, word, d.B, d.A, d.Ratio, d.Lo, d.Hi)
 }
 
 // A finding is held beyond the spread of its runs when the two means are
@@ -77,17 +81,36 @@ func Directions(rs []Result) []Direction {
 				if math.Abs(mb-ma) <= apartSDs*(sa+sb) || (ratio < apartRatio && ratio > 1/apartRatio) {
 					continue
 				}
-				out = append(out, Direction{Metric: m.name, A: a, B: b, Lower: mb < ma, Ratio: ratio})
+				lo, hi := pairwise(va, vb)
+				out = append(out, Direction{Metric: m.name, A: a, B: b, Lower: mb < ma, Ratio: ratio, Lo: lo, Hi: hi})
 			}
 		}
 	}
 	return out
 }
 
+// pairwise is the least and the most of vb[j]/va[i] over every pair.
+func pairwise(va, vb []float64) (lo, hi float64) {
+	lo, hi = math.Inf(1), math.Inf(-1)
+	for _, a := range va {
+		for _, b := range vb {
+			lo, hi = min(lo, b/a), max(hi, b/a)
+		}
+	}
+	return lo, hi
+}
+
+// keepWiden widens a finding's committed interval on each side, as a
+// factor: a rerun on another day, with the host's own drift (its disk, its
+// page cache), may fall a little outside the pairs the committed runs
+// gave, but not by more than a quarter.
+const keepWiden = 1.25
+
 // Keeps checks results rs, of the same comparison at another time, against
-// directions ds: it names each finding they turn around or cannot show (a
-// policy or a measure missing). The means need only lie the same way: the
-// size of a difference is the host's as much as the policies'.
+// directions ds: it names each finding they turn around, move out of its
+// committed interval (Lo to Hi, widened by keepWiden each side), or cannot
+// show (a policy or a measure missing). A sign alone is not enough: a
+// finding committed at ×0.55 that a change shrinks to ×0.99 has not held.
 func Keeps(ds []Direction, rs []Result) []string {
 	var out []string
 	for _, d := range ds {
@@ -96,6 +119,8 @@ func Keeps(ds []Direction, rs []Result) []string {
 			out = append(out, fmt.Sprintf("%s: no %s for %s or %s here", d, d.Metric, d.A, d.B))
 		case (r < 1) != d.Lower || r == 1:
 			out = append(out, fmt.Sprintf("%s: turned around, ×%.2f here", d, r))
+		case r < d.Lo/keepWiden || r > d.Hi*keepWiden:
+			out = append(out, fmt.Sprintf("%s: ×%.2f here, outside ×%.2f to ×%.2f (its pairs widened ×%.2f each side)", d, r, d.Lo/keepWiden, d.Hi*keepWiden, keepWiden))
 		}
 	}
 	return out

@@ -6,6 +6,7 @@ import (
 	"go/token"
 	"io/fs"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -80,4 +81,128 @@ func TestSkipsGoThroughTestenv(t *testing.T) {
 	if files < 50 {
 		t.Fatalf("read %d test files under %s: is that the module?", files, root)
 	}
+}
+
+// environmentChecks are the calls whose answer says what the host or the
+// run allows: a test that returns on one has skipped without a word.
+var environmentChecks = map[string]bool{
+	"os.Getenv": true, "os.LookupEnv": true, "os.Geteuid": true, "os.Getuid": true, "exec.LookPath": true,
+	"unix.Capget": true, "os.Stat": true, "runtime.NumCPU": true, "unix.Uname": true,
+}
+
+// A test function that returns early on the environment (an `if` on an
+// environment variable, the user, a tool's presence, a file's, the CPUs)
+// with nothing but `return` passes silently where it should have said why:
+// it goes through testenv too.
+func TestNoQuietReturnOnTheEnvironment(t *testing.T) {
+	root := moduleRoot()
+	fset := token.NewFileSet()
+	own := filepath.Join(root, "internal", "testenv")
+	walkGo(t, fset, func(path string) bool {
+		return strings.HasSuffix(path, "_test.go") && filepath.Dir(path) != own
+	}, func(_ string, f *ast.File) {
+		for _, p := range quietReturns(fset, f) {
+			rel, _ := filepath.Rel(root, p.Filename)
+			t.Errorf("%s:%d: returns on the environment without a word: call testenv.Unavailable (a missing prerequisite: fails in CI) or testenv.NotApplicable", rel, p.Line)
+		}
+	})
+	// The check itself, on the shapes it must catch and those it must not.
+	src := `package x
+func TestA(t *testing.T) {
+	if os.Getenv("CI") == "" {
+		return
+	}
+	if _, err := exec.LookPath("promtool"); err != nil {
+		return
+	}
+	if os.Geteuid() != 0 {
+		t.Fatal("root")
+	}
+	go func() {
+		if os.Getenv("X") != "" {
+			return
+		}
+	}()
+	if len(os.Args) > 1 {
+		return
+	}
+}
+func helper(n int) {
+	if os.Getenv("X") == "" {
+		return
+	}
+}
+`
+	f, err := parser.ParseFile(fset, "x_test.go", src, parser.SkipObjectResolution)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var lines []int
+	for _, p := range quietReturns(fset, f) {
+		lines = append(lines, p.Line)
+	}
+	if !slices.Equal(lines, []int{3, 6}) {
+		t.Errorf("quiet returns found at lines %v of the sample; want 3 and 6 (an env check, a tool's presence)", lines)
+	}
+}
+
+// quietReturns are the `if` statements of f's test functions (those taking
+// a *testing.T) that ask the environment and do nothing but return.
+func quietReturns(fset *token.FileSet, f *ast.File) []token.Position {
+	var out []token.Position
+	for _, decl := range f.Decls {
+		fn, ok := decl.(*ast.FuncDecl)
+		if !ok || fn.Body == nil || !takesTestingT(fn) {
+			continue
+		}
+		ast.Inspect(fn.Body, func(n ast.Node) bool {
+			if _, ok := n.(*ast.FuncLit); ok {
+				return false // a closure's return leaves the closure only
+			}
+			st, ok := n.(*ast.IfStmt)
+			if !ok || len(st.Body.List) != 1 || !asksTheEnvironment(st.Cond) && !asksTheEnvironment(st.Init) {
+				return true
+			}
+			if ret, ok := st.Body.List[0].(*ast.ReturnStmt); ok && len(ret.Results) == 0 {
+				out = append(out, fset.Position(st.Pos()))
+			}
+			return true
+		})
+	}
+	return out
+}
+
+// takesTestingT says whether fn has a *testing.T parameter.
+func takesTestingT(fn *ast.FuncDecl) bool {
+	for _, p := range fn.Type.Params.List {
+		if star, ok := p.Type.(*ast.StarExpr); ok {
+			if sel, ok := star.X.(*ast.SelectorExpr); ok && sel.Sel.Name == "T" {
+				if x, ok := sel.X.(*ast.Ident); ok && x.Name == "testing" {
+					return true
+				}
+			}
+		}
+	}
+	return false
+}
+
+// asksTheEnvironment says whether n calls one of environmentChecks.
+func asksTheEnvironment(n ast.Node) bool {
+	if n == nil {
+		return false
+	}
+	found := false
+	ast.Inspect(n, func(n ast.Node) bool {
+		call, ok := n.(*ast.CallExpr)
+		if !ok {
+			return !found
+		}
+		if sel, ok := call.Fun.(*ast.SelectorExpr); ok {
+			if x, ok := sel.X.(*ast.Ident); ok && environmentChecks[x.Name+"."+sel.Sel.Name] {
+				found = true
+			}
+		}
+		return !found
+	})
+	return found
 }

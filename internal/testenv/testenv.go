@@ -104,6 +104,21 @@ func RequireSwap(t testing.TB) {
 	}
 }
 
+// RequireFreeZram returns a zram device no one uses (disksize 0), such as
+// a run's swap: zram makes, and skips the test where there is none unless
+// RequireEnv is set: a test of zram must not fall back to something else.
+func RequireFreeZram(t testing.TB) string {
+	t.Helper()
+	devs, _ := filepath.Glob("/sys/block/zram*/disksize")
+	for _, d := range devs {
+		if b, err := os.ReadFile(d); err == nil && strings.TrimSpace(string(b)) == "0" {
+			return "/dev/" + filepath.Base(filepath.Dir(d))
+		}
+	}
+	skipOrFail(t, fmt.Sprintf("needs a free zram device (disksize 0; %d zram devices here): modprobe zram, as .ci/run does, or reset one that is not in use (swapoff, then echo 1 > /sys/block/zramN/reset)", len(devs)))
+	return ""
+}
+
 // RequireTool skips a test whose external tool is missing unless RequireEnv is set.
 func RequireTool(t testing.TB, name, pkg string) string {
 	t.Helper()

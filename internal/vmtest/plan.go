@@ -86,6 +86,9 @@ type TestResult struct {
 	// Why is a failed test's last log lines ("x_test.go:12: ..."), so
 	// the host can name the cause without the console log.
 	Why string `json:"why,omitempty"`
+	// NotApplicable are its subtests that did not apply to the kernel,
+	// each "name: why": a parent that passed has not covered them.
+	NotApplicable []string `json:"not_applicable,omitempty"`
 }
 
 // Line encodes a report as a console line.
@@ -123,6 +126,8 @@ var (
 	// subtestFailed is a failed subtest's result, indented under its
 	// parent's.
 	subtestFailed = regexp.MustCompile(`^\s+--- FAIL: (\S+) \(`)
+	// subtestSkipped is a skipped subtest's result.
+	subtestSkipped = regexp.MustCompile(`^\s+--- SKIP: (\S+) \(`)
 	// logLine is a t.Log, t.Error or t.Fatal line, indented by go test.
 	logLine = regexp.MustCompile(`^\s+(\S+_test\.go:\d+: .*)`)
 )
@@ -144,8 +149,9 @@ const (
 func GoTests(output string) []TestResult {
 	var out []TestResult
 	logs := map[string][]string{}        // each test's and subtest's last log lines
-	notApplicable := map[string]string{} // why, by top-level test
+	notApplicable := map[string]string{} // why, by test or subtest
 	var failed []string                  // subtests that failed, in order
+	subNA := map[string][]string{}       // subtests not applicable, by top-level test
 	current := ""
 	for line := range strings.Lines(output) {
 		line = strings.TrimRight(line, "\r\n")
@@ -154,9 +160,8 @@ func GoTests(output string) []TestResult {
 			continue
 		}
 		if m := logLine.FindStringSubmatch(line); m != nil && current != "" {
-			top, _, _ := strings.Cut(current, "/")
 			if _, why, ok := strings.Cut(m[1], testenv.NotApplicableMark); ok {
-				notApplicable[top] = why
+				notApplicable[current] = why
 			}
 			if l := logs[current]; len(l) == whyLines {
 				logs[current] = append(l[1:], m[1])
@@ -167,6 +172,13 @@ func GoTests(output string) []TestResult {
 		}
 		if m := subtestFailed.FindStringSubmatch(line); m != nil {
 			failed = append(failed, m[1])
+			continue
+		}
+		if m := subtestSkipped.FindStringSubmatch(line); m != nil {
+			if why, ok := notApplicable[m[1]]; ok {
+				top, sub, _ := strings.Cut(m[1], "/")
+				subNA[top] = append(subNA[top], sub+": "+why)
+			}
 			continue
 		}
 		m := testLine.FindStringSubmatch(line)
@@ -186,6 +198,7 @@ func GoTests(output string) []TestResult {
 		if r.Result == "FAIL" {
 			out[i].Why = failedWhy(r.Name, failed, logs)
 		}
+		out[i].NotApplicable = subNA[r.Name]
 	}
 	return out
 }

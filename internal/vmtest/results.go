@@ -173,7 +173,12 @@ func cell(res KernelResult, r row) string {
 	if t.Result == NotApplicable {
 		return "not applicable"
 	}
-	return fmt.Sprintf("%s %.0fs", strings.ToLower(t.Result), t.Seconds)
+	c := fmt.Sprintf("%s %.0fs", strings.ToLower(t.Result), t.Seconds)
+	for _, na := range t.NotApplicable {
+		name, _, _ := strings.Cut(na, ":")
+		c += "; " + name + " not applicable"
+	}
+	return c
 }
 
 func summary(res KernelResult) []string {

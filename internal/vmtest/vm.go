@@ -35,10 +35,10 @@ type Guest struct {
 }
 
 // guestModules make the virtio disks (their PCI transport and the block
-// driver) and the ext4 on the data disk (and the checksum its metadata
-// uses, which the kernel would ask a modprobe the guest has not for); some
-// are built in.
-var guestModules = []string{"virtio_pci", "virtio_blk", "crc32c_generic", "ext4"}
+// driver), the ext4 on the data disk (and the checksum its metadata uses,
+// which the kernel would ask a modprobe the guest has not for) and zram
+// (one device, for the settings step's zram swap); some are built in.
+var guestModules = []string{"virtio_pci", "virtio_blk", "crc32c_generic", "ext4", "zram"}
 
 // The virtio disks as the guest sees them: the swap, then the data disk.
 const (

@@ -112,10 +112,13 @@ func TestReportsAndTests(t *testing.T) {
 		"=== RUN   TestB/sub\n    x_test.go:4: one\n    x_test.go:5: two\n    x_test.go:6: three\n" +
 		"=== RUN   TestB/later\n    x_test.go:8: fine\n    x_test.go:9: fine too\n" +
 		"--- FAIL: TestB (0.50s)\n    --- FAIL: TestB/sub (0.10s)\n    --- PASS: TestB/later (0.10s)\n--- SKIP: TestC (0.00s)\n" +
-		"=== RUN   TestN\n    n_test.go:7: " + testenv.NotApplicableMark + "v1 only; TestA covers it here\n--- SKIP: TestN (0.00s)\n"
+		"=== RUN   TestN\n    n_test.go:7: " + testenv.NotApplicableMark + "v1 only; TestA covers it here\n--- SKIP: TestN (0.00s)\n" +
+		"=== RUN   TestS\n=== RUN   TestS/mglru\n    s_test.go:2: " + testenv.NotApplicableMark + "no MGLRU; its refusal covers it here\n" +
+		"=== RUN   TestS/zram\n--- PASS: TestS (2.00s)\n    --- SKIP: TestS/mglru (0.00s)\n    --- PASS: TestS/zram (1.00s)\n"
 	got := GoTests(out)
-	want := []TestResult{{"TestA", "PASS", 1.25, ""}, {"TestB", "FAIL", 0.5, "sub: x_test.go:4: one / x_test.go:5: two / x_test.go:6: three"},
-		{"TestC", "SKIP", 0, ""}, {"TestN", NotApplicable, 0, "v1 only; TestA covers it here"}}
+	want := []TestResult{{"TestA", "PASS", 1.25, "", nil}, {"TestB", "FAIL", 0.5, "sub: x_test.go:4: one / x_test.go:5: two / x_test.go:6: three", nil},
+		{"TestC", "SKIP", 0, "", nil}, {"TestN", NotApplicable, 0, "v1 only; TestA covers it here", nil},
+		{"TestS", "PASS", 2, "", []string{"mglru: no MGLRU; its refusal covers it here"}}}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("GoTests %v, want %v", got, want)
 	}
@@ -131,6 +134,9 @@ func TestReportsAndTests(t *testing.T) {
 		t.Errorf("a plain skip: pass %v, failures %q", skipped.Pass(), Failures([]KernelResult{skipped}))
 	}
 	skipped.Reports[0].Tests = want[3:]
+	if md := Markdown([]KernelResult{skipped}); !strings.Contains(md, "| probes: TestS | pass 2s; mglru not applicable |") {
+		t.Errorf("a passing test whose subtest does not apply, in the table:\n%s", md)
+	}
 	if !skipped.Pass() || !strings.Contains(Markdown([]KernelResult{skipped}), "| probes: TestN | not applicable |") {
 		t.Errorf("a test that does not apply: pass %v\n%s", skipped.Pass(), Markdown([]KernelResult{skipped}))
 	}
