@@ -8,9 +8,11 @@
 // Prometheus evaluating deploy/prometheus/rules/thrashscope.yml and the
 // peers' rules (node-exporter-baseline.yml) on the same data. It prints
 // one table, a row per detector or rule and a column per scenario, and
-// exits non-zero when a thrash was missed by both the host and the
-// workload alert, a thrash's workload was named more than --max-named
-// after its onset, or a benign load raised a thrashscope alert above info.
+// exits non-zero when a cell breaks the suite's bounds (judge: a detector
+// or a thrash alert late or never, anything on before a thrash's onset, a
+// benign load that did not do what its label says or that raised a
+// warning, a critical alert or a state held past its alert's hold, a
+// failed look of the watch).
 // Invoked by `make bench`; see bench/README.md.
 package main
 

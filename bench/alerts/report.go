@@ -71,12 +71,17 @@ func rowNames(rules []rule) (rows, labels []string) {
 }
 
 // cell is a thrash's time from onset to the row's first "on" (missed if
-// never), or a benign load's alarms: how many, and how long on in all.
-func cell(o *observation, row string) string {
+// never; not measurable when the row's rule holds longer than the
+// scenario was watched past its onset), or a benign load's alarms: how
+// many, and how long on in all.
+func cell(o *observation, row string, hold time.Duration) string {
 	t := traceOf(o, row)
 	if o.Thrash {
 		at, ok := t.first(o.Begin)
 		if !ok {
+			if watched := o.WatchedTo.Sub(o.Onset); hold > watched {
+				return fmt.Sprintf("not measurable in %.0f min", watched.Minutes())
+			}
 			return "missed"
 		}
 		return fmt.Sprintf("%.1f s", at.Sub(o.Onset).Seconds())
@@ -109,10 +114,14 @@ func tabulate(rules []rule, obs []*observation) table {
 		}
 		t.head = append(t.head, fmt.Sprintf("%s: %s", kind, o.Scenario))
 	}
+	holds := map[string]time.Duration{}
+	for _, r := range rules {
+		holds[r.Alert], _ = time.ParseDuration(r.For)
+	}
 	for i, row := range rows {
 		r := []string{labels[i]}
 		for _, o := range ordered {
-			r = append(r, cell(o, row))
+			r = append(r, cell(o, row, holds[row]))
 		}
 		t.rows = append(t.rows, r)
 	}

@@ -45,9 +45,9 @@ func TestJudgeHoldsEveryCell(t *testing.T) {
 		t.Fatalf("a thrash caught in time and a quiet benign load judged wrong: %q", p)
 	}
 	for _, c := range []struct {
-		name  string
+		name   string
 		break_ func(o *observation)
-		want  string
+		want   string
 	}{
 		{"the host detector never reaches thrashing", func(o *observation) { o.Host = trace{} }, "host detector in thrashing never"},
 		{"the host detector late", func(o *observation) { o.Host = on(o.Onset.Add(1500*time.Millisecond), o.End) }, "host detector in thrashing 1.5 s"},
@@ -73,9 +73,9 @@ func TestJudgeHoldsEveryCell(t *testing.T) {
 		})
 	}
 	for _, c := range []struct {
-		name  string
+		name   string
 		break_ func(o *observation)
-		want  string
+		want   string
 	}{
 		{"the load never ran", func(o *observation) { o.Kernel = kernelCounts{} }, "did not do what its label says"},
 		{"a critical alert", func(o *observation) {
@@ -137,5 +137,22 @@ func TestEveryBenignLoadHasAFloor(t *testing.T) {
 	}
 	if thrashes < 1 || benigns < 2 {
 		t.Errorf("make test's short form has %d thrashes and %d benign loads; want at least 1 and 2", thrashes, benigns)
+	}
+}
+
+// A rule that holds longer than a thrash was watched past its onset is not
+// measurable there, not missed.
+func TestCellSaysWhatCannotBeMeasured(t *testing.T) {
+	t0 := time.Date(2026, 11, 28, 12, 0, 0, 0, time.UTC)
+	o := caught(t0)
+	o.WatchedTo = o.Onset.Add(3 * time.Minute)
+	if got := cell(o, "NodeMajorFaultsBaseline", 15*time.Minute); got != "not measurable in 3 min" {
+		t.Errorf("a 15-minute hold on a 3-minute watch: %q", got)
+	}
+	if got := cell(o, "OomdPressureBaseline", 30*time.Second); got != "missed" {
+		t.Errorf("a 30 s hold on a 3-minute watch: %q", got)
+	}
+	if got := cell(o, hostAlert, 5*time.Second); got != "8.0 s" {
+		t.Errorf("the host alert 8 s after the onset: %q", got)
 	}
 }

@@ -82,6 +82,8 @@ type observation struct {
 	Begin    time.Time `json:"begin"` // the workload started
 	Onset    time.Time `json:"onset"` // demand first past the limit (thrash), or the benign load's moment
 	End      time.Time `json:"end"`   // the workload ended
+	// WatchedTo is when the watch stopped, past End.
+	WatchedTo time.Time `json:"watched_to"`
 	// Host is thrashing_state 2; Target the scenario's own cgroup at
 	// cgroup_thrashing_state 2, AnyWorkload any cgroup at 2.
 	Host, Target, AnyWorkload trace
@@ -204,6 +206,7 @@ func watch(ctx context.Context, st *stack.Stack, target func() string, o *observ
 		}
 	}
 	now := time.Now()
+	o.WatchedTo = now
 	o.Host.close(now)
 	o.Target.close(now)
 	o.AnyWorkload.close(now)
