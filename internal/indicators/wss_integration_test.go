@@ -134,7 +134,17 @@ func TestWorkingSetAccuracy(t *testing.T) {
 	if limit := 2 * len(cons) * 2; irregular > limit {
 		t.Errorf("%d of %d windows flagged irregular with τ %v, want at most %d (two late ticks)", irregular, windows*len(cons), tau, limit)
 	}
-	time.Sleep(sleep) // any cycle that ended in the last window has reported by now
+	// Every cycle that ended in the last window has reported once each
+	// consumer has reported one that began after it (reports come in order).
+	var lastEnd time.Time
+	for i := range got {
+		for _, r := range got[i] {
+			lastEnd = maxTime(lastEnd, r.est.To)
+		}
+	}
+	for _, c := range cons {
+		c.waitCycleAfter(t, lastEnd, 10*time.Second)
+	}
 
 	// The runtime's share, from the baseline consumer.
 	var runtime []float64
@@ -275,6 +285,32 @@ func (c *wssConsumer) waitFilled(t *testing.T, timeout time.Duration) {
 		defer c.mu.Unlock()
 		t.Fatalf("consumer %d did not fill its region within %v (err %v)", c.pid, timeout, c.err)
 	}
+}
+
+// waitCycleAfter waits until c has reported a cycle whose writes were
+// under way after at.
+func (c *wssConsumer) waitCycleAfter(t *testing.T, at time.Time, timeout time.Duration) {
+	t.Helper()
+	for deadline := time.Now().Add(timeout); ; time.Sleep(10 * time.Millisecond) {
+		c.mu.Lock()
+		n := len(c.cycles)
+		done := n > 0 && c.cycles[n-1].at.After(at)
+		err := c.err
+		c.mu.Unlock()
+		if done {
+			return
+		}
+		if err != nil || time.Now().After(deadline) {
+			t.Fatalf("consumer %d reported no cycle after %s within %v (err %v)", c.pid, at.Format("15:04:05.000"), timeout, err)
+		}
+	}
+}
+
+func maxTime(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
 }
 
 // writesIn is the writes of the cycles done within (from, to].

@@ -2,8 +2,10 @@ package benchproc
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"os/exec"
 	"strings"
 	"sync/atomic"
@@ -44,7 +46,17 @@ func TestStopKillsAfterGrace(t *testing.T) {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(100 * time.Millisecond) // let the shell set its trap
+	// The shell has set its trap once it has exec'd sleep (an ignored
+	// signal stays ignored across exec).
+	comm := fmt.Sprintf("/proc/%d/comm", cmd.Process.Pid)
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+		if b, _ := os.ReadFile(comm); strings.TrimSpace(string(b)) == "sleep" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the shell did not exec sleep within 5s")
+		}
+	}
 	t0 := time.Now()
 	Stop(cmd, 300*time.Millisecond)
 	if d := time.Since(t0); d < 300*time.Millisecond || d > 5*time.Second || cmd.ProcessState == nil {
