@@ -167,10 +167,14 @@ func TestReleaseUnmapsTheBinary(t *testing.T) {
 	if r.Mappings == 0 || r.Bytes == 0 {
 		t.Fatalf("Release unmapped nothing: %+v", r)
 	}
-	// What maps back in between is what ran: the reads of pagemap and the
-	// runtime's own threads, a few 64 KB windows.
-	if after*4 > before*3 {
-		t.Errorf("%d pages of the binary still mapped after Release, of %d before: want under three quarters", after, before)
+	// What maps back in between is what ran: the reads of pagemap, the
+	// testing package and the runtime's own threads, each fault mapping a
+	// 64 KB window around it (fault-around). 44-46 % of the pages came
+	// back here (6.18, 3 runs: 298-314 of 682); three fifths leaves room
+	// for another kernel's fault-around, and fails a Release that unmapped
+	// little.
+	if after*5 > before*3 {
+		t.Errorf("%d pages of the binary still mapped after Release, of %d before: want under three fifths", after, before)
 	}
 
 	// A private copy of a page of read-only data, written in place as a

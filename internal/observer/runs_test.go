@@ -257,6 +257,7 @@ func TestRunE4AtATenth(t *testing.T) {
 	testenv.RequirePrivileged(t)
 	testenv.RequireSwap(t)
 	d := startDaemon(t, t.TempDir())
+	swapInsBefore := hostSwapIns(t)
 	rec := d.startRun(t, `{"preset":"e4","scale":0.1}`)
 	if rec.State != run.StateRunning || len(rec.Consumers) != 25 || rec.Cgroup == "" {
 		t.Fatalf("new run: %+v", rec)
@@ -407,6 +408,19 @@ func TestRunE4AtATenth(t *testing.T) {
 	if peakStall <= 0 && peakSome <= 0 {
 		t.Error("no memory stall around the plateau")
 	}
+	// The rates the samples give add up to the kernel's own count of the
+	// run's swap-ins (vmstat pswpin, read before the run and after it):
+	// none more, and at most a tenth fewer, those before the first sample
+	// and after the last.
+	var summed float64
+	for i := 1; i < len(rows); i++ {
+		summed += rows[i][col["swap_in_pages_per_second"]] * (rows[i][col["elapsed_seconds"]] - rows[i-1][col["elapsed_seconds"]])
+	}
+	kernel := float64(hostSwapIns(t) - swapInsBefore)
+	t.Logf("swap-ins: %.0f pages from the samples' rates, %.0f by the kernel over the run", summed, kernel)
+	if summed > kernel*1.01+1 || summed < kernel*0.9 {
+		t.Errorf("the samples' swap-in rates add up to %.0f pages, the kernel counted %.0f over the run: want no more, and at most a tenth fewer", summed, kernel)
+	}
 	saved, err := os.ReadFile(filepath.Join(d.dataDir, "runs", rec.ID, "samples.csv"))
 	if err != nil || len(saved) < len(b)/2 {
 		t.Errorf("saved samples.csv: %v (%d bytes)", err, len(saved))
@@ -414,6 +428,26 @@ func TestRunE4AtATenth(t *testing.T) {
 	if _, err := os.ReadFile(filepath.Join(d.dataDir, "runs", rec.ID, "record.json")); err != nil {
 		t.Error(err)
 	}
+}
+
+// hostSwapIns is /proc/vmstat's pswpin.
+func hostSwapIns(t *testing.T) uint64 {
+	t.Helper()
+	b, err := os.ReadFile("/proc/vmstat")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for l := range strings.Lines(string(b)) {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(l), "pswpin "); ok {
+			n, err := strconv.ParseUint(v, 10, 64)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return n
+		}
+	}
+	t.Fatal("/proc/vmstat has no pswpin")
+	return 0
 }
 
 func get(t *testing.T, url string) (int, string) {
