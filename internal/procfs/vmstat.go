@@ -59,7 +59,7 @@ func parseVMStat(r io.Reader) (VMStat, bool, error) {
 		if dst == nil {
 			continue
 		}
-		val, ok := parseDecimal(value)
+		val, ok := ParseDecimal(value)
 		if !ok {
 			_, err := strconv.ParseUint(string(value), 10, 64)
 			return VMStat{}, false, fmt.Errorf("vmstat line %d: %s: %w", n, name, err)
@@ -111,9 +111,10 @@ func spaceAt(b []byte) (space bool, size int) {
 	return unicode.IsSpace(r), size
 }
 
-// parseDecimal is strconv.ParseUint(string(b), 10, 64) without the
-// string; false for anything it would refuse.
-func parseDecimal(b []byte) (uint64, bool) {
+// ParseDecimal is strconv.ParseUint(string(b), 10, 64) without the
+// string; false for anything it would refuse. The readers of kernel files
+// that must not allocate share it.
+func ParseDecimal(b []byte) (uint64, bool) {
 	if len(b) == 0 {
 		return 0, false
 	}

@@ -8,6 +8,9 @@
 //	progress.go    whether each consumer makes progress
 //	levers.go      what a policy acts through: freeze, page-out, protection
 //	swapdevice.go  the emulated swap device's throttle
+//	settings.go    the run's kernel memory settings: checked, applied,
+//	               restored, and recovered after a crash under the host's
+//	               lock
 //	save.go        saving a run's record and tables, and recovering what a
 //	               crashed predecessor left
 //	stages.go      the pipeline's stages: the run's scope (Source), the

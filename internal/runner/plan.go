@@ -114,8 +114,8 @@ type abortError struct{ reason string }
 
 func (e abortError) Error() string { return e.reason }
 
-// Start creates the run cgroup and starts the run in the background. The
-// record is pending until the cgroup exists, running from then on.
+// execute creates the run cgroup and starts the run in the background.
+// The record is pending until the cgroup exists, running from then on.
 func execute(cfg execConfig) (*execution, error) {
 	if err := cfg.fillDefaults(); err != nil {
 		return nil, err

@@ -1,7 +1,7 @@
 // The run's kernel memory settings (package settings): checked as the run
 // is asked for, applied as its plan begins, restored as it ends; the
-// journal in the data directory restores a run's host-wide changes at the
-// next start after a kill.
+// host's journal (settings.DefaultStateDir) restores a run's host-wide
+// changes at the next start after a kill.
 
 package runner
 

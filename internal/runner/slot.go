@@ -23,7 +23,7 @@ import (
 	"github.com/thrashscope/thrashscope/internal/store"
 )
 
-// Config configures an Slot.
+// Config configures a Slot.
 type Config struct {
 	Store *store.Dir
 	// Parent is where run cgroups go. ParentErr, when set, says why there

@@ -11,6 +11,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/thrashscope/thrashscope/internal/procfs"
 )
 
 // Kernel is a workload's readings of its cgroup's own files: what the
@@ -235,7 +237,7 @@ func readKeys(r Reader, dir, name string, keys []string, vals []uint64) (found u
 		if !ok {
 			continue
 		}
-		n, ok := parseUint(bytes.TrimSpace(val))
+		n, ok := procfs.ParseDecimal(bytes.TrimSpace(val))
 		if !ok {
 			continue
 		}
@@ -251,25 +253,6 @@ func readKeys(r Reader, dir, name string, keys []string, vals []uint64) (found u
 		return 0, errors.New("empty")
 	}
 	return found, nil
-}
-
-// parseUint is strconv.ParseUint(string(b), 10, 64) without the string.
-func parseUint(b []byte) (uint64, bool) {
-	if len(b) == 0 || len(b) > 20 {
-		return 0, false
-	}
-	var n uint64
-	for _, c := range b {
-		if c < '0' || c > '9' {
-			return 0, false
-		}
-		d := uint64(c - '0')
-		if n > (math.MaxUint64-d)/10 {
-			return 0, false
-		}
-		n = n*10 + d
-	}
-	return n, true
 }
 
 // parsePressure reads the totals of a memory.pressure file: "some
