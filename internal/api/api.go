@@ -193,10 +193,10 @@ func (g *gzipResponse) finish() {
 }
 
 // wholeResponse sends what h writes in one piece, with its length: a
-// scrape written as it is encoded left in 4 KB writes (net/http's buffer),
-// six system calls on the socket for a run's 20 KB, each a wake of the
-// scraper's side of the loopback; in one piece it is two. The buffers are
-// kept for the next scrape, up to keptResponseBytes each.
+// scrape written as it is encoded leaves in net/http's small writes, each
+// a system call and a wake of the scraper's side of the loopback (bench/
+// README.md, Where the defaults come from). The buffers are kept for the
+// next scrape, up to keptResponseBytes each.
 func wholeResponse(h http.Handler) http.Handler {
 	free := make(chan *bytes.Buffer, scrapesInFlight)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -224,7 +224,7 @@ func wholeResponse(h http.Handler) http.Handler {
 }
 
 // keptResponseBytes is the largest response buffer kept for the next
-// scrape: a run's scrape is 20 KB gzipped, 180 KB plain.
+// scrape: several of a run's scrapes, plain (bench/README.md).
 const keptResponseBytes = 1 << 20
 
 // bufferedWriter holds a response's status and body until its handler

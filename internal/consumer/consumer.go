@@ -30,7 +30,8 @@ const (
 const (
 	pageSize = 4096
 	// Writes between looks at the stop flag: free next to the writes, and
-	// SIGTERM lands within ~100 ms even when each write is a swap-in.
+	// SIGTERM lands soon even when each write is a swap-in (bench/
+	// README.md, Where the defaults come from).
 	stopCheckWrites = 256
 	// Fill bytes between looks at the stop flag.
 	stopCheckFill = 64 << 10

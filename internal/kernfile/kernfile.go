@@ -42,8 +42,8 @@ type file struct {
 	read bool // since the last Sweep
 }
 
-// maxSize bounds a file's reading: the largest cgroup file read here
-// (memory.stat) is under 2 KiB.
+// maxSize bounds a file's reading, well above the largest cgroup file read
+// here, memory.stat (bench/README.md, Where the defaults come from).
 const maxSize = 64 << 10
 
 // ReadFile returns the file's content, read afresh. The slice is valid until

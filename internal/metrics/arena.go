@@ -146,8 +146,8 @@ type arenas struct {
 	free []*arena
 }
 
-// scrapesKept bounds the arenas kept, each about 350 KB through an e4 run
-// (1,100 series).
+// scrapesKept bounds the arenas kept: each holds a whole scrape's series
+// (bench/README.md, Where the defaults come from).
 const scrapesKept = 2
 
 func (p *arenas) get() *arena {

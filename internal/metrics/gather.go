@@ -14,11 +14,11 @@ import (
 // Gatherer is what /metrics serves: a registry's families and those of
 // this package's own collectors (the host's, the processes', the probes',
 // the detector's, the workloads' and the run's), the latter gathered
-// straight into client_model's types. They are most of a scrape (through
-// an e4 run, 1,000 of its 1,400 series), and the registry's work for each
-// series (a check of its names and values, a hash of its labels against
-// duplicates, the sort of every family's series) was a fifth of a
-// scrape's CPU. Their names and labels are this package's own, built once
+// straight into client_model's types. They are most of a scrape, and the
+// registry's work for each series (a check of its names and values, a hash
+// of its labels against duplicates, the sort of every family's series)
+// was a large share of a scrape's CPU (bench/README.md, Where the defaults
+// come from). Their names and labels are this package's own, built once
 // (desc, the pair caches) and held to the registry's checks by the tests
 // (TestGathererAgreesWithThePedanticRegistry); a series that cannot be
 // written is left out and named in the error, as the registry does.

@@ -134,9 +134,9 @@ func (fs FS) pidFile(pid int, name string) string {
 	return fs.path + "/" + strconv.Itoa(pid) + "/" + name
 }
 
-// Buffers for one read of a process's files: stat is one line of at most
-// about 700 bytes; status about 1.5 KB, more with many supplementary groups
-// (VmSwap comes well before those).
+// Buffers for one read of a process's files, sized to their longest lines
+// with room to spare (bench/README.md, Where the defaults come from); a
+// status with many supplementary groups runs past its buffer after VmSwap.
 const (
 	statBufSize   = 1024
 	statusBufSize = 4096

@@ -165,8 +165,9 @@ func (r *execution) startConsumer(cc consumer.Config) (*exec.Cmd, *os.File, io.W
 	cmd.ExtraFiles = consumer.ExtraFiles(repW, r.joins[cc.Index], board, unified)
 	stderr := &logWriter{l: r.cfg.Logger.With("run", r.cfg.ID, "consumer", cc.Index), done: make(chan struct{})}
 	// Its stderr through a pipe read here with a small buffer: an
-	// io.Writer as cmd.Stderr would make os/exec copy it with 32 KB held
-	// for the consumer's whole life, 800 KB of live heap for a run of 25.
+	// io.Writer as cmd.Stderr would make os/exec hold a copy buffer for
+	// the consumer's whole life (bench/README.md, Where the defaults come
+	// from).
 	errR, errW, err := os.Pipe()
 	if err != nil {
 		repR.Close()
