@@ -1,7 +1,7 @@
 // Package compare runs one run spec under several thrash-control policies
 // or kernel memory settings (an arm each: a policy under a set of
-// settings), each repeated, interleaved (none, tpf, binpack, none, tpf,
-// binpack, ...) so that a drift of the host over time does not favour one
+// settings), each repeated, interleaved (A, B, C, A, B, C, ...) so that a
+// drift of the host over time does not favour one
 // arm, and sums each run up: makespan, swap-ins, major faults, slowdowns,
 // PSI, lateness, OOM kills, recovery, and a compressed swap's own cost. It
 // writes one table (mean ± SD over the repeats, and each arm's 95 %

@@ -177,7 +177,7 @@ func (cs Comparisons) contrast(dir, a, b, measure string) (text string, way int,
 		return "", 0, err
 	}
 	way, err = cs.apart(dir, a, b, measure)
-	short := func(arm string) string { // "binpack, swap=zswap" is zswap, in a row about binpack
+	short := func(arm string) string { // "<policy>, swap=zswap" is zswap, in a row about that policy
 		if i := strings.LastIndex(arm, ", "); i >= 0 {
 			arm = arm[i+2:]
 		}

@@ -6,6 +6,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/thrashscope/thrashscope/internal/policy"
 	"github.com/thrashscope/thrashscope/internal/run"
 )
 
@@ -21,7 +22,10 @@ type RunCollector struct {
 
 	info, active, planned, demand, limit, cycles, lateness, outcomes, writeErrors, swapDevice, durations *prometheus.Desc
 
-	policy, decisions, frozen, protected, bin, bins *prometheus.Desc
+	policy, decisions, frozen, protected *prometheus.Desc
+	// gauges are every registered policy's own figures, by name
+	// (policy.AllGauges), published whatever the run's policy.
+	gauges []policyGauge
 
 	mu     sync.Mutex // one scrape at a time uses the cache
 	series pairCache[seriesKey]
@@ -49,8 +53,7 @@ func NewRunCollector(src RunSource) *RunCollector {
 		decisions: d("run_policy_decisions_total", "Actions the most recent run's policy took on its consumers, by kind (protect, release, freeze, thaw).", "kind"),
 		frozen:    d("run_consumers_frozen", "Consumers the run's policy holds frozen now."),
 		protected: d("run_consumers_protected", "Consumers the run's policy protects now (their region locked)."),
-		bin:       d("run_policy_bin", "binpack: the bin running now, from 1; 0 while every consumer fits and none is held."),
-		bins:      d("run_policy_bins", "binpack: the number of bins; 0 while every consumer fits."),
+		gauges:    policyGauges(),
 		writeErrors: d("run_record_write_errors_total", "Writes of run records and tables to --data.dir that failed (a full disk, a read-only file system); "+
 			"a run that cannot write its first record is refused with 507. The observer's log has each cause."),
 	}
@@ -59,8 +62,11 @@ func NewRunCollector(src RunSource) *RunCollector {
 // Describe implements prometheus.Collector.
 func (c *RunCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{c.durations, c.info, c.active, c.planned, c.demand, c.limit, c.cycles, c.lateness, c.outcomes, c.writeErrors, c.swapDevice,
-		c.policy, c.decisions, c.frozen, c.protected, c.bin, c.bins} {
+		c.policy, c.decisions, c.frozen, c.protected} {
 		ch <- d
+	}
+	for _, g := range c.gauges {
+		ch <- g.desc
 	}
 }
 
@@ -106,15 +112,32 @@ func (c *RunCollector) collect(ch chan<- prometheus.Metric, samples *slab[sample
 		out.send(c.decisions, prometheus.CounterValue, float64(pol.Decisions[k]), k)
 	}
 	if !st.Active {
-		pol.Frozen, pol.Protected, pol.Bin, pol.Bins = 0, 0, 0, 0
+		pol.Frozen, pol.Protected, pol.Gauges = 0, 0, nil
 	}
 	gauge(c.frozen, float64(pol.Frozen))
 	gauge(c.protected, float64(pol.Protected))
-	gauge(c.bin, float64(pol.Bin))
-	gauge(c.bins, float64(pol.Bins))
+	for _, g := range c.gauges {
+		gauge(g.desc, pol.Gauges[g.name]) // 0 under a policy without it
+	}
 	for i, n := range p.Cycles {
 		name := run.ConsumerName(i)
 		out.send(c.cycles, prometheus.CounterValue, float64(n), name)
 		gauge(c.lateness, p.LatenessSeconds[i], name)
 	}
+}
+
+// policyGauge is one of a policy's own figures and its series.
+type policyGauge struct {
+	name string
+	desc *prometheus.Desc
+}
+
+// policyGauges describes each registered policy's gauges as
+// run_policy_<name>.
+func policyGauges() []policyGauge {
+	var out []policyGauge
+	for _, g := range policy.AllGauges() {
+		out = append(out, policyGauge{name: g.Name, desc: desc("run_policy_"+g.Name, g.Help)})
+	}
+	return out
 }

@@ -95,7 +95,7 @@ thrashscope_run_consumer_lateness_seconds{consumer="consumer-01"} 1.5
 			t.Errorf("duration histogram: count %d, sum %g, %d at or below 4 ms, %d at or below 2.048 s; want 2, 2.003, 1, 2", h.GetSampleCount(), h.GetSampleSum(), at4ms, at2s)
 		}
 	}
-	src.st.Policy = run.PolicyState{Policy: "binpack", Decisions: map[string]uint64{"freeze": 12, "thaw": 9}, Frozen: 3, Bin: 2, Bins: 3}
+	src.st.Policy = run.PolicyState{Policy: "binpack", Decisions: map[string]uint64{"freeze": 12, "thaw": 9}, Frozen: 3, Gauges: map[string]float64{"bin": 2, "bins": 3}}
 	policyWant := `
 # HELP thrashscope_run_policy_info The thrash-control policy of the most recent run; 1.
 # TYPE thrashscope_run_policy_info gauge

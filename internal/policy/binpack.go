@@ -10,7 +10,11 @@ import (
 
 func init() {
 	register(Registration{Name: "binpack", Summary: "round-robin bins that fit, the rest frozen and paged out",
-		Needs: Needs{Ticks: true, Freezer: true, OwnMemory: true}, New: func() Policy { return NewBinPack(DefaultBinPack()) }})
+		Needs: Needs{Ticks: true, Freezer: true, OwnMemory: true}, New: func() Policy { return NewBinPack(DefaultBinPack()) },
+		Gauges: []Gauge{
+			{Name: "bin", Help: "binpack: the bin running now, from 1; 0 while every consumer fits and none is held."},
+			{Name: "bins", Help: "binpack: the number of bins; 0 while every consumer fits."},
+		}})
 }
 
 // BinPackConfig holds the medium-term scheduler's parameters (Reuven and
@@ -112,13 +116,23 @@ func (p *binPack) Step(t Tick) []Action {
 	return p.runOnly(bin, active, fmt.Sprintf("bin %d of %d (%.0f %% full) for %s", p.current+1, len(p.bins), 100*fill, slice.Round(time.Millisecond)))
 }
 
-// Binned is a policy that runs consumers in bins.
-type Binned interface {
-	// Bin is the running bin, 1-based, of bins; 0 and 0 while nothing is
-	// held.
-	Bin() (bin, bins int)
+// Gauges are binpack's bin running now (1-based) and its number of bins;
+// both 0 while nothing is held.
+func (p *binPack) Gauges() map[string]float64 {
+	bin, bins := p.Bin()
+	return map[string]float64{"bin": float64(bin), "bins": float64(bins)}
 }
 
+// State says which bin runs, while consumers are held in bins.
+func (p *binPack) State() string {
+	bin, bins := p.Bin()
+	if bins == 0 {
+		return ""
+	}
+	return fmt.Sprintf("bin %d of %d running", bin, bins)
+}
+
+// Bin is the running bin, 1-based, of bins; 0 and 0 while nothing is held.
 func (p *binPack) Bin() (int, int) {
 	if p.bins == nil {
 		return 0, 0

@@ -1,6 +1,7 @@
 package policy
 
 import (
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -207,5 +208,38 @@ func TestCalmDownDecisions(t *testing.T) {
 		if !slices.Equal(got, s.want) {
 			t.Errorf("%s: %v, want %v", s.name, got, s.want)
 		}
+	}
+}
+
+// A policy's own gauges: each registered one it reports, and it reports
+// only those; the names a metric can end in.
+func TestEachPolicyReportsItsGauges(t *testing.T) {
+	valid := regexp.MustCompile(`^[a-z][a-z0-9_]*$`)
+	for _, r := range Registered() {
+		p := r.New()
+		rep, ok := p.(Reporter)
+		if ok != (len(r.Gauges) > 0) {
+			t.Errorf("%s: registers %d gauges, reports them: %v", r.Name, len(r.Gauges), ok)
+			continue
+		}
+		if !ok {
+			continue
+		}
+		got := rep.Gauges()
+		for _, g := range r.Gauges {
+			if !valid.MatchString(g.Name) || g.Help == "" {
+				t.Errorf("%s: gauge %q (help %q): want a metric name's part and a help", r.Name, g.Name, g.Help)
+			}
+			if _, ok := got[g.Name]; !ok {
+				t.Errorf("%s: reports no %s", r.Name, g.Name)
+			}
+			delete(got, g.Name)
+		}
+		for name := range got {
+			t.Errorf("%s: reports %s, which it does not register", r.Name, name)
+		}
+	}
+	if names := AllGauges(); len(names) != 2 || names[0].Name != "bin" || names[1].Name != "bins" {
+		t.Errorf("AllGauges() = %+v, want binpack's bin and bins", names)
 	}
 }

@@ -17,6 +17,39 @@ type Registration struct {
 	Summary string
 	Needs   Needs
 	New     func() Policy
+	// Gauges are the figures of its own state it publishes, each as
+	// thrashscope_run_policy_<Name> (0 under another policy and between
+	// runs) and in the run's progress; its Policy reports their values.
+	Gauges []Gauge
+}
+
+// Gauge is one figure of a policy's own state.
+type Gauge struct {
+	// Name is the metric name's last part: lower case and underscores.
+	Name string
+	Help string
+}
+
+// Reporter is a policy with figures of its own: the values of its
+// registration's Gauges now, by name, and a phrase for the run's one-line
+// summary ("bin 2 of 3 running"; empty when there is nothing to say).
+type Reporter interface {
+	Gauges() map[string]float64
+	State() string
+}
+
+// AllGauges lists every registered policy's gauges, each name once, in
+// the order of Registered: what a scrape publishes whatever the run.
+func AllGauges() []Gauge {
+	var out []Gauge
+	for _, r := range Registered() {
+		for _, g := range r.Gauges {
+			if !slices.ContainsFunc(out, func(o Gauge) bool { return o.Name == g.Name }) {
+				out = append(out, g)
+			}
+		}
+	}
+	return out
 }
 
 // Needs is what a policy asks of the run that carries it out.

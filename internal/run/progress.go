@@ -23,8 +23,10 @@ type PolicyState struct {
 	Decisions map[string]uint64
 	// Frozen and Protected count the consumers held so now.
 	Frozen, Protected int
-	// Bin is the running bin (1-based) of Bins, for binpack; 0 otherwise.
-	Bin, Bins int
+	// Gauges are the policy's figures of its own (policy.Reporter), by
+	// name; State its phrase for the run's one-line summary.
+	Gauges map[string]float64
+	State  string
 	// Last is the most recent decision; nil before the first.
 	Last *Decision
 }

@@ -92,8 +92,8 @@ type Pressure struct {
 // MemoryEventNames are the memory_events keys a record may hold.
 var MemoryEventNames = []string{"high", "max", "oom", "oom_kill"}
 
-// MaxDecisions bounds the decisions a record keeps: binpack decides at
-// every switch, and a run lasts up to MaxRunDuration.
+// MaxDecisions bounds the decisions a record keeps: a policy may decide
+// at every switch of its consumers, and a run lasts up to MaxRunDuration.
 const MaxDecisions = 20_000
 
 // Decision is one action of the run's policy on one consumer.

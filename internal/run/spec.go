@@ -96,8 +96,8 @@ type Spec struct {
 	// write cycles rather than at its t_f, so the run has a makespan and
 	// each consumer a run time. 0: a timed run (the e-presets' default).
 	Cycles *int64 `json:"cycles,omitempty"`
-	// Policy is the thrash-control policy the run is put under: none
-	// (Linux as it is; the default), tpf, binpack or calmdown.
+	// Policy is the thrash-control policy the run is put under, one of
+	// package policy's registry; none (Linux as it is) by default.
 	Policy *string `json:"policy,omitempty"`
 	// SwapDevice is the swap device the run emulates: a profile's name
 	// or explicit limits (package swapdev); none by default.

@@ -565,8 +565,8 @@ func (g *levers) state() run.PolicyState {
 			s.Protected++
 		}
 	}
-	if b, ok := g.pol.(policy.Binned); ok {
-		s.Bin, s.Bins = b.Bin()
+	if r, ok := g.pol.(policy.Reporter); ok {
+		s.Gauges, s.State = r.Gauges(), r.State()
 	}
 	return s
 }

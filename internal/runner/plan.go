@@ -247,8 +247,9 @@ func (r *execution) Record() run.Record {
 	rec.Consumers = append([]run.ConsumerRecord(nil), r.rec.Consumers...)
 	rec.Transitions = append([]run.Transition(nil), r.rec.Transitions...)
 	// Decisions are only ever appended, and an entry never changes: the
-	// copy shares them (capped, so an append to it reallocates), and a
-	// binpack run's thousands are not copied at every tick and scrape.
+	// copy shares them (capped, so an append to it reallocates), and the
+	// thousands of a policy that decides at every switch are not copied at
+	// every tick and scrape.
 	rec.Decisions = r.rec.Decisions[:len(r.rec.Decisions):len(r.rec.Decisions)]
 	if r.rec.Alone != nil {
 		a := *r.rec.Alone

@@ -267,8 +267,8 @@ func PolicyLine(s run.PolicyState) string {
 		return ""
 	}
 	line := fmt.Sprintf("policy %s: %d frozen, %d protected", s.Policy, s.Frozen, s.Protected)
-	if s.Bins > 0 {
-		line += fmt.Sprintf(", bin %d of %d running", s.Bin, s.Bins)
+	if s.State != "" {
+		line += ", " + s.State
 	}
 	if s.Last == nil {
 		return line + "; no action yet"

@@ -341,7 +341,7 @@ func TestPolicyLine(t *testing.T) {
 	}{
 		{run.PolicyState{Policy: "none"}, ""},
 		{run.PolicyState{Policy: "tpf"}, "policy tpf: 0 frozen, 0 protected; no action yet"},
-		{run.PolicyState{Policy: "binpack", Frozen: 8, Bin: 2, Bins: 3, Last: &run.Decision{Kind: "thaw", Consumer: 4, Why: "bin 2 of 3"}},
+		{run.PolicyState{Policy: "binpack", Frozen: 8, Gauges: map[string]float64{"bin": 2, "bins": 3}, State: "bin 2 of 3 running", Last: &run.Decision{Kind: "thaw", Consumer: 4, Why: "bin 2 of 3"}},
 			"policy binpack: 8 frozen, 0 protected, bin 2 of 3 running; last: thaw consumer 4 (bin 2 of 3)"},
 	} {
 		if got := PolicyLine(c.s); got != c.want {
