@@ -179,3 +179,49 @@ func TestDocsListTheRegistries(t *testing.T) {
 		}
 	}
 }
+
+// The lines that list the policies in a sentence hold the registry too,
+// and every policy's own gauge has its metric's row.
+func TestDocsInlineListsHoldTheRegistry(t *testing.T) {
+	backticked := regexp.MustCompile("`([a-z0-9_-]+)`")
+	want := slices.Sorted(slices.Values(policy.Names()))
+	for _, c := range []struct{ page, line string }{
+		{"runs.md", "| `policy` |"},
+		{"metrics.md", "| `run_policy_info` |"},
+	} {
+		b, err := os.ReadFile(c.page)
+		if err != nil {
+			t.Fatal(err)
+		}
+		found := false
+		for l := range strings.Lines(string(b)) {
+			if !strings.HasPrefix(l, c.line) {
+				continue
+			}
+			found = true
+			var got []string
+			for _, m := range backticked.FindAllStringSubmatch(l, -1) {
+				if slices.Contains(policy.Names(), m[1]) || !strings.Contains(m[1], "_") && m[1] != "policy" && m[1] != "fill" && m[1] != "none" {
+					got = append(got, m[1])
+				}
+			}
+			got = slices.Compact(slices.Sorted(slices.Values(got)))
+			if !slices.Equal(got, want) {
+				t.Errorf("%s's line %q lists the policies %v; the registry holds %v", c.page, c.line, got, want)
+			}
+		}
+		if !found {
+			t.Errorf("%s has no line starting %q", c.page, c.line)
+		}
+	}
+	metrics, err := os.ReadFile("metrics.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, g := range policy.AllGauges() {
+		if !strings.Contains(string(metrics), "`run_policy_"+g.Name+"`") {
+			t.Errorf("metrics.md has no row for run_policy_%s, a policy's own gauge", g.Name)
+		}
+	}
+}
+
