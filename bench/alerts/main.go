@@ -189,8 +189,14 @@ func (o options) run(ctx context.Context, s scenario) (ob *observation, err erro
 	if err != nil {
 		return nil, err
 	}
+	return o.observe(ctx, s, st, j)
+}
 
-	ob = &observation{Scenario: s.name, Thrash: s.thrash}
+// observe watches the quiet host, then the scenario's workload (its job j,
+// or a run induced over the API when j is nil) and --after past its end,
+// with the kernel's counts of what it did.
+func (o options) observe(ctx context.Context, s scenario, st *stack.Stack, j *job) (*observation, error) {
+	ob := &observation{Scenario: s.name, Thrash: s.thrash}
 	var target atomic.Value // the cgroup to be named, once known
 	target.Store("")
 	if j != nil {
@@ -209,6 +215,7 @@ func (o options) run(ctx context.Context, s scenario) (ob *observation, err erro
 	if j == nil {
 		err = o.induce(ctx, st, s, ob, &target)
 	} else {
+		// The custom workload starts at its begin.
 		ob.Begin = time.Now()
 		if ob.Onset, err = j.begin(); err == nil {
 			err = j.wait(ctx)
