@@ -76,3 +76,24 @@ func TestStaticPodIsTheDaemonSetsTemplate(t *testing.T) {
 		t.Errorf("the Service's target port %q is container port %d, %v; want 9752", svc.targetPort, port, err)
 	}
 }
+
+// --prepare runs beside make test: what the tests make is not a kit's
+// leftover there, and anything an engine makes still is.
+func TestBesideTheTests(t *testing.T) {
+	for _, c := range []struct {
+		leftover string
+		tests    bool
+	}{
+		{"cgroup /sys/fs/cgroup/unified/thrashscope-run-20261128-230008-44efc5/thrashscope-consumer-00", true},
+		{"process 11766 /tmp/thrashscope-test-bin/observer", true},
+		{"process 14805 /tmp/thrashscope-test-bin/loadgen", true},
+		{"cgroup /sys/fs/cgroup/memory/libpod_parent/libpod-conmon-1f2e", false},
+		{"process 200 /usr/bin/conmon", false},
+		{"file /var/lib/containers/storage", false},
+		{"mount /run/thrashscope-deploy/podman-run/overlay", false},
+	} {
+		if got := besideTheTests(c.leftover); got != c.tests {
+			t.Errorf("besideTheTests(%q) = %v, want %v", c.leftover, got, c.tests)
+		}
+	}
+}
