@@ -173,6 +173,15 @@ func TestDockerignore(t *testing.T) {
 			}
 		}
 	}
+	// Podman's builder reads the context's own ignore file, not the
+	// Dockerfile's: both must keep out the same.
+	root2, err := os.ReadFile(filepath.Join(root, ".dockerignore"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := patterns(string(root2)), patterns(string(b)); !slices.Equal(got, want) {
+		t.Errorf("the repository's .dockerignore keeps out %v, Dockerfile.dockerignore %v: want the same", got, want)
+	}
 	if err := exec.Command("sh", "-n", "entrypoint.sh").Run(); err != nil {
 		t.Errorf("sh -n entrypoint.sh: %v", err)
 	}
@@ -310,4 +319,15 @@ func TestEntrypoint(t *testing.T) {
 			}
 		}
 	})
+}
+
+// patterns are an ignore file's lines that are patterns.
+func patterns(text string) []string {
+	var out []string
+	for _, l := range strings.Split(text, "\n") {
+		if p := strings.TrimSpace(l); p != "" && !strings.HasPrefix(p, "#") {
+			out = append(out, p)
+		}
+	}
+	return out
 }
