@@ -100,17 +100,24 @@ func pairwise(va, vb []float64) (lo, hi float64) {
 	return lo, hi
 }
 
-// keepWiden widens a finding's committed interval on each side, as a
-// factor: a rerun on another day, with the host's own drift (its disk, its
-// page cache), may fall a little outside the pairs the committed runs
-// gave, but not by more than a quarter.
-const keepWiden = 1.25
+// keepWiden widens a finding's committed interval toward no difference,
+// as a factor: a rerun on another day, with the host's own drift (its
+// disk, its page cache), may fall a little outside the pairs the committed
+// runs gave, but a finding shrunk by more than a quarter past them no
+// longer says what the docs say. keepFar widens it away from no
+// difference: a measure near zero on one side (a peak PSI full of a few
+// per cent) makes that side of the ratio unstable (docs/policies).
+const (
+	keepWiden = 1.25
+	keepFar   = 2
+)
 
 // Keeps checks results rs, of the same comparison at another time, against
 // directions ds: it names each finding they turn around, move out of its
-// committed interval (Lo to Hi, widened by keepWiden each side), or cannot
-// show (a policy or a measure missing). A sign alone is not enough: a
-// finding committed at ×0.55 that a change shrinks to ×0.99 has not held.
+// committed interval (Lo to Hi, widened by keepWiden toward no difference
+// and keepFar away from it), or cannot show (a policy or a measure
+// missing). A sign alone is not enough: a finding committed at ×0.55 that
+// a change shrinks to ×0.99 has not held.
 func Keeps(ds []Direction, rs []Result) []string {
 	var out []string
 	for _, d := range ds {
@@ -119,8 +126,14 @@ func Keeps(ds []Direction, rs []Result) []string {
 			out = append(out, fmt.Sprintf("%s: no %s for %s or %s here", d, d.Metric, d.A, d.B))
 		case (r < 1) != d.Lower || r == 1:
 			out = append(out, fmt.Sprintf("%s: turned around, ×%.2f here", d, r))
-		case r < d.Lo/keepWiden || r > d.Hi*keepWiden:
-			out = append(out, fmt.Sprintf("%s: ×%.2f here, outside ×%.2f to ×%.2f (its pairs widened ×%.2f each side)", d, r, d.Lo/keepWiden, d.Hi*keepWiden, keepWiden))
+		default:
+			lo, hi := d.Lo/keepWiden, d.Hi*keepFar
+			if d.Lower {
+				lo, hi = d.Lo/keepFar, d.Hi*keepWiden
+			}
+			if r < lo || r > hi {
+				out = append(out, fmt.Sprintf("%s: ×%.2f here, outside ×%.2f to ×%.2f (its pairs widened ×%.2f toward no difference, ×%.0f away from it)", d, r, lo, hi, keepWiden, float64(keepFar)))
+			}
 		}
 	}
 	return out
