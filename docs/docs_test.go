@@ -224,4 +224,3 @@ func TestDocsInlineListsHoldTheRegistry(t *testing.T) {
 		}
 	}
 }
-
