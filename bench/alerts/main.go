@@ -33,7 +33,6 @@ import (
 
 	"github.com/thrashscope/thrashscope/bench/internal/stack"
 	"github.com/thrashscope/thrashscope/internal/cgroup"
-	"github.com/thrashscope/thrashscope/internal/run"
 )
 
 func main() {
@@ -301,7 +300,7 @@ func (o options) induce(ctx context.Context, st *stack.Stack, s scenario, ob *ob
 	}
 	defer abort()
 	onset, ok := rec.Spec.Onset()
-	if rec.Spec.Shape() == run.ShapeWork && rec.Spec.SizeBytes > rec.Spec.MemoryLimitBytes {
+	if rec.Spec.Traits().Work && rec.Spec.SizeBytes > rec.Spec.MemoryLimitBytes {
 		// A run of fixed work first runs one consumer alone, from its
 		// start: one too large for the limit thrashes from there.
 		onset, ok = 0, true

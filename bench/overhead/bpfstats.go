@@ -258,6 +258,12 @@ func openObserverPrograms(procRoot string, pid int, logger *slog.Logger) (*obser
 		return nil, fmt.Errorf("observer (pid %d) holds none of the BPF programs %s; loaded programs: %s",
 			pid, strings.Join(thrashscopePrograms, ", "), strings.Join(seen, ", "))
 	}
+	o.warnMissing(logger)
+	return o, nil
+}
+
+// warnMissing logs the thrashscope programs the observer does not hold.
+func (o *observerPrograms) warnMissing(logger *slog.Logger) {
 	var missing []string
 	for _, name := range thrashscopePrograms {
 		if !slices.ContainsFunc(o.progs, func(h heldProgram) bool { return h.name == name }) {
@@ -267,7 +273,6 @@ func openObserverPrograms(procRoot string, pid int, logger *slog.Logger) (*obser
 	if len(missing) > 0 {
 		logger.Warn("observer does not hold every thrashscope BPF program", "missing", strings.Join(missing, ", "))
 	}
-	return o, nil
 }
 
 // snapshot reads every held program's cumulative statistics.

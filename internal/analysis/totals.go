@@ -75,7 +75,7 @@ func totals(r Recorded) Totals {
 		res.WorstSlowdown = slices.Max(slow)
 	}
 	res.MeanLatenessSeconds = math.NaN()
-	if len(late) > 0 && rec.Spec.Shape() != run.ShapeWork {
+	if len(late) > 0 && !rec.Spec.Traits().Work {
 		// Lateness is against t_f, the timed plan's: a run of fixed work
 		// has a makespan and slowdowns instead.
 		res.MeanLatenessSeconds, _ = stats.MeanSD(late)

@@ -53,27 +53,11 @@ func (e *env) ensureKubelet() (string, error) {
 	if _, err := e.runEnv(goEnv, "go", "mod", "download", "-json", "k8s.io/kubernetes@"+kubernetesVersion); err != nil {
 		return "", err
 	}
-	modcache, err := e.run("go", "env", "GOMODCACHE")
+	gomod, err := e.kubeletGoMod()
 	if err != nil {
 		return "", err
 	}
-	upstream, err := os.ReadFile(filepath.Join(strings.TrimSpace(modcache), "cache", "download", "k8s.io", "kubernetes", "@v", kubernetesVersion+".mod"))
-	if err != nil {
-		return "", err
-	}
-	var gomod strings.Builder
-	fmt.Fprintf(&gomod, "module thrashscope.local/kubelet\n\ngo 1.24.0\n\nrequire k8s.io/kubernetes %s\n\nreplace (\n", kubernetesVersion)
-	staging := regexp.MustCompile(`(?m)^\s+(k8s\.io/[\w.-]+) => \./staging/`)
-	n := 0
-	for _, m := range staging.FindAllStringSubmatch(string(upstream), -1) {
-		fmt.Fprintf(&gomod, "\t%s => %s %s\n", m[1], m[1], stagingVersion)
-		n++
-	}
-	gomod.WriteString(")\n")
-	if n == 0 {
-		return "", fmt.Errorf("k8s.io/kubernetes %s's go.mod has no staging replaces: the build recipe no longer fits", kubernetesVersion)
-	}
-	if err := os.WriteFile(filepath.Join(mod, "go.mod"), []byte(gomod.String()), 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(mod, "go.mod"), []byte(gomod), 0o644); err != nil {
 		return "", err
 	}
 	tools := "//go:build tools\n\npackage tools\n\nimport _ \"k8s.io/kubernetes/cmd/kubelet\"\n"
@@ -100,6 +84,33 @@ func (e *env) ensureKubelet() (string, error) {
 	}
 	e.logf("built the kubelet %s from the module proxy in %s", kubernetesVersion, time.Since(start).Round(time.Second))
 	return bin, nil
+}
+
+// kubeletGoMod is the go.mod of a module that builds the kubelet: the
+// kubernetes module's staging replaces, each pointed at its published
+// version.
+func (e *env) kubeletGoMod() (string, error) {
+	modcache, err := e.run("go", "env", "GOMODCACHE")
+	if err != nil {
+		return "", err
+	}
+	upstream, err := os.ReadFile(filepath.Join(strings.TrimSpace(modcache), "cache", "download", "k8s.io", "kubernetes", "@v", kubernetesVersion+".mod"))
+	if err != nil {
+		return "", err
+	}
+	var gomod strings.Builder
+	fmt.Fprintf(&gomod, "module thrashscope.local/kubelet\n\ngo 1.24.0\n\nrequire k8s.io/kubernetes %s\n\nreplace (\n", kubernetesVersion)
+	staging := regexp.MustCompile(`(?m)^\s+(k8s\.io/[\w.-]+) => \./staging/`)
+	n := 0
+	for _, m := range staging.FindAllStringSubmatch(string(upstream), -1) {
+		fmt.Fprintf(&gomod, "\t%s => %s %s\n", m[1], m[1], stagingVersion)
+		n++
+	}
+	gomod.WriteString(")\n")
+	if n == 0 {
+		return "", fmt.Errorf("k8s.io/kubernetes %s's go.mod has no staging replaces: the build recipe no longer fits", kubernetesVersion)
+	}
+	return gomod.String(), nil
 }
 
 // ensurePause builds the pause image from the kubelet's own pause.c into

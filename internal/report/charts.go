@@ -41,7 +41,7 @@ var paperFigures = map[string][2]int{"e1": {4, 5}, "e2": {6, 7}, "e3": {8, 9}, "
 // describe is a run in a few words: preset, scale and shape.
 func describe(rec run.Record) string {
 	s := rec.Spec
-	if s.Shape() == run.ShapeFill {
+	if s.Traits().Chunks {
 		return fmt.Sprintf("fill (%d chunks of %s into %s, %d repeats)", s.Consumers, size(s.SizeBytes), size(s.MemoryLimitBytes), s.Repeats)
 	}
 	swap := ""
@@ -210,7 +210,7 @@ func consumerChart(r analysis.Recorded, p pick, rows []store.ProcessRow, end flo
 	rec := r.Record
 	c := rec.Consumers[p.index]
 	var dx, dy []float64
-	if rec.Spec.Shape().Scheduled() && c.ActualStart != nil {
+	if rec.Spec.Traits().Scheduled && c.ActualStart != nil {
 		s := c.ActualStart.Sub(rec.StartedAt).Seconds()
 		e := end
 		if c.ActualEnd != nil {

@@ -137,26 +137,10 @@ func loadRun(d *store.Dir, id string) (analysis.Recorded, error) {
 	if len(r.Samples) == 0 {
 		return r, fmt.Errorf("run %s: %s has no rows (the run ended within its first sample): report another run", id, store.SamplesFile)
 	}
-	if f, err := d.Open(id, store.ProcessesFile); err == nil {
-		r.Processes, err = store.ReadProcesses(f)
-		f.Close()
-		if err != nil {
-			return r, fmt.Errorf("run %s: %w", id, err)
-		}
-		if r.Processes == nil {
-			r.Processes = []store.ProcessRow{}
-		}
-		// Every reader indexes the record's consumers by the table's.
-		for n, p := range r.Processes {
-			if p.Consumer >= len(rec.Consumers) {
-				return r, fmt.Errorf("run %s: %s line %d is of consumer %d, but the record lists %d consumers: the table is not this record's; restore or remove runs/%s",
-					id, store.ProcessesFile, n+2, p.Consumer, len(rec.Consumers), id)
-			}
-		}
-	} else if !errors.Is(err, store.ErrNotFound) {
+	if r.Processes, err = loadProcesses(d, rec); err != nil {
 		return r, err
 	}
-	if rec.Spec.Shape() == run.ShapeFill {
+	if rec.Spec.Traits().Chunks {
 		b, err := d.ReadFile(id, store.FillFile)
 		if err != nil {
 			return r, fmt.Errorf("run %s is a fill run without %s: %w", id, store.FillFile, err)
@@ -166,6 +150,34 @@ func loadRun(d *store.Dir, id string) (analysis.Recorded, error) {
 		}
 	}
 	return r, nil
+}
+
+// loadProcesses is a run's processes table, nil when it has none.
+func loadProcesses(d *store.Dir, rec run.Record) ([]store.ProcessRow, error) {
+	id := rec.ID
+	f, err := d.Open(id, store.ProcessesFile)
+	if errors.Is(err, store.ErrNotFound) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	rows, err := store.ReadProcesses(f)
+	f.Close()
+	if err != nil {
+		return nil, fmt.Errorf("run %s: %w", id, err)
+	}
+	if rows == nil {
+		rows = []store.ProcessRow{}
+	}
+	// Every reader indexes the record's consumers by the table's.
+	for n, p := range rows {
+		if p.Consumer >= len(rec.Consumers) {
+			return nil, fmt.Errorf("run %s: %s line %d is of consumer %d, but the record lists %d consumers: the table is not this record's; restore or remove runs/%s",
+				id, store.ProcessesFile, n+2, p.Consumer, len(rec.Consumers), id)
+		}
+	}
+	return rows, nil
 }
 
 // available names the runs a data directory holds, for an error message.

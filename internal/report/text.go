@@ -67,7 +67,7 @@ func runText(b *strings.Builder, r analysis.Recorded, s analysis.Summary) {
 		line(b, "peak consumer stall", "unknown (no BPF stall probe: a loadgen run or --probes=procfs)")
 	}
 	l := s.Lateness
-	if l.Finished > 0 && s.Spec.Shape().Scheduled() {
+	if l.Finished > 0 && s.Spec.Traits().Scheduled {
 		line(b, "consumer lateness", "max %.2f s (%s), mean %.2f s; %d of %d late (more than %.1f s past t_f)",
 			l.Max, run.ConsumerName(l.MaxIndex), l.Mean, l.Late, l.Finished, l.LateCutoff)
 	}

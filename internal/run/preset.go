@@ -26,35 +26,6 @@ type Preset struct {
 	Shape Shape `json:"-"`
 }
 
-// Shape is what a run is made of, which decides how it is carried out,
-// when it ends and what its record holds.
-type Shape int
-
-const (
-	// ShapeTimed: consumers on the paper's schedule, each ending at its
-	// planned t_f.
-	ShapeTimed Shape = iota
-	// ShapeWork: consumers on the schedule, each ending after its write
-	// cycles (Cycles), so the run has a makespan.
-	ShapeWork
-	// ShapeFill: one process filling chunks up to a demand (no schedule).
-	ShapeFill
-)
-
-// Shape is the run's shape: its preset's, or by its cycles.
-func (r Resolved) Shape() Shape {
-	if p, ok := presetByName(r.Preset); ok && p.Shape == ShapeFill {
-		return ShapeFill
-	}
-	if r.Cycles > 0 {
-		return ShapeWork
-	}
-	return ShapeTimed
-}
-
-// Scheduled: the run's consumers follow the schedule (Slot).
-func (s Shape) Scheduled() bool { return s != ShapeFill }
-
 var presets struct {
 	sync.Mutex
 	list []Preset

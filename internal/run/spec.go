@@ -257,7 +257,7 @@ func pageRound(v float64) int64 {
 
 // Validate checks that a resolved spec makes sense at all, whatever the host.
 func (r Resolved) Validate() error {
-	fill := r.Shape() == ShapeFill
+	fill := r.Traits().Chunks
 	switch {
 	case r.Consumers < 1 || r.Consumers > MaxConsumers:
 		return &FieldError{Field: "consumers", Msg: fmt.Sprintf("%d: want 1 to %d", r.Consumers, MaxConsumers)}

@@ -85,14 +85,8 @@ func (r *execution) spawnAll(wg *sync.WaitGroup) {
 // spawn starts consumer i and lets it go: it joins the cgroup at its start.
 func (r *execution) spawn(i int, wg *sync.WaitGroup) error {
 	c := r.rec.Consumers[i] // fixed fields only; no lock needed
-	end := c.PlannedEnd
-	if r.cfg.Spec.Shape() == run.ShapeWork {
-		end = r.start.Add(run.MaxRunDuration) // work, not t_f, ends it
-	}
-	cc := r.consumerConfig(i, c.PlannedStart, end)
-	if r.cfg.Spec.Shape() == run.ShapeFill {
-		cc.Mode, cc.Chunks, cc.Repeats = consumer.ModeFill, r.cfg.Spec.Consumers, r.cfg.Spec.Repeats
-	}
+	cc := r.consumerConfig(i, c.PlannedStart, c.PlannedEnd)
+	r.shape.configure(r, &cc)
 	cmd, repR, ctl, stderr, err := r.startConsumer(cc)
 	if err != nil {
 		return err
@@ -244,7 +238,7 @@ func (r *execution) exited(i int, ps *os.ProcessState, waitErr error, lastErr st
 	now := r.cfg.Now()
 	if c.ActualEnd == nil && c.ActualStart != nil {
 		c.ActualEnd = &now
-		if late := now.Sub(c.PlannedEnd); late > 0 && r.cfg.Spec.Shape().Scheduled() {
+		if late := now.Sub(c.PlannedEnd); late > 0 && r.traits.Scheduled {
 			c.LatenessSeconds = late.Seconds()
 		}
 	}

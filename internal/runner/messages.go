@@ -107,7 +107,7 @@ func (s *cycleStats) fillRows(chunkBytes int64) []store.FillRow {
 // of a run of fixed work against the consumer that ran alone). It reports
 // whether the record changed in a way worth saving. The other kinds are
 // the execution's (apply).
-func applyMessage(c *run.ConsumerRecord, m consumer.Message, spec run.Resolved, alone *run.AloneRecord) (changed bool) {
+func applyMessage(c *run.ConsumerRecord, m consumer.Message, traits run.Traits, alone *run.AloneRecord) (changed bool) {
 	switch m.Kind {
 	case consumer.KindStarted:
 		t := time.Unix(0, m.A)
@@ -119,10 +119,10 @@ func applyMessage(c *run.ConsumerRecord, m consumer.Message, spec run.Resolved, 
 		t := time.Unix(0, m.A)
 		c.ActualEnd = &t
 		c.Cycles = uint64(m.B)
-		if late := t.Sub(c.PlannedEnd); late > 0 && spec.Shape().Scheduled() {
+		if late := t.Sub(c.PlannedEnd); late > 0 && traits.Scheduled {
 			c.LatenessSeconds = late.Seconds()
 		}
-		if spec.Shape() == run.ShapeWork && c.ActualStart != nil {
+		if traits.Work && c.ActualStart != nil {
 			c.RunSeconds = t.Sub(*c.ActualStart).Seconds()
 			if alone != nil && alone.RunSeconds > 0 && !m.Terminated() {
 				c.Slowdown = c.RunSeconds / alone.RunSeconds
@@ -141,7 +141,7 @@ func (r *execution) apply(i int, rep consumer.Message) {
 		r.takeLocked(i) // the board's last, before the count the message gives
 	}
 	c := &r.rec.Consumers[i]
-	changed := applyMessage(c, rep, r.cfg.Spec, r.rec.Alone)
+	changed := applyMessage(c, rep, r.traits, r.rec.Alone)
 	switch rep.Kind {
 	case consumer.KindCycle:
 		d := time.Duration(rep.B)
@@ -209,24 +209,6 @@ func (r *execution) CycleDurations() run.CycleHistogram {
 // Changes counts the changes of the record so far: one more than when it
 // was last saved means it is to be saved again.
 func (r *execution) Changes() uint64 { return r.changes.Load() }
-
-// makespan is the time from the first consumer's start to the last one's
-// end; 0 unless every consumer started and ended.
-func makespan(cs []run.ConsumerRecord) float64 {
-	var first, last time.Time
-	for _, c := range cs {
-		if c.ActualStart == nil || c.ActualEnd == nil {
-			return 0
-		}
-		if first.IsZero() || c.ActualStart.Before(first) {
-			first = *c.ActualStart
-		}
-		if c.ActualEnd.After(last) {
-			last = *c.ActualEnd
-		}
-	}
-	return last.Sub(first).Seconds()
-}
 
 // FillRows are the fill experiment's table (see cycleStats.fillRows).
 func (r *execution) FillRows() []store.FillRow {

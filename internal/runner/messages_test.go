@@ -53,7 +53,7 @@ func TestApplyMessage(t *testing.T) {
 			func(c run.ConsumerRecord) bool { return c.Cycles == 7 }},
 	} {
 		rec := c.before
-		changed := applyMessage(&rec, c.msg, c.spec, c.alone)
+		changed := applyMessage(&rec, c.msg, c.spec.Traits(), c.alone)
 		if changed != c.wantChanged || !c.check(rec) {
 			t.Errorf("%s: changed %v (want %v), record %+v", c.name, changed, c.wantChanged, rec)
 		}
@@ -131,7 +131,7 @@ func TestProgressAt(t *testing.T) {
 		{Index: 2, PlannedStart: *at(30), PlannedEnd: *at(40)},                              // not started
 		{Index: 3, ActualStart: at(3), Exit: "killed", PlannedStart: *at(3), PlannedEnd: *at(9)},
 	}
-	p := progressAt(e4, &run.Record{Consumers: cs}, t0, *at(12), 0)
+	p := progressAt(strategyOf(e4), e4, &run.Record{Consumers: cs}, t0, *at(12), 0)
 	if p.Elapsed != 12*time.Second || p.Total != e4.Duration() || p.Planned != e4.ActiveAt(12*time.Second) {
 		t.Errorf("timed: elapsed %s total %s planned %d, want the plan's", p.Elapsed, p.Total, p.Planned)
 	}
@@ -145,11 +145,11 @@ func TestProgressAt(t *testing.T) {
 	work := e4
 	work.Cycles = 100
 	rec := run.Record{Consumers: cs}
-	if p := progressAt(work, &rec, t0, *at(12), 0); p.Total != 0 || p.Planned != 0 {
+	if p := progressAt(strategyOf(work), work, &rec, t0, *at(12), 0); p.Total != 0 || p.Planned != 0 {
 		t.Errorf("fixed work, the one alone still running: total %s planned %d, want 0 and 0", p.Total, p.Planned)
 	}
 	rec.Alone = &run.AloneRecord{Exit: "ok"}
-	if p := progressAt(work, &rec, t0, *at(12), 0); p.Planned != 1 {
+	if p := progressAt(strategyOf(work), work, &rec, t0, *at(12), 0); p.Planned != 1 {
 		t.Errorf("fixed work after the one alone: planned %d, want 1 (consumer 1; 2 is not due, 0 and 3 ended)", p.Planned)
 	}
 
@@ -157,7 +157,7 @@ func TestProgressAt(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p = progressAt(fill, &run.Record{Consumers: cs[1:2]}, t0, *at(12), fill.Consumers+2)
+	p = progressAt(strategyOf(fill), fill, &run.Record{Consumers: cs[1:2]}, t0, *at(12), fill.Consumers+2)
 	if p.ChunksDone != fill.Consumers+2 || p.Planned != 1 || p.DemandBytes != 2*fill.SizeBytes {
 		t.Errorf("fill: chunks %d planned %d demand %d, want %d, 1 and two chunks (the second repeat's)", p.ChunksDone, p.Planned, p.DemandBytes, fill.Consumers+2)
 	}

@@ -1,7 +1,6 @@
 package runner
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"fmt"
@@ -12,7 +11,6 @@ import (
 	"slices"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"time"
 
 	"github.com/thrashscope/thrashscope/internal/cgroup"
@@ -21,7 +19,6 @@ import (
 	"github.com/thrashscope/thrashscope/internal/procfs"
 	"github.com/thrashscope/thrashscope/internal/run"
 	"github.com/thrashscope/thrashscope/internal/settings"
-	"github.com/thrashscope/thrashscope/internal/workload"
 )
 
 // spawnLead is how long before its planned start a consumer process is
@@ -74,7 +71,11 @@ type execConfig struct {
 // execution is one run in progress: its cgroup, its consumers and its record.
 type execution struct {
 	cfg execConfig
-	cg  *cgroup.Cgroup
+	// shape carries out the run's shape; traits are what it means to the
+	// record.
+	shape  strategy
+	traits run.Traits
+	cg     *cgroup.Cgroup
 	// io is the run's group in the v1 blkio hierarchy that its consumers
 	// join, for an emulated swap device where memory is on cgroup v1; nil
 	// otherwise (on v2 the run cgroup carries the throttle).
@@ -137,7 +138,8 @@ func execute(cfg execConfig) (*execution, error) {
 		return nil, &run.UnsafeError{Msg: errors.Join(fmt.Errorf("cannot emulate swap device %s here: %w", cfg.Spec.SwapDevice, err), cg.Destroy(ctx)).Error()}
 	}
 	n := cfg.Spec.Processes()
-	joins, gov, err := consumerLevers(cfg, cg, ioGroup, n)
+	shape := strategyOf(cfg.Spec)
+	joins, gov, err := consumerLevers(cfg, cg, ioGroup, shape.groups(n), n)
 	if err != nil {
 		return nil, err
 	}
@@ -155,29 +157,21 @@ func execute(cfg execConfig) (*execution, error) {
 		cfg.Logger.Warn("the OOM guard only throttles here: the kernel has no memory.reclaim (Linux 5.19+)", "run", cfg.ID)
 	}
 	start := cfg.Now()
-	r := &execution{cfg: cfg, cg: cg, io: ioGroup, guard: guard, joins: joins, start: start, done: make(chan struct{}), oomBefore: oom, levers: gov}
+	r := &execution{cfg: cfg, shape: shape, traits: cfg.Spec.Traits(), cg: cg, io: ioGroup, guard: guard, joins: joins, start: start, done: make(chan struct{}), oomBefore: oom, levers: gov}
 	r.ctx, r.cancel = context.WithCancelCause(context.Background())
-	r.rec = plannedRecord(cfg, start, cg.Path, gov.protection)
+	r.rec = plannedRecord(cfg, shape, start, cg.Path, gov.protection)
 	r.rec.SwapEmulation = emulation
 	r.procs = make([]*os.Process, n)
-	if cfg.Spec.Shape() == run.ShapeFill {
-		r.cycles.chunks = make([][]chunkSample, cfg.Spec.Consumers)
-	} else if r.board, err = consumer.NewCycleBoard(n); err != nil {
-		cfg.Logger.Warn("no cycle board; each write cycle is sent on its consumer's pipe", "run", cfg.ID, "err", err)
-		r.board = nil
-	}
+	shape.collect(r)
 	go r.drive()
 	return r, nil
 }
 
-// consumerLevers makes each consumer's sub-cgroup, so a policy's lever acts
-// on one consumer while the run's limit covers them all, and the levers
-// over them; on failure it removes what the run made so far.
-func consumerLevers(cfg execConfig, cg, ioGroup *cgroup.Cgroup, n int) ([]*os.File, *levers, error) {
-	groups := n
-	if cfg.Spec.Shape() == run.ShapeWork {
-		groups++ // the one that runs alone first
-	}
+// consumerLevers makes the consumers' sub-cgroups, so a policy's lever
+// acts on one consumer while the run's limit covers them all, and the
+// levers over the n processes; on failure it removes what the run made so
+// far.
+func consumerLevers(cfg execConfig, cg, ioGroup *cgroup.Cgroup, groups, n int) ([]*os.File, *levers, error) {
 	joins, children, err := consumerGroups(cg, groups)
 	var gov *levers
 	if err == nil {
@@ -225,15 +219,12 @@ func newRecord(id string, spec run.Resolved, at time.Time) run.Record {
 // plannedRecord is a run's record as it starts: running, each consumer
 // with its planned start and end (the fill's consumers run from the start
 // until they are done).
-func plannedRecord(cfg execConfig, start time.Time, cgroupPath, protection string) run.Record {
+func plannedRecord(cfg execConfig, shape strategy, start time.Time, cgroupPath, protection string) run.Record {
 	rec := newRecord(cfg.ID, cfg.Spec, start)
 	rec.State, rec.Cgroup, rec.Protection = run.StateRunning, cgroupPath, protection
 	for i := range cfg.Spec.Processes() {
-		s := cfg.Spec.Slot(i)
-		c := run.ConsumerRecord{Index: i, PlannedStart: start.Add(s.Start), PlannedEnd: start.Add(s.End)}
-		if cfg.Spec.Shape() == run.ShapeFill {
-			c.PlannedStart, c.PlannedEnd = start, start.Add(run.MaxRunDuration)
-		}
+		c := run.ConsumerRecord{Index: i}
+		c.PlannedStart, c.PlannedEnd = shape.planned(cfg.Spec, i, start)
 		rec.Consumers = append(rec.Consumers, c)
 	}
 	return rec
@@ -317,7 +308,7 @@ func (r *execution) Progress() run.Progress {
 	now := r.cfg.Now()
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	p := progressAt(r.cfg.Spec, &r.rec, r.start, now, r.cycles.chunksDone())
+	p := progressAt(r.shape, r.cfg.Spec, &r.rec, r.start, now, r.cycles.chunksDone())
 	p.SlowestCycle = r.cycles.slowestCycle(now)
 	return p
 }
@@ -325,25 +316,11 @@ func (r *execution) Progress() run.Progress {
 // progressAt is a run's progress at now from its record: the plan's
 // consumers and the started, active and ended ones, each one's cycles and
 // lateness, and the demand. It reads nothing else.
-func progressAt(spec run.Resolved, rec *run.Record, start, now time.Time, chunksDone int) run.Progress {
-	p := run.Progress{
-		Elapsed:    now.Sub(start),
-		Total:      spec.Duration(), // the plan; a run of fixed work has none (below)
-		Planned:    spec.ActiveAt(now.Sub(start)),
-		LimitBytes: spec.MemoryLimitBytes,
-	}
-	work := spec.Shape() == run.ShapeWork
-	if work {
-		// Its consumers end when their work is done: the plan has its
-		// starts only, and a consumer is planned from its start to its end.
-		p.Total, p.Planned = 0, 0
-	}
+func progressAt(shape strategy, spec run.Resolved, rec *run.Record, start, now time.Time, chunksDone int) run.Progress {
+	p := run.Progress{Elapsed: now.Sub(start), LimitBytes: spec.MemoryLimitBytes}
 	for _, c := range rec.Consumers {
 		if c.ActualStart != nil {
 			p.Started++
-		}
-		if work && rec.Alone != nil && rec.Alone.Exit != "" && !now.Before(c.PlannedStart) && c.ActualEnd == nil && c.Exit == "" {
-			p.Planned++
 		}
 		if c.Exit != "" || c.ActualEnd != nil {
 			p.Ended++
@@ -357,13 +334,7 @@ func progressAt(spec run.Resolved, rec *run.Record, start, now time.Time, chunks
 		}
 		p.LatenessSeconds = append(p.LatenessSeconds, late)
 	}
-	if spec.Shape() == run.ShapeFill {
-		p.ChunksDone = chunksDone
-		p.Planned = min(p.Active, 1)
-		p.DemandBytes = int64(p.ChunksDone%max(spec.Consumers, 1)) * spec.SizeBytes
-	} else {
-		p.DemandBytes = int64(p.Active) * spec.SizeBytes
-	}
+	shape.progress(&p, spec, rec, now, chunksDone)
 	return p
 }
 
@@ -380,9 +351,7 @@ func (r *execution) drive() {
 	go func() {
 		runtime.LockOSThread()
 		defer runtime.UnlockOSThread()
-		if r.cfg.Spec.Shape() == run.ShapeWork {
-			r.alone()
-		}
+		r.shape.beforePlan(r)
 		r.levers.start() // the plan starts: the policy may act
 		r.spawnAll(&wg)
 		for _, f := range r.joins {
@@ -404,12 +373,7 @@ func (r *execution) drive() {
 // passes its deadline, checking its cgroup and its consumers' progress
 // meanwhile.
 func (r *execution) follow(allExited <-chan struct{}) {
-	timed := r.cfg.Spec.Shape() == run.ShapeTimed
-	deadline := r.start.Add(r.cfg.Spec.Deadline())
-	grace := r.cfg.Spec.Grace()
-	if timed {
-		deadline = deadline.Add(grace) // the last cycles past t_f
-	}
+	deadline, overran := r.shape.deadline(r.cfg.Spec, r.start)
 	overrun := time.NewTimer(time.Until(deadline))
 	defer overrun.Stop()
 	// The cgroup can be removed under an idle run (between consumers) by
@@ -424,13 +388,8 @@ func (r *execution) follow(allExited <-chan struct{}) {
 		case <-r.ctx.Done():
 			return
 		case <-overrun.C:
-			if !timed {
-				r.cfg.Logger.Warn("consumers still at their work at the run's time bound; terminating them", "run", r.cfg.ID, "bound", run.MaxRunDuration)
-				r.cancel(errors.New("consumers still running at the run's time bound, " + run.MaxRunDuration.String() + "; ask for fewer cycles"))
-				return
-			}
-			r.cfg.Logger.Warn("consumers overran their finish time; terminating them", "run", r.cfg.ID, "grace", grace)
-			r.cancel(errors.New("consumers still running " + grace.String() + " after the plan ended"))
+			r.cfg.Logger.Warn("consumers overran the run's end; terminating them", "run", r.cfg.ID, "why", overran)
+			r.cancel(overran)
 			return
 		case now := <-check.C:
 			if gap := time.Since(last); gap > cgroupCheckEvery+pauseAfter {
@@ -444,213 +403,5 @@ func (r *execution) follow(allExited <-chan struct{}) {
 			}
 			r.watchProgress(now)
 		}
-	}
-}
-
-// tearDown stops what is left of the run and removes what it made, then
-// ends its record.
-func (r *execution) tearDown(allExited <-chan struct{}) {
-	// The teardown at the host's speed: a consumer killed on a slow
-	// device must not wait out its queue.
-	r.unthrottle()
-	// Nothing frozen or locked from here on: a frozen consumer would not
-	// see its SIGTERM.
-	r.levers.releaseAll()
-	r.terminate(allExited)
-	r.readKernel()
-	r.readIO()
-
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	var destroyErr error
-	if err := errors.Join(r.cg.Destroy(ctx), r.levers.destroy(), r.destroyIO(ctx)); err != nil {
-		destroyErr = fmt.Errorf("removing the run cgroup: %w", err)
-	}
-	// Destroy killed what was inside; a consumer still waiting to join is
-	// outside, and must not outlive the run either.
-	r.kill()
-	<-allExited
-	// The consumers gone, a zram device taken off swap has nothing to
-	// give back.
-	if err := r.restoreSettings(); err != nil {
-		destroyErr = errors.Join(destroyErr, err)
-	}
-	r.guard.Close()
-	r.takeCycles()
-	r.board.Close()
-	r.finish(destroyErr)
-}
-
-// alone runs one consumer of the run's shape, with the run's cycles, alone
-// in the run cgroup before the others start: its run time is what each
-// consumer's slowdown divides by (TPF's slowdown against running alone).
-// The plan then starts from its end. A run cancelled meanwhile stops it; a
-// consumer that fails alone fails the run, as one of the run would.
-func (r *execution) alone() {
-	// consumer-NN after the run's own; its cycles go on its pipe.
-	cc := r.consumerConfig(len(r.procs), r.cfg.Now(), r.start.Add(run.MaxRunDuration))
-	cc.CycleLog = false
-	cmd, repR, ctl, stderr, err := r.startConsumer(cc)
-	if err != nil {
-		r.cancel(fmt.Errorf("starting the consumer that runs alone first: %w", err))
-		return
-	}
-	defer ctl.Close()
-	a := &run.AloneRecord{PID: cmd.Process.Pid, ActualStart: cc.Start}
-	r.mu.Lock()
-	r.rec.Alone = a
-	r.mu.Unlock()
-	r.changes.Add(1)
-
-	r.followAlone(cmd.Process, repR, a)
-	err = cmd.Wait()
-	r.mu.Lock()
-	a.Exit = r.exitString(cmd.ProcessState, err)
-	exit := a.Exit
-	if r.ctx.Err() == nil && exit == "ok" {
-		// The plan starts now: every consumer's times move with it.
-		now := r.cfg.Now()
-		r.start = now
-		for i := range r.rec.Consumers {
-			s := r.cfg.Spec.Slot(i)
-			r.rec.Consumers[i].PlannedStart, r.rec.Consumers[i].PlannedEnd = now.Add(s.Start), now.Add(s.End)
-		}
-	}
-	r.mu.Unlock()
-	r.changes.Add(1)
-	if r.ctx.Err() == nil && exit != "ok" {
-		reason := fmt.Sprintf("the consumer that runs alone first (pid %d) ended by %s", a.PID, exit)
-		if last := stderr.Last(); last != "" {
-			reason += ": " + last
-		}
-		r.failNow(reason)
-	}
-}
-
-// followAlone records the messages of the consumer that runs alone until
-// its pipe closes; a run cancelled meanwhile stops it, with SIGTERM, then
-// SIGKILL after stopGrace.
-func (r *execution) followAlone(proc *os.Process, repR *os.File, a *run.AloneRecord) {
-	msgs := make(chan consumer.Message)
-	go func() {
-		defer close(msgs)
-		defer repR.Close()
-		rd := bufio.NewReader(repR)
-		for {
-			m, err := consumer.ReadMessage(rd)
-			if err != nil {
-				return
-			}
-			msgs <- m
-		}
-	}()
-	cancelled := r.ctx.Done()
-	var killAfter <-chan time.Time
-	for {
-		select {
-		case m, ok := <-msgs:
-			if !ok {
-				return
-			}
-			r.mu.Lock()
-			switch m.Kind {
-			case consumer.KindStarted:
-				a.ActualStart = time.Unix(0, m.A)
-			case consumer.KindDone:
-				end := time.Unix(0, m.A)
-				a.ActualEnd, a.Cycles = &end, uint64(m.B)
-				if !m.Terminated() {
-					a.RunSeconds = end.Sub(a.ActualStart).Seconds()
-				}
-			}
-			r.mu.Unlock()
-		case <-cancelled:
-			_ = proc.Signal(syscall.SIGTERM) // it sends Done and exits
-			_ = proc.Signal(syscall.SIGCONT)
-			cancelled, killAfter = nil, time.After(stopGrace)
-		case <-killAfter:
-			_ = proc.Kill() // parked, or stuck: the run is over
-			killAfter = nil
-		}
-	}
-}
-
-// failNow ends the run at once as failed, with reason, unless it is
-// already ending (then its own cause stands).
-func (r *execution) failNow(reason string) {
-	if r.ctx.Err() != nil {
-		return
-	}
-	r.cfg.Logger.Error("the run failed; stopping it", "run", r.cfg.ID, "reason", reason)
-	r.cancel(errors.New(reason))
-}
-
-// finish settles the run's final state; endErr is what went wrong ending
-// it (removing its cgroup, restoring its settings).
-func (r *execution) finish(endErr error) {
-	now := r.cfg.Now()
-	r.mu.Lock()
-	r.rec.EndedAt = &now
-	r.rec.OOMRescues = r.guard.Rescues()
-	r.rec.OOMGuardCPUSeconds = r.guard.CPU().Seconds()
-	cause := context.Cause(r.ctx)
-	var ab abortError
-	switch {
-	case errors.As(cause, &ab):
-		r.rec.State, r.rec.Reason = run.StateAborted, ab.reason
-	case cause != nil:
-		r.rec.State, r.rec.Reason = run.StateFailed, cause.Error()
-	default:
-		r.rec.State = run.StateCompleted
-	}
-	if r.cfg.Spec.Shape() == run.ShapeWork && r.rec.State == run.StateCompleted {
-		// An aborted or failed run did not do its work: the time until it
-		// stopped is no makespan.
-		r.rec.MakespanSeconds = makespan(r.rec.Consumers)
-	}
-	if endErr != nil {
-		r.rec.Reason = joinReason(r.rec.Reason, endErr.Error())
-		if r.rec.State == run.StateCompleted {
-			r.rec.State = run.StateFailed
-		}
-	}
-	state, reason := r.rec.State, r.rec.Reason
-	r.mu.Unlock()
-	r.cancel(nil)
-	r.cfg.Logger.Info("run ended", "run", r.cfg.ID, "state", state, "reason", reason)
-	r.changes.Add(1)
-}
-
-func joinReason(a, b string) string {
-	if a == "" {
-		return b
-	}
-	return a + "; " + b
-}
-
-// maxReasonLine bounds what of a consumer's error goes into a record.
-const maxReasonLine = 256
-
-// readKernel records what the run cgroup's own files say as it ends,
-// before it is removed: its PSI over the run and its memory events.
-func (r *execution) readKernel() {
-	f := workload.Files{V2: r.cg.Path}
-	if !r.cg.V2 {
-		f = workload.Files{V1Memory: r.cg.Path}
-		if g := r.levers.unifiedRoot; g != nil {
-			f.V2 = g.Path
-		}
-	}
-	k := workload.ReadKernel(f)
-	if n, err := r.cg.OOMKills(); err == nil && len(k.Events) > 0 {
-		k.Events["oom_kill"] = n // the consumers' groups' too (v1 counts a kill in the victim's own)
-	}
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if k.HasPressure {
-		r.rec.Pressure = &run.Pressure{SomeSeconds: k.Pressure.Some.Seconds(), FullSeconds: k.Pressure.Full.Seconds()}
-	}
-	if len(k.Events) > 0 {
-		r.rec.MemoryEvents = k.Events
 	}
 }

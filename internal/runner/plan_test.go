@@ -156,7 +156,7 @@ func TestPlannedRecord(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		rec := plannedRecord(execConfig{ID: "x", Spec: res}, start, "/cg", ProtectMlock)
+		rec := plannedRecord(execConfig{ID: "x", Spec: res}, strategyOf(res), start, "/cg", ProtectMlock)
 		if rec.State != run.StateRunning || !rec.StartedAt.Equal(start) || rec.Cgroup != "/cg" || rec.Protection != ProtectMlock {
 			t.Errorf("%s: record %+v", tc.spec, rec)
 		}

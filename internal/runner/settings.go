@@ -155,3 +155,11 @@ func (r *execution) restoreSettings() error {
 	}
 	return nil
 }
+
+// notStarted removes what a run that did not start left: its directory,
+// and its settings' journal (nothing applied yet).
+func (e *Slot) notStarted(id string, journal *settings.Journal) {
+	_ = e.cfg.Store.Remove(id)
+	_, _ = journal.Finish(nil)
+	journal.Close()
+}

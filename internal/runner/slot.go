@@ -222,9 +222,7 @@ func (e *Slot) Start(spec run.Spec) (run.Record, error) {
 	pending := newRecord(id, r, time.Now())
 	if err := e.cfg.Store.SaveRecord(pending); err != nil {
 		e.writeFailed("saving a new run's record", id, err)
-		_ = e.cfg.Store.Remove(id)
-		_, _ = journal.Finish(nil)
-		journal.Close()
+		e.notStarted(id, journal)
 		return run.Record{}, fmt.Errorf("%w (%s): free space there, or give --data.dir a file system with room; nothing was started", run.ErrNoStorage, errnoText(err))
 	}
 	a := &active{table: &store.Table{}, processes: &store.ProcessTable{},
@@ -245,9 +243,7 @@ func (e *Slot) Start(spec run.Spec) (run.Record, error) {
 	a.run = mr
 	a.saveMu.Unlock()
 	if err != nil {
-		_ = e.cfg.Store.Remove(id)
-		_, _ = journal.Finish(nil)
-		journal.Close()
+		e.notStarted(id, journal)
 		return run.Record{}, err
 	}
 	if e.last != nil {

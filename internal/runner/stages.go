@@ -171,7 +171,7 @@ func consumerDemand(rec run.Record, c run.ConsumerRecord, t time.Time, p run.Pro
 	if c.ActualStart == nil || t.Before(*c.ActualStart) || (c.ActualEnd != nil && !t.Before(*c.ActualEnd)) {
 		return 0
 	}
-	if rec.Spec.Shape() == run.ShapeFill {
+	if rec.Spec.Traits().Chunks {
 		return p.DemandBytes
 	}
 	return rec.Spec.SizeBytes

@@ -152,19 +152,12 @@ type Machine struct {
 // reports. The disks are sparse files in dir, removed after: the swap, and
 // the data disk made ext4.
 func (m Machine) Boot(ctx context.Context, im Image, initramfs, dir string, console io.Writer) ([]Report, error) {
-	swap, err := sparse(dir, "swap-*.img", m.SwapBytes)
+	swap, data, err := m.disks(ctx, dir)
 	if err != nil {
 		return nil, err
 	}
 	defer os.Remove(swap)
-	data, err := sparse(dir, "data-*.img", cmp.Or(m.DataBytes, 1<<30))
-	if err != nil {
-		return nil, err
-	}
 	defer os.Remove(data)
-	if out, err := exec.CommandContext(ctx, "mkfs.ext4", "-q", "-F", data).CombinedOutput(); err != nil {
-		return nil, fmt.Errorf("mkfs.ext4 for the data disk: %w: %s (install e2fsprogs)", err, out)
-	}
 	accel, cpu := m.Accel, "max"
 	switch m.Accel {
 	case "kvm":
@@ -211,6 +204,24 @@ func (m Machine) Boot(ctx context.Context, im Image, initramfs, dir string, cons
 		return reports, errors.New("the guest ended before its last step: see the console log")
 	}
 	return reports, nil
+}
+
+// disks makes the guest's sparse disks in dir: the swap, and the data disk
+// made ext4. On an error it leaves neither.
+func (m Machine) disks(ctx context.Context, dir string) (swap, data string, err error) {
+	if swap, err = sparse(dir, "swap-*.img", m.SwapBytes); err != nil {
+		return "", "", err
+	}
+	if data, err = sparse(dir, "data-*.img", cmp.Or(m.DataBytes, 1<<30)); err != nil {
+		os.Remove(swap)
+		return "", "", err
+	}
+	if out, err := exec.CommandContext(ctx, "mkfs.ext4", "-q", "-F", data).CombinedOutput(); err != nil {
+		os.Remove(swap)
+		os.Remove(data)
+		return "", "", fmt.Errorf("mkfs.ext4 for the data disk: %w: %s (install e2fsprogs)", err, out)
+	}
+	return swap, data, nil
 }
 
 // extract copies the directory from of the ext4 image data into the host
