@@ -1,0 +1,314 @@
+package diagnosis
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+const mi = int64(1 << 20)
+
+type dirReader struct{}
+
+func (dirReader) ReadFileAt(dir, name string) ([]byte, error) {
+	return os.ReadFile(filepath.Join(dir, name))
+}
+
+// writeGroup makes a group's files under root.
+func writeGroup(t *testing.T, root, group string, files map[string]string) {
+	t.Helper()
+	dir := filepath.Join(root, group)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for name, v := range files {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(v+"\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// The limits over a group are read from its own files up to the root, on
+// v2 (max and high) and v1 (limit_in_bytes, its unlimited ceiling none).
+func TestLimitsAreReadUpTheTree(t *testing.T) {
+	root := t.TempDir()
+	writeGroup(t, root, "pod", map[string]string{"memory.max": "1073741824", "memory.high": "max", "memory.current": "1000000000"})
+	writeGroup(t, root, "pod/app", map[string]string{"memory.max": "max", "memory.high": "268435456", "memory.current": "268000000"})
+	ls, err := Hierarchy{Mount: root, V2: true}.Limits(dirReader{}, "pod/app")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []Limit{
+		{Kind: LimitHigh, Group: "/pod/app", File: "memory.high", Bytes: 256 * mi, UsedBytes: 268000000},
+		{Kind: LimitAncestor, Group: "/pod", File: "memory.max", Bytes: 1024 * mi, UsedBytes: 1000000000},
+	}
+	if len(ls) != len(want) || ls[0] != want[0] || ls[1] != want[1] {
+		t.Errorf("limits %+v, want %+v", ls, want)
+	}
+
+	v1 := t.TempDir()
+	writeGroup(t, v1, "a", map[string]string{"memory.limit_in_bytes": "9223372036854771712", "memory.usage_in_bytes": "5"})
+	writeGroup(t, v1, "a/b", map[string]string{"memory.limit_in_bytes": "104857600", "memory.usage_in_bytes": "104000000"})
+	ls, err = Hierarchy{Mount: v1}.Limits(dirReader{}, "/a/b")
+	if err != nil || len(ls) != 1 || ls[0].Kind != LimitOwn || ls[0].Bytes != 100*mi {
+		t.Errorf("v1 limits %+v, %v; want only a/b's own 100 MiB", ls, err)
+	}
+
+	if _, err := (Hierarchy{Mount: root, V2: true}).Limits(dirReader{}, "pod/gone"); err == nil || !strings.Contains(err.Error(), "memory.max") {
+		t.Errorf("a group without files: %v, want an error naming the file", err)
+	}
+	writeGroup(t, root, "bad", map[string]string{"memory.max": "lots", "memory.high": "max", "memory.current": "1"})
+	if _, err := (Hierarchy{Mount: root, V2: true}).Limits(dirReader{}, "bad"); err == nil || !strings.Contains(err.Error(), "not a byte count") {
+		t.Errorf("a limit that is not a number: %v", err)
+	}
+}
+
+// The binding limit is the one with the least room among those the charge
+// is at; the host's when none is and the host has little available.
+func TestBinding(t *testing.T) {
+	own := Limit{Kind: LimitOwn, Group: "/a", File: "memory.max", Bytes: 256 * mi, UsedBytes: 255 * mi}
+	high := Limit{Kind: LimitHigh, Group: "/a", File: "memory.high", Bytes: 200 * mi, UsedBytes: 100 * mi}
+	parent := Limit{Kind: LimitAncestor, Group: "/p", File: "memory.max", Bytes: 1024 * mi, UsedBytes: 1023 * mi}
+	roomy := Host{TotalBytes: 24 << 30, AvailableBytes: 20 << 30}
+	for _, c := range []struct {
+		name   string
+		limits []Limit
+		host   Host
+		want   LimitKind
+		err    error
+	}{
+		{"its own limit, full", []Limit{own, high}, roomy, LimitOwn, nil},
+		{"the parent's, fuller than its own", []Limit{{Kind: LimitOwn, Group: "/a", File: "memory.max", Bytes: 512 * mi, UsedBytes: 300 * mi}, parent}, roomy, LimitAncestor, nil},
+		{"the host's: no limit near", []Limit{high}, Host{TotalBytes: 24 << 30, AvailableBytes: 1 << 30}, LimitHost, nil},
+		{"nothing binds", []Limit{high}, roomy, "", ErrNoBindingLimit},
+	} {
+		l, err := Binding(c.limits, c.host)
+		if !errors.Is(err, c.err) || l.Kind != c.want {
+			t.Errorf("%s: %+v, %v; want %s, %v", c.name, l, err, c.want, c.err)
+		}
+	}
+}
+
+// The shortfall is the demand less the room the limit leaves the group;
+// under a shared limit the others' charge is not its room.
+func TestShortfall(t *testing.T) {
+	own := Limit{Kind: LimitOwn, Bytes: 256 * mi, UsedBytes: 256 * mi}
+	s := ShortfallOf(own, Demand{WorkingSetBytes: 640 * mi, ResidentBytes: 256 * mi, SwapBytes: 600 * mi})
+	if s.Bytes != 384*mi || s.LowBytes != 576*mi-256*mi || s.HighBytes != 704*mi-256*mi {
+		t.Errorf("own limit: %+v, want 384 MiB in [320, 448] MiB", s)
+	}
+	// All it holds bounds the interval from above.
+	s = ShortfallOf(own, Demand{WorkingSetBytes: 640 * mi, ResidentBytes: 256 * mi, SwapBytes: 400 * mi})
+	if s.HighBytes != 400*mi {
+		t.Errorf("bounded by memory and swap: high %d MiB, want 400", s.HighBytes/mi)
+	}
+	shared := Limit{Kind: LimitAncestor, Bytes: 1024 * mi, UsedBytes: 1024 * mi}
+	s = ShortfallOf(shared, Demand{WorkingSetBytes: 500 * mi, ResidentBytes: 300 * mi, SwapBytes: 300 * mi})
+	if s.Bytes != 500*mi-300*mi {
+		t.Errorf("shared: %d MiB, want 200 (the others hold 724 of 1024)", s.Bytes/mi)
+	}
+	s = ShortfallOf(own, Demand{WorkingSetBytes: -1, ResidentBytes: 256 * mi, SwapBytes: 100 * mi})
+	if s.Bytes != 100*mi || s.LowBytes != 0 || s.HighBytes != 100*mi || !strings.Contains(s.Basis, "no working set") {
+		t.Errorf("no working set: %+v", s)
+	}
+	if s := ShortfallOf(own, Demand{WorkingSetBytes: 100 * mi, ResidentBytes: 100 * mi}); s.Bytes != 0 || s.HighBytes != 0 {
+		t.Errorf("a demand that fits: %+v, want none", s)
+	}
+}
+
+// The culprit is the sibling under the shared limit that grew most, by at
+// least culpritShare of the limit; the victim and its own are never it.
+func TestCulprit(t *testing.T) {
+	t0 := time.Unix(1000, 0)
+	at := func(s int) time.Time { return t0.Add(time.Duration(s) * time.Second) }
+	parent := Limit{Kind: LimitAncestor, Group: "/pod", Bytes: 1024 * mi}
+	charges := map[string][]Point{
+		"/pod/victim":       {{at(0), 600 * mi}, {at(60), 300 * mi}},
+		"/pod/victim/child": {{at(0), 0}, {at(60), 500 * mi}},
+		"/pod/neighbour":    {{at(0), 400 * mi}, {at(30), 350 * mi}, {at(60), 700 * mi}},
+		"/pod/steady":       {{at(0), 20 * mi}, {at(60), 40 * mi}},
+		"/other/big":        {{at(0), 0}, {at(60), 900 * mi}},
+	}
+	c, ok := CulpritOf(parent, "/pod/victim", charges)
+	if !ok || c.Group != "/pod/neighbour" || c.GrewBytes != 350*mi || !c.From.Equal(at(30)) || !c.To.Equal(at(60)) {
+		t.Errorf("culprit %+v, %v; want /pod/neighbour, 350 MiB from 30 s to 60 s", c, ok)
+	}
+	delete(charges, "/pod/neighbour")
+	if c, ok := CulpritOf(parent, "/pod/victim", charges); ok {
+		t.Errorf("steady siblings only: culprit %+v, want none", c)
+	}
+	if _, ok := CulpritOf(Limit{Kind: LimitOwn, Group: "/pod/victim", Bytes: mi}, "/pod/victim", charges); ok {
+		t.Error("its own limit is shared with no one, yet a culprit was named")
+	}
+	host := Limit{Kind: LimitHost, Bytes: 4096 * mi}
+	if c, ok := CulpritOf(host, "/pod/victim", charges); !ok || c.Group != "/other/big" {
+		t.Errorf("the host's: %+v, %v; want /other/big", c, ok)
+	}
+}
+
+func TestKind(t *testing.T) {
+	for _, c := range []struct {
+		e    Evidence
+		want Kind
+	}{
+		{Evidence{AnonFaultsPerSecond: 500, DeviceBusyPercent: 20, PoolFullPercent: -1}, KindAnon},
+		{Evidence{AnonFaultsPerSecond: 10, ShmemFaultsPerSecond: 400, DeviceBusyPercent: -1, PoolFullPercent: -1}, KindShmem},
+		{Evidence{AnonFaultsPerSecond: 5, FileFaultsPerSecond: 800, DeviceBusyPercent: 99, PoolFullPercent: -1}, KindFile},
+		{Evidence{AnonFaultsPerSecond: 300, DeviceBusyPercent: 97, PoolFullPercent: -1}, KindDevice},
+		{Evidence{AnonFaultsPerSecond: 300, DeviceBusyPercent: -1, PoolFullPercent: 100}, KindCompressedPool},
+	} {
+		if got := KindOf(c.e); got != c.want {
+			t.Errorf("%+v: %s, want %s", c.e, got, c.want)
+		}
+	}
+}
+
+// The remedies: the limit raised to hold the working set; the culprit
+// first when what it took covers the shortfall; waiting first when the
+// demand is falling; compressed swap and a faster device only where they
+// would help, and said useless where not.
+func TestRemedies(t *testing.T) {
+	own := Limit{Kind: LimitOwn, Group: "/a", File: "memory.max", Bytes: 256 * mi, UsedBytes: 256 * mi}
+	s := Shortfall{Bytes: 384 * mi, LowBytes: 320 * mi, HighBytes: 448 * mi}
+	idle := Evidence{DeviceBusyPercent: 30, PoolFullPercent: -1}
+	rs, no := Remedies(own, s, Context{Kind: KindAnon, Evidence: idle, CompressRatio: 1.1})
+	if len(rs) != 1 || rs[0].Action != ActionRaiseLimit || rs[0].Bytes != 704*mi || rs[0].Target != "/a" || rs[0].Confidence != High {
+		t.Errorf("own limit: %+v, want raise /a to 704 MiB, high", rs)
+	}
+	if len(no) != 2 || no[0].Action != ActionCompressedSwap || no[1].Action != ActionFasterDevice {
+		t.Errorf("useless: %+v, want compressed swap (1.1:1) and a faster device (30 %% busy)", no)
+	}
+
+	shared := Limit{Kind: LimitAncestor, Group: "/pod", File: "memory.max", Bytes: 1024 * mi, UsedBytes: 1024 * mi}
+	big := &Culprit{Group: "/pod/n", GrewBytes: 500 * mi, From: time.Unix(0, 0), To: time.Unix(60, 0)}
+	rs, _ = Remedies(shared, s, Context{Kind: KindAnon, Evidence: idle, Culprit: big})
+	if len(rs) != 2 || rs[0].Action != ActionLimitCulprit || rs[0].Confidence != High {
+		t.Errorf("a culprit that took more than the shortfall: %+v, want it first", rs)
+	}
+	small := &Culprit{Group: "/pod/n", GrewBytes: 100 * mi}
+	rs, _ = Remedies(shared, s, Context{Kind: KindAnon, Evidence: idle, Culprit: small})
+	if len(rs) != 2 || rs[0].Action != ActionRaiseLimit || rs[0].Target != "/pod" {
+		t.Errorf("a culprit that took less than the shortfall: %+v, want the parent's limit raised first", rs)
+	}
+
+	rs, _ = Remedies(own, s, Context{Kind: KindAnon, Evidence: idle, Trend: Trend{FellBytes: 300 * mi, Over: 10 * time.Second}})
+	if rs[0].Action != ActionWait {
+		t.Errorf("demand falling: %+v, want waiting first", rs)
+	}
+	rs, no = Remedies(own, s, Context{Kind: KindDevice, Evidence: Evidence{DeviceBusyPercent: 98, PoolFullPercent: -1}, CompressRatio: 3})
+	if len(rs) != 3 || rs[1].Action != ActionCompressedSwap || rs[2].Action != ActionFasterDevice || len(no) != 0 {
+		t.Errorf("device-bound, compressible: %+v, %+v", rs, no)
+	}
+	rs, _ = Remedies(Limit{Kind: LimitHost, Bytes: 24 << 30, UsedBytes: 24 << 30}, s, Context{Kind: KindAnon, Evidence: idle})
+	if rs[0].Action != ActionAddMemory {
+		t.Errorf("the host's: %+v", rs)
+	}
+}
+
+// A diagnosis opens when its group reaches thrashing, follows it each
+// sample, and closes with what ended it.
+func TestTrackerLife(t *testing.T) {
+	t0 := time.Unix(10_000, 0)
+	at := func(s int) time.Time { return t0.Add(time.Duration(s) * time.Second) }
+	base := Sample{
+		Group: "/app", Labels: map[string]string{"unit": "app.service"}, Thrashing: true,
+		Limits:   []Limit{{Kind: LimitOwn, Group: "/app", File: "memory.max", Bytes: 256 * mi, UsedBytes: 256 * mi}},
+		Host:     Host{TotalBytes: 24 << 30, AvailableBytes: 20 << 30},
+		Demand:   Demand{WorkingSetBytes: 640 * mi, ResidentBytes: 256 * mi, SwapBytes: 500 * mi},
+		Evidence: Evidence{AnonFaultsPerSecond: 900, DeviceBusyPercent: 40, PoolFullPercent: -1}, Processes: 4,
+	}
+	calm := base
+	calm.Thrashing = false
+
+	tr := NewTracker()
+	if c := tr.Update(at(0), []Sample{calm}); len(c) != 0 || len(tr.Open()) != 0 {
+		t.Fatal("opened with nothing thrashing")
+	}
+	tr.Update(at(1), []Sample{base})
+	open := tr.Open()
+	if len(open) != 1 || open[0].Binding == nil || open[0].Binding.Kind != LimitOwn || open[0].Shortfall.Bytes != 384*mi {
+		t.Fatalf("open: %+v", open)
+	}
+	if s := open[0].Summary; !strings.Contains(s, "app.service anon-swap-in thrash") || !strings.Contains(s, "needs ~384 MiB more than its limit of 256 MiB") || !strings.Contains(s, "raise-limit to 704 MiB") {
+		t.Errorf("summary %q", s)
+	}
+
+	raised := calm
+	raised.Limits = []Limit{{Kind: LimitOwn, Group: "/app", File: "memory.max", Bytes: 704 * mi, UsedBytes: 640 * mi}}
+	closed := tr.Update(at(2), []Sample{raised})
+	if len(closed) != 1 || closed[0].Closed == nil || !closed[0].Closed.Equal(at(2)) || !strings.Contains(closed[0].Ended, "changed from 256 MiB to 704 MiB") {
+		t.Fatalf("closed %+v", closed)
+	}
+	if len(tr.Open()) != 0 {
+		t.Error("still open after it closed")
+	}
+
+	for _, c := range []struct {
+		name string
+		next *Sample
+		want string
+	}{
+		{"gone", nil, "its group is gone"},
+		{"a process exited", &Sample{Group: "/app", Limits: base.Limits, Processes: 3, Demand: base.Demand}, "1 of its 4 processes"},
+		{"OOM", &Sample{Group: "/app", Limits: base.Limits, Processes: 3, OOMKills: 1}, "OOM killer killed 1"},
+		{"demand fell", &Sample{Group: "/app", Limits: base.Limits, Processes: 4, Demand: Demand{WorkingSetBytes: 200 * mi}}, "demand fell from 640 MiB to 200 MiB"},
+	} {
+		tr.Update(at(10), []Sample{base})
+		var next []Sample
+		if c.next != nil {
+			next = []Sample{*c.next}
+		}
+		closed := tr.Update(at(11), next)
+		if len(closed) != 1 || !strings.Contains(closed[0].Ended, c.want) {
+			t.Errorf("%s: closed %+v, want ended by %q", c.name, closed, c.want)
+		}
+	}
+}
+
+// The history keeps the last HistoryLen, survives a reopen, and refuses a
+// file that is not its own.
+func TestHistory(t *testing.T) {
+	dir := t.TempDir()
+	h, err := OpenHistory(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range HistoryLen + 5 {
+		now := time.Unix(int64(i), 0).UTC()
+		if err := h.Add(Diagnosis{ID: string(rune('a' + i%26)), Group: "/g", Opened: now, Closed: &now, Ended: "x"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	h2, err := OpenHistory(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := h2.List()
+	if len(l) != HistoryLen || l[0].Opened.Unix() != 5 || l[len(l)-1].Opened.Unix() != HistoryLen+4 {
+		t.Errorf("reopened: %d kept, first %v, last %v; want the last %d", len(l), l[0].Opened, l[len(l)-1].Opened, HistoryLen)
+	}
+	ents, _ := os.ReadDir(dir)
+	if len(ents) != 1 {
+		t.Errorf("%d files in the dir, want the history alone", len(ents))
+	}
+
+	bad := t.TempDir()
+	os.WriteFile(filepath.Join(bad, HistoryFile), []byte(`[{"id":"x","rogue":1}]`), 0o600)
+	if _, err := OpenHistory(bad); err == nil || !strings.Contains(err.Error(), "remove it") {
+		t.Errorf("a history with an unknown field: %v, want an error saying to remove it", err)
+	}
+	linked := t.TempDir()
+	os.Symlink(filepath.Join(dir, HistoryFile), filepath.Join(linked, HistoryFile))
+	if _, err := OpenHistory(linked); err == nil {
+		t.Error("a history through a link was read")
+	}
+	fifo := t.TempDir()
+	if err := mkfifo(filepath.Join(fifo, HistoryFile)); err == nil {
+		if _, err := OpenHistory(fifo); err == nil || !strings.Contains(err.Error(), "regular file") {
+			t.Errorf("a FIFO: %v, want refused without blocking", err)
+		}
+	}
+}

@@ -1,0 +1,171 @@
+package diagnosis
+
+import (
+	"fmt"
+	"time"
+)
+
+// Action is what a remedy does.
+type Action string
+
+const (
+	// ActionRaiseLimit: raise the binding limit to Bytes.
+	ActionRaiseLimit Action = "raise-limit"
+	// ActionLimitCulprit: stop, move or limit the group that grew.
+	ActionLimitCulprit Action = "limit-culprit"
+	// ActionAddMemory: the host's memory binds: add memory, or move a
+	// workload to another host.
+	ActionAddMemory Action = "add-memory"
+	// ActionCompressedSwap: swap to a compressed pool (zram, zswap).
+	ActionCompressedSwap Action = "compressed-swap"
+	// ActionFasterDevice: a faster swap device.
+	ActionFasterDevice Action = "faster-device"
+	// ActionWait: demand is falling; the thrash ends by itself.
+	ActionWait Action = "wait"
+)
+
+// Confidence is how sure a remedy's expected effect is.
+type Confidence string
+
+const (
+	High   Confidence = "high"
+	Medium Confidence = "medium"
+	Low    Confidence = "low"
+)
+
+// Remedy is one thing an operator could do, what it would do, and how sure
+// that is.
+type Remedy struct {
+	Action Action `json:"action"`
+	// Target is the group it acts on (empty for the host), and Bytes the
+	// size it sets, where it sets one.
+	Target     string     `json:"target,omitempty"`
+	Bytes      int64      `json:"bytes,omitempty"`
+	Effect     string     `json:"effect"`
+	Confidence Confidence `json:"confidence"`
+}
+
+// Useless is a remedy considered and ruled out, and why: a faster device
+// when the device is idle, compressed swap for pages that do not compress.
+type Useless struct {
+	Action Action `json:"action"`
+	Why    string `json:"why"`
+}
+
+// Trend is how the group's demand moved over the last samples.
+type Trend struct {
+	// FellBytes is how much the demand fell over Over (negative: it
+	// grew).
+	FellBytes int64
+	Over      time.Duration
+}
+
+// fallingShare is how much of the shortfall the demand must have shed for
+// waiting to be a remedy: a demand on its way back under the limit.
+const fallingShare = 0.5
+
+// minCompressRatio is the least compression ratio at which compressed swap
+// helps: below it, a pool holds little more than the memory it takes.
+const minCompressRatio = 2.0
+
+// Context is what the remedies weigh beside the limit and the shortfall.
+type Context struct {
+	Kind     Kind
+	Evidence Evidence
+	Culprit  *Culprit
+	Trend    Trend
+	// CompressRatio is a sample of the group's pages' compression ratio;
+	// 0 when not sampled.
+	CompressRatio float64
+}
+
+// mib rounds a size up to whole MiB, as an operator sets a limit.
+func mib(b int64) int64 { return (b + 1<<20 - 1) &^ (1<<20 - 1) }
+
+// Remedies ranks what would end the thrash, most effective first, and
+// names what would not.
+func Remedies(l Limit, s Shortfall, c Context) ([]Remedy, []Useless) {
+	var rs []Remedy
+	var no []Useless
+	if c.Trend.FellBytes > 0 && float64(c.Trend.FellBytes) >= fallingShare*float64(s.Bytes) {
+		rs = append(rs, Remedy{Action: ActionWait, Confidence: Medium,
+			Effect: fmt.Sprintf("demand fell %s in %s: at that pace it fits again in %s", size(c.Trend.FellBytes), c.Trend.Over.Round(time.Second), eta(s.Bytes, c.Trend))})
+	}
+	if c.Culprit != nil {
+		conf := Medium
+		if c.Culprit.GrewBytes >= s.HighBytes {
+			conf = High
+		}
+		rs = append(rs, Remedy{Action: ActionLimitCulprit, Target: c.Culprit.Group, Confidence: conf,
+			Effect: fmt.Sprintf("frees the %s it grew by since %s, against a shortfall of %s", size(c.Culprit.GrewBytes), c.Culprit.From.Format(time.TimeOnly), size(s.Bytes))})
+	}
+	if l.Kind == LimitHost {
+		rs = append(rs, Remedy{Action: ActionAddMemory, Bytes: mib(s.HighBytes), Confidence: Medium,
+			Effect: fmt.Sprintf("the host needs about %s more memory, or a workload of that size moved elsewhere", size(s.Bytes))})
+	} else {
+		conf := High
+		if s.HighBytes > 2*s.LowBytes+64<<20 {
+			conf = Medium // a wide interval: the working set was not well measured
+		}
+		rs = append(rs, Remedy{Action: ActionRaiseLimit, Target: l.Group, Bytes: mib(l.Bytes + s.HighBytes), Confidence: conf,
+			Effect: fmt.Sprintf("%s from %s to %s holds the working set (about %s more, %s to %s)", l.File, size(l.Bytes), size(mib(l.Bytes+s.HighBytes)), size(s.Bytes), size(s.LowBytes), size(s.HighBytes))})
+	}
+	// The culprit first when what it took covers the shortfall.
+	if c.Culprit != nil && c.Culprit.GrewBytes < s.Bytes {
+		for i, r := range rs {
+			if r.Action == ActionLimitCulprit && i+1 < len(rs) {
+				rs[i], rs[i+1] = rs[i+1], rs[i]
+				break
+			}
+		}
+	}
+	rs, no = compressedSwap(rs, no, c)
+	rs, no = fasterDevice(rs, no, c)
+	return rs, no
+}
+
+func compressedSwap(rs []Remedy, no []Useless, c Context) ([]Remedy, []Useless) {
+	switch {
+	case c.Kind == KindFile:
+		return rs, append(no, Useless{ActionCompressedSwap, "a page-cache thrash: the pages it lacks are files, which swap does not hold"})
+	case c.Kind == KindCompressedPool:
+		return rs, append(no, Useless{ActionCompressedSwap, fmt.Sprintf("the compressed pool is already %.0f %% full", c.Evidence.PoolFullPercent)})
+	case c.CompressRatio == 0:
+		return rs, no // not sampled: nothing to say
+	case c.CompressRatio < minCompressRatio:
+		return rs, append(no, Useless{ActionCompressedSwap, fmt.Sprintf("its pages compress only %.1f:1", c.CompressRatio)})
+	}
+	return append(rs, Remedy{Action: ActionCompressedSwap, Confidence: Medium,
+		Effect: fmt.Sprintf("its pages compress %.1f:1: swap-ins from memory instead of the device", c.CompressRatio)}), no
+}
+
+func fasterDevice(rs []Remedy, no []Useless, c Context) ([]Remedy, []Useless) {
+	switch {
+	case c.Kind == KindDevice:
+		return append(rs, Remedy{Action: ActionFasterDevice, Confidence: Low,
+			Effect: fmt.Sprintf("the swap device is %.0f %% busy: faster swap-ins shorten each stall, but the memory is still short", c.Evidence.DeviceBusyPercent)}), no
+	case c.Evidence.DeviceBusyPercent >= 0 && c.Kind != KindFile:
+		return rs, append(no, Useless{ActionFasterDevice, fmt.Sprintf("the swap device is only %.0f %% busy: it is not the bottleneck", c.Evidence.DeviceBusyPercent)})
+	}
+	return rs, no
+}
+
+// eta is when a falling demand fits again at its pace.
+func eta(short int64, t Trend) time.Duration {
+	if t.FellBytes <= 0 || t.Over <= 0 {
+		return 0
+	}
+	return (time.Duration(float64(short) / float64(t.FellBytes) * float64(t.Over))).Round(time.Second)
+}
+
+// size is a byte count as an operator reads it.
+func size(b int64) string {
+	switch {
+	case b >= 10<<30:
+		return fmt.Sprintf("%.0f GiB", float64(b)/(1<<30))
+	case b >= 1<<30:
+		return fmt.Sprintf("%.1f GiB", float64(b)/(1<<30))
+	default:
+		return fmt.Sprintf("%.0f MiB", float64(b)/(1<<20))
+	}
+}

@@ -1,0 +1,66 @@
+package diagnosis
+
+// Demand is what a thrashing group wants and holds, as the observer reads
+// it: the working set of its processes in their own time, and its charge
+// in memory and in swap.
+type Demand struct {
+	// WorkingSetBytes is the sum of its processes' demands
+	// (process_working_set_demand_bytes); -1 when not measured.
+	WorkingSetBytes int64 `json:"working_set_bytes"`
+	// ResidentBytes and SwapBytes are its memory.current and its swap
+	// (memory.swap.current; v1 memsw less usage); -1 unread.
+	ResidentBytes int64 `json:"resident_bytes"`
+	SwapBytes     int64 `json:"swap_bytes"`
+}
+
+// demandTolerance is the share the measured demand may be off either way:
+// its plateau read +2 % and +8 % of the arithmetic on e4 at scale 0.1
+// (docs/metrics.md), widened to a round tenth.
+const demandTolerance = 0.10
+
+// Shortfall is how much more memory the binding limit would need to hold
+// the working set, with an interval; 0 when it holds it.
+type Shortfall struct {
+	Bytes     int64 `json:"bytes"`
+	LowBytes  int64 `json:"low_bytes"`
+	HighBytes int64 `json:"high_bytes"`
+	// Basis says what the estimate rests on.
+	Basis string `json:"basis"`
+}
+
+// ShortfallOf is what the binding limit l lacks for the group's demand d.
+// Under a shared limit (an ancestor's, the host's) the others' charge is
+// not the group's to use: the group has the limit less what the others
+// hold. The point is the measured demand; the interval its tolerance,
+// no lower than what the group holds in memory now (it thrashes, so it
+// wants more) and no higher than all it holds in memory and swap, for
+// anonymous memory (a page-cache thrash has no swap to bound it).
+func ShortfallOf(l Limit, d Demand) Shortfall {
+	room := l.Bytes
+	if l.Kind == LimitAncestor || l.Kind == LimitHost {
+		others := l.UsedBytes - max(d.ResidentBytes, 0)
+		room -= max(others, 0)
+	}
+	resident := max(d.ResidentBytes, 0)
+	swap := max(d.SwapBytes, 0)
+	var s Shortfall
+	var point, low, high int64
+	if d.WorkingSetBytes >= 0 {
+		point = d.WorkingSetBytes
+		low = max(int64(float64(point)*(1-demandTolerance)), resident)
+		high = int64(float64(point) * (1 + demandTolerance))
+		if swap > 0 {
+			high = min(high, resident+swap)
+		}
+		s.Basis = "the working set of its processes in their own time"
+	} else {
+		// No working set measured: what it holds is all there is to go
+		// by, and the interval runs from what is resident to all of it.
+		point, low, high = resident+swap, resident, resident+swap
+		s.Basis = "what it holds in memory and swap (no working set measured)"
+	}
+	high = max(high, point, low)
+	low = min(low, point)
+	s.Bytes, s.LowBytes, s.HighBytes = max(point-room, 0), max(low-room, 0), max(high-room, 0)
+	return s
+}
