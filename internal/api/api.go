@@ -42,6 +42,8 @@ type Options struct {
 	// Runs serves the run API; nil leaves the run endpoints answering 503
 	// "runs are not enabled".
 	Runs Runs
+	// Diagnoses serves GET /api/v1/diagnoses; nil answers 503.
+	Diagnoses Diagnoses
 	// Token, when non-empty, is the bearer token every mutating request
 	// (POST, DELETE) must carry.
 	Token string
@@ -88,6 +90,7 @@ func NewHandler(opts Options) http.Handler {
 		writeJSON(w, http.StatusOK, map[string]string{"status": "ready"})
 	}))
 	(&runAPI{runs: opts.Runs, token: opts.Token, logger: logger}).register(rt)
+	registerDiagnoses(rt, opts.Diagnoses)
 	if opts.Pprof {
 		rt.handle("GET /debug/pprof/", http.HandlerFunc(servePprof))
 	}

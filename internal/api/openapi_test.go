@@ -20,6 +20,7 @@ import (
 	"github.com/getkin/kin-openapi/routers/gorillamux"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/thrashscope/thrashscope/internal/diagnosis"
 	"github.com/thrashscope/thrashscope/internal/policy"
 	"github.com/thrashscope/thrashscope/internal/run"
 	"github.com/thrashscope/thrashscope/internal/settings"
@@ -204,6 +205,10 @@ func TestHandlersMatchOpenAPI(t *testing.T) {
 		{name: "cross-origin delete", method: "DELETE", target: "/api/v1/runs/run-1", header: append(slices.Clone(auth), "Origin", "https://attacker.example"), wantCode: 403, wantErr: "a cross-origin DELETE is refused"},
 		{name: "delete without runs", method: "DELETE", target: "/api/v1/runs/run-1", header: auth, opts: noRuns, wantCode: 503, wantErr: "runs are not enabled"},
 
+		{name: "diagnoses", method: "GET", target: "/api/v1/diagnoses", opts: func(o *Options) { o.Diagnoses = newFakeDiagnoses() }, wantCode: 200},
+		{name: "no diagnoses yet", method: "GET", target: "/api/v1/diagnoses", opts: func(o *Options) { o.Diagnoses = fakeDiagnoses{} }, wantCode: 200},
+		{name: "diagnoses not made", method: "GET", target: "/api/v1/diagnoses", wantCode: 503, wantErr: "diagnoses are not made here"},
+
 		{name: "samples", method: "GET", target: "/api/v1/runs/run-1/samples.csv", wantCode: 200},
 		{name: "samples missing", method: "GET", target: "/api/v1/runs/run-9/samples.csv", wantCode: 404, wantErr: "run run-9: no such run"},
 		{name: "samples bad id", method: "GET", target: "/api/v1/runs/RUN/samples.csv", wantCode: 400, wantErr: "id: ", offSpec: true},
@@ -335,12 +340,19 @@ func TestSpecSecurity(t *testing.T) {
 func TestSpecSchemasMatchTypes(t *testing.T) {
 	s := loadSpec(t)
 	for name, typ := range map[string]reflect.Type{
-		"RunSpec":        reflect.TypeFor[run.Spec](),
-		"ResolvedSpec":   reflect.TypeFor[run.Resolved](),
-		"Preset":         reflect.TypeFor[run.Preset](),
-		"Record":         reflect.TypeFor[run.Record](),
-		"ConsumerRecord": reflect.TypeFor[run.ConsumerRecord](),
-		"Transition":     reflect.TypeFor[run.Transition](),
+		"RunSpec":           reflect.TypeFor[run.Spec](),
+		"ResolvedSpec":      reflect.TypeFor[run.Resolved](),
+		"Preset":            reflect.TypeFor[run.Preset](),
+		"Record":            reflect.TypeFor[run.Record](),
+		"ConsumerRecord":    reflect.TypeFor[run.ConsumerRecord](),
+		"Transition":        reflect.TypeFor[run.Transition](),
+		"Diagnosis":         reflect.TypeFor[diagnosis.Diagnosis](),
+		"DiagnosisEvidence": reflect.TypeFor[diagnosis.Evidence](),
+		"Limit":             reflect.TypeFor[diagnosis.Limit](),
+		"Demand":            reflect.TypeFor[diagnosis.Demand](),
+		"Shortfall":         reflect.TypeFor[diagnosis.Shortfall](),
+		"Culprit":           reflect.TypeFor[diagnosis.Culprit](),
+		"Remedy":            reflect.TypeFor[diagnosis.Remedy](),
 	} {
 		ref := s.doc.Components.Schemas[name]
 		if ref == nil || ref.Value == nil {
@@ -350,7 +362,7 @@ func TestSpecSchemasMatchTypes(t *testing.T) {
 		var fields, required []string
 		for f := range typ.Fields() {
 			tag, opts, _ := strings.Cut(f.Tag.Get("json"), ",")
-			if tag == "-" {
+			if tag == "-" || !f.IsExported() {
 				continue // never sent
 			}
 			fields = append(fields, tag)

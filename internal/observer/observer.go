@@ -31,6 +31,7 @@ import (
 
 	"github.com/thrashscope/thrashscope/internal/api"
 	"github.com/thrashscope/thrashscope/internal/cgroup"
+	"github.com/thrashscope/thrashscope/internal/diagnosis"
 	"github.com/thrashscope/thrashscope/internal/history"
 	"github.com/thrashscope/thrashscope/internal/live"
 	"github.com/thrashscope/thrashscope/internal/metrics"
@@ -56,6 +57,9 @@ type Observer struct {
 	wake     *pressure.Trigger // nil when --detector.wake-stall=0 or the kernel has none
 	history  *history.Store    // the live page's last 15 minutes
 	release  *codeReleaser     // nil with --no-runtime.release-code
+	// diagnoses say why each thrash happens; nil without the workloads
+	// (no per-cgroup probes) or with --check.
+	diagnoses *diagnosis.Stage
 	// pairs: the runs' groups in the unified hierarchy and their memory
 	// groups, told by the runs, read by the workloads (memory on v1).
 	pairs cgroup.Pairs
@@ -95,7 +99,7 @@ func build(cfg Config, logger *slog.Logger, checkOnly bool) (*Observer, error) {
 	if !checkOnly && cfg.Wake && o.probe == nil {
 		o.wake = openWake(cfg, logger)
 	}
-	if o.pipeline, err = o.declarePipeline(cfg, fs, logger); err != nil {
+	if o.pipeline, err = o.declarePipeline(cfg, fs, logger, checkOnly); err != nil {
 		o.Close()
 		return nil, err
 	}
@@ -147,6 +151,9 @@ func (o *Observer) buildHandler(cfg Config) error {
 	if o.runs != nil {
 		direct = append(direct, metrics.NewRunCollector(o.runs.Service()))
 	}
+	if o.diagnoses != nil {
+		direct = append(direct, metrics.NewDiagnosisCollector(o.diagnoses))
+	}
 	opts := api.Options{
 		Gatherer:    metrics.NewGatherer(o.registry, direct...).Transactional(),
 		Registerer:  o.registry,
@@ -157,6 +164,9 @@ func (o *Observer) buildHandler(cfg Config) error {
 	}
 	if o.runs != nil {
 		opts.Runs = o.runs.Service()
+	}
+	if o.diagnoses != nil {
+		opts.Diagnoses = o.diagnoses
 	}
 	if cfg.APITokenFile != "" {
 		var err error

@@ -4,6 +4,7 @@ import (
 	"log/slog"
 
 	"github.com/thrashscope/thrashscope/internal/cgroup"
+	"github.com/thrashscope/thrashscope/internal/diagnosis"
 	"github.com/thrashscope/thrashscope/internal/pipeline"
 	"github.com/thrashscope/thrashscope/internal/procfs"
 	"github.com/thrashscope/thrashscope/internal/workload"
@@ -14,7 +15,7 @@ import (
 // busiest cgroups, where the probes count per cgroup), the active run's
 // scope, recorder and policy, the working-set scan, then the live page's
 // history. The metrics read the latest tick at each scrape.
-func (o *Observer) declarePipeline(cfg Config, fs procfs.FS, logger *slog.Logger) (*pipeline.Pipeline, error) {
+func (o *Observer) declarePipeline(cfg Config, fs procfs.FS, logger *slog.Logger, checkOnly bool) (*pipeline.Pipeline, error) {
 	opts := pipeline.Options{
 		ProcFS: fs, ProcfsPath: cfg.ProcfsPath, Interval: cfg.SampleInterval, TopK: cfg.TopK,
 		Detector: cfg.Detector, FaultKind: cfg.FaultKind, WSSInterval: cfg.WSSInterval, WSSPeriod: cfg.WSSPeriod,
@@ -28,6 +29,10 @@ func (o *Observer) declarePipeline(cfg Config, fs procfs.FS, logger *slog.Logger
 		if o.probe.Cgroups() {
 			opts.Workloads = workloadOptions(cfg, logger)
 			opts.Workloads.Pairs = &o.pairs
+			if opts.Workloads.TopK > 0 && !checkOnly {
+				o.diagnoses = newDiagnoses(cfg, opts.Workloads, o.runs != nil, logger)
+				opts.Sinks = append(opts.Sinks, o.diagnoses)
+			}
 		}
 	}
 	if o.runs != nil {
@@ -65,4 +70,22 @@ func workloadOptions(cfg Config, logger *slog.Logger) pipeline.WorkloadOptions {
 	w.Hierarchy = h
 	w.V1Memory, _ = cgroup.V1MemoryMount(cfg.ProcfsPath)
 	return w
+}
+
+// newDiagnoses is the diagnoses' stage over the workloads, its closed
+// diagnoses kept in the data dir where the runs keep theirs (the data
+// dir checked as the daemon's own), in memory alone where there are no
+// runs.
+func newDiagnoses(cfg Config, w pipeline.WorkloadOptions, dataDir bool, logger *slog.Logger) *diagnosis.Stage {
+	log := logger.With("component", "diagnoses")
+	sc := diagnosis.StageConfig{V2Mount: w.Hierarchy.Point, V1Memory: w.V1Memory, Logger: log}
+	if dataDir {
+		h, err := diagnosis.OpenHistory(cfg.DataDir)
+		if err != nil {
+			log.Warn("closed diagnoses are kept in memory only: "+err.Error(), "data_dir", cfg.DataDir)
+		} else {
+			sc.History = h
+		}
+	}
+	return diagnosis.NewStage(sc)
 }

@@ -292,9 +292,13 @@ func TestAlertsFireOnARealThrash(t *testing.T) {
 	rec := d.startRun(t, `{"preset":"e4","scale":0.1,"policy":"tpf"}`)
 	start := rec.StartedAt
 	runGroup := "/" + cgroup.Prefix + "run-" + rec.ID
+	diag := &diagnosisWatch{runGroup: runGroup}
 	var end, exposed time.Time
 	for {
 		now := time.Now()
+		if end.IsZero() {
+			diag.look(t, d, now)
+		}
 		if end.IsZero() {
 			metrics.scrape(t, d.url)
 		}
@@ -418,6 +422,7 @@ func TestAlertsFireOnARealThrash(t *testing.T) {
 		t.Errorf("ThrashscopeProbeDown went %s with every probe attached", others["ThrashscopeProbeDown"])
 	}
 	checkDemandPlateau(t, p, start, end)
+	diag.check(t, start)
 	t.Logf("other alerts seen: %v", others)
 
 	// Every dashboard query over the run, from just before it started (the

@@ -66,8 +66,11 @@ type Workload struct {
 	// Kernel is what the cgroup's own files say (read when Config.Files
 	// is set), and PSISomePercent and PSIFullPercent its memory.pressure
 	// shares of the interval, valid when HasPSIRates.
-	Kernel                         Kernel
-	HasKernel                      bool
+	Kernel    Kernel
+	HasKernel bool
+	// Files are where its cgroup files are (read when Config.Files is
+	// set), for those who read more of them.
+	Files                          Files
 	PSISomePercent, PSIFullPercent float64
 	HasPSIRates                    bool
 	// State is its detector's (indicators.Normal, Monitoring or
@@ -199,7 +202,7 @@ func (t *Tracker) readKernel(now time.Time, w *tracked, wl *Workload) {
 	if w.filesAt == 0 || t.round-w.filesAt >= checkEvery {
 		w.files, w.filesAt = t.cfg.Files(w.path), t.round
 	}
-	wl.Kernel, wl.HasKernel = ReadKernelFrom(&t.open, w.files), true
+	wl.Kernel, wl.HasKernel, wl.Files = ReadKernelFrom(&t.open, w.files), true, w.files
 	if len(wl.Kernel.Missing) > 0 {
 		why := strings.Join(wl.Kernel.Missing, "; ")
 		if !t.warnedAt[why] && len(t.warnedAt) < maxWarnings {

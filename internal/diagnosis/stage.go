@@ -1,0 +1,327 @@
+package diagnosis
+
+import (
+	"log/slog"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/thrashscope/thrashscope/internal/indicators"
+	"github.com/thrashscope/thrashscope/internal/pipeline"
+	"github.com/thrashscope/thrashscope/internal/probe/readout"
+	"github.com/thrashscope/thrashscope/internal/workload"
+)
+
+// chargeWindow is how far back the charges are kept for the culprit: a
+// neighbour that grew over the last minutes, not since the boot.
+const chargeWindow = 5 * time.Minute
+
+// maxChildren bounds the groups read under one shared limit, and maxPIDs
+// the processes read in one thrashing group, each sample.
+const (
+	maxChildren = 64
+	maxPIDs     = 4096
+)
+
+// StageConfig configures the diagnoses' stage.
+type StageConfig struct {
+	// V2Mount is the cgroup2 mount the workloads are named in; V1Memory
+	// the v1 memory mount where the memory controller is on v1 ("" on a
+	// pure cgroup2 host).
+	V2Mount, V1Memory string
+	// History keeps the closed diagnoses; nil keeps them in memory only.
+	History *History
+	Logger  *slog.Logger
+}
+
+// Stage is the diagnoses' stage of the pipeline, a sink: each tick it
+// samples the workloads at thrashing (reading their limits, processes and
+// the charges of the groups that share their limits) and the host, and
+// keeps the tracker and the history. At rest, with nothing at monitoring
+// or thrashing, it reads no file.
+type Stage struct {
+	cfg StageConfig
+
+	mu      sync.Mutex
+	tracker *Tracker
+	closed  []Diagnosis // kept in memory without a History
+
+	// The pipeline's goroutine alone uses these.
+	charges  map[string][]Point                // by group in the limits' hierarchy
+	followed map[string]time.Time              // shared limits' groups read, until
+	prev     map[string]readout.CgroupCounters // each workload's counters at the last tick
+	refaults map[string]map[string]uint64      // and its memory.stat refaults
+	prevAt   time.Time
+}
+
+// NewStage returns the diagnoses' stage.
+func NewStage(cfg StageConfig) *Stage {
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	return &Stage{cfg: cfg, tracker: NewTracker(), charges: map[string][]Point{}, followed: map[string]time.Time{}, prev: map[string]readout.CgroupCounters{}, refaults: map[string]map[string]uint64{}}
+}
+
+// Open is the open diagnoses; History the closed ones, oldest first.
+func (s *Stage) Open() []Diagnosis {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.tracker.Open()
+}
+
+// History is the closed diagnoses, oldest first.
+func (s *Stage) History() []Diagnosis {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.cfg.History != nil {
+		return s.cfg.History.List()
+	}
+	return slices.Clone(s.closed)
+}
+
+// Observe samples the tick's thrashing workloads and the host.
+func (s *Stage) Observe(_, cur *pipeline.Tick) {
+	if cur == nil || cur.Reading == nil || cur.Verdict == nil {
+		return
+	}
+	now := cur.Reading.Time
+	dt := now.Sub(s.prevAt).Seconds()
+	var samples []Sample
+	anyThrashing := false
+	for _, w := range cur.Workloads {
+		h, group := s.hierarchyOf(w)
+		if w.HasKernel && w.Kernel.CurrentBytes >= 0 {
+			s.charges[group] = appendCharge(s.charges[group], now, w.Kernel.CurrentBytes)
+		}
+		prev, hasPrev := s.prev[w.Cgroup]
+		prevRefaults := s.refaults[w.Cgroup]
+		s.prev[w.Cgroup], s.refaults[w.Cgroup] = w.Counters, w.Kernel.Refaults
+		if w.State < indicators.Monitoring {
+			continue
+		}
+		limits, err := h.Limits(osReader{}, group)
+		if err != nil {
+			s.cfg.Logger.Debug("no limits for a workload at monitoring", "cgroup", w.Cgroup, "err", err)
+			continue
+		}
+		for _, l := range limits {
+			if l.Kind == LimitAncestor {
+				s.followed[h.Mount+"\x00"+l.Group] = now.Add(chargeWindow)
+			}
+		}
+		if w.State != indicators.Thrashing {
+			continue
+		}
+		anyThrashing = true
+		samples = append(samples, s.workloadSample(cur, w, group, limits, evidenceOf(w, prev, prevRefaults, hasPrev, dt)))
+	}
+	for g := range s.prev {
+		if !slices.ContainsFunc(cur.Workloads, func(w workload.Workload) bool { return w.Cgroup == g }) {
+			delete(s.prev, g) // out of the top-K: its rates start again when it is back
+			delete(s.refaults, g)
+		}
+	}
+	s.readFollowed(now)
+	s.prune(now)
+	samples = append(samples, s.hostSample(cur, anyThrashing))
+	s.prevAt = now
+
+	s.mu.Lock()
+	closed := s.tracker.Update(now, samples)
+	if s.cfg.History == nil {
+		s.closed = append(s.closed, closed...)
+		if len(s.closed) > HistoryLen {
+			s.closed = slices.Clone(s.closed[len(s.closed)-HistoryLen:])
+		}
+	}
+	s.mu.Unlock()
+	if s.cfg.History != nil && len(closed) > 0 {
+		if err := s.cfg.History.Add(closed...); err != nil {
+			s.cfg.Logger.Warn("a closed diagnosis was not saved", "err", err)
+		}
+	}
+	for _, d := range closed {
+		s.cfg.Logger.Info("a thrash ended", "group", d.Group, "diagnosis", d.ID, "ended", d.Ended)
+	}
+}
+
+// hierarchyOf is where w's limits are read, and its group there: the v1
+// memory hierarchy where the memory controller is on v1.
+func (s *Stage) hierarchyOf(w workload.Workload) (Hierarchy, string) {
+	if v1 := w.Files.V1Memory; v1 != "" && s.cfg.V1Memory != "" {
+		if rel, err := filepath.Rel(s.cfg.V1Memory, v1); err == nil && !strings.HasPrefix(rel, "..") {
+			return Hierarchy{Mount: s.cfg.V1Memory}, "/" + rel
+		}
+	}
+	return Hierarchy{Mount: s.cfg.V2Mount, V2: true}, w.Cgroup
+}
+
+// workloadSample is a thrashing workload's sample.
+func (s *Stage) workloadSample(cur *pipeline.Tick, w workload.Workload, group string, limits []Limit, e Evidence) Sample {
+	pids := readPIDs(w.Files.V2)
+	d := Demand{WorkingSetBytes: -1, ResidentBytes: w.Kernel.CurrentBytes, SwapBytes: w.Kernel.SwapBytes}
+	for _, pid := range pids {
+		if p, ok := cur.Verdict.Processes[pid]; ok && p.HasWorkingSet {
+			d.WorkingSetBytes = max(d.WorkingSetBytes, 0) + int64(p.DemandBytes)
+		}
+	}
+	labels := map[string]string{"cgroup": w.Cgroup}
+	for k, v := range map[string]string{"unit": w.Unit, "pod_uid": w.PodUID, "qos": w.QoS} {
+		if v != "" {
+			labels[k] = v
+		}
+	}
+	return Sample{
+		Group: group, Labels: labels, Thrashing: true, Limits: limits,
+		Host: hostOf(cur), Demand: d, Evidence: e, Charges: s.charges,
+		Processes: len(pids), OOMKills: w.Kernel.Events["oom_kill"],
+	}
+}
+
+// hostSample is the host's: at thrashing when its detector is and either
+// its memory binds or no workload's thrash explains it.
+func (s *Stage) hostSample(cur *pipeline.Tick, anyWorkload bool) Sample {
+	host := hostOf(cur)
+	_, err := Binding(nil, host)
+	m := cur.Reading.Memory
+	d := Demand{WorkingSetBytes: -1, ResidentBytes: host.TotalBytes - host.AvailableBytes, SwapBytes: int64(m.SwapTotalBytes - min(m.SwapFreeBytes, m.SwapTotalBytes))}
+	var e Evidence
+	for _, p := range cur.Reading.Processes {
+		if v, ok := cur.Verdict.Processes[p.PID]; ok && v.HasWorkingSet {
+			d.WorkingSetBytes = max(d.WorkingSetBytes, 0) + int64(v.DemandBytes)
+		}
+		if p.HasRates {
+			e.AnonFaultsPerSecond += p.Rates.Faults[readout.Anon]
+			e.ShmemFaultsPerSecond += p.Rates.Faults[readout.Shmem]
+			e.FileFaultsPerSecond += p.Rates.Faults[readout.File]
+		}
+	}
+	e.DeviceBusyPercent, e.PoolFullPercent = -1, -1
+	if p := cur.Reading.Pressure; p != nil && cur.Reading.HasRates {
+		e.PSISomePercent, e.PSIFullPercent = cur.Reading.Rates.PressureSomePercent, cur.Reading.Rates.PressureFullPercent
+	}
+	return Sample{
+		Group: "", Thrashing: cur.Verdict.State == indicators.Thrashing && (err == nil || !anyWorkload),
+		Host: host, Demand: d, Evidence: e, Charges: s.charges,
+	}
+}
+
+func hostOf(cur *pipeline.Tick) Host {
+	m := cur.Reading.Memory
+	return Host{TotalBytes: int64(m.TotalBytes), AvailableBytes: int64(m.AvailableBytes)}
+}
+
+// evidenceOf is a workload's faults by kind over the interval, and its
+// PSI shares.
+func evidenceOf(w workload.Workload, prev readout.CgroupCounters, prevRefaults map[string]uint64, hasPrev bool, dt float64) Evidence {
+	e := Evidence{DeviceBusyPercent: -1, PoolFullPercent: -1}
+	if w.HasPSIRates {
+		e.PSISomePercent, e.PSIFullPercent = w.PSISomePercent, w.PSIFullPercent
+	}
+	if !hasPrev || dt <= 0 {
+		return e
+	}
+	rate := func(k readout.Kind) float64 {
+		c, p := w.Counters.MajorFaults[k], prev.MajorFaults[k]
+		if c < p {
+			return 0
+		}
+		return float64(c-p) / dt
+	}
+	e.AnonFaultsPerSecond, e.ShmemFaultsPerSecond, e.FileFaultsPerSecond = rate(readout.Anon), rate(readout.Shmem), rate(readout.File)
+	refault := func(typ string) float64 {
+		c, p := w.Kernel.Refaults[typ], prevRefaults[typ]
+		if prevRefaults == nil || c < p {
+			return 0
+		}
+		return float64(c-p) / dt
+	}
+	e.AnonRefaultsPerSecond, e.FileRefaultsPerSecond = refault("anon"), refault("file")
+	return e
+}
+
+// readFollowed reads the charge of each group under a followed shared
+// limit, so that a neighbour that grew is seen growing.
+func (s *Stage) readFollowed(now time.Time) {
+	for key, until := range s.followed {
+		if now.After(until) {
+			delete(s.followed, key)
+			continue
+		}
+		mount, group, _ := strings.Cut(key, "\x00")
+		v2 := mount != s.cfg.V1Memory || s.cfg.V1Memory == ""
+		file := "memory.usage_in_bytes"
+		if v2 {
+			file = "memory.current"
+		}
+		ents, err := os.ReadDir(mount + group)
+		if err != nil {
+			continue
+		}
+		n := 0
+		for _, e := range ents {
+			if !e.IsDir() || n >= maxChildren {
+				continue
+			}
+			n++
+			child := strings.TrimSuffix(group, "/") + "/" + e.Name()
+			if b, err := readInt(osReader{}, mount+child, file); err == nil {
+				s.charges[child] = appendCharge(s.charges[child], now, b)
+			}
+		}
+	}
+}
+
+// prune drops what is older than chargeWindow.
+func (s *Stage) prune(now time.Time) {
+	for g, ps := range s.charges {
+		i := slices.IndexFunc(ps, func(p Point) bool { return now.Sub(p.At) <= chargeWindow })
+		if i < 0 {
+			delete(s.charges, g)
+			continue
+		}
+		s.charges[g] = ps[i:]
+	}
+}
+
+func appendCharge(ps []Point, at time.Time, b int64) []Point {
+	if n := len(ps); n > 0 && !at.After(ps[n-1].At) {
+		return ps
+	}
+	return append(ps, Point{At: at, Bytes: b})
+}
+
+// readPIDs lists the processes in the cgroup2 group dir and its
+// descendants, at most maxPIDs.
+func readPIDs(dir string) []int {
+	var pids []int
+	if dir == "" {
+		return nil
+	}
+	_ = filepath.WalkDir(dir, func(p string, e os.DirEntry, err error) error {
+		if err != nil || !e.IsDir() || len(pids) >= maxPIDs {
+			return filepath.SkipDir
+		}
+		b, err := os.ReadFile(filepath.Join(p, "cgroup.procs"))
+		if err != nil {
+			return nil
+		}
+		for f := range strings.FieldsSeq(string(b)) {
+			if pid, err := strconv.Atoi(f); err == nil && len(pids) < maxPIDs {
+				pids = append(pids, pid)
+			}
+		}
+		return nil
+	})
+	return pids
+}
+
+type osReader struct{}
+
+func (osReader) ReadFileAt(dir, name string) ([]byte, error) {
+	return os.ReadFile(filepath.Join(dir, name))
+}

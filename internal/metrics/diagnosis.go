@@ -1,0 +1,56 @@
+package metrics
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/thrashscope/thrashscope/internal/diagnosis"
+)
+
+// DiagnosisSource is what the diagnosis metrics read: the open diagnoses.
+type DiagnosisSource interface {
+	Open() []diagnosis.Diagnosis
+}
+
+// DiagnosisCollector exports one shortfall gauge and one info series per
+// open diagnosis, and nothing once it closes: the series are bounded by
+// the thrashes going on.
+type DiagnosisCollector struct {
+	src             DiagnosisSource
+	shortfall, info *prometheus.Desc
+}
+
+// NewDiagnosisCollector builds the diagnosis metrics.
+func NewDiagnosisCollector(src DiagnosisSource) *DiagnosisCollector {
+	return &DiagnosisCollector{
+		src: src,
+		shortfall: desc("diagnosis_shortfall_bytes", "How much more memory the limit that binds a thrashing group (or the host) would need to hold its working set, "+
+			"per open diagnosis; GET /api/v1/diagnoses has its interval.", "group", "kind", "binding"),
+		info: desc("diagnosis_info", "One per open diagnosis: its kind, the binding limit and where it is set, the culprit where the limit is shared, "+
+			"the first remedy and the one-line summary the alerts' annotations carry; 1.", "group", "kind", "binding", "binding_group", "culprit", "remedy", "summary"),
+	}
+}
+
+// Describe implements prometheus.Collector.
+func (c *DiagnosisCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- c.shortfall
+	ch <- c.info
+}
+
+// Collect implements prometheus.Collector.
+func (c *DiagnosisCollector) Collect(ch chan<- prometheus.Metric) {
+	for _, d := range c.src.Open() {
+		binding, where := "none", ""
+		if b := d.Binding; b != nil {
+			binding, where = string(b.Kind), b.Group
+		}
+		culprit, remedy := "", ""
+		if d.Culprit != nil {
+			culprit = d.Culprit.Group
+		}
+		if len(d.Remedies) > 0 {
+			remedy = string(d.Remedies[0].Action)
+		}
+		ch <- prometheus.MustNewConstMetric(c.shortfall, prometheus.GaugeValue, float64(d.Shortfall.Bytes), d.Group, string(d.Kind), binding)
+		ch <- prometheus.MustNewConstMetric(c.info, prometheus.GaugeValue, 1, d.Group, string(d.Kind), binding, where, culprit, remedy, d.Summary)
+	}
+}
