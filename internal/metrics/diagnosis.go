@@ -24,9 +24,9 @@ func NewDiagnosisCollector(src DiagnosisSource) *DiagnosisCollector {
 	return &DiagnosisCollector{
 		src: src,
 		shortfall: desc("diagnosis_shortfall_bytes", "How much more memory the limit that binds a thrashing group (or the host) would need to hold its working set, "+
-			"per open diagnosis; GET /api/v1/diagnoses has its interval.", "group", "kind", "binding"),
+			"per open diagnosis (cgroup: the workload's cgroup2 path, as on its cgroup_* series; empty for the host); GET /api/v1/diagnoses has its interval.", "group", "cgroup", "kind", "binding"),
 		info: desc("diagnosis_info", "One per open diagnosis: its kind, the binding limit and where it is set, the culprit where the limit is shared, "+
-			"the first remedy and the one-line summary the alerts' annotations carry; 1.", "group", "kind", "binding", "binding_group", "culprit", "remedy", "summary"),
+			"the first remedy and the one-line summary the alerts' annotations carry; 1.", "group", "cgroup", "kind", "binding", "binding_group", "culprit", "remedy", "summary"),
 	}
 }
 
@@ -50,7 +50,7 @@ func (c *DiagnosisCollector) Collect(ch chan<- prometheus.Metric) {
 		if len(d.Remedies) > 0 {
 			remedy = string(d.Remedies[0].Action)
 		}
-		ch <- prometheus.MustNewConstMetric(c.shortfall, prometheus.GaugeValue, float64(d.Shortfall.Bytes), d.Group, string(d.Kind), binding)
-		ch <- prometheus.MustNewConstMetric(c.info, prometheus.GaugeValue, 1, d.Group, string(d.Kind), binding, where, culprit, remedy, d.Summary)
+		ch <- prometheus.MustNewConstMetric(c.shortfall, prometheus.GaugeValue, float64(d.Shortfall.Bytes), d.Group, d.Labels["cgroup"], string(d.Kind), binding)
+		ch <- prometheus.MustNewConstMetric(c.info, prometheus.GaugeValue, 1, d.Group, d.Labels["cgroup"], string(d.Kind), binding, where, culprit, remedy, d.Summary)
 	}
 }

@@ -16,14 +16,14 @@ func (o openDiagnoses) Open() []diagnosis.Diagnosis { return o }
 
 // One shortfall and one info series per open diagnosis, none without.
 func TestDiagnosisSeries(t *testing.T) {
-	d := diagnosis.Diagnosis{Group: "/app", Kind: diagnosis.KindAnon, Binding: &diagnosis.Limit{Kind: diagnosis.LimitOwn, Group: "/app"},
+	d := diagnosis.Diagnosis{Group: "/app", Labels: map[string]string{"cgroup": "/app"}, Kind: diagnosis.KindAnon, Binding: &diagnosis.Limit{Kind: diagnosis.LimitOwn, Group: "/app"},
 		Shortfall: diagnosis.Shortfall{Bytes: 384 << 20}, Remedies: []diagnosis.Remedy{{Action: diagnosis.ActionRaiseLimit}}, Summary: "app needs more"}
 	reg := prometheus.NewPedanticRegistry()
 	reg.MustRegister(NewDiagnosisCollector(openDiagnoses{d}))
 	want := `
-# HELP thrashscope_diagnosis_shortfall_bytes How much more memory the limit that binds a thrashing group (or the host) would need to hold its working set, per open diagnosis; GET /api/v1/diagnoses has its interval.
+# HELP thrashscope_diagnosis_shortfall_bytes How much more memory the limit that binds a thrashing group (or the host) would need to hold its working set, per open diagnosis (cgroup: the workload's cgroup2 path, as on its cgroup_* series; empty for the host); GET /api/v1/diagnoses has its interval.
 # TYPE thrashscope_diagnosis_shortfall_bytes gauge
-thrashscope_diagnosis_shortfall_bytes{binding="own",group="/app",kind="anon-swap-in"} 4.02653184e+08
+thrashscope_diagnosis_shortfall_bytes{binding="own",cgroup="/app",group="/app",kind="anon-swap-in"} 4.02653184e+08
 `
 	if err := testutil.GatherAndCompare(reg, strings.NewReader(want), "thrashscope_diagnosis_shortfall_bytes"); err != nil {
 		t.Error(err)

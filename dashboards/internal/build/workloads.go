@@ -33,6 +33,7 @@ func Workloads() (dashboard.Dashboard, error) {
 		series("A", `max by (instance, cgroup) (thrashscope_cgroup_thrashing_state{`+onAll+`})`, "{{instance}} {{cgroup}}"),
 	).Span(18).Height(8))
 	b.WithPanel(workloadTable().Span(24).Height(10))
+	b.WithPanel(diagnosisTable().Span(24).Height(8))
 	swapIns := `thrashscope:cgroup_major_faults:rate30s{` + onAll + `, kind=~"anon|shmem"}`
 	faults := `sum by (instance, ` + wl + `) (` + swapIns + `)`
 	files := `sum by (instance, ` + wl + `) (thrashscope:cgroup_major_faults:rate30s{` + onAll + `, kind!~"anon|shmem"})`
@@ -95,4 +96,21 @@ func workloadTable() *table.PanelBuilder {
 		instant("G", by("sum", `thrashscope_cgroup_memory_current_bytes{`+onAll+`}`)),
 		instant("H", by("sum", `thrashscope_cgroup_memory_limit_bytes{`+onAll+`}`)),
 	).OverrideByName("instance", instanceLink("processes on ${__value.raw}")).Decimals(1)
+}
+
+// diagnosisTable lists the open diagnoses: why each thrashing workload
+// thrashes and what would end it.
+func diagnosisTable() *table.PanelBuilder {
+	info := `thrashscope_diagnosis_info{` + onAll + `}`
+	return tablePanel("Why they thrash",
+		"One row per thrash going on (docs/diagnoses.md): its kind, the limit that binds it (its own, memory.high, an "+
+			"ancestor's, the host's memory) and where it is set, how much more memory that limit would need to hold the "+
+			"working set, the group that grew into the memory where the limit is shared, the first remedy and the one-line "+
+			"summary; GET /api/v1/diagnoses on the host has the interval and every remedy. "+
+			"Source: the workload's cgroup limits read up its tree, its processes' working sets, the charges under a shared limit. Unit: bytes.",
+		[]string{"instance", "group", "kind", "binding", "binding_group", "culprit", "remedy", "summary"}, 20,
+		[]column{{ref: "A", name: "shortfall", unit: unitBytes}},
+		instant("A", `max by (instance, group, kind, binding) (thrashscope_diagnosis_shortfall_bytes{`+onAll+`})`+
+			` * on (instance, group) group_left (binding_group, culprit, remedy, summary) max by (instance, group, binding_group, culprit, remedy, summary) (`+info+`)`),
+	).Decimals(0)
 }
