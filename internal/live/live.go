@@ -15,6 +15,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/thrashscope/thrashscope/internal/diagnosis"
 	"github.com/thrashscope/thrashscope/internal/history"
 )
 
@@ -42,6 +43,9 @@ type Options struct {
 	// Run reports the most recent run, and false before any. Nil means
 	// runs are not enabled: the page says so instead of offering the form.
 	Run func() (RunStatus, bool)
+	// Diagnoses are the open diagnoses, why each thrash happens; nil when
+	// the observer makes none.
+	Diagnoses func() []diagnosis.Diagnosis
 	// TokenRequired puts a token field on the run form: the observer has
 	// --web.api-token-file.
 	TokenRequired bool

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/thrashscope/thrashscope/internal/diagnosis"
 	"github.com/thrashscope/thrashscope/internal/history"
 	"github.com/thrashscope/thrashscope/internal/indicators"
 	"github.com/thrashscope/thrashscope/internal/pipeline"
@@ -203,6 +204,27 @@ func TestPageStates(t *testing.T) {
 		body := get(t, h, "GET", "/").Body.String()
 		if !strings.Contains(body, `class="run-aborted">aborted</span>`) || strings.Contains(body, `id="abort"`) || strings.Contains(body, "<progress") {
 			t.Errorf("an ended run shows progress or an abort button")
+		}
+	})
+	t.Run("diagnoses", func(t *testing.T) {
+		d := diagnosis.Diagnosis{Summary: "app.service anon-swap-in thrash: needs ~384 MiB more than its limit of 256 MiB <b>", Opened: t0,
+			Remedies: []diagnosis.Remedy{{Action: diagnosis.ActionRaiseLimit, Target: "/app", Effect: "holds the working set", Confidence: diagnosis.High}},
+			Useless:  []diagnosis.Useless{{Action: diagnosis.ActionFasterDevice, Why: "the device is idle"}}}
+		open := []diagnosis.Diagnosis{d}
+		h, _ := newHandler(t, 10, Options{Diagnoses: func() []diagnosis.Diagnosis { return open }})
+		body := get(t, h, "GET", "/live/status").Body.String()
+		for _, want := range []string{"Why it thrashes", "needs ~384 MiB more than its limit of 256 MiB &lt;b&gt;", "<strong>raise-limit</strong> /app: holds the working set (high confidence)", "Would not help: faster-device, the device is idle."} {
+			if !strings.Contains(body, want) {
+				t.Errorf("the status does not show %q:\n%s", want, body)
+			}
+		}
+		open = nil
+		if body := get(t, h, "GET", "/live/status").Body.String(); !strings.Contains(body, "Nothing thrashes now.") {
+			t.Error("no diagnosis open, and the page does not say nothing thrashes")
+		}
+		h, _ = newHandler(t, 10, Options{})
+		if body := get(t, h, "GET", "/live/status").Body.String(); strings.Contains(body, "Why it thrashes") {
+			t.Error("an observer that makes no diagnoses shows their section")
 		}
 	})
 	t.Run("escaping", func(t *testing.T) {

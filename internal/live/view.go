@@ -8,6 +8,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/thrashscope/thrashscope/internal/diagnosis"
 	"github.com/thrashscope/thrashscope/internal/history"
 	"github.com/thrashscope/thrashscope/internal/indicators"
 )
@@ -40,6 +41,11 @@ type view struct {
 
 	Run    RunStatus
 	HasRun bool
+
+	// Diagnoses are the open diagnoses; DiagnosesOn whether the observer
+	// makes any.
+	Diagnoses   []diagnosis.Diagnosis
+	DiagnosesOn bool
 }
 
 func (h *Handler) view() view {
@@ -55,6 +61,9 @@ func (h *Handler) view() view {
 	}
 	if h.opts.Run != nil {
 		v.Run, v.HasRun = h.opts.Run()
+	}
+	if h.opts.Diagnoses != nil {
+		v.Diagnoses, v.DiagnosesOn = h.opts.Diagnoses(), true
 	}
 	_, newest, ok := h.opts.History.Ends()
 	if !ok {

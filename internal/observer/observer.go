@@ -181,6 +181,9 @@ func (o *Observer) buildHandler(cfg Config) error {
 	if o.runs != nil {
 		page.Run = o.runStatus
 	}
+	if o.diagnoses != nil {
+		page.Diagnoses = o.diagnoses.Open
+	}
 	opts.Page = live.New(page)
 	o.handler = api.NewHandler(opts)
 	return nil
