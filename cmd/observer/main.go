@@ -17,6 +17,7 @@ import (
 	"slices"
 	"strconv"
 	"syscall"
+	"time"
 
 	"github.com/alecthomas/kingpin/v2"
 	"github.com/prometheus/common/version"
@@ -59,6 +60,7 @@ func handOver(args []string) int {
 func main() {
 	app := kingpin.New("observer", "thrashscope: a live memory-thrashing observatory for this host.")
 	sf := serveFlags(app)
+	df := diagnoseFlags(app)
 
 	for _, c := range offline {
 		app.Command(c.name, c.help+" Runs thrashtool "+c.name+" (see thrashtool "+c.name+" --help).")
@@ -69,8 +71,45 @@ func main() {
 	if len(os.Args) > 1 && slices.ContainsFunc(offline, func(c command) bool { return c.name == os.Args[1] }) {
 		os.Exit(handOver(os.Args[1:]))
 	}
-	kingpin.MustParse(app.Parse(os.Args[1:]))
+	if kingpin.MustParse(app.Parse(os.Args[1:])) == "diagnose" {
+		os.Exit(runDiagnose(df))
+	}
 	os.Exit(runServe(sf))
+}
+
+// diagnoseOptions are `observer diagnose`'s flags.
+type diagnoseOptions struct {
+	url        *string
+	watch      *time.Duration
+	lastClosed *int
+}
+
+func diagnoseFlags(app *kingpin.Application) *diagnoseOptions {
+	c := app.Command("diagnose", "Print why this host's thrashes happen and what would end them: the running observer's open diagnoses "+
+		"(waiting up to --watch for one) and the last that ended. Exits 0 when nothing thrashes, 1 when something does, 2 on an error.")
+	return &diagnoseOptions{
+		url:        c.Flag("url", "The observer to ask.").Default("http://127.0.0.1:9752").String(),
+		watch:      c.Flag("watch", "How long to wait for a diagnosis to open when none is.").Default("3s").Duration(),
+		lastClosed: c.Flag("closed", "How many of the diagnoses that ended to print too.").Default("3").Int(),
+	}
+}
+
+func runDiagnose(o *diagnoseOptions) int {
+	if *o.watch < 0 || *o.watch > time.Hour || *o.lastClosed < 0 {
+		fmt.Fprintf(os.Stderr, "observer diagnose: --watch=%s --closed=%d: want a watch of 0 to 1h and 0 or more closed\n", *o.watch, *o.lastClosed)
+		return 2
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	open, err := observer.Diagnose(ctx, *o.url, *o.watch, *o.lastClosed, os.Stdout)
+	switch {
+	case err != nil:
+		fmt.Fprintln(os.Stderr, "observer diagnose:", err)
+		return 2
+	case open > 0:
+		return 1
+	}
+	return 0
 }
 
 // serveOptions are the daemon's flags.
