@@ -91,7 +91,7 @@ func (s *Stage) Observe(_, cur *pipeline.Tick) {
 	now := cur.Reading.Time
 	dt := now.Sub(s.prevAt).Seconds()
 	var samples []Sample
-	anyThrashing := false
+	explained := false // a workload at monitoring or thrashing at its own or an ancestor's limit
 	for _, w := range cur.Workloads {
 		h, group := s.hierarchyOf(w)
 		if w.HasKernel && w.Kernel.CurrentBytes >= 0 {
@@ -113,10 +113,12 @@ func (s *Stage) Observe(_, cur *pipeline.Tick) {
 				s.followed[h.Mount+"\x00"+l.Group] = now.Add(chargeWindow)
 			}
 		}
+		if _, err := Binding(limits, Host{}); err == nil {
+			explained = true
+		}
 		if w.State != indicators.Thrashing {
 			continue
 		}
-		anyThrashing = true
 		samples = append(samples, s.workloadSample(cur, w, group, limits, evidenceOf(w, prev, prevRefaults, hasPrev, dt)))
 	}
 	for g := range s.prev {
@@ -127,7 +129,7 @@ func (s *Stage) Observe(_, cur *pipeline.Tick) {
 	}
 	s.readFollowed(now)
 	s.prune(now)
-	samples = append(samples, s.hostSample(cur, anyThrashing))
+	samples = append(samples, s.hostSample(cur, explained))
 	s.prevAt = now
 
 	s.mu.Lock()
@@ -183,8 +185,9 @@ func (s *Stage) workloadSample(cur *pipeline.Tick, w workload.Workload, group st
 }
 
 // hostSample is the host's: at thrashing when its detector is and either
-// its memory binds or no workload's thrash explains it.
-func (s *Stage) hostSample(cur *pipeline.Tick, anyWorkload bool) Sample {
+// its memory binds or no workload under a limit at its charge explains
+// it (a run's thrash in its limited group is the group's diagnosis).
+func (s *Stage) hostSample(cur *pipeline.Tick, explained bool) Sample {
 	host := hostOf(cur)
 	_, err := Binding(nil, host)
 	m := cur.Reading.Memory
@@ -205,7 +208,7 @@ func (s *Stage) hostSample(cur *pipeline.Tick, anyWorkload bool) Sample {
 		e.PSISomePercent, e.PSIFullPercent = cur.Reading.Rates.PressureSomePercent, cur.Reading.Rates.PressureFullPercent
 	}
 	return Sample{
-		Group: "", Thrashing: cur.Verdict.State == indicators.Thrashing && (err == nil || !anyWorkload),
+		Group: "", Thrashing: cur.Verdict.State == indicators.Thrashing && (err == nil || !explained),
 		Host: host, Demand: d, Evidence: e, Charges: s.charges,
 	}
 }

@@ -74,3 +74,29 @@ func TestStageFollowsAThrash(t *testing.T) {
 		t.Errorf("after it calmed: open %d, history %+v", len(s.Open()), s.History())
 	}
 }
+
+// The host's detector at thrashing opens the host's diagnosis only when no
+// workload at its own limit explains it.
+func TestStageHostDiagnosis(t *testing.T) {
+	root := t.TempDir()
+	writeGroup(t, root, "run", map[string]string{"memory.max": "104857600", "memory.high": "max", "memory.current": "104000000"})
+	s := NewStage(StageConfig{V2Mount: root})
+	t0 := time.Unix(70_000, 0)
+	tick := func(sec int, workloads ...workload.Workload) *pipeline.Tick {
+		return &pipeline.Tick{
+			Reading:   &sampler.Reading{Time: t0.Add(time.Duration(sec) * time.Second), Memory: procfs.Memory{TotalBytes: 24 << 30, AvailableBytes: 20 << 30}},
+			Verdict:   &indicators.Verdict{State: indicators.Thrashing},
+			Workloads: workloads,
+		}
+	}
+	run := workload.Workload{Labels: workload.Labels{Cgroup: "/run"}, State: indicators.Monitoring, Files: workload.Files{V2: filepath.Join(root, "run")}}
+	s.Observe(nil, tick(0, run))
+	if open := s.Open(); len(open) != 0 {
+		t.Errorf("a run at its own limit explains the host's thrash, yet open: %+v", open)
+	}
+	s.Observe(nil, tick(1))
+	open := s.Open()
+	if len(open) != 1 || open[0].Group != "" || open[0].Binding != nil || !strings.Contains(open[0].NoBinding, "no limit binds") {
+		t.Errorf("the host thrashing with nothing to explain it: %+v, want the host's diagnosis saying no limit binds", open)
+	}
+}
