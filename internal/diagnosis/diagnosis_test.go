@@ -198,6 +198,9 @@ func TestRemedies(t *testing.T) {
 	if rs[0].Action != ActionWait {
 		t.Errorf("demand falling: %+v, want waiting first", rs)
 	}
+	if rs, _ := Remedies(own, Shortfall{}, Context{Kind: KindAnon, Evidence: idle}); len(rs) != 1 || rs[0].Action != ActionWait {
+		t.Errorf("a working set that fits again: %+v, want only waiting", rs)
+	}
 	rs, no = Remedies(own, s, Context{Kind: KindDevice, Evidence: Evidence{DeviceBusyPercent: 98, PoolFullPercent: -1}, CompressRatio: 3})
 	if len(rs) != 3 || rs[1].Action != ActionCompressedSwap || rs[2].Action != ActionFasterDevice || len(no) != 0 {
 		t.Errorf("device-bound, compressible: %+v, %+v", rs, no)
@@ -234,6 +237,15 @@ func TestTrackerLife(t *testing.T) {
 	}
 	if s := open[0].Summary; !strings.Contains(s, "app.service anon-swap-in thrash") || !strings.Contains(s, "needs ~384 MiB more than its limit of 256 MiB") || !strings.Contains(s, "raise-limit to 704 MiB") {
 		t.Errorf("summary %q", s)
+	}
+
+	// Its charge falls back from the limit while it still thrashes: the
+	// limit that bound it still does.
+	eased := base
+	eased.Limits = []Limit{{Kind: LimitOwn, Group: "/app", File: "memory.max", Bytes: 256 * mi, UsedBytes: 200 * mi}}
+	tr.Update(at(1), []Sample{eased})
+	if open := tr.Open(); len(open) != 1 || open[0].Binding == nil || open[0].Binding.UsedBytes != 200*mi {
+		t.Fatalf("the charge fell back from the limit: %+v, want the limit still binding", open)
 	}
 
 	raised := calm

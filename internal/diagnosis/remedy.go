@@ -87,6 +87,12 @@ func mib(b int64) int64 { return (b + 1<<20 - 1) &^ (1<<20 - 1) }
 func Remedies(l Limit, s Shortfall, c Context) ([]Remedy, []Useless) {
 	var rs []Remedy
 	var no []Useless
+	if s.HighBytes == 0 {
+		// The working set fits the limit again: what is left is pages
+		// coming back, and nothing to change.
+		return []Remedy{{Action: ActionWait, Confidence: Medium,
+			Effect: "its working set fits the limit again: the thrash is ending as its pages come back"}}, nil
+	}
 	if c.Trend.FellBytes > 0 && float64(c.Trend.FellBytes) >= fallingShare*float64(s.Bytes) {
 		rs = append(rs, Remedy{Action: ActionWait, Confidence: Medium,
 			Effect: fmt.Sprintf("demand fell %s in %s: at that pace it fits again in %s", size(c.Trend.FellBytes), c.Trend.Over.Round(time.Second), eta(s.Bytes, c.Trend))})

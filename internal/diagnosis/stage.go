@@ -306,8 +306,11 @@ func readPIDs(dir string) []int {
 		return nil
 	}
 	_ = filepath.WalkDir(dir, func(p string, e os.DirEntry, err error) error {
-		if err != nil || !e.IsDir() || len(pids) >= maxPIDs {
+		switch {
+		case err != nil || len(pids) >= maxPIDs:
 			return filepath.SkipDir
+		case !e.IsDir():
+			return nil // a group's files: its cgroup.procs is read below, once
 		}
 		b, err := os.ReadFile(filepath.Join(p, "cgroup.procs"))
 		if err != nil {

@@ -20,7 +20,8 @@ import (
 func TestStageFollowsAThrash(t *testing.T) {
 	root := t.TempDir()
 	writeGroup(t, root, "pod", map[string]string{"memory.max": "1073741824", "memory.high": "max", "memory.current": "1073000000"})
-	writeGroup(t, root, "pod/victim", map[string]string{"memory.max": "max", "memory.high": "max", "memory.current": "300000000", "cgroup.procs": "11\n12"})
+	writeGroup(t, root, "pod/victim", map[string]string{"memory.max": "max", "memory.high": "max", "memory.current": "300000000", "cgroup.procs": "11"})
+	writeGroup(t, root, "pod/victim/worker", map[string]string{"cgroup.procs": "12"}) // its processes in a group below
 	writeGroup(t, root, "pod/neighbour", map[string]string{"memory.max": "max", "memory.high": "max", "memory.current": "400000000"})
 	h, err := OpenHistory(t.TempDir())
 	if err != nil {

@@ -154,6 +154,14 @@ func (d *Diagnosis) update(now time.Time, s Sample, trend Trend) {
 	d.Updated, d.Labels, d.last = now, s.Labels, s
 	d.Kind, d.Evidence, d.Demand = KindOf(s.Evidence), s.Evidence, s.Demand
 	l, err := Binding(s.Limits, s.Host)
+	if err != nil && d.Binding != nil {
+		// The limit that bound it still holds it while it thrashes: a
+		// charge that falls back from a limit as processes end or pages
+		// go out does not end the thrash the limit made.
+		if i := slices.IndexFunc(s.Limits, func(x Limit) bool { return x.Group == d.Binding.Group && x.File == d.Binding.File }); i >= 0 {
+			l, err = s.Limits[i], nil
+		}
+	}
 	if err != nil {
 		d.Binding, d.NoBinding, d.Culprit = nil, err.Error(), nil
 		d.Shortfall = Shortfall{}
@@ -227,7 +235,7 @@ func endedBy(d *Diagnosis, now *Sample) string {
 	if now.Processes < last.Processes {
 		return fmt.Sprintf("%d of its %d processes exited or were killed", last.Processes-now.Processes, last.Processes)
 	}
-	if b, err := Binding(last.Limits, last.Host); err == nil {
+	if b := d.Binding; b != nil {
 		for _, l := range now.Limits {
 			if l.Group == b.Group && l.File == b.File && l.Bytes != b.Bytes && b.Kind != LimitHost {
 				return fmt.Sprintf("%s's %s changed from %s to %s", l.Group, l.File, size(b.Bytes), size(l.Bytes))

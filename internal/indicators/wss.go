@@ -89,9 +89,15 @@ type WorkingSetEstimate struct {
 	DemandBytes uint64
 	// Refaulted is the pages faulted back in during the window, in bytes.
 	Refaulted uint64
-	// StalledShare is s, valid when HasStall.
-	StalledShare float64
-	HasStall     bool
+	// StalledShare is s, valid when HasStall: the memory stall's share of
+	// the window and, where the kernel keeps it, the share its threads
+	// waited runnable for a CPU (RunDelayShare; HasRunDelay), which is no
+	// more the process's own time than a stall is: on a busy host it
+	// touches its pages more slowly for it, not fewer of them.
+	StalledShare  float64
+	HasStall      bool
+	RunDelayShare float64
+	HasRunDelay   bool
 	// From and To bound the window: the middle of the clear that opened it
 	// and of the read that closed it (each walks the page tables, and a
 	// page's bit is cleared or read somewhere in between).
@@ -143,6 +149,8 @@ type wssState struct {
 	swapBytes  uint64        // from the last read: the walk visits swap entries too
 	stall      time.Duration // the process's stall when its window opened
 	stallKnown bool          // there are stall figures (the probe runs)
+	runDelay   time.Duration // its threads' run-queue wait when its window opened
+	delayKnown bool          // read when the window opened
 	majFlt     uint64        // its major faults when its window opened
 }
 
@@ -281,8 +289,9 @@ type scanRound struct {
 
 // clearWindow opens a process's next window: it clears the accessed bits
 // (clear_refs) and keeps the stall and major faults it opens at.
-func (w *WorkingSet) clearWindow(pid int, st *wssState, stall time.Duration, majFlt uint64) error {
+func (w *WorkingSet) clearWindow(pid int, st *wssState, stall, delay time.Duration, hasDelay bool, majFlt uint64) error {
 	st.stall, st.stallKnown, st.majFlt = stall, w.cfg.Stall != nil, majFlt
+	st.runDelay, st.delayKnown = delay, hasDelay
 	t0 := time.Now()
 	err := w.fs.ClearRefs(pid)
 	st.cleared = midpoint(t0, time.Now())
@@ -395,12 +404,14 @@ func (w *WorkingSet) closeAndOpen(pid int, proc procfs.Process, st *wssState, op
 	if w.cfg.Stall != nil {
 		stall, hasStall = w.cfg.Stall(pid)
 	}
+	delay, err := w.fs.RunDelay(pid)
+	hasDelay := err == nil
 	if est != nil {
-		est.demand(st, stall, hasStall)
+		est.demand(st, stall, hasStall, delay, hasDelay)
 		st.last, st.cleared = est, time.Time{}
 	}
 	if clear {
-		if err := w.clearWindow(pid, st, stall, proc.MajorFaults); err != nil {
+		if err := w.clearWindow(pid, st, stall, delay, hasDelay, proc.MajorFaults); err != nil {
 			return st, pages, err
 		}
 	}
@@ -448,19 +459,32 @@ func (w *WorkingSet) read(pid int, st *wssState) (WorkingSetEstimate, int64, err
 	return e, int64((r.RSS + r.Swap) / w.pageSize), nil
 }
 
-// demand fills DemandBytes from the faults and the stall over the window:
-// st holds the stall when it opened. A process the probe has not seen stall
-// has no reading, which is no stall.
-func (e *WorkingSetEstimate) demand(st *wssState, stall time.Duration, hasStall bool) {
+// demand fills DemandBytes from the faults, the stall and the run-queue
+// wait over the window: st holds the stall and the wait when it opened. A
+// process the probe has not seen stall has no reading, which is no stall.
+func (e *WorkingSetEstimate) demand(st *wssState, stall time.Duration, hasStall bool, delay time.Duration, hasDelay bool) {
 	touched := float64(e.own + min(e.Refaulted, e.swap))
-	if window := e.Window(); st.stallKnown && window > 0 {
+	window := e.Window()
+	if window <= 0 {
+		e.DemandBytes = max(e.own, uint64(min(touched, float64(e.footprint))))
+		return
+	}
+	lost := 0.0 // the share of the window that was not the process's own
+	if st.stallKnown {
 		d := stall - st.stall
 		if !hasStall || d < 0 {
 			d = 0 // never stalled, or counters restarted
 		}
 		e.StalledShare, e.HasStall = min(d.Seconds()/window.Seconds(), MaxStalledShare), true
-		touched /= 1 - e.StalledShare
+		lost += e.StalledShare
 	}
+	if st.delayKnown && hasDelay && delay >= st.runDelay {
+		// A thread that exited took its wait with it: the sum can go back,
+		// and is then left out.
+		e.RunDelayShare, e.HasRunDelay = min((delay-st.runDelay).Seconds()/window.Seconds(), MaxStalledShare), true
+		lost += e.RunDelayShare
+	}
+	touched /= 1 - min(lost, MaxStalledShare)
 	e.DemandBytes = max(e.own, uint64(min(touched, float64(e.footprint))))
 }
 

@@ -345,6 +345,10 @@ func TestWorkingSetDemand(t *testing.T) {
 		wantDemand  uint64
 		wantShare   float64
 		wantHas     bool
+		// the run-queue wait at the window's open and close
+		delayKnown            bool
+		delayAtOpen, delayNow time.Duration
+		wantDelayShare        float64
 	}{
 		{name: "procfs alone", bytes: 4 << 20, foot: 10 << 20, wantDemand: 4 << 20},
 		{name: "procfs alone, refaults", bytes: 4 << 20, refaulted: 3 << 20, swap: 5 << 20, foot: 10 << 20, wantDemand: 7 << 20},
@@ -358,6 +362,14 @@ func TestWorkingSetDemand(t *testing.T) {
 		{name: "first stall seen in the window", known: true, now: 250 * time.Millisecond, hasNow: true, bytes: 3 << 20, foot: 10 << 20, wantDemand: 4 << 20, wantShare: 0.25, wantHas: true},
 		{name: "shared pages split", known: true, now: 500 * time.Millisecond, hasNow: true, bytes: 6 << 20, own: 4 << 20, foot: 20 << 20, wantDemand: 8 << 20, wantShare: 0.5, wantHas: true},
 		{name: "shared pages, unpressured", bytes: 6 << 20, own: 4 << 20, foot: 20 << 20, wantDemand: 4 << 20},
+		{name: "waited for a CPU a quarter of it", known: true, now: 250 * time.Millisecond, hasNow: true, bytes: 2 << 20, foot: 10 << 20,
+			delayKnown: true, delayAtOpen: time.Second, delayNow: 1250 * time.Millisecond, wantDemand: 4 << 20, wantShare: 0.25, wantHas: true, wantDelayShare: 0.25},
+		{name: "waited for a CPU, procfs alone", bytes: 2 << 20, foot: 10 << 20,
+			delayKnown: true, delayNow: 500 * time.Millisecond, wantDemand: 4 << 20, wantDelayShare: 0.5},
+		{name: "stall and wait past the cap", known: true, now: 800 * time.Millisecond, hasNow: true, bytes: 1 << 20, foot: 100 << 20,
+			delayKnown: true, delayNow: 800 * time.Millisecond, wantDemand: 10 << 20, wantShare: 0.8, wantHas: true, wantDelayShare: 0.8},
+		{name: "a thread that waited exited", bytes: 2 << 20, foot: 10 << 20,
+			delayKnown: true, delayAtOpen: time.Second, delayNow: 100 * time.Millisecond, wantDemand: 2 << 20},
 		{name: "counters restarted", known: true, atOpen: 5 * time.Second, now: time.Second, hasNow: true, bytes: 4 << 20, foot: 10 << 20, wantDemand: 4 << 20, wantHas: true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -366,7 +378,10 @@ func TestWorkingSetDemand(t *testing.T) {
 				own = tc.bytes
 			}
 			e := WorkingSetEstimate{Bytes: tc.bytes, DemandBytes: own, own: own, Refaulted: tc.refaulted, From: from, To: from.Add(time.Second), footprint: tc.foot, swap: tc.swap}
-			e.demand(&wssState{stall: tc.atOpen, stallKnown: tc.known}, tc.now, tc.hasNow)
+			e.demand(&wssState{stall: tc.atOpen, stallKnown: tc.known, runDelay: tc.delayAtOpen, delayKnown: tc.delayKnown}, tc.now, tc.hasNow, tc.delayNow, tc.delayKnown)
+			if math.Abs(e.RunDelayShare-tc.wantDelayShare) > 1e-9 {
+				t.Errorf("run-delay share %v, want %v", e.RunDelayShare, tc.wantDelayShare)
+			}
 			if d := float64(e.DemandBytes) - float64(tc.wantDemand); math.Abs(d) > 1 || e.HasStall != tc.wantHas || math.Abs(e.StalledShare-tc.wantShare) > 1e-9 {
 				t.Errorf("demand %d (share %v, has %v), want %d (share %v, has %v)", e.DemandBytes, e.StalledShare, e.HasStall, tc.wantDemand, tc.wantShare, tc.wantHas)
 			}

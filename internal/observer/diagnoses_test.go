@@ -23,6 +23,8 @@ type diagnosisWatch struct {
 
 type shortfallLook struct {
 	demand, limit, shortfall float64
+	binding                  string // the binding limit's kind and group, or why none
+	basis                    string // what the shortfall rests on
 }
 
 // look takes one scrape and one answer of the diagnoses' endpoint.
@@ -49,13 +51,18 @@ func (w *diagnosisWatch) look(t *testing.T, d *daemon, now time.Time) {
 		w.last = &dg
 		demand, limit := scrapeValue(scrape, "thrashscope_run_demand_bytes"), scrapeValue(scrape, "thrashscope_run_memory_limit_bytes")
 		if demand >= 0 && limit > 0 {
-			w.looks = append(w.looks, shortfallLook{demand: demand, limit: limit, shortfall: float64(dg.Shortfall.Bytes)})
+			b := "none: " + dg.NoBinding
+			if dg.Binding != nil {
+				b = string(dg.Binding.Kind) + " " + dg.Binding.Group
+			}
+			w.looks = append(w.looks, shortfallLook{demand: demand, limit: limit, shortfall: float64(dg.Shortfall.Bytes), binding: b, basis: dg.Shortfall.Basis})
 		}
 	}
 }
 
 // check holds what the watch saw to the run: a diagnosis open within 3 s
-// of the workload's thrashing, its own limit the binding one, and on the
+// of the workload's thrashing, its own limit the binding one at every look
+// while it was open, and on the
 // demand's plateau (within 10 % of its peak) its shortfall within 20 % of
 // the arithmetic's.
 func (w *diagnosisWatch) check(t *testing.T, start time.Time) {
@@ -70,10 +77,13 @@ func (w *diagnosisWatch) check(t *testing.T, start time.Time) {
 	case w.opened.Sub(w.thrashing) > 3*time.Second:
 		t.Errorf("diagnoses: opened %s after the workload read thrashing, want within 3 s", w.opened.Sub(w.thrashing).Round(100*time.Millisecond))
 	}
-	t.Logf("diagnoses: the workload thrashing at %s, its diagnosis open at %s; last: %s",
-		w.thrashing.Sub(start).Round(100*time.Millisecond), w.opened.Sub(start).Round(100*time.Millisecond), w.last.Summary)
-	if b := w.last.Binding; b == nil || b.Kind != diagnosis.LimitOwn || !strings.HasSuffix(b.Group, w.runGroup) {
-		t.Errorf("diagnoses: binding %+v (%s), want the run group's own limit", b, w.last.NoBinding)
+	t.Logf("diagnoses: the workload thrashing at %s, its diagnosis open at %s; last: %s (demand %+v, shortfall from %s)",
+		w.thrashing.Sub(start).Round(100*time.Millisecond), w.opened.Sub(start).Round(100*time.Millisecond), w.last.Summary, w.last.Demand, w.last.Shortfall.Basis)
+	for _, l := range w.looks {
+		if !strings.HasPrefix(l.binding, string(diagnosis.LimitOwn)+" ") || !strings.HasSuffix(l.binding, w.runGroup) {
+			t.Errorf("diagnoses: binding %q at a look, want the run group's own limit", l.binding)
+			break
+		}
 	}
 	peak := 0.0
 	for _, l := range w.looks {
@@ -83,6 +93,13 @@ func (w *diagnosisWatch) check(t *testing.T, start time.Time) {
 	for _, l := range w.looks {
 		if l.demand >= 0.9*peak {
 			got, want = append(got, l.shortfall), append(want, l.demand-l.limit)
+			// The consumers' whole footprint is their demand, so a
+			// shortfall from what the group holds would agree too: the
+			// working sets must be what it rests on.
+			if !strings.Contains(l.basis, "working set of its processes") {
+				t.Errorf("diagnoses: the shortfall on the plateau rests on %q, want the processes' working sets", l.basis)
+				return
+			}
 		}
 	}
 	if len(got) < 3 {
