@@ -300,21 +300,21 @@ func TestDirections(t *testing.T) {
 		t.Errorf("Directions:\n%q\nwant\n%q", got, want)
 	}
 	ds := Directions(committed)
-	// Other sizes within the pairs' interval, widened by a quarter toward
-	// no difference and twice away from it (×1.49 to ×4.00, ×0.11 to
-	// ×0.33), hold.
+	// Other sizes within the pairs' interval, widened by half toward no
+	// difference and twice away from it (×1.24 to ×4.00, ×0.11 to ×0.40),
+	// hold.
 	if p := Keeps(ds, []Result{res("none", 25, 300_000), res("binpack", 60, 95_000)}); len(p) != 0 {
 		t.Errorf("the same findings, other sizes within their interval: %q, want none named", p)
 	}
 	if p := Keeps(ds, []Result{res("none", 25, 300_000), res("binpack", 95, 36_000)}); len(p) != 0 {
 		t.Errorf("the same findings, stronger within twice their far side: %q, want none named", p)
 	}
-	if p := Keeps(ds, []Result{res("none", 25, 300_000), res("binpack", 110, 30_000)}); len(p) != 3 || !strings.Contains(p[0], "×4.40 here, outside ×1.49 to ×4.00") {
+	if p := Keeps(ds, []Result{res("none", 25, 300_000), res("binpack", 110, 30_000)}); len(p) != 3 || !strings.Contains(p[0], "×4.40 here, outside ×1.24 to ×4.00") {
 		t.Errorf("every finding grown past twice its far side: %q", p)
 	}
 	// The same signs, shrunk: a finding that no longer says what the docs say.
 	p := Keeps(ds, []Result{res("none", 25, 300_000), res("binpack", 26, 290_000)})
-	if len(p) != 3 || !strings.Contains(p[0], "×1.04 here, outside ×1.49 to ×4.00") || !strings.Contains(p[1], "×0.97 here, outside ×0.11 to ×0.33") {
+	if len(p) != 3 || !strings.Contains(p[0], "×1.04 here, outside ×1.24 to ×4.00") || !strings.Contains(p[1], "×0.97 here, outside ×0.11 to ×0.40") {
 		t.Errorf("every finding shrunk to nothing: %q", p)
 	}
 	p = Keeps(ds, []Result{res("none", 25, 100_000), res("binpack", 24, 120_000)})

@@ -101,14 +101,14 @@ func pairwise(va, vb []float64) (lo, hi float64) {
 }
 
 // keepWiden widens a finding's committed interval toward no difference,
-// as a factor: a rerun on another day, with the host's own drift (its
-// disk, its page cache), may fall a little outside the pairs the committed
-// runs gave, but a finding shrunk by more than a quarter past them no
-// longer says what the docs say. keepFar widens it away from no
+// as a factor: one pair of committed runs understates a rerun's spread
+// (docs/policies gives the reruns that set it), but a finding shrunk by
+// half past them no longer says what the docs say. keepFar widens it
+// away from no
 // difference: a measure near zero on one side (a peak PSI full of a few
 // per cent) makes that side of the ratio unstable (docs/policies).
 const (
-	keepWiden = 1.25
+	keepWiden = 1.5
 	keepFar   = 2
 )
 

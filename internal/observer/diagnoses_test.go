@@ -25,6 +25,7 @@ type shortfallLook struct {
 	demand, limit, shortfall float64
 	binding                  string // the binding limit's kind and group, or why none
 	basis                    string // what the shortfall rests on
+	summary                  string
 }
 
 // look takes one scrape and one answer of the diagnoses' endpoint.
@@ -55,7 +56,7 @@ func (w *diagnosisWatch) look(t *testing.T, d *daemon, now time.Time) {
 			if dg.Binding != nil {
 				b = string(dg.Binding.Kind) + " " + dg.Binding.Group
 			}
-			w.looks = append(w.looks, shortfallLook{demand: demand, limit: limit, shortfall: float64(dg.Shortfall.Bytes), binding: b, basis: dg.Shortfall.Basis})
+			w.looks = append(w.looks, shortfallLook{demand: demand, limit: limit, shortfall: float64(dg.Shortfall.Bytes), binding: b, basis: dg.Shortfall.Basis, summary: dg.Summary})
 		}
 	}
 }
@@ -92,6 +93,9 @@ func (w *diagnosisWatch) check(t *testing.T, start time.Time) {
 	var got, want []float64
 	for _, l := range w.looks {
 		if l.demand >= 0.9*peak {
+			if len(got) == 0 {
+				t.Logf("diagnoses: on the plateau: %s", l.summary)
+			}
 			got, want = append(got, l.shortfall), append(want, l.demand-l.limit)
 			// The consumers' whole footprint is their demand, so a
 			// shortfall from what the group holds would agree too: the
