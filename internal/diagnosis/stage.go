@@ -89,9 +89,25 @@ func (s *Stage) Observe(_, cur *pipeline.Tick) {
 		return
 	}
 	now := cur.Reading.Time
-	dt := now.Sub(s.prevAt).Seconds()
-	var samples []Sample
-	explained := false // a workload at monitoring or thrashing at its own or an ancestor's limit
+	samples, explained := s.sampleWorkloads(cur, now, now.Sub(s.prevAt).Seconds())
+	for g := range s.prev {
+		if !slices.ContainsFunc(cur.Workloads, func(w workload.Workload) bool { return w.Cgroup == g }) {
+			delete(s.prev, g) // out of the top-K: its rates start again when it is back
+			delete(s.refaults, g)
+		}
+	}
+	s.readFollowed(now)
+	s.prune(now)
+	samples = append(samples, s.hostSample(cur, explained))
+	s.prevAt = now
+	s.settle(now, samples)
+}
+
+// sampleWorkloads keeps each workload's charge and counters, follows the
+// shared limits of those at monitoring or thrashing, and samples those at
+// thrashing. explained says whether one of them is at a limit of its own
+// or an ancestor's.
+func (s *Stage) sampleWorkloads(cur *pipeline.Tick, now time.Time, dt float64) (samples []Sample, explained bool) {
 	for _, w := range cur.Workloads {
 		h, group := s.hierarchyOf(w)
 		if w.HasKernel && w.Kernel.CurrentBytes >= 0 {
@@ -116,22 +132,15 @@ func (s *Stage) Observe(_, cur *pipeline.Tick) {
 		if _, err := Binding(limits, Host{}); err == nil {
 			explained = true
 		}
-		if w.State != indicators.Thrashing {
-			continue
-		}
-		samples = append(samples, s.workloadSample(cur, w, group, limits, evidenceOf(w, prev, prevRefaults, hasPrev, dt)))
-	}
-	for g := range s.prev {
-		if !slices.ContainsFunc(cur.Workloads, func(w workload.Workload) bool { return w.Cgroup == g }) {
-			delete(s.prev, g) // out of the top-K: its rates start again when it is back
-			delete(s.refaults, g)
+		if w.State == indicators.Thrashing {
+			samples = append(samples, s.workloadSample(cur, w, group, limits, evidenceOf(w, prev, prevRefaults, hasPrev, dt)))
 		}
 	}
-	s.readFollowed(now)
-	s.prune(now)
-	samples = append(samples, s.hostSample(cur, explained))
-	s.prevAt = now
+	return samples, explained
+}
 
+// settle updates the tracker with the samples and keeps what closed.
+func (s *Stage) settle(now time.Time, samples []Sample) {
 	s.mu.Lock()
 	closed := s.tracker.Update(now, samples)
 	if s.cfg.History == nil {
