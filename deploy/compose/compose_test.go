@@ -122,7 +122,7 @@ func TestSchemaIsChecked(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	bad := strings.Replace(string(b), "    privileged: true\n", "    privileged: true\n    privilegd: true\n", 1)
+	bad := strings.Replace(string(b), "    pid: host\n", "    pid: host\n    privilegd: true\n", 1)
 	file := filepath.Join(t.TempDir(), "compose.yaml")
 	if err := os.WriteFile(file, []byte(bad), 0o644); err != nil {
 		t.Fatal(err)
@@ -150,8 +150,24 @@ func TestGrafanaPasswordRequired(t *testing.T) {
 
 func TestObserverPrivileges(t *testing.T) {
 	s := service(t, project(t), "observer")
-	if !s.Privileged {
-		t.Error("observer is not privileged: BPF, perf events and run cgroups need it")
+	if s.Privileged {
+		t.Error("observer is privileged: it needs three capabilities, and SYS_ADMIN and SETPCAP for its entrypoint")
+	}
+	if !slices.Equal(s.CapDrop, []string{"ALL"}) {
+		t.Errorf("observer cap_drop = %v, want [ALL]", s.CapDrop)
+	}
+	if caps := slices.Sorted(slices.Values(s.CapAdd)); !slices.Equal(caps, []string{"BPF", "DAC_OVERRIDE", "PERFMON", "SETPCAP", "SYS_ADMIN"}) {
+		t.Errorf("observer cap_add = %v, want BPF, PERFMON, DAC_OVERRIDE (the systemd unit's) and SYS_ADMIN and SETPCAP (the entrypoint's, dropped before the observer starts)", s.CapAdd)
+	}
+	for _, want := range []string{"apparmor=unconfined", "no-new-privileges:true"} {
+		if !slices.Contains(s.SecurityOpt, want) {
+			t.Errorf("observer security_opt = %v, want %s", s.SecurityOpt, want)
+		}
+	}
+	for _, opt := range s.SecurityOpt {
+		if strings.HasPrefix(opt, "seccomp") {
+			t.Errorf("observer security_opt %s: the runtime's default seccomp profile is kept", opt)
+		}
 	}
 	if s.Pid != "host" {
 		t.Errorf("observer pid = %q, want host: it watches the host's processes", s.Pid)

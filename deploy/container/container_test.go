@@ -192,6 +192,9 @@ func TestDockerignore(t *testing.T) {
 const fakeObserver = `#!/bin/sh
 echo "args: $*"
 echo "cgroup: $(sed -n 's/^0:://p' /proc/self/cgroup)"
+echo "writable: $(test -w /sys/fs/cgroup/cgroup.procs && echo yes || echo no)"
+caps=$(sed -n 's/^CapEff:[[:space:]]*//p' /proc/self/status)
+echo "sys_admin: $(( 0x$caps >> 21 & 1 )) setpcap: $(( 0x$caps >> 8 & 1 ))"
 `
 
 // cgroup2Mount is where this machine mounts cgroup v2, from mountinfo.
@@ -211,11 +214,21 @@ func cgroup2Mount(t *testing.T) string {
 	return ""
 }
 
+// container is where entrypoint runs the script: in which cgroup (none: this
+// process's), in the host's cgroup namespace or its own, with or without
+// CAP_SYS_ADMIN.
+type container struct {
+	cgroup   string
+	hostNS   bool
+	sysAdmin bool
+}
+
 // entrypoint runs entrypoint.sh in its own mount namespace with the fake
 // observer in place, after setup (shell) there, and returns what it printed.
 // With cgroupDir set, it runs inside that cgroup, in a cgroup namespace
-// rooted there, as a container does.
-func entrypoint(t *testing.T, cgroupDir, setup string, args ...string) string {
+// rooted there, as a container does (in the host's, with hostNS). Without
+// sysAdmin it runs as a container not given CAP_SYS_ADMIN.
+func entrypoint(t *testing.T, c container, setup string, args ...string) string {
 	t.Helper()
 	unshare := testenv.RequireTool(t, "unshare", "util-linux")
 	dir := t.TempDir()
@@ -224,15 +237,22 @@ func entrypoint(t *testing.T, cgroupDir, setup string, args ...string) string {
 		t.Fatal(err)
 	}
 	script, _ := filepath.Abs("entrypoint.sh")
-	inner := fmt.Sprintf("set -e; mount -t tmpfs tmpfs /usr/local/bin; cp %s /usr/local/bin/observer; %s; exec sh %s %s",
-		fake, setup, script, strings.Join(args, " "))
+	drop := ""
+	if !c.sysAdmin {
+		drop = testenv.RequireTool(t, "setpriv", "util-linux") + " --bounding-set=-sys_admin --inh-caps=-sys_admin --"
+	}
+	inner := fmt.Sprintf("set -e; mount -t tmpfs tmpfs /usr/local/bin; cp %s /usr/local/bin/observer; %s; exec %s sh %s %s",
+		fake, setup, drop, script, strings.Join(args, " "))
 	unshareArgs := []string{"--mount", "--propagation", "private", "--fork"}
 	var cmd *exec.Cmd
-	if cgroupDir == "" {
+	if c.cgroup == "" {
 		cmd = exec.Command(unshare, append(unshareArgs, "sh", "-c", inner)...)
 	} else {
 		// Join the cgroup first, so the new cgroup namespace is rooted there.
-		outer := fmt.Sprintf(`echo $$ >%s/cgroup.procs && exec %s --cgroup %s sh -c "$0"`, cgroupDir, unshare, strings.Join(unshareArgs, " "))
+		if !c.hostNS {
+			unshareArgs = append([]string{"--cgroup"}, unshareArgs...)
+		}
+		outer := fmt.Sprintf(`echo $$ >%s/cgroup.procs && exec %s %s sh -c "$0"`, c.cgroup, unshare, strings.Join(unshareArgs, " "))
 		cmd = exec.Command("sh", "-c", outer, inner)
 	}
 	out, err := cmd.CombinedOutput()
@@ -276,28 +296,56 @@ func TestEntrypoint(t *testing.T) {
 	const flags = "--web.listen-address=127.0.0.1:9752 --data.dir=/var/lib/thrashscope"
 
 	t.Run("cgroup.parent given", func(t *testing.T) {
-		out := entrypoint(t, "", "true", flags, "--cgroup.parent=/somewhere")
+		out := entrypoint(t, container{sysAdmin: true}, "true", flags, "--cgroup.parent=/somewhere")
 		if !strings.Contains(out, "args: "+flags+" --cgroup.parent=/somewhere\n") {
 			t.Errorf("got\n%s", out)
 		}
 	})
 	t.Run("cgroup v1", func(t *testing.T) {
 		// A v1 or hybrid host mounts a tmpfs of hierarchies at /sys/fs/cgroup.
-		out := entrypoint(t, "", "mount -t tmpfs tmpfs /sys/fs/cgroup", flags)
+		out := entrypoint(t, container{sysAdmin: true}, "mount -t tmpfs tmpfs /sys/fs/cgroup", flags)
 		if !strings.Contains(out, "args: "+flags+"\n") || strings.Contains(out, "thrashscope-entrypoint") {
 			t.Errorf("got\n%s", out)
 		}
 	})
 	t.Run("read-only cgroup v2", func(t *testing.T) {
 		cg := testCgroup(t)
-		out := entrypoint(t, cg, "mount -t cgroup2 -o ro cgroup2 /sys/fs/cgroup", flags)
-		if !strings.Contains(out, "args: "+flags+"\n") || !strings.Contains(out, "cgroup: /\n") {
+		out := entrypoint(t, container{cgroup: cg}, "mount -t cgroup2 -o ro cgroup2 /sys/fs/cgroup", flags)
+		if !strings.Contains(out, "args: "+flags+"\n") || !strings.Contains(out, "cgroup: /\n") || !strings.Contains(out, "writable: no\n") {
 			t.Errorf("an unprivileged container's cgroups were touched:\n%s", out)
+		}
+	})
+	t.Run("read-only cgroup v2, CAP_SYS_ADMIN given", func(t *testing.T) {
+		// The compose kit: the mount made writable, the container's
+		// processes moved, and the observer started without the capability.
+		cg := testCgroup(t)
+		out := entrypoint(t, container{cgroup: cg, sysAdmin: true}, "mount -t cgroup2 -o ro cgroup2 /sys/fs/cgroup", flags)
+		if !strings.Contains(out, "cgroup: /observer\n") || !strings.Contains(out, "sys_admin: 0 setpcap: 0\n") || !strings.Contains(out, "writable: yes\n") {
+			t.Errorf("want the observer in observer/ without CAP_SYS_ADMIN:\n%s", out)
+		}
+	})
+	t.Run("read-only cgroup v2, host's cgroup namespace", func(t *testing.T) {
+		// Remounting there would open the host's whole tree: it is left
+		// read-only, and the capability is not dropped.
+		cg := testCgroup(t)
+		out := entrypoint(t, container{cgroup: cg, hostNS: true, sysAdmin: true}, "mount -t cgroup2 -o ro cgroup2 /sys/fs/cgroup", flags)
+		if !strings.Contains(out, "args: "+flags+"\n") || !strings.Contains(out, "writable: no\n") || !strings.Contains(out, "sys_admin: 1 setpcap: 1\n") || strings.Contains(out, "thrashscope-entrypoint") {
+			t.Errorf("the host's cgroup namespace was touched:\n%s", out)
+		}
+	})
+	t.Run("read-only bind of its own cgroup, host's cgroup namespace", func(t *testing.T) {
+		// Podman on a cgroup v1 host: each hierarchy is the container's own
+		// cgroup, bound read-only. That one is made writable.
+		cg := testCgroup(t)
+		setup := fmt.Sprintf("mount --bind %s /sys/fs/cgroup && mount -o remount,bind,ro /sys/fs/cgroup", cg)
+		out := entrypoint(t, container{cgroup: cg, hostNS: true, sysAdmin: true}, setup, flags)
+		if !strings.Contains(out, "args: "+flags+"\n") || !strings.Contains(out, "writable: yes\n") || !strings.Contains(out, "sys_admin: 0 setpcap: 0\n") {
+			t.Errorf("want its own cgroup writable and the observer without CAP_SYS_ADMIN:\n%s", out)
 		}
 	})
 	t.Run("private cgroup v2", func(t *testing.T) {
 		cg := testCgroup(t)
-		out := entrypoint(t, cg, "mount -t cgroup2 cgroup2 /sys/fs/cgroup", flags)
+		out := entrypoint(t, container{cgroup: cg, sysAdmin: true}, "mount -t cgroup2 cgroup2 /sys/fs/cgroup", flags)
 		if !strings.Contains(out, "cgroup: /observer\n") {
 			t.Errorf("the observer is not in the leaf observer/:\n%s", out)
 		}

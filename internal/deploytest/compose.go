@@ -10,6 +10,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"time"
 
@@ -78,7 +79,12 @@ func (e *env) proveCompose() ([]string, error) {
 		return nil, fmt.Errorf("%w\nobserver log:\n%s", err, logs)
 	}
 	figures = append(figures, fmt.Sprintf("observer up with 5 probes %s after up", (time.Since(start)).Round(100*time.Millisecond)))
-	line, err := e.composePrometheus(compose)
+	line, err := e.composeSecurity()
+	if err != nil {
+		return figures, err
+	}
+	figures = append(figures, line)
+	line, err = e.composePrometheus(compose)
 	if err != nil {
 		return figures, err
 	}
@@ -88,6 +94,31 @@ func (e *env) proveCompose() ([]string, error) {
 		return figures, err
 	}
 	return append(figures, line), nil
+}
+
+// composeSecurity holds the kit's observer to what compose.yaml says of it,
+// as the kernel sees the process: the three capabilities without the
+// entrypoint's SYS_ADMIN and SETPCAP, the runtime's seccomp filter, no new
+// privileges.
+func (e *env) composeSecurity() (string, error) {
+	out, err := e.podman("inspect", "--format", "{{.State.Pid}}", "thrashscope_observer_1")
+	if err != nil {
+		return "", err
+	}
+	pid, err := strconv.Atoi(strings.TrimSpace(out))
+	if err != nil {
+		return "", fmt.Errorf("the compose observer's pid: %q: %w", out, err)
+	}
+	caps, seccomp, nnp, err := securityOf(pid)
+	if err != nil {
+		return "", err
+	}
+	want := uint64(1)<<capBPF | 1<<capPerfmon | 1<<capDACOverride
+	if caps != want || seccomp != 2 || nnp != 1 {
+		return "", fmt.Errorf("the compose observer (pid %d) runs with CapEff %#x, Seccomp %d, NoNewPrivs %d; compose.yaml means %#x (BPF, PERFMON, DAC_OVERRIDE), 2 (the runtime's filter), 1",
+			pid, caps, seccomp, nnp, want)
+	}
+	return "observer not privileged: CapEff exactly BPF, PERFMON, DAC_OVERRIDE; seccomp filter (mode 2); no new privileges", nil
 }
 
 // composeFunc runs podman-compose on the kit with the override.
