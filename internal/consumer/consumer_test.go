@@ -13,6 +13,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"reflect"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -461,16 +462,17 @@ func TestConsumeCancelStopsQuickly(t *testing.T) {
 		writes int
 		sleep  time.Duration
 		after  MessageKind // cancel once this report arrives
+		inside string      // and the consumer is in this function
 	}{
-		{"while sleeping", 1000, time.Hour, KindCycle},
+		{"while sleeping", 1000, time.Hour, KindCycle, "sleepCtx"},
 		// One cycle of 10⁸ writes takes seconds: the stop flag must cut it.
-		{"inside a slow cycle", run.MaxWrites, 0, KindStarted},
+		{"inside a slow cycle", run.MaxWrites, 0, KindStarted, "writeCycle"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			cfg := cyclesConfig(4*testMiB, tc.writes, tc.sleep, time.Now().Add(time.Hour))
 			r := startConsume(t, cfg, true)
 			r.next(t, tc.after, 5*time.Second)
-			time.Sleep(20 * time.Millisecond)
+			waitInside(t, tc.inside)
 			t0 := time.Now()
 			r.cancel()
 			reps, err := r.wait(t, 5*time.Second)
@@ -493,9 +495,34 @@ func TestConsumeCancelStopsQuickly(t *testing.T) {
 	}
 }
 
+// waitInside waits until a goroutine's innermost frame outside the runtime
+// is the consumer's function fn: blocked in it, or running it.
+func waitInside(t *testing.T, fn string) {
+	t.Helper()
+	const pkg = "github.com/thrashscope/thrashscope/internal/consumer."
+	buf := make([]byte, 1<<20)
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(time.Millisecond) {
+		stacks := string(buf[:runtime.Stack(buf, true)])
+		for _, g := range strings.Split(stacks, "\n\n") {
+			for _, l := range strings.Split(g, "\n")[1:] {
+				if strings.HasPrefix(l, "\t") || strings.HasPrefix(l, "runtime.") {
+					continue
+				}
+				if strings.HasPrefix(l, pkg+fn+"(") {
+					return
+				}
+				break
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no goroutine in %s%s after 5s:\n%s", pkg, fn, stacks)
+		}
+	}
+}
+
 func TestConsumeCancelBeforeGo(t *testing.T) {
 	r := startConsume(t, cyclesConfig(testMiB, 100, 0, time.Now().Add(time.Hour)), false)
-	time.Sleep(20 * time.Millisecond)
+	waitInside(t, "ConsumeLogged") // waiting for the go byte
 	r.cancel()
 	reps, err := r.wait(t, time.Second)
 	if err != nil || len(reps) != 1 || reps[0].Kind != KindDone || !reps[0].Terminated() || reps[0].B != 0 {
