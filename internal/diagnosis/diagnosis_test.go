@@ -209,6 +209,37 @@ func TestRemedies(t *testing.T) {
 	if rs[0].Action != ActionAddMemory {
 		t.Errorf("the host's: %+v", rs)
 	}
+	// A group that may not swap: compressed swap is no remedy, however
+	// well its pages compress.
+	rs, no = Remedies(own, s, Context{Kind: KindAnon, Evidence: idle, CompressRatio: 3, NoSwap: true})
+	if len(rs) != 1 || rs[0].Action != ActionRaiseLimit || len(no) == 0 || no[0].Action != ActionCompressedSwap || !strings.Contains(no[0].Why, "memory.swap.max is 0") {
+		t.Errorf("no swap allowed: %+v, %+v; want compressed swap ruled out for memory.swap.max", rs, no)
+	}
+}
+
+// A memory.swap.max of 0 on the group or an ancestor beneath the mount
+// forbids swap (Kubernetes' LimitedSwap on a Guaranteed or BestEffort
+// pod's containers); the mount's own file and a missing one say nothing.
+func TestNoSwap(t *testing.T) {
+	root := t.TempDir()
+	writeGroup(t, root, "kubepods/besteffort/podx/c1", map[string]string{"memory.swap.max": "max"})
+	writeGroup(t, root, "kubepods/besteffort/podx", map[string]string{"memory.swap.max": "0"})
+	writeGroup(t, root, "kubepods/burstable/pody/c2", map[string]string{"memory.swap.max": "104857600"})
+	writeGroup(t, root, "system.slice/a.service", nil)
+	if err := os.WriteFile(filepath.Join(root, "memory.swap.max"), []byte("0\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for dir, want := range map[string]bool{
+		"kubepods/besteffort/podx/c1": true, "kubepods/besteffort/podx": true,
+		"kubepods/burstable/pody/c2": false, "system.slice/a.service": false,
+	} {
+		if got := noSwap(dirReader{}, root, filepath.Join(root, dir)); got != want {
+			t.Errorf("noSwap(%s) = %v, want %v", dir, got, want)
+		}
+	}
+	if noSwap(dirReader{}, "", filepath.Join(root, "kubepods/besteffort/podx")) {
+		t.Error("noSwap without a cgroup2 mount: want false")
+	}
 }
 
 // A diagnosis opens when its group reaches thrashing, follows it each
@@ -321,6 +352,23 @@ func TestHistory(t *testing.T) {
 	if err := mkfifo(filepath.Join(fifo, HistoryFile)); err == nil {
 		if _, err := OpenHistory(fifo); err == nil || !strings.Contains(err.Error(), "regular file") {
 			t.Errorf("a FIFO: %v, want refused without blocking", err)
+		}
+	}
+}
+
+// A pod is named with its QoS class where its cgroup path shows one: under
+// Kubernetes' LimitedSwap only Burstable pods may swap.
+func TestNameSaysTheQoSClass(t *testing.T) {
+	for _, c := range []struct {
+		labels map[string]string
+		want   string
+	}{
+		{map[string]string{"pod_uid": "7f3a", "qos": "besteffort"}, "besteffort pod 7f3a"},
+		{map[string]string{"pod_uid": "7f3a"}, "pod 7f3a"},
+		{map[string]string{"unit": "db.service"}, "db.service"},
+	} {
+		if got := name(&Diagnosis{Group: "/g", Labels: c.labels}); got != c.want {
+			t.Errorf("name(%v) = %q, want %q", c.labels, got, c.want)
 		}
 	}
 }

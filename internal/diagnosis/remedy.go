@@ -77,6 +77,8 @@ type Context struct {
 	// CompressRatio is a sample of the group's pages' compression ratio;
 	// 0 when not sampled.
 	CompressRatio float64
+	// NoSwap: the group may not swap (a memory.swap.max of 0 over it).
+	NoSwap bool
 }
 
 // mib rounds a size up to whole MiB, as an operator sets a limit.
@@ -134,6 +136,8 @@ func compressedSwap(rs []Remedy, no []Useless, c Context) ([]Remedy, []Useless) 
 	switch {
 	case c.Kind == KindFile:
 		return rs, append(no, Useless{ActionCompressedSwap, "a page-cache thrash: the pages it lacks are files, which swap does not hold"})
+	case c.NoSwap:
+		return rs, append(no, Useless{ActionCompressedSwap, "it may not swap: memory.swap.max is 0 over it (Kubernetes' LimitedSwap gives Guaranteed and BestEffort pods none)"})
 	case c.Kind == KindCompressedPool:
 		return rs, append(no, Useless{ActionCompressedSwap, fmt.Sprintf("the compressed pool is already %.0f %% full", c.Evidence.PoolFullPercent)})
 	case c.CompressRatio == 0:

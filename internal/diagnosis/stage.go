@@ -189,8 +189,23 @@ func (s *Stage) workloadSample(cur *pipeline.Tick, w workload.Workload, group st
 	return Sample{
 		Group: group, Labels: labels, Thrashing: true, Limits: limits,
 		Host: hostOf(cur), Demand: d, Evidence: e, Charges: s.charges,
-		Processes: len(pids), OOMKills: w.Kernel.Events["oom_kill"],
+		Processes: len(pids), OOMKills: w.Kernel.Events["oom_kill"], NoSwap: noSwap(osReader{}, s.cfg.V2Mount, w.Files.V2),
 	}
+}
+
+// noSwap says whether the cgroup v2 group at dir, or an ancestor beneath
+// the mount, has a memory.swap.max of 0: it may not swap. An unreadable or
+// missing file (cgroup v1, no swap accounting) says nothing.
+func noSwap(r Reader, mount, dir string) bool {
+	if mount == "" || dir == "" {
+		return false
+	}
+	for d := filepath.Clean(dir); d != mount && strings.HasPrefix(d, mount+"/"); d = filepath.Dir(d) {
+		if b, err := r.ReadFileAt(d, "memory.swap.max"); err == nil && strings.TrimSpace(string(b)) == "0" {
+			return true
+		}
+	}
+	return false
 }
 
 // hostSample is the host's: at thrashing when its detector is and either

@@ -28,6 +28,10 @@ type Sample struct {
 	// CompressRatio is a sample of its pages' compression ratio; 0 when
 	// not sampled.
 	CompressRatio float64
+	// NoSwap: the group may not swap at all (its own or an ancestor's
+	// memory.swap.max is 0, as Kubernetes' LimitedSwap sets it for
+	// Guaranteed and BestEffort pods).
+	NoSwap bool
 	// Processes is how many live processes it holds, and OOMKills its
 	// OOM kills so far.
 	Processes int
@@ -179,7 +183,7 @@ func (d *Diagnosis) update(now time.Time, s Sample, trend Trend) {
 	if c, ok := CulpritOf(l, s.Group, s.Charges); ok {
 		d.Culprit = &c
 	}
-	d.Remedies, d.Useless = Remedies(l, d.Shortfall, Context{Kind: d.Kind, Evidence: s.Evidence, Culprit: d.Culprit, Trend: trend, CompressRatio: s.CompressRatio})
+	d.Remedies, d.Useless = Remedies(l, d.Shortfall, Context{Kind: d.Kind, Evidence: s.Evidence, Culprit: d.Culprit, Trend: trend, CompressRatio: s.CompressRatio, NoSwap: s.NoSwap})
 	d.Summary = summary(d)
 }
 
@@ -188,6 +192,8 @@ func name(d *Diagnosis) string {
 	switch {
 	case d.Group == "":
 		return "host"
+	case d.Labels["pod_uid"] != "" && d.Labels["qos"] != "":
+		return d.Labels["qos"] + " pod " + d.Labels["pod_uid"]
 	case d.Labels["pod_uid"] != "":
 		return "pod " + d.Labels["pod_uid"]
 	case d.Labels["unit"] != "":
