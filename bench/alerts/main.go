@@ -32,6 +32,7 @@ import (
 	"time"
 
 	"github.com/thrashscope/thrashscope/bench/internal/stack"
+	"github.com/thrashscope/thrashscope/bench/internal/zram"
 	"github.com/thrashscope/thrashscope/internal/cgroup"
 )
 
@@ -172,7 +173,7 @@ func (o options) run(ctx context.Context, s scenario) (ob *observation, err erro
 		defer os.RemoveAll(tmp)
 	}
 	if s.zram {
-		undo, zerr := zramSwap()
+		undo, zerr := zram.Swap()
 		if zerr != nil {
 			return nil, zerr
 		}

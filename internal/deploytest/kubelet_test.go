@@ -77,8 +77,8 @@ func TestStaticPodIsTheDaemonSetsTemplate(t *testing.T) {
 	}
 }
 
-// --prepare runs beside make test: what the tests make is not a kit's
-// leftover there, and anything an engine makes still is.
+// --prepare may run beside make test or the kernel matrix: what the tests
+// make is not a kit's leftover there, and anything an engine makes still is.
 func TestBesideTheTests(t *testing.T) {
 	for _, c := range []struct {
 		leftover string

@@ -372,3 +372,31 @@ func TestNameSaysTheQoSClass(t *testing.T) {
 		}
 	}
 }
+
+// Waiting ranks first only when what the group holds in memory and swap
+// falls: a working-set estimate that moves under a heavy thrash, with
+// nothing freed, is no sign the thrash is ending.
+func TestWaitFollowsWhatTheGroupHolds(t *testing.T) {
+	t0 := time.Unix(10_000, 0)
+	base := Sample{
+		Group: "/run", Thrashing: true,
+		Limits:   []Limit{{Kind: LimitOwn, Group: "/run", File: "memory.max", Bytes: 200 * mi, UsedBytes: 200 * mi}},
+		Host:     Host{TotalBytes: 24 << 30, AvailableBytes: 20 << 30},
+		Demand:   Demand{WorkingSetBytes: 380 * mi, ResidentBytes: 200 * mi, SwapBytes: 210 * mi},
+		Evidence: Evidence{AnonFaultsPerSecond: 2800, DeviceBusyPercent: -1, PoolFullPercent: -1}, Processes: 2,
+	}
+	tr := NewTracker()
+	tr.Update(t0, []Sample{base})
+	noisy := base
+	noisy.Demand.WorkingSetBytes = 240 * mi // the estimate dips; nothing was freed
+	tr.Update(t0.Add(3*time.Second), []Sample{noisy})
+	if r := tr.Open()[0].Remedies; r[0].Action != ActionRaiseLimit {
+		t.Errorf("the working set's estimate dipped, nothing freed: remedies %+v, want the limit raised first", r)
+	}
+	freed := noisy
+	freed.Demand = Demand{WorkingSetBytes: 240 * mi, ResidentBytes: 200 * mi, SwapBytes: 10 * mi} // a process exited
+	tr.Update(t0.Add(6*time.Second), []Sample{freed})
+	if r := tr.Open()[0].Remedies; r[0].Action != ActionWait {
+		t.Errorf("200 MiB freed in 6 s against a 40 MiB shortfall: remedies %+v, want waiting first", r)
+	}
+}

@@ -52,16 +52,18 @@ type Useless struct {
 	Why    string `json:"why"`
 }
 
-// Trend is how the group's demand moved over the last samples.
+// Trend is how what the group holds in memory and swap moved over the last
+// samples.
 type Trend struct {
-	// FellBytes is how much the demand fell over Over (negative: it
+	// FellBytes is how much it fell over Over (negative: it
 	// grew).
 	FellBytes int64
 	Over      time.Duration
 }
 
-// fallingShare is how much of the shortfall the demand must have shed for
-// waiting to be a remedy: a demand on its way back under the limit.
+// fallingShare is how much of the shortfall the group must have shed, of
+// what it holds in memory and swap, for waiting to be a remedy: a demand
+// on its way back under the limit.
 const fallingShare = 0.5
 
 // minCompressRatio is the least compression ratio at which compressed swap
@@ -97,7 +99,7 @@ func Remedies(l Limit, s Shortfall, c Context) ([]Remedy, []Useless) {
 	}
 	if c.Trend.FellBytes > 0 && float64(c.Trend.FellBytes) >= fallingShare*float64(s.Bytes) {
 		rs = append(rs, Remedy{Action: ActionWait, Confidence: Medium,
-			Effect: fmt.Sprintf("demand fell %s in %s: at that pace it fits again in %s", size(c.Trend.FellBytes), c.Trend.Over.Round(time.Second), eta(s.Bytes, c.Trend))})
+			Effect: fmt.Sprintf("what it holds fell %s in %s: at that pace it fits again in %s", size(c.Trend.FellBytes), c.Trend.Over.Round(time.Second), eta(s.Bytes, c.Trend))})
 	}
 	if c.Culprit != nil {
 		conf := Medium

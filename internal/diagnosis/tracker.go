@@ -77,7 +77,7 @@ const trendWindow = 30 * time.Second
 // concurrent use: the pipeline updates it once a sample.
 type Tracker struct {
 	open    map[string]*Diagnosis
-	demands map[string][]Point // each open group's recent demand, for its trend
+	demands map[string][]Point // each open group's recent footprint, for its trend
 	seq     uint64
 }
 
@@ -103,7 +103,7 @@ func (t *Tracker) Update(now time.Time, samples []Sample) []Diagnosis {
 			t.open[s.Group] = d
 			fallthrough
 		case s.Thrashing:
-			t.demands[s.Group] = appendPoint(t.demands[s.Group], now, s.Demand.WorkingSetBytes)
+			t.demands[s.Group] = appendPoint(t.demands[s.Group], now, s.Demand.footprint())
 			d.update(now, s, trendOf(t.demands[s.Group]))
 		case ok:
 			closed = append(closed, t.close(d, now, endedBy(d, &s)))
@@ -143,7 +143,8 @@ func appendPoint(ps []Point, at time.Time, b int64) []Point {
 	return ps[i:]
 }
 
-// trendOf is how much the demand fell from its peak in the window to now.
+// trendOf is how much the footprint fell from its peak in the window to
+// now.
 func trendOf(ps []Point) Trend {
 	if len(ps) < 2 {
 		return Trend{}

@@ -1,4 +1,6 @@
-package main
+// Package zram makes a free zram device swap for a benchmark's scenario,
+// ahead of the host's own, and gives it back.
+package zram
 
 import (
 	"errors"
@@ -9,10 +11,10 @@ import (
 	"strings"
 )
 
-// zramSwap makes a free zram device (disk size 0, not swap) a swap area
-// ahead of the host's own (the highest priority), for the scenarios on
-// zram; undo takes it off and resets the device, whatever happened.
-func zramSwap() (undo func() error, err error) {
+// Swap makes a free zram device (disk size 0, not swap) a swap area ahead
+// of the host's own (the highest priority), compressing with lz4; undo
+// takes it off and resets the device, whatever happened.
+func Swap() (undo func() error, err error) {
 	dev, err := freeZram()
 	if err != nil {
 		return nil, err

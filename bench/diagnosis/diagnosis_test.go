@@ -1,0 +1,78 @@
+package main
+
+import (
+	"context"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/thrashscope/thrashscope/internal/diagnosis"
+	"github.com/thrashscope/thrashscope/internal/testenv"
+)
+
+// TestSuite is the suite's short form: its quick scenarios under a real
+// observer, each judged as the suite judges it (the binding limit, the
+// shortfall within 20 % of the truth, the first remedy applied ending the
+// thrash within 10 s for good).
+func TestSuite(t *testing.T) {
+	testenv.RequirePrivileged(t)
+	testenv.RequireSwap(t)
+	prom := testenv.RequireTool(t, "prometheus", "prometheus")
+	o := options{observer: filepath.Join(testenv.BinaryDir(t), "observer"), prometheus: prom, log: t.Logf}
+	quick := 0
+	for _, s := range scenarios {
+		if !s.quick {
+			continue
+		}
+		quick++
+		t.Run(s.name, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+			defer cancel()
+			r, err := o.run(ctx, s)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var b strings.Builder
+			writeText(&b, []*result{r})
+			t.Logf("\n%s\nsummary: %s", b.String(), r.Summary)
+			for _, p := range r.problems() {
+				t.Error(p)
+			}
+		})
+	}
+	if quick == 0 {
+		t.Error("no quick scenario: make test would hold no diagnosis to its remedy")
+	}
+}
+
+// TestProblems: each bound the suite holds a result to fails a result
+// outside it.
+func TestProblems(t *testing.T) {
+	good := func() *result {
+		return &result{Scenario: "s", Binding: diagnosis.LimitOwn, Shortfall: 200 << 20, Remedy: diagnosis.ActionRaiseLimit,
+			Opened: time.Second, GotBinding: "own /x/thrashscope-run-1", BindingRight: true, GotShortfall: 210 << 20, Looks: 5,
+			GotRemedy: diagnosis.Remedy{Action: diagnosis.ActionRaiseLimit, Bytes: 420 << 20}, EndedAfter: 4 * time.Second, StayedEnded: true}
+	}
+	if p := good().problems(); len(p) != 0 {
+		t.Fatalf("a result within every bound: %v", p)
+	}
+	for name, spoil := range map[string]func(*result){
+		"opened late":    func(r *result) { r.Opened = 4 * time.Second },
+		"binding wrong":  func(r *result) { r.BindingRight = false },
+		"too few looks":  func(r *result) { r.Looks = 2 },
+		"shortfall high": func(r *result) { r.GotShortfall = 250 << 20 },
+		"shortfall low":  func(r *result) { r.GotShortfall = 150 << 20 },
+		"another remedy": func(r *result) { r.GotRemedy.Action = diagnosis.ActionWait },
+		"not ended":      func(r *result) { r.EndedAfter, r.StayedEnded = 0, false },
+		"ended late":     func(r *result) { r.EndedAfter = 11 * time.Second },
+		"came back":      func(r *result) { r.StayedEnded = false },
+		"failed to run":  func(r *result) { r.Err = "no diagnosis" },
+	} {
+		r := good()
+		spoil(r)
+		if len(r.problems()) == 0 {
+			t.Errorf("%s: no problem found", name)
+		}
+	}
+}

@@ -1,0 +1,60 @@
+package main
+
+import (
+	"fmt"
+
+	"github.com/thrashscope/thrashscope/internal/diagnosis"
+)
+
+const mib = 1 << 20
+
+// scenario is one thrash with a known truth: the limit that binds, how
+// much memory it lacks (its consumers' regions together, less the limit),
+// and the remedy that ends it.
+type scenario struct {
+	name, what string
+	// quick ones also run in make test (TestSuite).
+	quick bool
+	// The run: consumers regions of size bytes each, in limit bytes,
+	// backed by anonymous memory or by files.
+	consumers   int
+	size, limit int64
+	backing     string
+	// binding is the limit the truth says binds; remedy the first remedy
+	// it calls for.
+	binding diagnosis.LimitKind
+	remedy  diagnosis.Action
+}
+
+// demand is what the run's consumers hold together once all are active.
+func (s scenario) demand() int64 { return int64(s.consumers) * s.size }
+
+// short is the truth: how much more the limit needs to hold the demand.
+func (s scenario) short() int64 { return s.demand() - s.limit }
+
+// interval is t_c: the plateau, every consumer active, lasts two of it,
+// long enough for a diagnosis, its remedy, and a watch that the thrash
+// stays ended while the demand is still there.
+const interval = "25s"
+
+// spec is the run the scenario induces over the observer's API: e4's
+// consumers (t_s = 100 ms), one started every t_c, each writing five times
+// as many random bytes a cycle as its region has pages, so that a cycle
+// touches all but 1 % of them: its working set is its whole region, in any
+// window of a cycle or more, which makes the truth above true. (With e4's
+// W of 10,000 a cycle touches a sixth of a 200 MiB region, and a working
+// set read over a few cycles is rightly smaller than the region.)
+func (s scenario) spec() string {
+	return fmt.Sprintf(`{"preset":"e4","consumers":%d,"size_bytes":%d,"memory_limit_bytes":%d,"backing":%q,"interval":%q,"writes_per_cycle":%d}`,
+		s.consumers, s.size, s.limit, s.backing, interval, 5*s.size/4096)
+}
+
+// scenarios is the suite, in the order it runs.
+var scenarios = []scenario{
+	{name: "short-25", what: "2 consumers of 200 MiB (anon) in 320 MiB: their own limit 20 % under their demand (it needs 25 % more)",
+		consumers: 2, size: 200 * mib, limit: 320 * mib, backing: "anon", binding: diagnosis.LimitOwn, remedy: diagnosis.ActionRaiseLimit},
+	{name: "short-2x", quick: true, what: "2 consumers of 200 MiB (anon) in 200 MiB: their own limit half their demand",
+		consumers: 2, size: 200 * mib, limit: 200 * mib, backing: "anon", binding: diagnosis.LimitOwn, remedy: diagnosis.ActionRaiseLimit},
+	{name: "file", what: "2 consumers of 200 MiB backed by files in 200 MiB: a page-cache thrash under their own limit",
+		consumers: 2, size: 200 * mib, limit: 200 * mib, backing: "file", binding: diagnosis.LimitOwn, remedy: diagnosis.ActionRaiseLimit},
+}

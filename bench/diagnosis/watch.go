@@ -1,0 +1,334 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/thrashscope/thrashscope/bench/internal/stack"
+	"github.com/thrashscope/thrashscope/bench/internal/zram"
+	"github.com/thrashscope/thrashscope/internal/cgroup"
+	"github.com/thrashscope/thrashscope/internal/diagnosis"
+)
+
+// Bounds the suite holds each diagnosis to.
+const (
+	// opensWithin: a diagnosis from the workload's thrashing.
+	opensWithin = 3 * time.Second
+	// shortfallWithin: the diagnosed shortfall from the truth, as a share.
+	shortfallWithin = 0.20
+	// endsWithin: the thrash, from the first remedy applied.
+	endsWithin = 10 * time.Second
+	// looksBeforeRemedy: the diagnosis read this many times on the plateau
+	// before its remedy is applied, its shortfall the median of them.
+	looksBeforeRemedy = 10
+	// settle: the plateau's first moments are not read: the last consumer
+	// is filling its region, and a process's working set is first measured
+	// up to a --wss.period (10 s) and its window after it is seen (till
+	// then the diagnosis counts what it holds).
+	settle = 15 * time.Second
+	// every is how often the watch reads the workload's state and the
+	// diagnoses.
+	every = 500 * time.Millisecond
+)
+
+// result is what one scenario showed, beside its truth.
+type result struct {
+	Scenario string `json:"scenario"`
+	// The truth.
+	Binding   diagnosis.LimitKind `json:"binding"`
+	Shortfall int64               `json:"shortfall_bytes"`
+	Remedy    diagnosis.Action    `json:"remedy"`
+	// What the diagnosis said: the binding limit's kind and group at its
+	// last look, the shortfall's median over the looks, the first remedy
+	// and what it ruled out.
+	Opened       time.Duration       `json:"opened_after_thrashing"`
+	GotBinding   string              `json:"got_binding"`
+	BindingRight bool                `json:"binding_right"`
+	GotShortfall int64               `json:"got_shortfall_bytes"`
+	Looks        int                 `json:"looks"`
+	GotRemedy    diagnosis.Remedy    `json:"got_remedy"`
+	Useless      []diagnosis.Useless `json:"useless,omitempty"`
+	Summary      string              `json:"summary"`
+	// Tried are the ruled-out remedies the suite applied before the first.
+	Tried []trial `json:"tried,omitempty"`
+	// The remedy applied: how long until the workload left thrashing (0:
+	// it did not), and whether it stayed out to the plateau's end.
+	EndedAfter  time.Duration `json:"ended_after"`
+	StayedEnded bool          `json:"stayed_ended"`
+	Err         string        `json:"error,omitempty"`
+}
+
+// trial is a ruled-out remedy applied for uselessFor: whether the workload
+// left thrashing meanwhile (it should not have).
+type trial struct {
+	Action  diagnosis.Action `json:"action"`
+	EndedIt bool             `json:"ended_it"`
+}
+
+// watch is one scenario's run followed from its start to its plateau's end.
+type watch struct {
+	st    *stack.Stack
+	group string // the run's cgroup, as the workload's cgroup label ends
+	res   *result
+
+	thrashing, opened, applied time.Time
+	shortfalls                 []int64
+	last                       *diagnosis.Diagnosis
+	again                      bool // thrashing again after it ended
+}
+
+// induce runs the scenario on the stack and fills its result.
+func induce(ctx context.Context, st *stack.Stack, s scenario, logf func(string, ...any)) (*result, error) {
+	res := &result{Scenario: s.name, Binding: s.binding, Shortfall: s.short(), Remedy: s.remedy}
+	rec, abort, err := st.StartRun(s.spec())
+	if err != nil {
+		return res, err
+	}
+	defer abort()
+	w := &watch{st: st, group: "/" + cgroup.Prefix + "run-" + rec.ID, res: res}
+	pf, pt := rec.Spec.Plateau()
+	from, to := rec.StartedAt.Add(pf+settle), rec.StartedAt.Add(pt)
+	logf("run %s: %s; every consumer active from %s to %s", rec.ID, s.spec(), from.Sub(rec.StartedAt), to.Sub(rec.StartedAt))
+	for now := time.Now(); now.Before(to); now = time.Now() {
+		if err := ctx.Err(); err != nil {
+			return res, err
+		}
+		if err := w.look(now, now.After(from)); err != nil {
+			return res, err
+		}
+		if w.applied.IsZero() && len(w.shortfalls) >= looksBeforeRemedy && len(w.last.Remedies) > 0 {
+			if err := w.tryUseless(ctx, logf); err != nil {
+				return res, err
+			}
+			if err := w.apply(logf); err != nil {
+				return res, err
+			}
+		}
+		time.Sleep(every)
+	}
+	w.finish()
+	return res, nil
+}
+
+// thrashingNow says whether the workload's detector reads thrashing.
+func (w *watch) thrashingNow() (bool, error) {
+	state := -1.0
+	err := w.st.Scrape(func(line string) {
+		rest, ok := strings.CutPrefix(line, "thrashscope_cgroup_thrashing_state{")
+		if !ok || !strings.Contains(rest, w.group+`"`) {
+			return
+		}
+		if i := strings.LastIndexByte(rest, ' '); i > 0 {
+			state, _ = strconv.ParseFloat(rest[i+1:], 64)
+		}
+	})
+	if err != nil {
+		return false, fmt.Errorf("scraping the observer: %w", err)
+	}
+	return state == 2, nil
+}
+
+// look reads the workload's state and its open diagnosis once.
+func (w *watch) look(now time.Time, plateau bool) error {
+	thrashing, err := w.thrashingNow()
+	if err != nil {
+		return err
+	}
+	if thrashing && w.thrashing.IsZero() {
+		w.thrashing = now
+	}
+	if !w.applied.IsZero() {
+		switch {
+		case !thrashing && w.res.EndedAfter == 0:
+			w.res.EndedAfter = now.Sub(w.applied)
+		case thrashing && w.res.EndedAfter > 0:
+			w.again = true
+		}
+		return nil
+	}
+	dg, err := w.diagnosis()
+	if err != nil || dg == nil {
+		return err
+	}
+	if w.opened.IsZero() {
+		w.opened = now
+	}
+	w.last = dg
+	if plateau {
+		w.shortfalls = append(w.shortfalls, dg.Shortfall.Bytes)
+	}
+	return nil
+}
+
+// diagnosis is the run's open diagnosis, nil when none is open.
+func (w *watch) diagnosis() (*diagnosis.Diagnosis, error) {
+	r, err := http.Get("http://" + w.st.ObserverAddr + "/api/v1/diagnoses")
+	if err != nil {
+		return nil, fmt.Errorf("reading the diagnoses: %w", err)
+	}
+	defer r.Body.Close()
+	if r.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("GET /api/v1/diagnoses: %s", r.Status)
+	}
+	var l struct{ Open []diagnosis.Diagnosis }
+	if err := json.NewDecoder(r.Body).Decode(&l); err != nil {
+		return nil, fmt.Errorf("GET /api/v1/diagnoses: %w", err)
+	}
+	for _, dg := range l.Open {
+		if strings.HasSuffix(dg.Labels["cgroup"], w.group) {
+			return &dg, nil
+		}
+	}
+	return nil, nil
+}
+
+// apply carries out the diagnosis's first remedy: the suite knows how to
+// raise a limit of the run's own group (which the observer made), and
+// nothing else, which it says.
+func (w *watch) apply(logf func(string, ...any)) error {
+	first := w.last.Remedies[0]
+	w.applied = time.Now()
+	switch {
+	case first.Action == diagnosis.ActionRaiseLimit && w.last.Binding != nil && strings.HasSuffix(first.Target, w.group):
+		file, err := limitFile(first.Target, w.last.Binding.File)
+		if err != nil {
+			return err
+		}
+		logf("applying %s: %s set to %d MiB (%s)", first.Action, file, first.Bytes>>20, first.Effect)
+		return os.WriteFile(file, []byte(strconv.FormatInt(first.Bytes, 10)), 0)
+	default:
+		logf("the first remedy, %s on %q, is not one the suite applies: nothing done", first.Action, first.Target)
+		return nil
+	}
+}
+
+// uselessFor is how long a remedy the diagnosis ruled out is tried.
+const uselessFor = 10 * time.Second
+
+// tryUseless tries, for uselessFor each, the remedies the diagnosis ruled
+// out that the suite knows how to apply (compressed swap: a zram device
+// made swap ahead of the host's), and notes whether the workload left
+// thrashing meanwhile; each is undone before the next.
+func (w *watch) tryUseless(ctx context.Context, logf func(string, ...any)) error {
+	for _, u := range w.last.Useless {
+		if u.Action != diagnosis.ActionCompressedSwap {
+			continue
+		}
+		undo, err := zram.Swap()
+		if err != nil {
+			return fmt.Errorf("trying %s, ruled out: %w", u.Action, err)
+		}
+		logf("trying %s, ruled out (%s), for %s", u.Action, u.Why, uselessFor)
+		t := trial{Action: u.Action}
+		for end := time.Now().Add(uselessFor); time.Now().Before(end) && ctx.Err() == nil; time.Sleep(every) {
+			thrashing, err := w.thrashingNow()
+			if err != nil {
+				return errors.Join(err, undo())
+			}
+			t.EndedIt = t.EndedIt || !thrashing
+		}
+		w.res.Tried = append(w.res.Tried, t)
+		if err := undo(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// limitFile is the file of a limit of group, a path from the root of the
+// hierarchy holding the memory controller: v1's where memory is there.
+func limitFile(group, name string) (string, error) {
+	if strings.Contains(group, "..") || strings.ContainsRune(name, '/') {
+		return "", fmt.Errorf("limit %q of %q: not a file of a group", name, group)
+	}
+	if mount, ok := cgroup.V1MemoryMount("/proc"); ok {
+		return filepath.Join(mount, group, name), nil
+	}
+	h, err := cgroup.UnifiedHierarchy("/proc")
+	if err != nil {
+		return "", err
+	}
+	return filepath.Join(h.Dir(group), name), nil
+}
+
+// finish fills the result from what the watch saw.
+func (w *watch) finish() {
+	r := w.res
+	switch {
+	case w.thrashing.IsZero():
+		r.Err = "the workload never read thrashing"
+		return
+	case w.last == nil:
+		r.Err = "no diagnosis of the run's group opened"
+		return
+	}
+	r.Opened = w.opened.Sub(w.thrashing)
+	if b := w.last.Binding; b != nil {
+		r.GotBinding = string(b.Kind) + " " + b.Group
+		r.BindingRight = b.Kind == r.Binding && strings.HasSuffix(b.Group, w.group)
+	} else {
+		r.GotBinding = "none: " + w.last.NoBinding
+	}
+	r.Looks = len(w.shortfalls)
+	if r.Looks > 0 {
+		s := slices.Clone(w.shortfalls)
+		slices.Sort(s)
+		r.GotShortfall = s[len(s)/2]
+	}
+	if len(w.last.Remedies) > 0 {
+		r.GotRemedy = w.last.Remedies[0]
+	}
+	r.Useless, r.Summary = w.last.Useless, w.last.Summary
+	r.StayedEnded = r.EndedAfter > 0 && !w.again
+}
+
+// problems says where a result fails the truth or the bounds.
+func (r *result) problems() []string {
+	if r.Err != "" {
+		return []string{r.Scenario + ": " + r.Err}
+	}
+	var p []string
+	add := func(format string, args ...any) { p = append(p, r.Scenario+": "+fmt.Sprintf(format, args...)) }
+	if r.Opened > opensWithin {
+		add("the diagnosis opened %s after the workload read thrashing, want within %s", r.Opened.Round(100*time.Millisecond), opensWithin)
+	}
+	if !r.BindingRight {
+		add("binding %q, want the run group's %s limit", r.GotBinding, r.Binding)
+	}
+	if r.Looks < looksBeforeRemedy {
+		add("%d looks at the diagnosis on the plateau, want %d", r.Looks, looksBeforeRemedy)
+	} else if off := r.shortfallOff(); off < -shortfallWithin || off > shortfallWithin {
+		add("shortfall %d MiB, %+.0f %% from the truth %d MiB (want within ±%.0f %%)", r.GotShortfall>>20, 100*off, r.Shortfall>>20, 100*shortfallWithin)
+	}
+	for _, t := range r.Tried {
+		if t.EndedIt {
+			add("%s, ruled out, ended the thrash when tried", t.Action)
+		}
+	}
+	if r.GotRemedy.Action != r.Remedy {
+		add("first remedy %s, want %s", r.GotRemedy.Action, r.Remedy)
+	}
+	switch {
+	case r.EndedAfter == 0:
+		add("the thrash did not end once %s was applied", r.GotRemedy.Action)
+	case r.EndedAfter > endsWithin:
+		add("the thrash ended %s after %s was applied, want within %s", r.EndedAfter.Round(100*time.Millisecond), r.GotRemedy.Action, endsWithin)
+	case !r.StayedEnded:
+		add("the thrash came back after %s had ended it", r.GotRemedy.Action)
+	}
+	return p
+}
+
+// shortfallOff is the diagnosed shortfall's error, as a share of the truth.
+func (r *result) shortfallOff() float64 {
+	return float64(r.GotShortfall)/float64(r.Shortfall) - 1
+}
