@@ -24,6 +24,9 @@ type scenario struct {
 	// it calls for.
 	binding diagnosis.LimitKind
 	remedy  diagnosis.Action
+	// shortfallLow says why the shortfall reads low here, a known gap
+	// (docs/diagnoses.md): make bench fails on it, make test logs it.
+	shortfallLow string
 }
 
 // demand is what the run's consumers hold together once all are active.
@@ -51,9 +54,10 @@ func (s scenario) spec() string {
 
 // scenarios is the suite, in the order it runs.
 var scenarios = []scenario{
-	{name: "short-25", what: "2 consumers of 200 MiB (anon) in 320 MiB: their own limit 20 % under their demand (it needs 25 % more)",
-		consumers: 2, size: 200 * mib, limit: 320 * mib, backing: "anon", binding: diagnosis.LimitOwn, remedy: diagnosis.ActionRaiseLimit},
-	{name: "short-2x", quick: true, what: "2 consumers of 200 MiB (anon) in 200 MiB: their own limit half their demand",
+	{name: "short-25", quick: true, what: "2 consumers of 200 MiB (anon) in 320 MiB: their own limit 20 % under their demand (it needs 25 % more)",
+		consumers: 2, size: 200 * mib, limit: 320 * mib, backing: "anon", binding: diagnosis.LimitOwn, remedy: diagnosis.ActionRaiseLimit,
+		shortfallLow: "under a heavy thrash a few large processes spend most of a window in the kernel, which the demand does not count as lost"},
+	{name: "short-2x", what: "2 consumers of 200 MiB (anon) in 200 MiB: their own limit half their demand",
 		consumers: 2, size: 200 * mib, limit: 200 * mib, backing: "anon", binding: diagnosis.LimitOwn, remedy: diagnosis.ActionRaiseLimit},
 	{name: "file", what: "2 consumers of 200 MiB backed by files in 200 MiB: a page-cache thrash under their own limit",
 		consumers: 2, size: 200 * mib, limit: 200 * mib, backing: "file", binding: diagnosis.LimitOwn, remedy: diagnosis.ActionRaiseLimit},

@@ -97,10 +97,10 @@ func TestBinding(t *testing.T) {
 func TestShortfall(t *testing.T) {
 	own := Limit{Kind: LimitOwn, Bytes: 256 * mi, UsedBytes: 256 * mi}
 	s := ShortfallOf(own, Demand{WorkingSetBytes: 640 * mi, ResidentBytes: 256 * mi, SwapBytes: 600 * mi})
-	if s.Bytes != 384*mi || s.LowBytes != 576*mi-256*mi || s.HighBytes != 704*mi-256*mi {
-		t.Errorf("own limit: %+v, want 384 MiB in [320, 448] MiB", s)
+	if s.Bytes != 384*mi || s.LowBytes != 576*mi-256*mi || s.HighBytes != 856*mi-256*mi {
+		t.Errorf("own limit: %+v, want 384 MiB in [320, 600] MiB: up to all it holds", s)
 	}
-	// All it holds bounds the interval from above.
+	// All it holds is the interval's top.
 	s = ShortfallOf(own, Demand{WorkingSetBytes: 640 * mi, ResidentBytes: 256 * mi, SwapBytes: 400 * mi})
 	if s.HighBytes != 400*mi {
 		t.Errorf("bounded by memory and swap: high %d MiB, want 400", s.HighBytes/mi)
@@ -266,7 +266,7 @@ func TestTrackerLife(t *testing.T) {
 	if len(open) != 1 || open[0].Binding == nil || open[0].Binding.Kind != LimitOwn || open[0].Shortfall.Bytes != 384*mi {
 		t.Fatalf("open: %+v", open)
 	}
-	if s := open[0].Summary; !strings.Contains(s, "app.service anon-swap-in thrash") || !strings.Contains(s, "needs ~384 MiB more than its limit of 256 MiB") || !strings.Contains(s, "raise-limit to 704 MiB") {
+	if s := open[0].Summary; !strings.Contains(s, "app.service anon-swap-in thrash") || !strings.Contains(s, "needs ~384 MiB more than its limit of 256 MiB") || !strings.Contains(s, "raise-limit to 756 MiB") {
 		t.Errorf("summary %q", s)
 	}
 

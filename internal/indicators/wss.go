@@ -98,14 +98,6 @@ type WorkingSetEstimate struct {
 	HasStall      bool
 	RunDelayShare float64
 	HasRunDelay   bool
-	// SystemShare is the share of the window it spent in the kernel while
-	// it took thrashFaults major faults a second or more: then that time
-	// is the kernel's fault and reclaim work, which PSI counts only in
-	// part (a swap-in's own wait, a direct reclaim), and no more its own
-	// than a stall. The stall and it overlap (direct reclaim is both), so
-	// the larger of the two is lost. 0 below that rate: a process that
-	// makes system calls for its work keeps its system time.
-	SystemShare float64
 	// From and To bound the window: the middle of the clear that opened it
 	// and of the read that closed it (each walks the page tables, and a
 	// page's bit is cleared or read somewhere in between).
@@ -160,7 +152,6 @@ type wssState struct {
 	runDelay   time.Duration // its threads' run-queue wait when its window opened
 	delayKnown bool          // read when the window opened
 	majFlt     uint64        // its major faults when its window opened
-	system     float64       // its system CPU seconds when its window opened
 }
 
 // NewWorkingSet returns a WorkingSet; call Run, or ScanOnce each round.
@@ -298,8 +289,8 @@ type scanRound struct {
 
 // clearWindow opens a process's next window: it clears the accessed bits
 // (clear_refs) and keeps the stall and major faults it opens at.
-func (w *WorkingSet) clearWindow(pid int, st *wssState, stall, delay time.Duration, hasDelay bool, majFlt uint64, system float64) error {
-	st.stall, st.stallKnown, st.majFlt, st.system = stall, w.cfg.Stall != nil, majFlt, system
+func (w *WorkingSet) clearWindow(pid int, st *wssState, stall, delay time.Duration, hasDelay bool, majFlt uint64) error {
+	st.stall, st.stallKnown, st.majFlt = stall, w.cfg.Stall != nil, majFlt
 	st.runDelay, st.delayKnown = delay, hasDelay
 	t0 := time.Now()
 	err := w.fs.ClearRefs(pid)
@@ -416,11 +407,11 @@ func (w *WorkingSet) closeAndOpen(pid int, proc procfs.Process, st *wssState, op
 	delay, err := w.fs.RunDelay(pid)
 	hasDelay := err == nil
 	if est != nil {
-		est.demand(st, stall, hasStall, delay, hasDelay, proc.SystemSeconds, (proc.MajorFaults - min(st.majFlt, proc.MajorFaults)))
+		est.demand(st, stall, hasStall, delay, hasDelay)
 		st.last, st.cleared = est, time.Time{}
 	}
 	if clear {
-		if err := w.clearWindow(pid, st, stall, delay, hasDelay, proc.MajorFaults, proc.SystemSeconds); err != nil {
+		if err := w.clearWindow(pid, st, stall, delay, hasDelay, proc.MajorFaults); err != nil {
 			return st, pages, err
 		}
 	}
@@ -468,36 +459,25 @@ func (w *WorkingSet) read(pid int, st *wssState) (WorkingSetEstimate, int64, err
 	return e, int64((r.RSS + r.Swap) / w.pageSize), nil
 }
 
-// thrashFaults is the major faults a second over a window from which its
-// system time counts as lost: the detector's --detector.pf-high default,
-// the rate at which a process joins the high-fault set.
-const thrashFaults = 10
-
-// demand fills DemandBytes from the faults, the stall, the run-queue wait
-// and, while it faults at thrashFaults a second or more, the system time
-// over the window: st holds each when it opened, and faults is the major
-// faults since. A process the probe has not seen stall has no reading,
-// which is no stall.
-func (e *WorkingSetEstimate) demand(st *wssState, stall time.Duration, hasStall bool, delay time.Duration, hasDelay bool, system float64, faults uint64) {
+// demand fills DemandBytes from the faults, the stall and the run-queue
+// wait over the window: st holds the stall and the wait when it opened. A
+// process the probe has not seen stall has no reading, which is no stall.
+func (e *WorkingSetEstimate) demand(st *wssState, stall time.Duration, hasStall bool, delay time.Duration, hasDelay bool) {
 	touched := float64(e.own + min(e.Refaulted, e.swap))
 	window := e.Window()
 	if window <= 0 {
 		e.DemandBytes = max(e.own, uint64(min(touched, float64(e.footprint))))
 		return
 	}
-	stalled := 0.0
+	lost := 0.0 // the share of the window that was not the process's own
 	if st.stallKnown {
 		d := stall - st.stall
 		if !hasStall || d < 0 {
 			d = 0 // never stalled, or counters restarted
 		}
 		e.StalledShare, e.HasStall = min(d.Seconds()/window.Seconds(), MaxStalledShare), true
-		stalled = e.StalledShare
+		lost += e.StalledShare
 	}
-	if float64(faults)/window.Seconds() >= thrashFaults && system >= st.system {
-		e.SystemShare = min((system-st.system)/window.Seconds(), MaxStalledShare)
-	}
-	lost := max(stalled, e.SystemShare) // the share of the window that was not the process's own
 	if st.delayKnown && hasDelay && delay >= st.runDelay {
 		// A thread that exited took its wait with it: the sum can go back,
 		// and is then left out.

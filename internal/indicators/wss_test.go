@@ -349,9 +349,6 @@ func TestWorkingSetDemand(t *testing.T) {
 		delayKnown            bool
 		delayAtOpen, delayNow time.Duration
 		wantDelayShare        float64
-		// system seconds and major faults over the window (1 s)
-		system float64
-		faults uint64
 	}{
 		{name: "procfs alone", bytes: 4 << 20, foot: 10 << 20, wantDemand: 4 << 20},
 		{name: "procfs alone, refaults", bytes: 4 << 20, refaulted: 3 << 20, swap: 5 << 20, foot: 10 << 20, wantDemand: 7 << 20},
@@ -373,16 +370,6 @@ func TestWorkingSetDemand(t *testing.T) {
 			delayKnown: true, delayNow: 800 * time.Millisecond, wantDemand: 10 << 20, wantShare: 0.8, wantHas: true, wantDelayShare: 0.8},
 		{name: "a thread that waited exited", bytes: 2 << 20, foot: 10 << 20,
 			delayKnown: true, delayAtOpen: time.Second, delayNow: 100 * time.Millisecond, wantDemand: 2 << 20},
-		// Thrashing (faults at 10 a second or more): the kernel's share of
-		// the window is lost too, the larger of it and the stall.
-		{name: "thrashing, in the kernel more than stalled", known: true, now: 300 * time.Millisecond, hasNow: true, bytes: 2 << 20, foot: 10 << 20,
-			system: 0.5, faults: 1000, wantDemand: 4 << 20, wantShare: 0.3, wantHas: true},
-		{name: "thrashing, stalled more than in the kernel", known: true, now: 500 * time.Millisecond, hasNow: true, bytes: 2 << 20, foot: 10 << 20,
-			system: 0.2, faults: 1000, wantDemand: 4 << 20, wantShare: 0.5, wantHas: true},
-		// A process that works through system calls, faulting little,
-		// keeps its system time.
-		{name: "system time without faults", known: true, bytes: 2 << 20, foot: 10 << 20,
-			system: 0.5, faults: 9, wantDemand: 2 << 20, wantHas: true},
 		{name: "counters restarted", known: true, atOpen: 5 * time.Second, now: time.Second, hasNow: true, bytes: 4 << 20, foot: 10 << 20, wantDemand: 4 << 20, wantHas: true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -391,8 +378,7 @@ func TestWorkingSetDemand(t *testing.T) {
 				own = tc.bytes
 			}
 			e := WorkingSetEstimate{Bytes: tc.bytes, DemandBytes: own, own: own, Refaulted: tc.refaulted, From: from, To: from.Add(time.Second), footprint: tc.foot, swap: tc.swap}
-			e.demand(&wssState{stall: tc.atOpen, stallKnown: tc.known, runDelay: tc.delayAtOpen, delayKnown: tc.delayKnown, system: 10},
-				tc.now, tc.hasNow, tc.delayNow, tc.delayKnown, 10+tc.system, tc.faults)
+			e.demand(&wssState{stall: tc.atOpen, stallKnown: tc.known, runDelay: tc.delayAtOpen, delayKnown: tc.delayKnown}, tc.now, tc.hasNow, tc.delayNow, tc.delayKnown)
 			if math.Abs(e.RunDelayShare-tc.wantDelayShare) > 1e-9 {
 				t.Errorf("run-delay share %v, want %v", e.RunDelayShare, tc.wantDelayShare)
 			}
