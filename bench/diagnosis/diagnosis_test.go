@@ -59,7 +59,7 @@ func TestSuite(t *testing.T) {
 func TestProblems(t *testing.T) {
 	good := func() *result {
 		return &result{Scenario: "s", Binding: diagnosis.LimitOwn, Shortfall: 200 << 20, Remedy: diagnosis.ActionRaiseLimit,
-			Opened: time.Second, GotBinding: "own /x/thrashscope-run-1", BindingRight: true, GotShortfall: 210 << 20, Looks: 5,
+			Opened: time.Second, GotBinding: "own /x/thrashscope-run-1", BindingRight: true, GotShortfall: 210 << 20, Looks: looksBeforeRemedy,
 			GotRemedy: diagnosis.Remedy{Action: diagnosis.ActionRaiseLimit, Bytes: 420 << 20}, EndedAfter: 4 * time.Second, StayedEnded: true}
 	}
 	if p := good().problems(); len(p) != 0 {
