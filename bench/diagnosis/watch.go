@@ -33,7 +33,7 @@ const (
 	// settle: the plateau's first moments are not read: the last consumer
 	// is filling its region, and a process's working set is first measured
 	// up to a --wss.period (10 s) and its window after it is seen (till
-	// then the diagnosis counts what it holds).
+	// then it is left out of its group's demand).
 	settle = 15 * time.Second
 	// every is how often the watch reads the workload's state and the
 	// diagnoses.

@@ -53,7 +53,7 @@ var notRun = []string{
 func main() {
 	cache := flag.String("cache", "/var/cache/thrashscope-deploy", "where base images, podman-compose and the kubelet are kept between runs")
 	only := flag.String("only", "", "the kits to prove, comma-separated (image, compose, kubelet); all by default")
-	prepare := flag.Bool("prepare", false, "only make what the kits need and --cache keeps (packages, base images, podman-compose, the kubelet, the pause image, the observer image's layers), proving none: .ci/run does this beside the kernel matrix, at idle priority")
+	prepare := flag.Bool("prepare", false, "only make what the kits need and --cache keeps (packages, base images, podman-compose, the kubelet, the pause image, the observer image's layers), proving none; run it at idle priority beside other work")
 	flag.Parse()
 	if os.Geteuid() != 0 {
 		fmt.Fprintln(os.Stderr, "deploytest: run as root: container engines, cgroups and BPF need it")

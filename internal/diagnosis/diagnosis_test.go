@@ -175,8 +175,8 @@ func TestRemedies(t *testing.T) {
 	s := Shortfall{Bytes: 384 * mi, LowBytes: 320 * mi, HighBytes: 448 * mi}
 	idle := Evidence{DeviceBusyPercent: 30, PoolFullPercent: -1}
 	rs, no := Remedies(own, s, Context{Kind: KindAnon, Evidence: idle, CompressRatio: 1.1})
-	if len(rs) != 1 || rs[0].Action != ActionRaiseLimit || rs[0].Bytes != 704*mi || rs[0].Target != "/a" || rs[0].Confidence != High {
-		t.Errorf("own limit: %+v, want raise /a to 704 MiB, high", rs)
+	if len(rs) != 1 || rs[0].Action != ActionRaiseLimit || rs[0].Bytes != 726*mi || rs[0].Target != "/a" || rs[0].Confidence != High {
+		t.Errorf("own limit: %+v, want raise /a to 726 MiB (704 MiB and the reclaim margin), high", rs)
 	}
 	if len(no) != 2 || no[0].Action != ActionCompressedSwap || no[1].Action != ActionFasterDevice {
 		t.Errorf("useless: %+v, want compressed swap (1.1:1) and a faster device (30 %% busy)", no)
@@ -266,7 +266,7 @@ func TestTrackerLife(t *testing.T) {
 	if len(open) != 1 || open[0].Binding == nil || open[0].Binding.Kind != LimitOwn || open[0].Shortfall.Bytes != 384*mi {
 		t.Fatalf("open: %+v", open)
 	}
-	if s := open[0].Summary; !strings.Contains(s, "app.service anon-swap-in thrash") || !strings.Contains(s, "needs ~384 MiB more than its limit of 256 MiB") || !strings.Contains(s, "raise-limit to 756 MiB") {
+	if s := open[0].Summary; !strings.Contains(s, "app.service anon-swap-in thrash") || !strings.Contains(s, "needs ~384 MiB more than its limit of 256 MiB") || !strings.Contains(s, "raise-limit to 780 MiB") {
 		t.Errorf("summary %q", s)
 	}
 

@@ -117,8 +117,12 @@ func Remedies(l Limit, s Shortfall, c Context) ([]Remedy, []Useless) {
 		if s.HighBytes > 2*s.LowBytes+64<<20 {
 			conf = Medium // a wide interval: the working set was not well measured
 		}
-		rs = append(rs, Remedy{Action: ActionRaiseLimit, Target: l.Group, Bytes: mib(l.Bytes + s.HighBytes), Confidence: conf,
-			Effect: fmt.Sprintf("%s from %s to %s holds the working set (about %s more, %s to %s)", l.File, size(l.Bytes), size(mib(l.Bytes+s.HighBytes)), size(s.Bytes), size(s.LowBytes), size(s.HighBytes))})
+		// The kernel reclaims a little under a limit (bindingMargin): a
+		// limit the working set only just fits still pages it, and a run
+		// raised to exactly all it held (401 MiB) thrashed again.
+		to := mib(int64(float64(l.Bytes+s.HighBytes) / (1 - bindingMargin)))
+		rs = append(rs, Remedy{Action: ActionRaiseLimit, Target: l.Group, Bytes: to, Confidence: conf,
+			Effect: fmt.Sprintf("%s from %s to %s holds the working set (about %s more, %s to %s) with the kernel's reclaim margin", l.File, size(l.Bytes), size(to), size(s.Bytes), size(s.LowBytes), size(s.HighBytes))})
 	}
 	// The culprit first when what it took covers the shortfall.
 	if c.Culprit != nil && c.Culprit.GrewBytes < s.Bytes {

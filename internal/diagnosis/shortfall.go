@@ -1,7 +1,5 @@
 package diagnosis
 
-import "fmt"
-
 // Demand is what a thrashing group wants and holds, as the observer reads
 // it: the working set of its processes in their own time, and its charge
 // in memory and in swap.
@@ -13,10 +11,6 @@ type Demand struct {
 	// (memory.swap.current; v1 memsw less usage); -1 unread.
 	ResidentBytes int64 `json:"resident_bytes"`
 	SwapBytes     int64 `json:"swap_bytes"`
-	// HeldBy is how many of its processes had no working set measured
-	// yet: what each holds in memory and swap is in WorkingSetBytes for
-	// them.
-	HeldBy int `json:"held_by,omitempty"`
 }
 
 // footprint is what the group holds in memory and swap; -1 unread. Its
@@ -76,9 +70,6 @@ func ShortfallOf(l Limit, d Demand) Shortfall {
 			high = resident + swap
 		}
 		s.Basis = "the working set of its processes in their own time"
-		if d.HeldBy > 0 {
-			s.Basis += fmt.Sprintf(" (%d not measured yet: what they hold)", d.HeldBy)
-		}
 	} else {
 		// No working set measured: what it holds is all there is to go
 		// by, and the interval runs from what is resident to all of it.

@@ -175,26 +175,10 @@ func (s *Stage) hierarchyOf(w workload.Workload) (Hierarchy, string) {
 func (s *Stage) workloadSample(cur *pipeline.Tick, w workload.Workload, group string, limits []Limit, e Evidence) Sample {
 	pids := readPIDs(w.Files.V2)
 	d := Demand{WorkingSetBytes: -1, ResidentBytes: w.Kernel.CurrentBytes, SwapBytes: w.Kernel.SwapBytes}
-	held := map[int]int64{}
-	for _, p := range cur.Reading.Processes {
-		held[p.PID] = int64(p.ResidentBytes + p.SwapBytes)
-	}
-	var unmeasured int64
 	for _, pid := range pids {
 		if p, ok := cur.Verdict.Processes[pid]; ok && p.HasWorkingSet {
 			d.WorkingSetBytes = max(d.WorkingSetBytes, 0) + int64(p.DemandBytes)
-		} else if h, ok := held[pid]; ok && h > 0 {
-			// Not scanned yet (a process is scanned once a period): what
-			// it holds stands in, or the sum would read as a demand that
-			// fits while a newcomer thrashes.
-			unmeasured += h
-			d.HeldBy++
 		}
-	}
-	if d.WorkingSetBytes >= 0 {
-		d.WorkingSetBytes += unmeasured
-	} else {
-		d.HeldBy = 0
 	}
 	labels := map[string]string{"cgroup": w.Cgroup}
 	for k, v := range map[string]string{"unit": w.Unit, "pod_uid": w.PodUID, "qos": w.QoS} {

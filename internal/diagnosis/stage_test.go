@@ -101,35 +101,3 @@ func TestStageHostDiagnosis(t *testing.T) {
 		t.Errorf("the host thrashing with nothing to explain it: %+v, want the host's diagnosis saying no limit binds", open)
 	}
 }
-
-// A process not scanned yet (one that joined the thrash within the last
-// period) is counted by what it holds: without it, the demand of the rest
-// alone fits the limit and the diagnosis would say wait while it thrashes.
-func TestStageCountsAnUnscannedProcessByWhatItHolds(t *testing.T) {
-	root := t.TempDir()
-	writeGroup(t, root, "run", map[string]string{"memory.max": "335544320", "memory.high": "max", "memory.current": "335000000", "cgroup.procs": "11\n12"})
-	s := NewStage(StageConfig{V2Mount: root})
-	w := workload.Workload{Labels: workload.Labels{Cgroup: "/run"}, State: indicators.Thrashing, HasKernel: true,
-		Files: workload.Files{V2: filepath.Join(root, "run"), V2Root: root}}
-	w.Kernel.CurrentBytes, w.Kernel.SwapBytes = 320*mi, 80*mi
-	s.Observe(nil, &pipeline.Tick{
-		Reading: &sampler.Reading{Time: time.Unix(50_000, 0), Memory: procfs.Memory{TotalBytes: 24 << 30, AvailableBytes: 20 << 30},
-			Processes: []sampler.Process{{Process: procfs.Process{PID: 11, ResidentBytes: uint64(170 * mi), SwapBytes: uint64(30 * mi)}}, {Process: procfs.Process{PID: 12, ResidentBytes: uint64(150 * mi), SwapBytes: uint64(50 * mi)}}}},
-		Verdict:   &indicators.Verdict{Processes: map[int]indicators.ProcessVerdict{11: {DemandBytes: uint64(205 * mi), HasWorkingSet: true}}},
-		Workloads: []workload.Workload{w},
-	})
-	open := s.Open()
-	if len(open) != 1 {
-		t.Fatalf("open %+v, want the run's", open)
-	}
-	d := open[0]
-	if d.Demand.WorkingSetBytes != 405*mi || d.Demand.HeldBy != 1 {
-		t.Errorf("demand %+v, want 205 MiB measured and 200 MiB held by the process not scanned yet", d.Demand)
-	}
-	if d.Shortfall.Bytes != 85*mi || !strings.Contains(d.Shortfall.Basis, "1 not measured yet") {
-		t.Errorf("shortfall %+v, want 85 MiB, its basis saying one process was not measured", d.Shortfall)
-	}
-	if len(d.Remedies) == 0 || d.Remedies[0].Action != ActionRaiseLimit {
-		t.Errorf("remedies %+v, want the limit raised first", d.Remedies)
-	}
-}
