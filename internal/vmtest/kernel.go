@@ -30,13 +30,19 @@ type Kernel struct {
 	// own (the host's apt is left as it is: a list of its own, in the
 	// cache).
 	Suite string
+	// Skip names steps of the plan not run on this kernel: what other
+	// kernels of the matrix already prove, said beside each.
+	Skip []string
 }
 
 // Matrix is the kernels make test-kernels boots: Debian 12's own (6.1), its
 // 6.12, and Debian 11's 5.10, where the probes take the portable way.
 var Matrix = []Kernel{
 	{Name: "6.1 (Debian 12)", Package: "linux-image-amd64"},
-	{Name: "6.12 (Debian 12)", Package: "linux-image-6.12-amd64"},
+	// The portable way forced on a kernel whose own way is the fast one
+	// is held on 6.1 here and on 6.18 in make test, either side of 6.12;
+	// it took 146 s of this guest's 8 minutes under TCG.
+	{Name: "6.12 (Debian 12)", Package: "linux-image-6.12-amd64", Skip: []string{"portable way"}},
 	{Name: "5.10 (Debian 11)", Package: "linux-image-amd64", Suite: "bullseye"},
 }
 

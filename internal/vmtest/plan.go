@@ -50,6 +50,10 @@ const (
 	GuestSrc  = "/thrashscope/src"
 )
 
+// GuestReportPort is the guest's second serial port, which carries the
+// reports alone (Machine.Boot gives it to qemu as a file).
+const GuestReportPort = "/dev/ttyS1"
+
 // ReportPrefix starts each line of the console that is a Report.
 const ReportPrefix = "THRASHSCOPE-VMTEST "
 

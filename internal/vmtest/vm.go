@@ -1,6 +1,7 @@
 package vmtest
 
 import (
+	"bytes"
 	"cmp"
 	"context"
 	"crypto/rand"
@@ -158,6 +159,38 @@ func (m Machine) Boot(ctx context.Context, im Image, initramfs, dir string, cons
 	}
 	defer os.Remove(swap)
 	defer os.Remove(data)
+	reportFile, err := sparse(dir, "reports-*.txt", 0)
+	if err != nil {
+		return nil, err
+	}
+	defer os.Remove(reportFile)
+	args := m.qemuArgs(im, initramfs, swap, data, reportFile)
+	var out strings.Builder
+	cmd := exec.CommandContext(ctx, "qemu-system-x86_64", args...)
+	cmd.Stdout = io.MultiWriter(console, &out)
+	cmd.Stderr = cmd.Stdout
+	cmd.WaitDelay = 5 * time.Second
+	err = cmd.Run()
+	reports := readReports(out.String(), reportFile)
+	for from, to := range m.Extract {
+		if xerr := extract(ctx, data, from, to); xerr != nil {
+			err = errors.Join(err, xerr)
+		}
+	}
+	switch {
+	case ctx.Err() != nil:
+		return reports, fmt.Errorf("qemu: the guest did not power off in time: %w", ctx.Err())
+	case err != nil:
+		return reports, fmt.Errorf("qemu: %w", err)
+	case len(reports) == 0 || reports[len(reports)-1].Kind != "done":
+		return reports, errors.New("the guest ended before its last step: see the console log")
+	}
+	return reports, nil
+}
+
+// qemuArgs are qemu's arguments for the guest: the console on stdio, the
+// reports on a serial port of their own, written to reportFile.
+func (m Machine) qemuArgs(im Image, initramfs, swap, data, reportFile string) []string {
 	accel, cpu := m.Accel, "max"
 	switch m.Accel {
 	case "kvm":
@@ -180,30 +213,22 @@ func (m Machine) Boot(ctx context.Context, im Image, initramfs, dir string, cons
 		"-append", fmt.Sprintf("console=ttyS0 panic=-1 loglevel=%d cgroup_no_v1=all tsc=reliable", cmp.Or(m.LogLevel, 4)),
 		"-drive", "file=" + swap + ",format=raw,if=virtio,cache=unsafe",
 		"-drive", "file=" + data + ",format=raw,if=virtio,cache=unsafe",
-		"-display", "none", "-vga", "none", "-serial", "stdio", "-monitor", "none",
+		"-display", "none", "-vga", "none", "-serial", "stdio", "-serial", "file:" + reportFile, "-monitor", "none",
 		"-nic", "none", "-no-reboot",
 	}
-	var out strings.Builder
-	cmd := exec.CommandContext(ctx, "qemu-system-x86_64", args...)
-	cmd.Stdout = io.MultiWriter(console, &out)
-	cmd.Stderr = cmd.Stdout
-	cmd.WaitDelay = 5 * time.Second
-	err = cmd.Run()
-	reports := ParseReports(strings.NewReader(out.String()))
-	for from, to := range m.Extract {
-		if xerr := extract(ctx, data, from, to); xerr != nil {
-			err = errors.Join(err, xerr)
+	return args
+}
+
+// readReports are the guest's reports: from the report port's copy, whole
+// where the console's may have a kernel message in the middle of a line;
+// from the console when the port carried none.
+func readReports(console, reportFile string) []Report {
+	if b, err := os.ReadFile(reportFile); err == nil {
+		if fromPort := ParseReports(bytes.NewReader(b)); len(fromPort) > 0 {
+			return fromPort
 		}
 	}
-	switch {
-	case ctx.Err() != nil:
-		return reports, fmt.Errorf("qemu: the guest did not power off in time: %w", ctx.Err())
-	case err != nil:
-		return reports, fmt.Errorf("qemu: %w", err)
-	case len(reports) == 0 || reports[len(reports)-1].Kind != "done":
-		return reports, errors.New("the guest ended before its last step: see the console log")
-	}
-	return reports, nil
+	return ParseReports(strings.NewReader(console))
 }
 
 // disks makes the guest's sparse disks in dir: the swap, and the data disk

@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"io"
 	"io/fs"
+	"os"
+	"path/filepath"
 	"reflect"
 	"strconv"
 	"strings"
@@ -236,5 +238,32 @@ fault_latency       up       false     portable 5.8+   raw_tp/page_fault_user, r
 	}
 	if up := res.ProbesUp(); up != "2/3 (portable)" {
 		t.Errorf("ProbesUp() = %q", up)
+	}
+}
+
+// The reports come from the report port, whole, where the console's copy
+// has a kernel message in the middle of a line; from the console when the
+// port carried none.
+func TestReadReports(t *testing.T) {
+	step := Report{Kind: "step", Step: "cgroups", Pass: true}.Line()
+	done := Report{Kind: "done", Pass: true}.Line()
+	cut := len(step) / 2
+	console := step[:cut] + "\n[  421.9] Memory cgroup out of memory: Killed process 504 (cgroup.test)\n" + step[cut:] + "\n" + done + "\n"
+	if got := ParseReports(strings.NewReader(console)); len(got) != 1 {
+		t.Fatalf("the console's copy: %d reports read, want only the done one (the step's line is cut)", len(got))
+	}
+	port := filepath.Join(t.TempDir(), "reports.txt")
+	if err := os.WriteFile(port, []byte(step+"\n"+done+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if got := readReports(console, port); len(got) != 2 || got[0].Step != "cgroups" || got[1].Kind != "done" {
+		t.Errorf("from the port: %+v, want the step and done", got)
+	}
+	empty := filepath.Join(t.TempDir(), "none.txt")
+	if err := os.WriteFile(empty, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if got := readReports(done+"\n", empty); len(got) != 1 || got[0].Kind != "done" {
+		t.Errorf("no port output: %+v, want the console's done", got)
 	}
 }

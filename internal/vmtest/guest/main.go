@@ -29,9 +29,9 @@ import (
 
 func main() {
 	defer powerOff()
-	console := os.Stdout
 	rep := vmtest.Report{Kind: "boot"}
 	rep.Problems = setUp()
+	console := reportsTo()
 	var u unix.Utsname
 	if unix.Uname(&u) == nil {
 		rep.Uname = unix.ByteSliceToString(u.Release[:])
@@ -80,6 +80,24 @@ func setUp() []string {
 		problems = append(problems, "busybox --install: "+err.Error())
 	}
 	return problems
+}
+
+// reportsTo is where the reports go: the console, for the host to echo as
+// they come, and the second serial port, which carries nothing else. The
+// host reads them from the latter: on the console a kernel message can
+// land in the middle of a long report's line and make it unreadable.
+func reportsTo() io.Writer {
+	port, err := os.OpenFile(vmtest.GuestReportPort, os.O_WRONLY|unix.O_NOCTTY, 0)
+	if err != nil {
+		fmt.Printf("no report port (%v): the host reads the reports off the console\n", err)
+		return os.Stdout
+	}
+	// Raw: no \n to \r\n, nothing held back.
+	if t, err := unix.IoctlGetTermios(int(port.Fd()), unix.TCGETS); err == nil {
+		t.Oflag &^= unix.OPOST
+		_ = unix.IoctlSetTermios(int(port.Fd()), unix.TCSETS, t)
+	}
+	return io.MultiWriter(os.Stdout, port)
 }
 
 func readPlan() (vmtest.Plan, error) {

@@ -15,6 +15,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -27,7 +28,7 @@ import (
 func main() {
 	cache := flag.String("cache", "bin/kernels", "where the kernels' packages are unpacked, and kept")
 	work := flag.String("work", "bin/vmtest", "where the guest's binaries, initramfs and console logs go")
-	kernels := flag.String("kernels", "", "comma-separated Debian packages to boot instead of the matrix (e.g. linux-image-6.1.0-56-amd64)")
+	kernels := flag.String("kernels", "", "comma-separated kernels to boot instead of the whole matrix: the matrix's own by version (5.10), or Debian packages (linux-image-6.1.0-56-amd64)")
 	only := flag.String("steps", "", "comma-separated step names to run (default every step)")
 	markdown := flag.String("markdown", "", "also write the tables as Markdown to this file: between its "+vmtest.MarkdownBegin+" and "+vmtest.MarkdownEnd+" lines where it has them (docs/kernels.md), else the whole file")
 	summary := flag.String("summary", "", "also put the summary table in this file, between its "+vmtest.SummaryBegin+" and "+vmtest.SummaryEnd+" lines (README.md)")
@@ -75,12 +76,24 @@ type options struct {
 	prepare                                              bool
 }
 
+// kernelNamed is the matrix's kernel whose name starts with p's version
+// ("5.10" for "5.10 (Debian 11)"), else Debian's package p of the default
+// suite.
+func kernelNamed(p string) vmtest.Kernel {
+	for _, k := range vmtest.Matrix {
+		if v, _, _ := strings.Cut(k.Name, " "); v == p {
+			return k
+		}
+	}
+	return vmtest.Kernel{Name: p, Package: p}
+}
+
 func run(ctx context.Context, o options) error {
 	matrix := vmtest.Matrix
 	if o.kernels != "" {
 		matrix = nil
 		for _, p := range strings.Split(o.kernels, ",") {
-			matrix = append(matrix, vmtest.Kernel{Name: p, Package: p})
+			matrix = append(matrix, kernelNamed(p))
 		}
 	}
 	for _, tool := range []string{"qemu-system-x86_64", "apt-get", "dpkg-deb", "depmod"} {
@@ -117,19 +130,7 @@ func run(ctx context.Context, o options) error {
 			return err
 		}
 	}
-	failed := false
-	for _, r := range results {
-		failed = failed || !r.Pass()
-	}
-	if failed {
-		// Last, so that the end of a long run's output says what failed.
-		fmt.Println("FAILED:")
-		for _, f := range vmtest.Failures(results) {
-			fmt.Println("  " + f)
-		}
-		return fmt.Errorf("a kernel failed; the console logs are in %s", o.work)
-	}
-	return nil
+	return failures(o.work, results)
 }
 
 // boot boots the kernels, o.parallel at once, and returns their results in
@@ -177,6 +178,7 @@ func bootOne(ctx context.Context, im vmtest.Image, g vmtest.Guest, m vmtest.Mach
 	k := im.Kernel
 	res := vmtest.KernelResult{Kernel: k, Image: im}
 	start := time.Now()
+	g.Steps = slices.DeleteFunc(slices.Clone(g.Steps), func(st vmtest.Step) bool { return slices.Contains(k.Skip, st.Name) })
 	initramfs := filepath.Join(work, im.Release+".cpio")
 	f, err := os.Create(initramfs)
 	if err == nil {
@@ -375,4 +377,47 @@ func replaceFile(path, text string) error {
 		return err
 	}
 	return os.Rename(tmp, path)
+}
+
+// failures prints what failed, if anything, and says so.
+func failures(work string, results []vmtest.KernelResult) error {
+	failed := false
+	for _, r := range results {
+		failed = failed || !r.Pass()
+	}
+	if failed {
+		// A CI run keeps only the end of its output, and the console logs
+		// stay on its machine: the end of each failed guest's console is
+		// what says why (a panic, a hung step, an init error).
+		for _, r := range results {
+			if !r.Pass() && r.Image.Release != "" {
+				printTail(filepath.Join(work, r.Image.Release+".console.log"), consoleTailLines)
+			}
+		}
+		// Last, so that the end of a long run's output says what failed.
+		fmt.Println("FAILED:")
+		for _, f := range vmtest.Failures(results) {
+			fmt.Println("  " + f)
+		}
+		return fmt.Errorf("a kernel failed; the console logs are in %s", work)
+	}
+	return nil
+}
+
+// consoleTailLines is how much of a failed guest's console is printed.
+const consoleTailLines = 40
+
+// printTail prints the last n lines of the console log at path.
+func printTail(path string, n int) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		fmt.Printf("no console log to show: %v\n", err)
+		return
+	}
+	lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
+	lines = lines[max(0, len(lines)-n):]
+	fmt.Printf("== the last %d lines of %s\n", len(lines), path)
+	for _, l := range lines {
+		fmt.Println("  " + strings.TrimRight(l, "\r"))
+	}
 }
