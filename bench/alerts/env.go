@@ -114,20 +114,22 @@ func (g *groups) reclaim(n int64) error {
 	return errors.Join(err, os.WriteFile(limit, []byte(strconv.FormatInt(g.limit, 10)), 0))
 }
 
-// limitReached says whether the group's demand has met its limit: the
-// kernel's count of charges that hit it (v1 memory.failcnt, v2
-// memory.events max).
-func (g *groups) limitReached() bool {
-	if !g.mem.V2 {
-		b, err := os.ReadFile(filepath.Join(g.mem.Path, "memory.failcnt"))
-		return err == nil && strings.TrimSpace(string(b)) != "0"
+// limitReached says whether the group's demand has met its limit.
+func (g *groups) limitReached() bool { return atLimit(g.mem.Path) }
+
+// atLimit says whether the memory group at dir has met its limit: v1's
+// memory.failcnt, or v2's memory.events high or max (the OOM guard sets
+// memory.high below memory.max).
+func atLimit(dir string) bool {
+	if b, err := os.ReadFile(filepath.Join(dir, "memory.failcnt")); err == nil {
+		return strings.TrimSpace(string(b)) != "0"
 	}
-	b, err := os.ReadFile(filepath.Join(g.mem.Path, "memory.events"))
+	b, err := os.ReadFile(filepath.Join(dir, "memory.events"))
 	if err != nil {
 		return false
 	}
 	for _, l := range strings.Split(string(b), "\n") {
-		if f := strings.Fields(l); len(f) == 2 && f[0] == "max" && f[1] != "0" {
+		if f := strings.Fields(l); len(f) == 2 && (f[0] == "max" || f[0] == "high") && f[1] != "0" {
 			return true
 		}
 	}

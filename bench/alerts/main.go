@@ -316,6 +316,13 @@ func (o options) induce(ctx context.Context, st *stack.Stack, s scenario, ob *ob
 		bound = onset + s.bound
 	}
 	o.logf("run %s: %s; demand past the %d MiB limit %s in; watching until it ends or %s in", rec.ID, s.spec, rec.Spec.MemoryLimitBytes>>20, onset, bound)
+	met := make(chan time.Time, 1)
+	stopMet := make(chan struct{})
+	go func() { met <- firstAtLimit(st, rec.ID, ob.Onset, stopMet) }()
+	defer func() {
+		close(stopMet)
+		ob.LimitMet = <-met
+	}()
 	for deadline := rec.StartedAt.Add(bound); time.Now().Before(deadline); time.Sleep(500 * time.Millisecond) {
 		if ctx.Err() != nil {
 			return ctx.Err()
@@ -325,6 +332,29 @@ func (o options) induce(ctx context.Context, st *stack.Stack, s scenario, ob *ob
 		}
 	}
 	return nil
+}
+
+// firstAtLimit is when the kernel first saw run id's memory group at its
+// limit, polled every 10 ms until the onset; zero if not by then.
+func firstAtLimit(st *stack.Stack, id string, onset time.Time, stop <-chan struct{}) time.Time {
+	dir := ""
+	for ; time.Now().Before(onset); time.Sleep(10 * time.Millisecond) {
+		select {
+		case <-stop:
+			return time.Time{}
+		default:
+		}
+		if dir == "" {
+			if r, err := st.Run(id); err == nil {
+				dir = r.Cgroup
+			}
+			continue
+		}
+		if atLimit(dir) {
+			return time.Now()
+		}
+	}
+	return time.Time{}
 }
 
 // runDepth is the depth of a run's cgroup (beneath this process's own in

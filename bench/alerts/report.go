@@ -187,7 +187,12 @@ func judgeThrash(rules map[string]rule, o *observation) []string {
 		late(hostAlert+" fired", traceOf(o, hostAlert), rules[hostAlert].bound())
 	}
 	late(workloadAlert+" fired", traceOf(o, workloadAlert), rules[workloadAlert].bound())
-	// Before the onset nothing of thrashscope's may be on.
+	// Before the onset nothing of thrashscope's may be on, nor before
+	// the kernel saw the group at its limit where that came first.
+	first, what := o.Onset, "the onset"
+	if !o.LimitMet.IsZero() && o.LimitMet.Before(first) {
+		first, what = o.LimitMet, "the kernel saw its group at its limit"
+	}
 	early := map[string]*trace{hostRow: &o.Host, workloadRow: &o.Target}
 	for name, t := range o.Alerts {
 		if judged(rules, name) {
@@ -195,8 +200,8 @@ func judgeThrash(rules map[string]rule, o *observation) []string {
 		}
 	}
 	for name, t := range early {
-		if at, ok := t.first(o.Begin); ok && at.Before(o.Onset) {
-			out = append(out, fmt.Sprintf("%s: %s on %.1f s before the onset: a false alarm", o.Scenario, name, o.Onset.Sub(at).Seconds()))
+		if at, ok := t.first(o.Begin); ok && at.Before(first) {
+			out = append(out, fmt.Sprintf("%s: %s on %.1f s before %s: a false alarm", o.Scenario, name, first.Sub(at).Seconds(), what))
 		}
 	}
 	return out

@@ -37,6 +37,24 @@ func benign(t0 time.Time) *observation {
 		Alerts: map[string]*trace{}, Kernel: kernelCounts{SwapIns: 61842, MajorFaults: 61814}}
 }
 
+// A slow climb meets its limit before its planned onset (the consumers'
+// own pages are not in the plan): a state on from that moment is not a
+// false alarm.
+func TestOnFromTheLimitIsNoFalseAlarm(t *testing.T) {
+	t0 := time.Date(2026, 11, 28, 12, 0, 0, 0, time.UTC)
+	o := caught(t0)
+	o.LimitMet = o.Onset.Add(-5 * time.Second)
+	o.Host = trace{Eps: append([]episode{{From: o.LimitMet.Add(time.Second), To: o.LimitMet.Add(2 * time.Second)}}, o.Host.Eps...)}
+	o.Target = trace{Eps: append([]episode{{From: o.LimitMet.Add(time.Second), To: o.LimitMet.Add(2 * time.Second)}}, o.Target.Eps...)}
+	if p := judge(testRules(), []*observation{o}); len(p) != 0 {
+		t.Fatalf("states on after the group met its limit, before the planned onset: %q", p)
+	}
+	o.LimitMet = time.Time{}
+	if p := judge(testRules(), []*observation{o}); len(p) == 0 {
+		t.Fatal("states on before the planned onset, the limit never met: no false alarm named")
+	}
+}
+
 // The judge holds every cell the table shows: each case breaks one, and
 // the judge must name it.
 func TestJudgeHoldsEveryCell(t *testing.T) {
@@ -64,6 +82,10 @@ func TestJudgeHoldsEveryCell(t *testing.T) {
 		{"the host's state before the onset", func(o *observation) {
 			o.Host = trace{Eps: append([]episode{{From: o.Begin.Add(time.Second), To: o.Begin.Add(1500 * time.Millisecond)}}, o.Host.Eps...)}
 		}, "before the onset"},
+		{"on before the kernel saw the group at its limit, ahead of the onset", func(o *observation) {
+			o.LimitMet = o.Onset.Add(-5 * time.Second)
+			o.Host = trace{Eps: append([]episode{{From: o.LimitMet.Add(-time.Second), To: o.LimitMet.Add(time.Second)}}, o.Host.Eps...)}
+		}, "on 1.0 s before the kernel saw its group at its limit"},
 		{"a failed scrape", func(o *observation) { o.failed("scraping the observer", errTest) }, "looks of the watch failed"},
 	} {
 		t.Run("thrash: "+c.name, func(t *testing.T) {

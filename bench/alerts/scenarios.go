@@ -105,6 +105,8 @@ var scenarios = []scenario{
 		spec: `{"preset":"pair","consumers":1,"memory_limit_bytes":134217728,"cycles":400}`, bound: 60 * time.Second},
 	{name: "slow", thrash: true, hostWide: true, what: "e4 with a consumer every 4 s: demand climbs for 50 s, then past the limit 10 MB at a time",
 		spec: "{" + e4 + `,"interval":"4s"}`, bound: 60 * time.Second},
+	{name: "slow-20", thrash: true, hostWide: true, what: "e4 with a consumer every 40 s: demand past the limit from 6m50s, 20 minutes of thrash, the length node-mixin's 15-minute hold needs",
+		spec: "{" + e4 + `,"interval":"40s"}`, bound: 20 * time.Minute},
 
 	{name: "mmap-scan", quick: true, what: "2 processes scan a cold 1 GiB file through mmap, every page, three times over (readahead off), in 256 MiB: each pass reads it all from disk again",
 		custom: scanFile, floor: floor{majorFaults: 3 * (1 << 30) / 4096 / 2}},

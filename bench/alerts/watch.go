@@ -81,7 +81,13 @@ type observation struct {
 	Thrash   bool      `json:"thrash"`
 	Begin    time.Time `json:"begin"` // the workload started
 	Onset    time.Time `json:"onset"` // demand first past the limit (thrash), or the benign load's moment
-	End      time.Time `json:"end"`   // the workload ended
+	// LimitMet is when the kernel first saw an induced run's group at its
+	// limit (v1 memory.failcnt, v2 memory.events high or max), polled
+	// every 10 ms until the onset. The plan's demand leaves out the
+	// consumers' own runtime pages, so a slow climb can meet the limit
+	// before its planned onset: nothing may be on before this moment.
+	LimitMet time.Time `json:"limit_met,omitzero"`
+	End      time.Time `json:"end"` // the workload ended
 	// WatchedTo is when the watch stopped, past End.
 	WatchedTo time.Time `json:"watched_to"`
 	// Host is thrashing_state 2; Target the scenario's own cgroup at
