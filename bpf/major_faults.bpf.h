@@ -236,6 +236,8 @@ static __always_inline int major_fault_body(struct bpf_perf_event_data *ctx, boo
 		if (slot < LATENCY_SLOTS)
 			hist->slots[slot] += 1;
 		hist->sum_ns += delta;
+		if (mf)
+			__sync_fetch_and_add(&mf->service_ns, delta);
 		if (cg_hist) {
 			barrier_var(slot);
 			if (slot < LATENCY_SLOTS)

@@ -75,6 +75,9 @@ const enum probe_id *unused_probe_id __attribute__((unused));
 
 struct major_faults {
 	__u64 count[FAULT_KINDS];
+	// The service time of the timed ones (see major_fault_latency): the
+	// part of the process's time its major faults took, stalled or not.
+	__u64 service_ns;
 };
 
 // A process's memory-stall time, in the three parts it is measured in. The

@@ -37,14 +37,8 @@ func TestSuite(t *testing.T) {
 			}
 			var b strings.Builder
 			writeText(&b, []*result{r})
-			t.Logf("\n%s\nsummary: %s", b.String(), r.Summary)
+			t.Logf("\n%s\nsummary: %s\nkind %s; evidence %+v", b.String(), r.Summary, r.Kind, r.Evidence)
 			for _, p := range r.problems() {
-				if s.shortfallLow != "" && strings.Contains(p, "shortfall") {
-					// A known gap, in docs/diagnoses.md: make bench fails
-					// on it; the rest of the diagnosis must hold.
-					t.Logf("known: %s (%s)", p, s.shortfallLow)
-					continue
-				}
 				t.Error(p)
 			}
 		})
@@ -65,6 +59,12 @@ func TestProblems(t *testing.T) {
 	if p := good().problems(); len(p) != 0 {
 		t.Fatalf("a result within every bound: %v", p)
 	}
+	shared := good()
+	shared.Culprit, shared.Took = "/thrashscope-bench-neighbour", 100<<20
+	shared.GotCulprit, shared.GotTook = "/x/thrashscope-bench-neighbour", 94<<20
+	if p := shared.problems(); len(p) != 0 {
+		t.Fatalf("a shared limit's culprit named, its growth within bounds: %v", p)
+	}
 	for name, spoil := range map[string]func(*result){
 		"opened late":    func(r *result) { r.Opened = 4 * time.Second },
 		"binding wrong":  func(r *result) { r.BindingRight = false },
@@ -76,6 +76,14 @@ func TestProblems(t *testing.T) {
 		"ended late":     func(r *result) { r.EndedAfter = 11 * time.Second },
 		"came back":      func(r *result) { r.StayedEnded = false },
 		"failed to run":  func(r *result) { r.Err = "no diagnosis" },
+		"culprit wrong": func(r *result) {
+			r.Culprit, r.Took = "/thrashscope-bench-neighbour", 100<<20
+			r.GotCulprit, r.GotTook = "/x/thrashscope-other", 100<<20
+		},
+		"culprit's growth off": func(r *result) {
+			r.Culprit, r.Took = "/thrashscope-bench-neighbour", 100<<20
+			r.GotCulprit, r.GotTook = "/x/thrashscope-bench-neighbour", 300<<20
+		},
 	} {
 		r := good()
 		spoil(r)

@@ -8,24 +8,29 @@
 // there.
 //
 //	go run ./bench/diagnosis --observer bin/observer            # root, swap; about 2 minutes a scenario
-//	go run ./bench/diagnosis --markdown                         # the table of docs/diagnoses.md
+//	go run ./bench/diagnosis --json all.json; go run ./bench/diagnosis --from all.json --markdown   # the table of docs/diagnoses.md
 package main
 
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"os"
 	"os/signal"
+	"path"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 	"text/tabwriter"
+	"time"
 
 	"github.com/thrashscope/thrashscope/bench/internal/stack"
+	"github.com/thrashscope/thrashscope/bench/internal/zram"
 	"github.com/thrashscope/thrashscope/internal/cgroup"
 )
 
@@ -35,33 +40,21 @@ type options struct {
 }
 
 func main() {
+	beNeighbour()
 	var o options
 	flag.StringVar(&o.observer, "observer", "bin/observer", "the observer binary (bin/loadgen beside it)")
 	flag.StringVar(&o.prometheus, "prometheus", "prometheus", "the Prometheus server binary the bench's stack starts beside the observer")
 	only := flag.String("only", "", "comma-separated scenarios to run (default all): "+strings.Join(names(), ","))
 	jsonOut := flag.String("json", "", "also write every result to this file")
 	markdown := flag.Bool("markdown", false, "print the table as Markdown")
+	from := flag.String("from", "", "judge and print the results of an earlier --json instead of running")
 	flag.Parse()
 	o.log = func(format string, args ...any) { fmt.Fprintf(os.Stderr, format+"\n", args...) }
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	var results []*result
-	for _, s := range scenarios {
-		if *only != "" && !slices.Contains(strings.Split(*only, ","), s.name) {
-			continue
-		}
-		if ctx.Err() != nil {
-			break
-		}
-		o.log("== %s: %s", s.name, s.what)
-		r, err := o.run(ctx, s)
-		if err != nil {
-			r.Err = err.Error()
-		}
-		results = append(results, r)
-	}
-	if len(results) == 0 {
-		fmt.Fprintf(os.Stderr, "diagnosis: no scenario named in --only=%s; there are %s\n", *only, strings.Join(names(), ", "))
+	results, err := o.results(ctx, *only, *from)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "diagnosis:", err)
 		os.Exit(2)
 	}
 	if *jsonOut != "" {
@@ -85,6 +78,37 @@ func main() {
 	}
 }
 
+// results runs the scenarios named in only (all if empty), or reads an
+// earlier run's from the JSON file from.
+func (o options) results(ctx context.Context, only, from string) ([]*result, error) {
+	var results []*result
+	if from != "" {
+		b, err := os.ReadFile(from)
+		if err == nil {
+			err = json.Unmarshal(b, &results)
+		}
+		return results, err
+	}
+	for _, s := range scenarios {
+		if only != "" && !slices.Contains(strings.Split(only, ","), s.name) {
+			continue
+		}
+		if ctx.Err() != nil {
+			break
+		}
+		o.log("== %s: %s", s.name, s.what)
+		r, err := o.run(ctx, s)
+		if err != nil {
+			r.Err = err.Error()
+		}
+		results = append(results, r)
+	}
+	if len(results) == 0 {
+		return nil, fmt.Errorf("no scenario named in --only=%s; there are %s", only, strings.Join(names(), ", "))
+	}
+	return results, nil
+}
+
 func names() []string {
 	var n []string
 	for _, s := range scenarios {
@@ -95,7 +119,10 @@ func names() []string {
 
 // run runs one scenario under a fresh observer, its workloads named at a
 // run's cgroup (--cgroup.depth), so that a run is one workload.
-func (o options) run(ctx context.Context, s scenario) (*result, error) {
+func (o options) run(ctx context.Context, s scenario) (res *result, err error) {
+	// Last, once the run and the neighbour are stopped: a compressed swap
+	// tried and not given back under the scenario's pressure.
+	defer func() { err = errors.Join(err, zram.GiveBackAll()) }()
 	tmp, err := os.MkdirTemp("/var/tmp", "thrashscope-diagnosis-")
 	if err != nil {
 		return &result{Scenario: s.name}, err
@@ -105,12 +132,91 @@ func (o options) run(ctx context.Context, s scenario) (*result, error) {
 	if err != nil {
 		return &result{Scenario: s.name}, err
 	}
-	st, err := stack.Start(ctx, tmp, o.observer, o.prometheus, nil, fmt.Sprintf("--cgroup.depth=%d", depth))
+	args := []string{fmt.Sprintf("--cgroup.depth=%d", depth)}
+	var sh *sharedLimit
+	if s.shared > 0 {
+		if sh, err = makeShared(s); err != nil {
+			return &result{Scenario: s.name}, err
+		}
+		defer sh.remove()
+		args = append(args, "--cgroup.parent="+sh.parent.Path)
+	}
+	st, err := stack.Start(ctx, tmp, o.observer, o.prometheus, nil, args...)
 	defer st.Stop()
 	if err != nil {
 		return &result{Scenario: s.name}, err
 	}
-	return induce(ctx, st, s, o.log)
+	return induce(ctx, st, s, sh, o.log)
+}
+
+// sharedLimit is a shared-limit scenario's parent group, limited, and the
+// neighbour's group beneath it, both made by the suite.
+type sharedLimit struct {
+	parent, group *cgroup.Cgroup
+	guard         *cgroup.OOMGuard
+	size          int64
+	n             *neighbour
+}
+
+// makeShared makes the parent beneath this process's own memory group,
+// with the scenario's shared limit, and the neighbour's group under it.
+func makeShared(s scenario) (*sharedLimit, error) {
+	own, err := cgroup.Own("/proc")
+	if err != nil {
+		return nil, err
+	}
+	parent, err := own.Create("bench-shared", cgroup.Limits{MemoryBytes: s.shared})
+	if err != nil {
+		return nil, err
+	}
+	// The parent's limit is what the consumers and the neighbour meet:
+	// without the guard a run's has, the kernel's OOM killer took the
+	// neighbour there while it grew, its reclaim waiting on a busy swap
+	// disk.
+	guard, err := parent.GuardOOM(s.shared)
+	if err != nil {
+		_ = parent.Destroy(context.Background())
+		return nil, err
+	}
+	group, err := parent.Child("bench-neighbour")
+	if err != nil {
+		guard.Close()
+		_ = parent.Destroy(context.Background())
+		return nil, err
+	}
+	return &sharedLimit{parent: parent, group: group, guard: guard, size: s.neighbour}, nil
+}
+
+// charge is the neighbour's group's charge, as the kernel counts it.
+func (sh *sharedLimit) charge() (int64, error) {
+	file := "memory.usage_in_bytes"
+	if sh.group.V2 {
+		file = "memory.current"
+	}
+	b, err := os.ReadFile(filepath.Join(sh.group.Path, file))
+	if err != nil {
+		return 0, err
+	}
+	return strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64)
+}
+
+// start starts the neighbour growing.
+func (sh *sharedLimit) start() error {
+	var err error
+	sh.n, err = startNeighbour(sh.group, sh.size)
+	return err
+}
+
+// remove stops the neighbour and removes both groups.
+func (sh *sharedLimit) remove() {
+	sh.n.stop()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	err := sh.group.Destroy(ctx)
+	sh.guard.Close()
+	if err := errors.Join(err, sh.parent.Destroy(ctx)); err != nil {
+		fmt.Fprintln(os.Stderr, "diagnosis:", err)
+	}
 }
 
 // runDepth is the depth of a run's cgroup beneath this process's own in the
@@ -167,7 +273,7 @@ func (r *result) row() []string {
 		r.Scenario,
 		fmt.Sprintf("%s (%s)", r.Binding, mark(r.BindingRight)),
 		fmt.Sprintf("%d MiB, diagnosed %d MiB (%+.0f %%, %d looks)", r.Shortfall>>20, r.GotShortfall>>20, 100*r.shortfallOff(), r.Looks),
-		fmt.Sprintf("%s to %d MiB", r.GotRemedy.Action, r.GotRemedy.Bytes>>20),
+		r.remedyCell(mark),
 		ended,
 		strings.Join(useless, ", "),
 	}
@@ -182,6 +288,18 @@ func writeText(w io.Writer, results []*result) {
 		fmt.Fprintln(tw, strings.Join(r.row(), "\t"))
 	}
 	_ = tw.Flush()
+}
+
+// remedyCell is the first remedy: the size it sets, or the culprit it
+// names beside the truth's.
+func (r *result) remedyCell(mark func(bool) string) string {
+	switch {
+	case r.GotRemedy.Bytes > 0:
+		return fmt.Sprintf("%s to %d MiB", r.GotRemedy.Action, r.GotRemedy.Bytes>>20)
+	case r.GotRemedy.Target != "" && r.Culprit != "":
+		return fmt.Sprintf("%s %s (%s)", r.GotRemedy.Action, path.Base(r.GotRemedy.Target), mark(strings.HasSuffix(r.GotRemedy.Target, r.Culprit)))
+	}
+	return string(r.GotRemedy.Action)
 }
 
 func writeMarkdown(w io.Writer, results []*result) {

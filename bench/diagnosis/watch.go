@@ -47,17 +47,35 @@ type result struct {
 	Binding   diagnosis.LimitKind `json:"binding"`
 	Shortfall int64               `json:"shortfall_bytes"`
 	Remedy    diagnosis.Action    `json:"remedy"`
+	// Culprit is the group that took the memory, under a shared limit;
+	// Demand the consumers' regions, SharedBytes the shared limit and
+	// NeighbourBytes the culprit's charge (the kernel's, the median over
+	// the looks), from which the shortfall's truth is made there.
+	Culprit        string `json:"culprit,omitempty"`
+	Demand         int64  `json:"demand_bytes"`
+	SharedBytes    int64  `json:"shared_limit_bytes,omitempty"`
+	NeighbourBytes int64  `json:"neighbour_bytes,omitempty"`
 	// What the diagnosis said: the binding limit's kind and group at its
 	// last look, the shortfall's median over the looks, the first remedy
 	// and what it ruled out.
-	Opened       time.Duration       `json:"opened_after_thrashing"`
-	GotBinding   string              `json:"got_binding"`
-	BindingRight bool                `json:"binding_right"`
-	GotShortfall int64               `json:"got_shortfall_bytes"`
-	Looks        int                 `json:"looks"`
-	GotRemedy    diagnosis.Remedy    `json:"got_remedy"`
-	Useless      []diagnosis.Useless `json:"useless,omitempty"`
-	Summary      string              `json:"summary"`
+	Opened       time.Duration    `json:"opened_after_thrashing"`
+	GotBinding   string           `json:"got_binding"`
+	BindingRight bool             `json:"binding_right"`
+	GotShortfall int64            `json:"got_shortfall_bytes"`
+	Looks        int              `json:"looks"`
+	GotRemedy    diagnosis.Remedy `json:"got_remedy"`
+	GotCulprit   string           `json:"got_culprit,omitempty"`
+	// GotTook is how much the diagnosis says the culprit grew by; Took
+	// the truth, what it took of the consumers' demand: its charge less
+	// the room the shared limit left beside their regions.
+	GotTook int64               `json:"got_culprit_grew_bytes,omitempty"`
+	Took    int64               `json:"culprit_took_bytes,omitempty"`
+	Useless []diagnosis.Useless `json:"useless,omitempty"`
+	Summary string              `json:"summary"`
+	// Kind and Evidence are the diagnosis's at its last look: the swap
+	// disk's busy share, the pool's fill, the compression sample.
+	Kind     diagnosis.Kind     `json:"kind"`
+	Evidence diagnosis.Evidence `json:"evidence"`
 	// Tried are the ruled-out remedies the suite applied before the first.
 	Tried []trial `json:"tried,omitempty"`
 	// The remedy applied: how long until the workload left thrashing (0:
@@ -78,29 +96,49 @@ type trial struct {
 type watch struct {
 	st    *stack.Stack
 	group string // the run's cgroup, as the workload's cgroup label ends
+	// binds is how the truth's binding limit's group ends: the run's
+	// own, or the shared parent's.
+	binds string
+	sh    *sharedLimit // nil but for a shared-limit scenario
 	res   *result
 
 	thrashing, opened, applied time.Time
 	shortfalls                 []int64
 	last                       *diagnosis.Diagnosis
 	again                      bool // thrashing again after it ended
+	// neighbourCharges are the neighbour's charge at each look: the
+	// truth's room is the shared limit less it.
+	neighbourCharges []int64
 }
 
 // induce runs the scenario on the stack and fills its result.
-func induce(ctx context.Context, st *stack.Stack, s scenario, logf func(string, ...any)) (*result, error) {
-	res := &result{Scenario: s.name, Binding: s.binding, Shortfall: s.short(), Remedy: s.remedy}
+func induce(ctx context.Context, st *stack.Stack, s scenario, sh *sharedLimit, logf func(string, ...any)) (*result, error) {
+	res := &result{Scenario: s.name, Binding: s.binding, Shortfall: s.short(), Remedy: s.remedy, Demand: s.demand(), SharedBytes: s.shared}
 	rec, abort, err := st.StartRun(s.spec())
 	if err != nil {
 		return res, err
 	}
 	defer abort()
-	w := &watch{st: st, group: "/" + cgroup.Prefix + "run-" + rec.ID, res: res}
+	w := &watch{st: st, group: "/" + cgroup.Prefix + "run-" + rec.ID, sh: sh, res: res}
+	w.binds = w.group
 	pf, pt := rec.Spec.Plateau()
 	from, to := rec.StartedAt.Add(pf+settle), rec.StartedAt.Add(pt)
+	if sh != nil {
+		w.binds, res.Culprit = "/"+filepath.Base(sh.parent.Path), "/"+filepath.Base(sh.group.Path)
+		// The neighbour grows from the plateau's start, so that the
+		// settle above sees it grown.
+		from = rec.StartedAt.Add(pf + settle + time.Duration(sh.size/neighbourStep)*neighbourEvery)
+	}
 	logf("run %s: %s; every consumer active from %s to %s", rec.ID, s.spec(), from.Sub(rec.StartedAt), to.Sub(rec.StartedAt))
 	for now := time.Now(); now.Before(to); now = time.Now() {
 		if err := ctx.Err(); err != nil {
 			return res, err
+		}
+		if sh != nil && sh.n == nil && now.After(rec.StartedAt.Add(pf)) {
+			logf("the neighbour grows to %d MiB under the shared %s", sh.size>>20, sh.parent.Path)
+			if err := sh.start(); err != nil {
+				return res, fmt.Errorf("starting the neighbour: %w", err)
+			}
 		}
 		if err := w.look(now, now.After(from)); err != nil {
 			return res, err
@@ -165,6 +203,13 @@ func (w *watch) look(now time.Time, plateau bool) error {
 	w.last = dg
 	if plateau {
 		w.shortfalls = append(w.shortfalls, dg.Shortfall.Bytes)
+		if w.sh != nil {
+			c, err := w.sh.charge()
+			if err != nil {
+				return fmt.Errorf("the neighbour's charge: %w", err)
+			}
+			w.neighbourCharges = append(w.neighbourCharges, c)
+		}
 	}
 	return nil
 }
@@ -205,6 +250,10 @@ func (w *watch) apply(logf func(string, ...any)) error {
 		}
 		logf("applying %s: %s set to %d MiB (%s)", first.Action, file, first.Bytes>>20, first.Effect)
 		return os.WriteFile(file, []byte(strconv.FormatInt(first.Bytes, 10)), 0)
+	case first.Action == diagnosis.ActionLimitCulprit && w.sh != nil && strings.HasSuffix(first.Target, w.res.Culprit):
+		logf("applying %s: the neighbour %s stopped (%s)", first.Action, first.Target, first.Effect)
+		w.sh.n.stop()
+		return nil
 	default:
 		logf("the first remedy, %s on %q, is not one the suite applies: nothing done", first.Action, first.Target)
 		return nil
@@ -274,21 +323,36 @@ func (w *watch) finish() {
 	r.Opened = w.opened.Sub(w.thrashing)
 	if b := w.last.Binding; b != nil {
 		r.GotBinding = string(b.Kind) + " " + b.Group
-		r.BindingRight = b.Kind == r.Binding && strings.HasSuffix(b.Group, w.group)
+		r.BindingRight = b.Kind == r.Binding && strings.HasSuffix(b.Group, w.binds)
 	} else {
 		r.GotBinding = "none: " + w.last.NoBinding
 	}
 	r.Looks = len(w.shortfalls)
 	if r.Looks > 0 {
-		s := slices.Clone(w.shortfalls)
-		slices.Sort(s)
-		r.GotShortfall = s[len(s)/2]
+		r.GotShortfall = median(w.shortfalls)
+	}
+	if len(w.neighbourCharges) > 0 {
+		// Under a shared limit the truth's room is what the kernel says
+		// the neighbour holds beside the consumers: its locked pages and
+		// its own runtime's.
+		r.NeighbourBytes = median(w.neighbourCharges)
+		r.Shortfall = r.Demand - (r.SharedBytes - r.NeighbourBytes)
+		r.Took = r.NeighbourBytes - (r.SharedBytes - r.Demand)
 	}
 	if len(w.last.Remedies) > 0 {
 		r.GotRemedy = w.last.Remedies[0]
 	}
-	r.Useless, r.Summary = w.last.Useless, w.last.Summary
+	if c := w.last.Culprit; c != nil {
+		r.GotCulprit, r.GotTook = c.Group, c.GrewBytes
+	}
+	r.Useless, r.Summary, r.Kind, r.Evidence = w.last.Useless, w.last.Summary, w.last.Kind, w.last.Evidence
 	r.StayedEnded = r.EndedAfter > 0 && !w.again
+}
+
+func median(v []int64) int64 {
+	s := slices.Clone(v)
+	slices.Sort(s)
+	return s[len(s)/2]
 }
 
 // problems says where a result fails the truth or the bounds.
@@ -302,7 +366,12 @@ func (r *result) problems() []string {
 		add("the diagnosis opened %s after the workload read thrashing, want within %s", r.Opened.Round(100*time.Millisecond), opensWithin)
 	}
 	if !r.BindingRight {
-		add("binding %q, want the run group's %s limit", r.GotBinding, r.Binding)
+		add("binding %q, want the %s limit", r.GotBinding, r.Binding)
+	}
+	if r.Culprit != "" && !strings.HasSuffix(r.GotCulprit, r.Culprit) {
+		add("culprit %q, want the neighbour %s", r.GotCulprit, r.Culprit)
+	} else if off := float64(r.GotTook)/float64(r.Took) - 1; r.Culprit != "" && (off < -shortfallWithin || off > shortfallWithin) {
+		add("the culprit grew by %d MiB, %+.0f %% from the %d MiB it took of the consumers' demand (want within ±%.0f %%)", r.GotTook>>20, 100*off, r.Took>>20, 100*shortfallWithin)
 	}
 	if r.Looks < looksBeforeRemedy {
 		add("%d looks at the diagnosis on the plateau, want %d", r.Looks, looksBeforeRemedy)

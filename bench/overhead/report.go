@@ -26,6 +26,7 @@ const (
 type report struct {
 	Config    reportConfig     `json:"config"`
 	Idle      *selfCostFigures `json:"idle_observer,omitempty"`
+	Floor     *floorFigures    `json:"bpf_floor,omitempty"`
 	Workloads []workloadReport `json:"workloads"`
 	Targets   []target         `json:"targets"`
 }
@@ -267,12 +268,20 @@ func writeBPFTables(b *strings.Builder, r *report) {
 
 	b.WriteString("\n")
 	tw = tabwriter.NewWriter(b, 0, 0, 3, ' ', 0)
-	fmt.Fprintln(tw, "BPF time per op\tBPF ns/op\top ns (observed)\tshare of op\trounds (min..max)")
+	fmt.Fprintln(tw, "BPF time per op\tBPF ns/op\tof which floor\top ns (observed)\tshare of op\trounds (min..max)")
 	for _, w := range ws {
 		a := w.BPF
-		fmt.Fprintf(tw, "%s\t%.1f\t%.1f\t%.2f%%\t%.2f..%.2f%%\n", w.Name, a.BPFNsPerOp, a.NsPerOp, a.AttributedPercent, a.RoundsPercent.Min, a.RoundsPercent.Max)
+		floor := "-"
+		if r.Floor != nil {
+			floor = fmt.Sprintf("%.1f", floorPerOp(r.Floor, a))
+		}
+		fmt.Fprintf(tw, "%s\t%.1f\t%s\t%.1f\t%.2f%%\t%.2f..%.2f%%\n", w.Name, a.BPFNsPerOp, floor, a.NsPerOp, a.AttributedPercent, a.RoundsPercent.Min, a.RoundsPercent.Max)
 	}
 	tw.Flush()
+	if r.Floor != nil {
+		fmt.Fprintf(b, "(floor: an empty program on page_fault_user, %.0f ns a run over %d runs, what bpf_stats charges any run here\n"+
+			" before its body does anything; of which floor is that times the op's program runs; a clock read adds %.0f ns)\n", r.Floor.NsPerRun, r.Floor.Runs, r.Floor.ClockNs)
+	}
 	b.WriteString("(kernel run_time_ns and run_cnt of the observer's programs over the observed windows, runs from every task\n" +
 		" included; op ns is 1e9 / observed ops/s; run_time_ns leaves out the tracepoint and perf dispatch around each\n" +
 		" program and includes the statistics' own clock reads: an estimate of the program bodies, see bench/README.md)\n")

@@ -25,6 +25,7 @@ func sampleReport() *report {
 	fig := idle.figures(100)
 	r := &report{
 		Config: reportConfig{Rounds: 3, DurationSeconds: 5},
+		Floor:  &floorFigures{Runs: 1000, RunTimeNs: 50000, NsPerRun: 50, ClockNs: 40},
 		Idle:   &fig,
 		Workloads: []workloadReport{
 			// BPF: 79e6 ns over 4 s of windows, 1.975%.
@@ -155,9 +156,11 @@ faults             fault_entry_user   1.000     18750    18750.0     1.88%
 faults             memory_stall       0.010     100000   1000.0      0.10%
 ctxswitch          memory_stall       2.000     100000   200000.0    4.00%
 
-BPF time per op   BPF ns/op   op ns (observed)   share of op   rounds (min..max)
-faults            19750.0     1000000.0          1.98%         1.60..2.60%
-ctxswitch         200000.0    5000000.0          4.00%         3.00..5.00%
+BPF time per op   BPF ns/op   of which floor   op ns (observed)   share of op   rounds (min..max)
+faults            19750.0     50.5             1000000.0          1.98%         1.60..2.60%
+ctxswitch         200000.0    100.0            5000000.0          4.00%         3.00..5.00%
+(floor: an empty program on page_fault_user, 50 ns a run over 1000 runs, what bpf_stats charges any run here
+ before its body does anything; of which floor is that times the op's program runs; a clock read adds 40 ns)
 (kernel run_time_ns and run_cnt of the observer's programs over the observed windows, runs from every task
  included; op ns is 1e9 / observed ops/s; run_time_ns leaves out the tracepoint and perf dispatch around each
  program and includes the statistics' own clock reads: an estimate of the program bodies, see bench/README.md)

@@ -54,6 +54,12 @@ func (b *bench) run(ctx context.Context) (*report, error) {
 		}
 		fig := idle.figures(b.ticksPerSecond)
 		rep.Idle = &fig
+		floor, err := measureFloor(b.cfg.Duration)
+		if err != nil {
+			return nil, fmt.Errorf("the BPF statistics' floor: %w", err)
+		}
+		b.logger.Info("the BPF statistics' floor", "ns_per_run", fmt.Sprintf("%.1f", floor.NsPerRun), "runs", floor.Runs)
+		rep.Floor = &floor
 	}
 	for _, name := range b.cfg.Workloads {
 		var baseline, observed []float64

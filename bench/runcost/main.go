@@ -42,6 +42,10 @@ type config struct {
 	// MaxRatio and MaxRSSRatio judge the run part: the observer's CPU and
 	// peak RSS over node_exporter's.
 	MaxRatio, MaxRSSRatio float64
+	// Rest measures both at rest first (no run, the probes loaded) over
+	// Window; MaxRestRatio judges the observer's CPU there.
+	Rest         bool
+	MaxRestRatio float64
 }
 
 func main() {
@@ -76,6 +80,8 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.DurationVar(&c.Window, "window", 30*time.Second, "how long the procfs-alone part is measured")
 	fs.Float64Var(&c.MaxRatio, "max-ratio", 1.0, "exit non-zero when the observer's CPU through the run passes this many times node_exporter's")
 	fs.Float64Var(&c.MaxRSSRatio, "max-rss-ratio", 1.0, "exit non-zero when the observer's peak RSS through the run passes this many times node_exporter's")
+	fs.BoolVar(&c.Rest, "rest", true, "measure both at rest first, over --window: no run, the observer's probes loaded")
+	fs.Float64Var(&c.MaxRestRatio, "max-rest-ratio", 1.0, "exit non-zero when the observer's CPU at rest passes this many times node_exporter's")
 	if err := fs.Parse(args); err != nil {
 		return c, err
 	}
@@ -95,8 +101,8 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 		return c, fmt.Errorf("--runs=%d: want 1 to 9", c.Runs)
 	case c.Window < 5*time.Second:
 		return c, fmt.Errorf("--window=%s: want at least 5s", c.Window)
-	case c.MaxRatio <= 0 || c.MaxRSSRatio <= 0:
-		return c, fmt.Errorf("--max-ratio=%g, --max-rss-ratio=%g: want each above 0", c.MaxRatio, c.MaxRSSRatio)
+	case c.MaxRatio <= 0 || c.MaxRSSRatio <= 0 || c.MaxRestRatio <= 0:
+		return c, fmt.Errorf("--max-ratio=%g, --max-rss-ratio=%g, --max-rest-ratio=%g: want each above 0", c.MaxRatio, c.MaxRSSRatio, c.MaxRestRatio)
 	}
 	if c.NodeExporter == "" {
 		for _, name := range []string{"prometheus-node-exporter", "node_exporter"} {
@@ -116,6 +122,18 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 }
 
 func run(ctx context.Context, cfg config, out io.Writer) error {
+	rest := -1.0
+	if cfg.Rest {
+		r, err := measureRest(ctx, cfg)
+		if err != nil {
+			return fmt.Errorf("rest part: %w", err)
+		}
+		fmt.Fprintf(out, "at rest, the probes loaded, both scraped every %s, %.0f s\n", cfg.Scrape, r.Seconds)
+		writeCost(out, r)
+		if r.ExporterCPU > 0 {
+			rest = r.ObserverCPU / r.ExporterCPU
+		}
+	}
 	var runs []cost
 	for i := range cfg.Runs {
 		r, err := measureRun(ctx, cfg)
@@ -138,7 +156,11 @@ func run(ctx context.Context, cfg config, out io.Writer) error {
 		fmt.Fprintf(out, "procfs alone, %d more processes, both scraped every %s, %.0f s\n", cfg.Processes, cfg.Scrape, p.Seconds)
 		writeCost(out, p)
 	}
-	return judge(cpu, rss, len(runs), cfg.MaxRatio, cfg.MaxRSSRatio)
+	err := judge(cpu, rss, len(runs), cfg.MaxRatio, cfg.MaxRSSRatio)
+	if cfg.Rest && (rest < 0 || rest > cfg.MaxRestRatio) {
+		err = errors.Join(err, fmt.Errorf("the observer's CPU at rest is %.2f× node_exporter's, past --max-rest-ratio=%g", rest, cfg.MaxRestRatio))
+	}
+	return err
 }
 
 // medians are the median ratios over runs of the observer's CPU and peak

@@ -256,6 +256,30 @@ func pollWait(left time.Duration) time.Duration {
 	return time.Second
 }
 
+// measureRest measures the observer, its probes loaded, beside
+// node_exporter over cfg.Window, nothing run.
+func measureRest(ctx context.Context, cfg config) (cost, error) {
+	w, stop, err := startSession(ctx, cfg, "--probes=bpf")
+	if err != nil {
+		return cost{}, err
+	}
+	defer stop()
+	return w.over(ctx, cfg.Window)
+}
+
+// over measures the window for d.
+func (w *window) over(ctx context.Context, d time.Duration) (cost, error) {
+	if err := w.start(); err != nil {
+		return cost{}, err
+	}
+	select {
+	case <-ctx.Done():
+		return cost{}, ctx.Err()
+	case <-time.After(d):
+	}
+	return w.done()
+}
+
 // measureProcfs starts cfg.Processes sleeping processes, then the observer
 // on procfs alone beside node_exporter, and measures both over cfg.Window.
 func measureProcfs(ctx context.Context, cfg config) (cost, error) {
@@ -269,15 +293,7 @@ func measureProcfs(ctx context.Context, cfg config) (cost, error) {
 		return cost{}, err
 	}
 	defer stop()
-	if err := w.start(); err != nil {
-		return cost{}, err
-	}
-	select {
-	case <-ctx.Done():
-		return cost{}, ctx.Err()
-	case <-time.After(cfg.Window):
-	}
-	return w.done()
+	return w.over(ctx, cfg.Window)
 }
 
 // sleepers are processes in one process group of their own.

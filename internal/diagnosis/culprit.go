@@ -64,14 +64,25 @@ func sharesLimit(l Limit, g string) bool {
 	return l.Kind == LimitHost || under(g, l.Group)
 }
 
-// under: g is strictly below parent.
+// under: g is strictly below parent. Both are cleaned only when they need
+// it: it runs for every group of every thrashing workload each tick.
 func under(g, parent string) bool {
-	g, parent = path.Clean("/"+g), path.Clean("/"+parent)
-	return g != parent && strings.HasPrefix(g, strings.TrimSuffix(parent, "/")+"/")
+	g, parent = clean(g), clean(parent)
+	p := strings.TrimSuffix(parent, "/")
+	return len(g) > len(p) && g[len(p)] == '/' && g[:len(p)] == p && g != parent
 }
 
 // related: one of a and b holds the other (or they are the same group).
 func related(a, b string) bool {
-	a, b = path.Clean("/"+a), path.Clean("/"+b)
+	a, b = clean(a), clean(b)
 	return a == b || under(a, b) || under(b, a)
+}
+
+// clean is path.Clean("/"+p), without its allocation for a path that is
+// already clean, as the cgroup paths the stage reads are.
+func clean(p string) string {
+	if p == "/" || (strings.HasPrefix(p, "/") && !strings.HasSuffix(p, "/") && !strings.Contains(p, "//") && !strings.Contains(p, "/.")) {
+		return p
+	}
+	return path.Clean("/" + p)
 }

@@ -157,7 +157,9 @@ func TestKind(t *testing.T) {
 		{Evidence{AnonFaultsPerSecond: 500, DeviceBusyPercent: 20, PoolFullPercent: -1}, KindAnon},
 		{Evidence{AnonFaultsPerSecond: 10, ShmemFaultsPerSecond: 400, DeviceBusyPercent: -1, PoolFullPercent: -1}, KindShmem},
 		{Evidence{AnonFaultsPerSecond: 5, FileFaultsPerSecond: 800, DeviceBusyPercent: 99, PoolFullPercent: -1}, KindFile},
-		{Evidence{AnonFaultsPerSecond: 300, DeviceBusyPercent: 97, PoolFullPercent: -1}, KindDevice},
+		// A busy disk leaves the kind to the pages: every heavy thrash
+		// keeps its swap disk busy.
+		{Evidence{AnonFaultsPerSecond: 300, DeviceBusyPercent: 97, PoolFullPercent: -1}, KindAnon},
 		{Evidence{AnonFaultsPerSecond: 300, DeviceBusyPercent: -1, PoolFullPercent: 100}, KindCompressedPool},
 	} {
 		if got := KindOf(c.e); got != c.want {
@@ -193,13 +195,41 @@ func TestRemedies(t *testing.T) {
 	if len(rs) != 2 || rs[0].Action != ActionRaiseLimit || rs[0].Target != "/pod" {
 		t.Errorf("a culprit that took less than the shortfall: %+v, want the parent's limit raised first", rs)
 	}
+	// Under the point, over the interval's low end: within what the
+	// estimate can tell apart.
+	within := &Culprit{Group: "/pod/n", GrewBytes: 350 * mi}
+	rs, _ = Remedies(shared, s, Context{Kind: KindAnon, Evidence: idle, Culprit: within})
+	if len(rs) != 2 || rs[0].Action != ActionLimitCulprit || rs[0].Confidence != Medium {
+		t.Errorf("a culprit that took the shortfall's low end, not its point: %+v, want it first, medium", rs)
+	}
 
 	rs, _ = Remedies(own, s, Context{Kind: KindAnon, Evidence: idle, Trend: Trend{FellBytes: 300 * mi, Over: 10 * time.Second}})
 	if rs[0].Action != ActionWait {
 		t.Errorf("demand falling: %+v, want waiting first", rs)
 	}
-	if rs, _ := Remedies(own, Shortfall{}, Context{Kind: KindAnon, Evidence: idle}); len(rs) != 1 || rs[0].Action != ActionWait {
-		t.Errorf("a working set that fits again: %+v, want only waiting", rs)
+	fell := Trend{FellBytes: 50 * mi, Over: 5 * time.Second}
+	if rs, _ := Remedies(own, Shortfall{}, Context{Kind: KindAnon, Evidence: idle, Trend: fell}); len(rs) != 1 || rs[0].Action != ActionWait {
+		t.Errorf("a working set that fits again after what it holds fell: %+v, want only waiting", rs)
+	}
+	// The point reads 0 (a demand read low), all it holds is 150 MiB
+	// over: a dip of 10 MiB in what it holds is no falling demand.
+	low := Shortfall{Bytes: 0, LowBytes: 0, HighBytes: 150 * mi}
+	rs, _ = Remedies(own, low, Context{Kind: KindAnon, Evidence: idle, Trend: Trend{FellBytes: 10 * mi, Over: 3 * time.Second}})
+	if rs[0].Action == ActionWait {
+		t.Errorf("a 10 MiB dip against a shortfall of up to 150 MiB whose point read 0: %+v, want no waiting first", rs)
+	}
+	// A page-cache thrash's charge dips at its limit as the kernel
+	// reclaims: a dip within the reclaim margin is no falling demand.
+	churn := Trend{FellBytes: int64(0.02 * float64(own.Bytes)), Over: time.Second}
+	rs, _ = Remedies(own, Shortfall{}, Context{Kind: KindFile, Evidence: idle, Trend: churn})
+	if len(rs) == 0 || rs[0].Action == ActionWait {
+		t.Errorf("a dip of 2 %% of the limit, all it holds fitting: %+v, want no waiting first", rs)
+	}
+	// Everything it holds fits, and nothing fell: it thrashes in the
+	// margin the kernel reclaims in, and waiting would not end it.
+	rs, _ = Remedies(own, Shortfall{}, Context{Kind: KindAnon, Evidence: idle})
+	if len(rs) == 0 || rs[0].Action != ActionRaiseLimit || rs[0].Bytes <= own.Bytes || rs[0].Confidence != Medium {
+		t.Errorf("all it holds only just fits, not falling: %+v, want the limit raised by the reclaim margin first", rs)
 	}
 	rs, no = Remedies(own, s, Context{Kind: KindDevice, Evidence: Evidence{DeviceBusyPercent: 98, PoolFullPercent: -1}, CompressRatio: 3})
 	if len(rs) != 3 || rs[1].Action != ActionCompressedSwap || rs[2].Action != ActionFasterDevice || len(no) != 0 {
@@ -398,5 +428,58 @@ func TestWaitFollowsWhatTheGroupHolds(t *testing.T) {
 	tr.Update(t0.Add(6*time.Second), []Sample{freed})
 	if r := tr.Open()[0].Remedies; r[0].Action != ActionWait {
 		t.Errorf("200 MiB freed in 6 s against a 40 MiB shortfall: remedies %+v, want waiting first", r)
+	}
+}
+
+// A busy swap disk: under a binding limit the thrash keeps its kind and a
+// faster disk comes last, at low confidence; with no limit binding and
+// memory to spare, the disk is what holds it back (device-bound).
+func TestSwapDiskAtItsCeiling(t *testing.T) {
+	own := Limit{Kind: LimitOwn, Group: "/a", File: "memory.max", Bytes: 256 * mi, UsedBytes: 256 * mi}
+	s := Shortfall{Bytes: 384 * mi, LowBytes: 320 * mi, HighBytes: 448 * mi}
+	busy := Evidence{AnonFaultsPerSecond: 15000, DeviceBusyPercent: 97, Device: "vda", PoolFullPercent: -1}
+	rs, no := Remedies(own, s, Context{Kind: KindOf(busy), Evidence: busy})
+	if len(rs) != 2 || rs[0].Action != ActionRaiseLimit || rs[1].Action != ActionFasterDevice || rs[1].Confidence != Low || len(no) != 0 {
+		t.Errorf("a binding limit, the disk 97 %% busy: %+v, %+v; want raise-limit, then a faster device at low confidence", rs, no)
+	} else if !strings.Contains(rs[1].Effect, "vda is 97 % busy") {
+		t.Errorf("the faster device's effect does not name the disk: %q", rs[1].Effect)
+	}
+	calm := busy
+	calm.DeviceBusyPercent = 40
+	if _, no := Remedies(own, s, Context{Kind: KindOf(calm), Evidence: calm}); len(no) != 1 || no[0].Action != ActionFasterDevice {
+		t.Errorf("the disk 40 %% busy: a faster device not ruled out: %+v", no)
+	}
+
+	free := []Limit{{Kind: LimitOwn, Group: "/a", File: "memory.max", Bytes: 4 << 30, UsedBytes: 300 * mi}}
+	host := Host{TotalBytes: 24 << 30, AvailableBytes: 20 << 30}
+	for _, c := range []struct {
+		e        Evidence
+		kind     Kind
+		remedies int
+	}{{busy, KindDevice, 1}, {calm, KindAnon, 0}} {
+		tr := NewTracker()
+		tr.Update(time.Unix(1000, 0), []Sample{{Group: "/a", Thrashing: true, Limits: free, Host: host, Evidence: c.e}})
+		open := tr.Open()
+		if len(open) != 1 || open[0].Kind != c.kind || len(open[0].Remedies) != c.remedies || open[0].Binding != nil {
+			t.Errorf("no limit binding, the disk %.0f %% busy: %+v; want %s with %d remedies", c.e.DeviceBusyPercent, open, c.kind, c.remedies)
+		}
+	}
+}
+
+// under and related take cleaned paths as they are and clean the rest.
+func TestUnderAndRelated(t *testing.T) {
+	for _, c := range []struct {
+		g, parent string
+		want      bool
+	}{
+		{"/a/b", "/a", true}, {"/ab", "/a", false}, {"/a", "/a", false}, {"/a/b", "/", true}, {"/", "/", false},
+		{"a/b/", "/a", true}, {"/a//b", "/a/", true}, {"/a/../b", "/a", false}, {"/a", "/a/b", false},
+	} {
+		if got := under(c.g, c.parent); got != c.want {
+			t.Errorf("under(%q, %q) = %v, want %v", c.g, c.parent, got, c.want)
+		}
+	}
+	if !related("/a", "/a/b/c") || !related("/a/b/c", "/a") || !related("/a", "a/") || related("/a/b", "/a/c") {
+		t.Error("related: want true for a group and its descendant or itself, false for siblings")
 	}
 }

@@ -1,6 +1,9 @@
 package diagnosis
 
-import "fmt"
+import (
+	"cmp"
+	"fmt"
+)
 
 // Kind is the kind of a thrash: what the memory the group lacks is made of,
 // or what holds it back.
@@ -33,31 +36,42 @@ type Evidence struct {
 	// PSI some and full, % of the interval.
 	PSISomePercent float64 `json:"psi_some_percent"`
 	PSIFullPercent float64 `json:"psi_full_percent"`
-	// DeviceBusyPercent is the swap device's utilisation (time with I/O in
-	// flight), -1 unknown; PoolFullPercent the compressed pool's fill
-	// against its bound, -1 with none.
+	// DeviceBusyPercent is the busiest swap disk's utilisation (time with
+	// I/O in flight), -1 unknown; PoolFullPercent the fullest compressed
+	// pool's fill against its bound (zswap's max_pool_percent, a zram
+	// swap area's size or mem_limit), -1 with none. Device and Pool name
+	// them.
 	DeviceBusyPercent float64 `json:"device_busy_percent"`
+	Device            string  `json:"device,omitempty"`
 	PoolFullPercent   float64 `json:"pool_full_percent"`
+	Pool              string  `json:"pool,omitempty"`
+	// CompressRatio is how a sample of CompressPages of the group's
+	// resident anonymous pages compresses, each page on its own with LZ4
+	// as a pool stores it; 0 when not sampled (a page-cache thrash, or no
+	// CAP_SYS_PTRACE).
+	CompressRatio float64 `json:"compress_ratio"`
+	CompressPages int     `json:"compress_pages"`
 }
 
-// deviceBound is the swap device's utilisation from which it is the
-// bottleneck: a device busy nearly all the time queues every fault.
+// deviceBound is the swap disk's utilisation from which it is at its
+// ceiling: a disk busy nearly all the time queues every fault (in a heavy
+// thrash here, 15,000 reads a second at a queue 38 deep).
 const deviceBound = 90
 
 // poolFull is the compressed pool's fill from which it is full: zswap
 // rejects stores past its max_pool_percent, zram past its disksize.
 const poolFull = 95
 
-// KindOf is the kind of a thrash from its evidence: the device or the
-// pool where they hold back the swap-ins that dominate, else the fault
-// kind that dominates.
+// KindOf is the kind of a thrash from its evidence: the pool where it is
+// full under the swap-ins that dominate, else the fault kind that
+// dominates. A busy disk does not change it: every heavy thrash keeps its
+// swap disk busy, and the memory it lacks is still anon or shmem; only a
+// thrash no limit explains is device-bound (atTheCeiling).
 func KindOf(e Evidence) Kind {
 	swapIns := e.AnonFaultsPerSecond + e.ShmemFaultsPerSecond
 	switch {
 	case e.FileFaultsPerSecond > swapIns:
 		return KindFile // the swap device and pool hold back no file's pages
-	case swapIns > 0 && e.DeviceBusyPercent >= deviceBound:
-		return KindDevice
 	case swapIns > 0 && e.PoolFullPercent >= poolFull:
 		return KindCompressedPool
 	case e.ShmemFaultsPerSecond > e.AnonFaultsPerSecond:
@@ -66,15 +80,22 @@ func KindOf(e Evidence) Kind {
 	return KindAnon
 }
 
+// atTheCeiling says whether the swap-ins that dominate wait on a disk at
+// its ceiling.
+func atTheCeiling(e Evidence) bool {
+	swapIns := e.AnonFaultsPerSecond + e.ShmemFaultsPerSecond
+	return swapIns > 0 && swapIns >= e.FileFaultsPerSecond && e.DeviceBusyPercent >= deviceBound
+}
+
 // summary is the evidence in a few words, for the one-line summary.
 func (e Evidence) summary(k Kind) string {
 	switch k {
 	case KindFile:
 		return fmt.Sprintf("%.0f page-cache faults/s", e.FileFaultsPerSecond)
 	case KindDevice:
-		return fmt.Sprintf("%.0f swap-ins/s on a device %.0f %% busy", e.AnonFaultsPerSecond+e.ShmemFaultsPerSecond, e.DeviceBusyPercent)
+		return fmt.Sprintf("%.0f swap-ins/s on %s, %.0f %% busy", e.AnonFaultsPerSecond+e.ShmemFaultsPerSecond, cmp.Or(e.Device, "the swap disk"), e.DeviceBusyPercent)
 	case KindCompressedPool:
-		return fmt.Sprintf("%.0f swap-ins/s, the compressed pool %.0f %% full", e.AnonFaultsPerSecond+e.ShmemFaultsPerSecond, e.PoolFullPercent)
+		return fmt.Sprintf("%.0f swap-ins/s, %s %.0f %% full", e.AnonFaultsPerSecond+e.ShmemFaultsPerSecond, cmp.Or(e.Pool, "the compressed pool"), e.PoolFullPercent)
 	}
 	return fmt.Sprintf("%.0f swap-ins/s", e.AnonFaultsPerSecond+e.ShmemFaultsPerSecond)
 }

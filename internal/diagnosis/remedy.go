@@ -61,9 +61,9 @@ type Trend struct {
 	Over      time.Duration
 }
 
-// fallingShare is how much of the shortfall the group must have shed, of
-// what it holds in memory and swap, for waiting to be a remedy: a demand
-// on its way back under the limit.
+// fallingShare is how much of the shortfall's top the group must have
+// shed, of what it holds in memory and swap, for waiting to be a remedy: a
+// demand on its way back under the limit.
 const fallingShare = 0.5
 
 // minCompressRatio is the least compression ratio at which compressed swap
@@ -91,13 +91,21 @@ func mib(b int64) int64 { return (b + 1<<20 - 1) &^ (1<<20 - 1) }
 func Remedies(l Limit, s Shortfall, c Context) ([]Remedy, []Useless) {
 	var rs []Remedy
 	var no []Useless
-	if s.HighBytes == 0 {
-		// The working set fits the limit again: what is left is pages
-		// coming back, and nothing to change.
+	// A dip within the kernel's reclaim margin under the limit is the
+	// limit's own churn (a page-cache thrash's charge moves so at its
+	// limit), not demand going away.
+	fell := float64(c.Trend.FellBytes) > bindingMargin*float64(l.Bytes)
+	if s.HighBytes == 0 && fell {
+		// The working set fits the limit again after what it holds
+		// fell: what is left is pages coming back, and nothing to
+		// change.
 		return []Remedy{{Action: ActionWait, Confidence: Medium,
 			Effect: "its working set fits the limit again: the thrash is ending as its pages come back"}}, nil
 	}
-	if c.Trend.FellBytes > 0 && float64(c.Trend.FellBytes) >= fallingShare*float64(s.Bytes) {
+	// Held to the interval's top, all it holds less the room: the point
+	// reads 0 when the demand reads low under a heavy thrash, and any
+	// dip in what it holds would then pass for a falling demand.
+	if fell && float64(c.Trend.FellBytes) >= fallingShare*float64(s.HighBytes) {
 		rs = append(rs, Remedy{Action: ActionWait, Confidence: Medium,
 			Effect: fmt.Sprintf("what it holds fell %s in %s: at that pace it fits again in %s", size(c.Trend.FellBytes), c.Trend.Over.Round(time.Second), eta(s.Bytes, c.Trend))})
 	}
@@ -113,19 +121,13 @@ func Remedies(l Limit, s Shortfall, c Context) ([]Remedy, []Useless) {
 		rs = append(rs, Remedy{Action: ActionAddMemory, Bytes: mib(s.HighBytes), Confidence: Medium,
 			Effect: fmt.Sprintf("the host needs about %s more memory, or a workload of that size moved elsewhere", size(s.Bytes))})
 	} else {
-		conf := High
-		if s.HighBytes > 2*s.LowBytes+64<<20 {
-			conf = Medium // a wide interval: the working set was not well measured
-		}
-		// The kernel reclaims a little under a limit (bindingMargin): a
-		// limit the working set only just fits still pages it, and a run
-		// raised to exactly all it held (401 MiB) thrashed again.
-		to := mib(int64(float64(l.Bytes+s.HighBytes) / (1 - bindingMargin)))
-		rs = append(rs, Remedy{Action: ActionRaiseLimit, Target: l.Group, Bytes: to, Confidence: conf,
-			Effect: fmt.Sprintf("%s from %s to %s holds the working set (about %s more, %s to %s) with the kernel's reclaim margin", l.File, size(l.Bytes), size(to), size(s.Bytes), size(s.LowBytes), size(s.HighBytes))})
+		rs = append(rs, raiseLimit(l, s))
 	}
-	// The culprit first when what it took covers the shortfall.
-	if c.Culprit != nil && c.Culprit.GrewBytes < s.Bytes {
+	// The culprit first when what it took covers the shortfall, as far as
+	// the estimate tells: its interval's low end (neighbour, bench/
+	// diagnosis: the neighbour took 100 MiB, its growth read 92 MiB, the
+	// shortfall's point 109 MiB).
+	if c.Culprit != nil && c.Culprit.GrewBytes < s.LowBytes {
 		for i, r := range rs {
 			if r.Action == ActionLimitCulprit && i+1 < len(rs) {
 				rs[i], rs[i+1] = rs[i+1], rs[i]
@@ -136,6 +138,27 @@ func Remedies(l Limit, s Shortfall, c Context) ([]Remedy, []Useless) {
 	rs, no = compressedSwap(rs, no, c)
 	rs, no = fasterDevice(rs, no, c)
 	return rs, no
+}
+
+// raiseLimit is the remedy that raises the binding limit l to hold the
+// working set with the kernel's reclaim margin.
+func raiseLimit(l Limit, s Shortfall) Remedy {
+	conf := High
+	if s.HighBytes > 2*s.LowBytes+64<<20 {
+		conf = Medium // a wide interval: the working set was not well measured
+	}
+	// The kernel reclaims a little under a limit (bindingMargin): a
+	// limit the working set only just fits still pages it, and a run
+	// raised to exactly all it held (401 MiB) thrashed again.
+	to := mib(int64(float64(l.Bytes+s.HighBytes) / (1 - bindingMargin)))
+	effect := fmt.Sprintf("%s from %s to %s holds the working set (about %s more, %s to %s) with the kernel's reclaim margin", l.File, size(l.Bytes), size(to), size(s.Bytes), size(s.LowBytes), size(s.HighBytes))
+	if s.HighBytes == 0 {
+		// All it holds fits, and has not been falling: it thrashes
+		// in the margin the kernel reclaims in under a limit.
+		conf = Medium
+		effect = fmt.Sprintf("all it holds fits %s only just, and the kernel reclaims within %.0f %% of a limit: %s from %s to %s leaves it that margin", l.File, 100*bindingMargin, l.File, size(l.Bytes), size(to))
+	}
+	return Remedy{Action: ActionRaiseLimit, Target: l.Group, Bytes: to, Confidence: conf, Effect: effect}
 }
 
 func compressedSwap(rs []Remedy, no []Useless, c Context) ([]Remedy, []Useless) {
@@ -159,11 +182,22 @@ func fasterDevice(rs []Remedy, no []Useless, c Context) ([]Remedy, []Useless) {
 	switch {
 	case c.Kind == KindDevice:
 		return append(rs, Remedy{Action: ActionFasterDevice, Confidence: Low,
-			Effect: fmt.Sprintf("the swap device is %.0f %% busy: faster swap-ins shorten each stall, but the memory is still short", c.Evidence.DeviceBusyPercent)}), no
+			Effect: fmt.Sprintf("%s is %.0f %% busy and no limit binds: faster swap-ins shorten each stall", swapDisk(c.Evidence), c.Evidence.DeviceBusyPercent)}), no
+	case c.Kind != KindFile && atTheCeiling(c.Evidence):
+		return append(rs, Remedy{Action: ActionFasterDevice, Confidence: Low,
+			Effect: fmt.Sprintf("%s is %.0f %% busy: faster swap-ins shorten each stall, but the memory is still short", swapDisk(c.Evidence), c.Evidence.DeviceBusyPercent)}), no
 	case c.Evidence.DeviceBusyPercent >= 0 && c.Kind != KindFile:
-		return rs, append(no, Useless{ActionFasterDevice, fmt.Sprintf("the swap device is only %.0f %% busy: it is not the bottleneck", c.Evidence.DeviceBusyPercent)})
+		return rs, append(no, Useless{ActionFasterDevice, fmt.Sprintf("%s is only %.0f %% busy: it is not the bottleneck", swapDisk(c.Evidence), c.Evidence.DeviceBusyPercent)})
 	}
 	return rs, no
+}
+
+// swapDisk names the busiest swap disk.
+func swapDisk(e Evidence) string {
+	if e.Device != "" {
+		return "the swap disk " + e.Device
+	}
+	return "the swap disk"
 }
 
 // eta is when a falling demand fits again at its pace.

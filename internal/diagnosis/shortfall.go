@@ -25,7 +25,7 @@ func (d Demand) footprint() int64 {
 }
 
 // demandTolerance is the share the measured demand may be off either way:
-// its plateau read +2 % and +8 % of the arithmetic on e4 at scale 0.1
+// its plateau read −3 % to +12 % of the arithmetic on e4 at scale 0.1
 // (docs/metrics.md), widened to a round tenth.
 const demandTolerance = 0.10
 
@@ -62,11 +62,11 @@ func ShortfallOf(l Limit, d Demand) Shortfall {
 		low = max(int64(float64(point)*(1-demandTolerance)), resident)
 		high = int64(float64(point) * (1 + demandTolerance))
 		if swap > 0 {
-			// All it holds is the most it can need, and the measured
-			// demand reads low under a heavy thrash (two processes of
-			// 200 MiB in 200 MiB: 48 % under, bench/diagnosis): the
-			// interval reaches it, so that a limit raised to its top
-			// holds every page the group has.
+			// All it holds is the most it can need: the interval
+			// reaches it, so that a limit raised to its top holds every
+			// page the group has (the demand's point is an estimate,
+			// and read half the truth or less under a heavy thrash
+			// before the faults' time counted as lost).
 			high = resident + swap
 		}
 		s.Basis = "the working set of its processes in their own time"

@@ -2,6 +2,7 @@ package diagnosis
 
 import (
 	"log/slog"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"slices"
@@ -11,8 +12,10 @@ import (
 	"time"
 
 	"github.com/thrashscope/thrashscope/internal/indicators"
+	"github.com/thrashscope/thrashscope/internal/pagesample"
 	"github.com/thrashscope/thrashscope/internal/pipeline"
 	"github.com/thrashscope/thrashscope/internal/probe/readout"
+	"github.com/thrashscope/thrashscope/internal/swapstate"
 	"github.com/thrashscope/thrashscope/internal/workload"
 )
 
@@ -36,6 +39,29 @@ type StageConfig struct {
 	// History keeps the closed diagnoses; nil keeps them in memory only.
 	History *History
 	Logger  *slog.Logger
+	// Swap reads the swap disks' busy share and the compressed pools'
+	// fill while anything is at monitoring or thrashing; nil leaves both
+	// unknown.
+	Swap *swapstate.Reader
+	// Proc is where the processes' pages are sampled for how they
+	// compress ("" samples none).
+	Proc string
+}
+
+// compressEvery is how often a thrashing group's pages are sampled again,
+// and compressPages how many of each of its first compressProcesses
+// processes: 1,024 pages (4 MiB) at most, compressed in milliseconds.
+const (
+	compressEvery     = time.Minute
+	compressPages     = 64
+	compressProcesses = 16
+)
+
+// compression is a group's last compression sample.
+type compression struct {
+	at    time.Time
+	ratio float64
+	pages int
 }
 
 // Stage is the diagnoses' stage of the pipeline, a sink: each tick it
@@ -56,6 +82,10 @@ type Stage struct {
 	prev     map[string]readout.CgroupCounters // each workload's counters at the last tick
 	refaults map[string]map[string]uint64      // and its memory.stat refaults
 	prevAt   time.Time
+	compress map[string]compression // each thrashing group's last sample
+	refused  bool                   // the kernel refused a sample: none is tried again
+	rng      *rand.Rand
+	files    memoReader // this tick's reads of the limits' files
 }
 
 // NewStage returns the diagnoses' stage.
@@ -63,7 +93,8 @@ func NewStage(cfg StageConfig) *Stage {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	return &Stage{cfg: cfg, tracker: NewTracker(), charges: map[string][]Point{}, followed: map[string]time.Time{}, prev: map[string]readout.CgroupCounters{}, refaults: map[string]map[string]uint64{}}
+	return &Stage{cfg: cfg, tracker: NewTracker(), charges: map[string][]Point{}, followed: map[string]time.Time{}, prev: map[string]readout.CgroupCounters{}, refaults: map[string]map[string]uint64{},
+		compress: map[string]compression{}, rng: rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 0))}
 }
 
 // Open is the open diagnoses; History the closed ones, oldest first.
@@ -89,6 +120,11 @@ func (s *Stage) Observe(_, cur *pipeline.Tick) {
 		return
 	}
 	now := cur.Reading.Time
+	// The thrashing groups under one limit share its files, and the
+	// files of every group above it: each is read once a tick (25 of a
+	// run's consumers' groups, each reading the run's).
+	s.files = memoReader{}
+	sw := s.readSwap(cur, now)
 	samples, explained := s.sampleWorkloads(cur, now, now.Sub(s.prevAt).Seconds())
 	for g := range s.prev {
 		if !slices.ContainsFunc(cur.Workloads, func(w workload.Workload) bool { return w.Cgroup == g }) {
@@ -99,8 +135,26 @@ func (s *Stage) Observe(_, cur *pipeline.Tick) {
 	s.readFollowed(now)
 	s.prune(now)
 	samples = append(samples, s.hostSample(cur, explained))
+	for i := range samples {
+		e := &samples[i].Evidence
+		e.DeviceBusyPercent, e.Device, e.PoolFullPercent, e.Pool = sw.DeviceBusyPercent, sw.Device, sw.PoolFullPercent, sw.Pool
+	}
 	s.prevAt = now
 	s.settle(now, samples)
+}
+
+// readSwap reads the swap's state while the host or a workload is at
+// monitoring or thrashing, so that a thrash's first sample has the
+// interval before it; at rest it reads nothing.
+func (s *Stage) readSwap(cur *pipeline.Tick, now time.Time) swapstate.State {
+	if s.cfg.Swap == nil {
+		return swapstate.Unknown
+	}
+	if cur.Verdict.State < indicators.Monitoring && !slices.ContainsFunc(cur.Workloads, func(w workload.Workload) bool { return w.State >= indicators.Monitoring }) {
+		s.cfg.Swap.Reset()
+		return swapstate.Unknown
+	}
+	return s.cfg.Swap.Read(now)
 }
 
 // sampleWorkloads keeps each workload's charge and counters, follows the
@@ -119,7 +173,7 @@ func (s *Stage) sampleWorkloads(cur *pipeline.Tick, now time.Time, dt float64) (
 		if w.State < indicators.Monitoring {
 			continue
 		}
-		limits, err := h.Limits(osReader{}, group)
+		limits, err := h.Limits(s.files, group)
 		if err != nil {
 			s.cfg.Logger.Debug("no limits for a workload at monitoring", "cgroup", w.Cgroup, "err", err)
 			continue
@@ -186,11 +240,33 @@ func (s *Stage) workloadSample(cur *pipeline.Tick, w workload.Workload, group st
 			labels[k] = v
 		}
 	}
+	if KindOf(e) != KindFile {
+		e.CompressRatio, e.CompressPages = s.compressionOf(w.Cgroup, pids, cur.Reading.Time)
+	}
 	return Sample{
 		Group: group, Labels: labels, Thrashing: true, Limits: limits,
 		Host: hostOf(cur), Demand: d, Evidence: e, Charges: s.charges,
-		Processes: len(pids), OOMKills: w.Kernel.Events["oom_kill"], NoSwap: noSwap(osReader{}, s.cfg.V2Mount, w.Files.V2),
+		Processes: len(pids), OOMKills: w.Kernel.Events["oom_kill"], NoSwap: noSwap(s.files, s.cfg.V2Mount, w.Files.V2),
 	}
+}
+
+// compressionOf is how a sample of the group's pages compresses, sampled
+// again once a minute while it thrashes.
+func (s *Stage) compressionOf(group string, pids []int, now time.Time) (float64, int) {
+	if s.cfg.Proc == "" || s.refused {
+		return 0, 0
+	}
+	if c, ok := s.compress[group]; ok && now.Sub(c.at) < compressEvery {
+		return c.ratio, c.pages
+	}
+	res, err := pagesample.Sample(s.cfg.Proc, pids[:min(len(pids), compressProcesses)], compressPages, s.rng)
+	if err != nil {
+		s.refused = true
+		s.cfg.Logger.Info("no compression sample: "+err.Error(), "group", group)
+		return 0, 0
+	}
+	s.compress[group] = compression{at: now, ratio: res.Ratio(), pages: res.Pages}
+	return res.Ratio(), res.Pages
 }
 
 // noSwap says whether the cgroup v2 group at dir, or an ancestor beneath
@@ -313,6 +389,11 @@ func (s *Stage) prune(now time.Time) {
 		}
 		s.charges[g] = ps[i:]
 	}
+	for g, c := range s.compress {
+		if now.Sub(c.at) > 2*compressEvery {
+			delete(s.compress, g)
+		}
+	}
 }
 
 func appendCharge(ps []Point, at time.Time, b int64) []Point {
@@ -326,31 +407,61 @@ func appendCharge(ps []Point, at time.Time, b int64) []Point {
 // descendants, at most maxPIDs.
 func readPIDs(dir string) []int {
 	var pids []int
-	if dir == "" {
-		return nil
+	if dir != "" {
+		pidsUnder(dir, &pids)
 	}
-	_ = filepath.WalkDir(dir, func(p string, e os.DirEntry, err error) error {
-		switch {
-		case err != nil || len(pids) >= maxPIDs:
-			return filepath.SkipDir
-		case !e.IsDir():
-			return nil // a group's files: its cgroup.procs is read below, once
-		}
-		b, err := os.ReadFile(filepath.Join(p, "cgroup.procs"))
-		if err != nil {
-			return nil
-		}
-		for f := range strings.FieldsSeq(string(b)) {
-			if pid, err := strconv.Atoi(f); err == nil && len(pids) < maxPIDs {
-				pids = append(pids, pid)
-			}
-		}
-		return nil
-	})
 	return pids
 }
 
+// pidsUnder appends the processes of the group at dir and of every group
+// below it, at most maxPIDs: each group's cgroup.procs, then its
+// subdirectories, unsorted (a sorted walk calling back for each control
+// file cost a thrashing run of 25 groups more than reading them).
+func pidsUnder(dir string, pids *[]int) {
+	if len(*pids) >= maxPIDs {
+		return
+	}
+	b, err := os.ReadFile(filepath.Join(dir, "cgroup.procs"))
+	if err != nil {
+		return
+	}
+	for f := range strings.FieldsSeq(string(b)) {
+		if pid, err := strconv.Atoi(f); err == nil && len(*pids) < maxPIDs {
+			*pids = append(*pids, pid)
+		}
+	}
+	d, err := os.Open(dir)
+	if err != nil {
+		return
+	}
+	ents, _ := d.ReadDir(-1)
+	d.Close()
+	for _, e := range ents {
+		if e.IsDir() {
+			pidsUnder(filepath.Join(dir, e.Name()), pids)
+		}
+	}
+}
+
 type osReader struct{}
+
+// memoReader reads each file once, keeping what it read, error included.
+type memoReader map[string]memoRead
+
+type memoRead struct {
+	b   []byte
+	err error
+}
+
+func (m memoReader) ReadFileAt(dir, name string) ([]byte, error) {
+	k := dir + "\x00" + name
+	if r, ok := m[k]; ok {
+		return r.b, r.err
+	}
+	b, err := os.ReadFile(filepath.Join(dir, name))
+	m[k] = memoRead{b, err}
+	return b, err
+}
 
 func (osReader) ReadFileAt(dir, name string) ([]byte, error) {
 	return os.ReadFile(filepath.Join(dir, name))

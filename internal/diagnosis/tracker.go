@@ -25,9 +25,6 @@ type Sample struct {
 	// (siblings, the host's workloads), over the recent past, for the
 	// culprit.
 	Charges map[string][]Point
-	// CompressRatio is a sample of its pages' compression ratio; 0 when
-	// not sampled.
-	CompressRatio float64
 	// NoSwap: the group may not swap at all (its own or an ancestor's
 	// memory.swap.max is 0, as Kubernetes' LimitedSwap sets it for
 	// Guaranteed and BestEffort pods).
@@ -171,7 +168,10 @@ func (d *Diagnosis) update(now time.Time, s Sample, trend Trend) {
 		d.Binding, d.NoBinding, d.Culprit = nil, err.Error(), nil
 		d.Shortfall = Shortfall{}
 		d.Remedies, d.Useless = nil, nil
-		if errors.Is(err, ErrNoBindingLimit) && d.Kind == KindDevice {
+		if errors.Is(err, ErrNoBindingLimit) && atTheCeiling(d.Evidence) {
+			// No limit binds and the host has memory: what holds the
+			// swap-ins back is the disk.
+			d.Kind = KindDevice
 			d.Remedies, d.Useless = fasterDevice(nil, nil, Context{Kind: d.Kind, Evidence: d.Evidence})
 		}
 		d.Summary = fmt.Sprintf("%s %s: %s; %s", name(d), d.Kind, d.Evidence.summary(d.Kind), d.NoBinding)
@@ -184,7 +184,7 @@ func (d *Diagnosis) update(now time.Time, s Sample, trend Trend) {
 	if c, ok := CulpritOf(l, s.Group, s.Charges); ok {
 		d.Culprit = &c
 	}
-	d.Remedies, d.Useless = Remedies(l, d.Shortfall, Context{Kind: d.Kind, Evidence: s.Evidence, Culprit: d.Culprit, Trend: trend, CompressRatio: s.CompressRatio, NoSwap: s.NoSwap})
+	d.Remedies, d.Useless = Remedies(l, d.Shortfall, Context{Kind: d.Kind, Evidence: s.Evidence, Culprit: d.Culprit, Trend: trend, CompressRatio: s.Evidence.CompressRatio, NoSwap: s.NoSwap})
 	d.Summary = summary(d)
 }
 

@@ -61,13 +61,22 @@ type WorkingSetConfig struct {
 	// closes one window and opens the next, to know the share of each
 	// window the process was stalled, and from it the demand. Nil on
 	// procfs alone: the demand is then the working set as measured.
-	Stall  func(pid int) (time.Duration, bool)
-	Logger *slog.Logger
+	Stall func(pid int) (time.Duration, bool)
+	// FaultService, when set, returns the time a process's major faults
+	// took so far (the probe's, from fault entry to its accounting),
+	// stalled or not: PSI counts a swap-in or a file read only for a page
+	// the kernel had marked part of the working set. Nil on procfs alone.
+	FaultService func(pid int) (time.Duration, bool)
+	Logger       *slog.Logger
 }
 
-// MaxStalledShare caps the stalled share of a window that the demand
-// scales by (at most 10×). The stall sums over threads, so several threads
-// stalled at once can pass 100 % of the window.
+// MaxStalledShare caps the share of a window lost to the thrash that the
+// demand scales by (at most 10×). The stall and the faults' service time
+// sum over threads, so several threads stalled at once can pass 100 % of
+// the window. At 0.98 (50×) a page-cache thrash read right (bench/diagnosis
+// file, +4 %) where it reads half at 0.9, but a process's whole footprint,
+// its runtime's cold pages too, became its demand: e4 at scale 0.1 read
+// its shortfall +20 % in one run of four (TestAlertsFireOnARealThrash).
 const MaxStalledShare = 0.9
 
 // WorkingSetEstimate is one process's working set over one window.
@@ -94,10 +103,17 @@ type WorkingSetEstimate struct {
 	// waited runnable for a CPU (RunDelayShare; HasRunDelay), which is no
 	// more the process's own time than a stall is: on a busy host it
 	// touches its pages more slowly for it, not fewer of them.
-	StalledShare  float64
-	HasStall      bool
-	RunDelayShare float64
-	HasRunDelay   bool
+	StalledShare float64
+	HasStall     bool
+	// SystemShare is the share of the window its threads ran in the
+	// kernel, and FaultShare (valid when HasFaultShare) the share its
+	// major faults took; each counts as lost (the largest of them and the
+	// stall) only in a window with major faults: a process's system calls
+	// are its own work.
+	SystemShare, FaultShare float64
+	HasFaultShare           bool
+	RunDelayShare           float64
+	HasRunDelay             bool
 	// From and To bound the window: the middle of the clear that opened it
 	// and of the read that closed it (each walks the page tables, and a
 	// page's bit is cleared or read somewhere in between).
@@ -108,8 +124,8 @@ type WorkingSetEstimate struct {
 	Irregular bool
 
 	own       uint64 // Bytes with shared pages split among their processes
-	footprint uint64 // Pss + SwapPss at the read: the most the demand can be
-	swap      uint64 // Swap at the read: the most that went out again
+	footprint uint64 // Pss + SwapPss + file pages out at the read: the most the demand can be
+	out       uint64 // Swap and file pages out at the read: the most that went out again
 }
 
 // Window is the window's length, on the monotonic clock.
@@ -146,12 +162,21 @@ type wssState struct {
 	startTicks uint64    // tells a reused pid apart
 	cleared    time.Time // when its open window opened; zero when none is open
 	last       *WorkingSetEstimate
-	swapBytes  uint64        // from the last read: the walk visits swap entries too
-	stall      time.Duration // the process's stall when its window opened
-	stallKnown bool          // there are stall figures (the probe runs)
-	runDelay   time.Duration // its threads' run-queue wait when its window opened
-	delayKnown bool          // read when the window opened
-	majFlt     uint64        // its major faults when its window opened
+	swapBytes  uint64      // from the last read: the walk visits swap entries too
+	opened     timeReading // its times when its window opened
+	majFlt     uint64      // its major faults when its window opened
+}
+
+// timeReading is a process's times that are not its own, read as one window
+// closes and the next opens: its stall, its major faults' service time,
+// its threads' run-queue wait, and its system CPU time. A known flag says
+// the figure is kept at all (the probe runs); a has flag that the process
+// has one (none yet is none so far).
+type timeReading struct {
+	stall, service, delay          time.Duration
+	hasStall, hasService, hasDelay bool
+	stallKnown, serviceKnown       bool
+	sys                            time.Duration
 }
 
 // NewWorkingSet returns a WorkingSet; call Run, or ScanOnce each round.
@@ -289,9 +314,8 @@ type scanRound struct {
 
 // clearWindow opens a process's next window: it clears the accessed bits
 // (clear_refs) and keeps the stall and major faults it opens at.
-func (w *WorkingSet) clearWindow(pid int, st *wssState, stall, delay time.Duration, hasDelay bool, majFlt uint64) error {
-	st.stall, st.stallKnown, st.majFlt = stall, w.cfg.Stall != nil, majFlt
-	st.runDelay, st.delayKnown = delay, hasDelay
+func (w *WorkingSet) clearWindow(pid int, st *wssState, now timeReading, proc procfs.Process) error {
+	st.opened, st.majFlt = now, proc.MajorFaults
 	t0 := time.Now()
 	err := w.fs.ClearRefs(pid)
 	st.cleared = midpoint(t0, time.Now())
@@ -397,21 +421,15 @@ func (w *WorkingSet) closeAndOpen(pid int, proc procfs.Process, st *wssState, op
 			est.Refaulted = (proc.MajorFaults - st.majFlt) * w.pageSize
 		}
 	}
-	// One stall reading closes this window and opens the next: the
-	// read and the clear around it take a few milliseconds.
-	var stall time.Duration
-	var hasStall bool
-	if w.cfg.Stall != nil {
-		stall, hasStall = w.cfg.Stall(pid)
-	}
-	delay, err := w.fs.RunDelay(pid)
-	hasDelay := err == nil
+	// One reading closes this window and opens the next: the read and
+	// the clear around it take a few milliseconds.
+	now := w.timesOf(pid, proc)
 	if est != nil {
-		est.demand(st, stall, hasStall, delay, hasDelay)
+		est.demand(st.opened, now)
 		st.last, st.cleared = est, time.Time{}
 	}
 	if clear {
-		if err := w.clearWindow(pid, st, stall, delay, hasDelay, proc.MajorFaults); err != nil {
+		if err := w.clearWindow(pid, st, now, proc); err != nil {
 			return st, pages, err
 		}
 	}
@@ -454,34 +472,72 @@ func (w *WorkingSet) read(pid int, st *wssState) (WorkingSetEstimate, int64, err
 	}
 	e := WorkingSetEstimate{Bytes: r.Referenced, DemandBytes: r.OwnReferenced, From: st.cleared, To: midpoint(t0, time.Now())}
 	e.Irregular = absDuration(e.Window()-w.cfg.Interval) > w.cfg.Interval/2
-	e.own, e.footprint, e.swap = r.OwnReferenced, r.PSS+r.SwapPSS, r.Swap
+	// A page-cache thrash's pages go out to their file, not to swap: Pss
+	// and Swap miss them, and the demand would read no more than what
+	// is resident.
+	e.own, e.footprint, e.out = r.OwnReferenced, r.PSS+r.SwapPSS+r.FileNotResident, r.Swap+r.FileNotResident
 	st.swapBytes = r.Swap
 	return e, int64((r.RSS + r.Swap) / w.pageSize), nil
 }
 
-// demand fills DemandBytes from the faults, the stall and the run-queue
-// wait over the window: st holds the stall and the wait when it opened. A
-// process the probe has not seen stall has no reading, which is no stall.
-func (e *WorkingSetEstimate) demand(st *wssState, stall time.Duration, hasStall bool, delay time.Duration, hasDelay bool) {
-	touched := float64(e.own + min(e.Refaulted, e.swap))
+// timesOf reads a process's times that are not its own.
+func (w *WorkingSet) timesOf(pid int, proc procfs.Process) timeReading {
+	var r timeReading
+	if r.stallKnown = w.cfg.Stall != nil; r.stallKnown {
+		r.stall, r.hasStall = w.cfg.Stall(pid)
+	}
+	if r.serviceKnown = w.cfg.FaultService != nil; r.serviceKnown {
+		r.service, r.hasService = w.cfg.FaultService(pid)
+	}
+	delay, err := w.fs.RunDelay(pid)
+	r.delay, r.hasDelay = delay, err == nil
+	r.sys = time.Duration(proc.SystemSeconds * float64(time.Second))
+	return r
+}
+
+// lostShare is the share of a window a counter that only grows went up by,
+// at most MaxStalledShare; 0 when it went back (counters restarted, a
+// thread that exited took its part with it).
+func lostShare(from, to, window time.Duration) float64 {
+	if to < from {
+		return 0
+	}
+	return min((to-from).Seconds()/window.Seconds(), MaxStalledShare)
+}
+
+// demand fills DemandBytes from the faults and the times over the window
+// that were not the process's own: opened holds them when it opened, now
+// as it closes. A process the probe has not seen stall or fault has no
+// reading, which is none.
+func (e *WorkingSetEstimate) demand(opened, now timeReading) {
+	touched := float64(e.own + min(e.Refaulted, e.out))
 	window := e.Window()
 	if window <= 0 {
 		e.DemandBytes = max(e.own, uint64(min(touched, float64(e.footprint))))
 		return
 	}
 	lost := 0.0 // the share of the window that was not the process's own
-	if st.stallKnown {
-		d := stall - st.stall
-		if !hasStall || d < 0 {
-			d = 0 // never stalled, or counters restarted
-		}
-		e.StalledShare, e.HasStall = min(d.Seconds()/window.Seconds(), MaxStalledShare), true
-		lost += e.StalledShare
+	if e.HasStall = now.stallKnown; now.hasStall {
+		e.StalledShare = lostShare(opened.stall, now.stall, window)
 	}
-	if st.delayKnown && hasDelay && delay >= st.runDelay {
-		// A thread that exited took its wait with it: the sum can go back,
-		// and is then left out.
-		e.RunDelayShare, e.HasRunDelay = min((delay-st.runDelay).Seconds()/window.Seconds(), MaxStalledShare), true
+	if e.Refaulted > 0 {
+		// A major fault is not the process's own time, stalled or not:
+		// two consumers of 200 MiB in 200 MiB (bench/diagnosis short-2x)
+		// each took 0.2 s of stall a second, 0.4 s of system time and
+		// 0.02 s of user time; a page-cache thrash's 0.1 s of stall and
+		// 0.17 s of system time, the rest waiting for its reads. Its
+		// service time is the measure (the probe's); its system time the
+		// floor of it on procfs alone. They overlap the stall (a fault's
+		// reclaim and its read of a working-set page are both): the
+		// largest stands for all.
+		e.SystemShare = lostShare(opened.sys, now.sys, window)
+		if e.HasFaultShare = now.serviceKnown; now.hasService {
+			e.FaultShare = lostShare(opened.service, now.service, window)
+		}
+	}
+	lost += max(e.StalledShare, e.SystemShare, e.FaultShare)
+	if opened.hasDelay && now.hasDelay && now.delay >= opened.delay {
+		e.RunDelayShare, e.HasRunDelay = lostShare(opened.delay, now.delay, window), true
 		lost += e.RunDelayShare
 	}
 	touched /= 1 - min(lost, MaxStalledShare)

@@ -87,7 +87,8 @@ func TestWorkingSetAccuracy(t *testing.T) {
 		s, ok := p.StallOf(uint32(pid))
 		return s.Total(), ok
 	}
-	w := NewWorkingSet(WorkingSetConfig{ProcfsPath: "/proc", Interval: tau, Stall: stall})
+	service := func(pid int) (time.Duration, bool) { return p.FaultServiceOf(uint32(pid)) }
+	w := NewWorkingSet(WorkingSetConfig{ProcfsPath: "/proc", Interval: tau, Stall: stall, FaultService: service})
 	if err := w.ScanOnce(pids); err != nil { // opens the first window
 		t.Fatal(err)
 	}

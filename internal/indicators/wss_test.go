@@ -341,7 +341,7 @@ func TestWorkingSetDemand(t *testing.T) {
 		bytes, foot uint64
 		own         uint64 // bytes with shared pages split; bytes when 0
 		refaulted   uint64
-		swap        uint64
+		out         uint64 // in swap, and out to files
 		wantDemand  uint64
 		wantShare   float64
 		wantHas     bool
@@ -349,16 +349,22 @@ func TestWorkingSetDemand(t *testing.T) {
 		delayKnown            bool
 		delayAtOpen, delayNow time.Duration
 		wantDelayShare        float64
+		sys                   time.Duration // system CPU time in the window
+		service               time.Duration // the major faults' service time in it
+		wantSys, wantFault    float64
 	}{
 		{name: "procfs alone", bytes: 4 << 20, foot: 10 << 20, wantDemand: 4 << 20},
-		{name: "procfs alone, refaults", bytes: 4 << 20, refaulted: 3 << 20, swap: 5 << 20, foot: 10 << 20, wantDemand: 7 << 20},
-		{name: "refaults and stall", known: true, now: 500 * time.Millisecond, hasNow: true, bytes: 2 << 20, refaulted: 2 << 20, swap: 5 << 20, foot: 10 << 20, wantDemand: 8 << 20, wantShare: 0.5, wantHas: true},
-		{name: "refaults beyond swap", bytes: 4 << 20, refaulted: 30 << 20, swap: 5 << 20, foot: 20 << 20, wantDemand: 9 << 20},
-		{name: "file refaults, no swap", bytes: 4 << 20, refaulted: 3 << 20, foot: 10 << 20, wantDemand: 4 << 20},
+		{name: "procfs alone, refaults", bytes: 4 << 20, refaulted: 3 << 20, out: 5 << 20, foot: 10 << 20, wantDemand: 7 << 20},
+		{name: "refaults and stall", known: true, now: 500 * time.Millisecond, hasNow: true, bytes: 2 << 20, refaulted: 2 << 20, out: 5 << 20, foot: 10 << 20, wantDemand: 8 << 20, wantShare: 0.5, wantHas: true},
+		{name: "refaults beyond swap", bytes: 4 << 20, refaulted: 30 << 20, out: 5 << 20, foot: 20 << 20, wantDemand: 9 << 20},
+		{name: "refaults, nothing out", bytes: 4 << 20, refaulted: 3 << 20, foot: 10 << 20, wantDemand: 4 << 20},
+		// A page-cache thrash: no swap, its pages out to the file, which the
+		// footprint counts too.
+		{name: "file refaults, pages out to the file", bytes: 4 << 20, refaulted: 3 << 20, out: 150 << 20, foot: 200 << 20, wantDemand: 7 << 20},
 		{name: "never stalled", known: true, bytes: 4 << 20, foot: 10 << 20, wantDemand: 4 << 20, wantHas: true},
 		{name: "half stalled", known: true, atOpen: time.Second, now: 1500 * time.Millisecond, hasNow: true, bytes: 4 << 20, foot: 10 << 20, wantDemand: 8 << 20, wantShare: 0.5, wantHas: true},
 		{name: "capped by footprint", known: true, now: 800 * time.Millisecond, hasNow: true, bytes: 4 << 20, foot: 10 << 20, wantDemand: 10 << 20, wantShare: 0.8, wantHas: true},
-		{name: "threads stalled at once", known: true, now: 3 * time.Second, hasNow: true, bytes: 1 << 20, foot: 100 << 20, wantDemand: 10 << 20, wantShare: MaxStalledShare, wantHas: true},
+		{name: "threads stalled at once", known: true, now: 3 * time.Second, hasNow: true, bytes: 1 << 20, foot: 100 << 20, wantDemand: uint64(float64(1<<20) / (1 - MaxStalledShare)), wantShare: MaxStalledShare, wantHas: true},
 		{name: "first stall seen in the window", known: true, now: 250 * time.Millisecond, hasNow: true, bytes: 3 << 20, foot: 10 << 20, wantDemand: 4 << 20, wantShare: 0.25, wantHas: true},
 		{name: "shared pages split", known: true, now: 500 * time.Millisecond, hasNow: true, bytes: 6 << 20, own: 4 << 20, foot: 20 << 20, wantDemand: 8 << 20, wantShare: 0.5, wantHas: true},
 		{name: "shared pages, unpressured", bytes: 6 << 20, own: 4 << 20, foot: 20 << 20, wantDemand: 4 << 20},
@@ -367,9 +373,21 @@ func TestWorkingSetDemand(t *testing.T) {
 		{name: "waited for a CPU, procfs alone", bytes: 2 << 20, foot: 10 << 20,
 			delayKnown: true, delayNow: 500 * time.Millisecond, wantDemand: 4 << 20, wantDelayShare: 0.5},
 		{name: "stall and wait past the cap", known: true, now: 800 * time.Millisecond, hasNow: true, bytes: 1 << 20, foot: 100 << 20,
-			delayKnown: true, delayNow: 800 * time.Millisecond, wantDemand: 10 << 20, wantShare: 0.8, wantHas: true, wantDelayShare: 0.8},
+			delayKnown: true, delayNow: 800 * time.Millisecond, wantDemand: uint64(float64(1<<20) / (1 - MaxStalledShare)), wantShare: 0.8, wantHas: true, wantDelayShare: 0.8},
 		{name: "a thread that waited exited", bytes: 2 << 20, foot: 10 << 20,
 			delayKnown: true, delayAtOpen: time.Second, delayNow: 100 * time.Millisecond, wantDemand: 2 << 20},
+		// The heavy thrash of bench/diagnosis's short-2x: 0.2 s stalled, 0.4 s
+		// in the kernel.
+		{name: "faulting, longer in the kernel than stalled", known: true, now: 200 * time.Millisecond, hasNow: true, bytes: 2 << 20, refaulted: 1 << 20, out: 50 << 20, foot: 100 << 20,
+			sys: 400 * time.Millisecond, wantDemand: 5 << 20, wantShare: 0.2, wantHas: true, wantSys: 0.4},
+		{name: "faulting, longer stalled than in the kernel", known: true, now: 400 * time.Millisecond, hasNow: true, bytes: 2 << 20, refaulted: 1 << 20, out: 50 << 20, foot: 100 << 20,
+			sys: 200 * time.Millisecond, wantDemand: 5 << 20, wantShare: 0.4, wantHas: true, wantSys: 0.2},
+		// The faults took 0.8 of the window, most of it waiting for reads
+		// PSI does not count.
+		{name: "faulting, the faults' service time the most", known: true, now: 100 * time.Millisecond, hasNow: true, bytes: 1 << 20, refaulted: 1 << 20, out: 50 << 20, foot: 100 << 20,
+			sys: 200 * time.Millisecond, service: 800 * time.Millisecond, wantDemand: 10 << 20, wantShare: 0.1, wantHas: true, wantSys: 0.2, wantFault: 0.8},
+		// Its own system calls, no major fault: not lost.
+		{name: "in the kernel, no fault", known: true, bytes: 2 << 20, foot: 100 << 20, sys: 500 * time.Millisecond, service: 100 * time.Millisecond, wantDemand: 2 << 20, wantHas: true},
 		{name: "counters restarted", known: true, atOpen: 5 * time.Second, now: time.Second, hasNow: true, bytes: 4 << 20, foot: 10 << 20, wantDemand: 4 << 20, wantHas: true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -377,8 +395,14 @@ func TestWorkingSetDemand(t *testing.T) {
 			if own == 0 {
 				own = tc.bytes
 			}
-			e := WorkingSetEstimate{Bytes: tc.bytes, DemandBytes: own, own: own, Refaulted: tc.refaulted, From: from, To: from.Add(time.Second), footprint: tc.foot, swap: tc.swap}
-			e.demand(&wssState{stall: tc.atOpen, stallKnown: tc.known, runDelay: tc.delayAtOpen, delayKnown: tc.delayKnown}, tc.now, tc.hasNow, tc.delayNow, tc.delayKnown)
+			e := WorkingSetEstimate{Bytes: tc.bytes, DemandBytes: own, own: own, Refaulted: tc.refaulted, From: from, To: from.Add(time.Second), footprint: tc.foot, out: tc.out}
+			opened := timeReading{stall: tc.atOpen, stallKnown: tc.known, hasStall: tc.known && tc.atOpen > 0, delay: tc.delayAtOpen, hasDelay: tc.delayKnown, serviceKnown: true}
+			now := timeReading{stall: tc.now, stallKnown: tc.known, hasStall: tc.hasNow, delay: tc.delayNow, hasDelay: tc.delayKnown,
+				sys: tc.sys, service: tc.service, serviceKnown: true, hasService: tc.service > 0}
+			e.demand(opened, now)
+			if math.Abs(e.SystemShare-tc.wantSys) > 1e-9 || math.Abs(e.FaultShare-tc.wantFault) > 1e-9 {
+				t.Errorf("system share %v, fault share %v, want %v and %v", e.SystemShare, e.FaultShare, tc.wantSys, tc.wantFault)
+			}
 			if math.Abs(e.RunDelayShare-tc.wantDelayShare) > 1e-9 {
 				t.Errorf("run-delay share %v, want %v", e.RunDelayShare, tc.wantDelayShare)
 			}

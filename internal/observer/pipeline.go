@@ -7,6 +7,7 @@ import (
 	"github.com/thrashscope/thrashscope/internal/diagnosis"
 	"github.com/thrashscope/thrashscope/internal/pipeline"
 	"github.com/thrashscope/thrashscope/internal/procfs"
+	"github.com/thrashscope/thrashscope/internal/swapstate"
 	"github.com/thrashscope/thrashscope/internal/workload"
 )
 
@@ -78,7 +79,8 @@ func workloadOptions(cfg Config, logger *slog.Logger) pipeline.WorkloadOptions {
 // runs.
 func newDiagnoses(cfg Config, w pipeline.WorkloadOptions, dataDir bool, logger *slog.Logger) *diagnosis.Stage {
 	log := logger.With("component", "diagnoses")
-	sc := diagnosis.StageConfig{V2Mount: w.Hierarchy.Point, V1Memory: w.V1Memory, Logger: log}
+	sc := diagnosis.StageConfig{V2Mount: w.Hierarchy.Point, V1Memory: w.V1Memory, Logger: log,
+		Swap: swapstate.NewReader(cfg.ProcfsPath, cfg.SysfsPath), Proc: cfg.ProcfsPath}
 	if dataDir {
 		h, err := diagnosis.OpenHistory(cfg.DataDir)
 		if err != nil {

@@ -25,6 +25,7 @@ import (
 type Probe interface {
 	sampler.ProbeReader
 	StallOf(tgid uint32) (readout.StallTime, bool)
+	FaultServiceOf(tgid uint32) (time.Duration, bool)
 	Cgroups() bool
 	ForgetCgroup(id uint64)
 }
@@ -173,6 +174,9 @@ func (o Options) workingSetScan() *WorkingSetScan {
 		wcfg.Stall = func(pid int) (time.Duration, bool) {
 			s, ok := p.StallOf(uint32(pid))
 			return s.Total(), ok
+		}
+		wcfg.FaultService = func(pid int) (time.Duration, bool) {
+			return p.FaultServiceOf(uint32(pid))
 		}
 	}
 	scan := &WorkingSetScan{ws: indicators.NewWorkingSet(wcfg)}

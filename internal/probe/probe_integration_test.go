@@ -795,6 +795,12 @@ func TestMajorFaultLatencyIsTimed(t *testing.T) {
 	if sum < blocked*9/10 || sum > wall {
 		t.Errorf("the child's faults took %v by its cgroup's histogram; it was blocked %v of the round's %v: want from 90 %% of the first to the second", sum, blocked, wall)
 	}
+	// The process's own total (the working set's demand counts it as time
+	// not its own) is the same faults' time, held to the same bounds.
+	own := after.Processes[uint32(c.pid())].FaultService - before.Processes[uint32(c.pid())].FaultService
+	if own < blocked*9/10 || own > wall || !within(uint64(own), uint64(sum), 0.02) {
+		t.Errorf("the child's faults took %v by its own total, %v by its cgroup's histogram; it was blocked %v of the round's %v: want the two within 2 %%, from 90 %% of the blocked time to the wall time", own, sum, blocked, wall)
+	}
 }
 
 // The memory stall of a process thrashing alone in its cgroup, against the

@@ -38,6 +38,7 @@ func (p *Probe) Read() (readout.Snapshot, error) {
 	err := p.reading.faults.read(p.objs.ProcessMajorFaults, func(tgid uint32, v thrashscopeMajorFaults) {
 		c := snap.Processes[tgid]
 		c.MajorFaults = readout.FaultCounts(v.Count)
+		c.FaultService = time.Duration(v.ServiceNs)
 		snap.Processes[tgid] = c
 	})
 	if err != nil {
@@ -221,4 +222,15 @@ func (p *Probe) StallOf(tgid uint32) (readout.StallTime, bool) {
 		return readout.StallTime{}, false
 	}
 	return decodeStall(v), true
+}
+
+// FaultServiceOf reads the time one process's timed major faults took so
+// far, and false when the probe has not seen it fault (or it exited). One
+// map lookup, as StallOf.
+func (p *Probe) FaultServiceOf(tgid uint32) (time.Duration, bool) {
+	var v thrashscopeMajorFaults
+	if err := p.objs.ProcessMajorFaults.Lookup(tgid, &v); err != nil {
+		return 0, false
+	}
+	return time.Duration(v.ServiceNs), true
 }

@@ -53,8 +53,9 @@ type thrashscopeLatencyHist struct {
 }
 
 type thrashscopeMajorFaults struct {
-	_     structs.HostLayout
-	Count [4]uint64
+	_         structs.HostLayout
+	Count     [4]uint64
+	ServiceNs uint64
 }
 
 type thrashscopeMapleNodeCopy struct {

@@ -1,6 +1,7 @@
 package procfs
 
 import (
+	"os"
 	"os/exec"
 	"runtime"
 	"testing"
@@ -41,5 +42,19 @@ func TestRunDelay(t *testing.T) {
 	}
 	if d := after - before; d < 60*time.Millisecond || d > 300*time.Millisecond {
 		t.Errorf("run delay grew %s over 300 ms among %d spinning shells on %d CPUs, want about half of it (60 to 300 ms)", d, len(cmds), runtime.NumCPU())
+	}
+}
+
+// BenchmarkRunDelay reads this process's threads' run delay.
+func BenchmarkRunDelay(b *testing.B) {
+	fs, err := NewFS("/proc")
+	if err != nil {
+		b.Fatal(err)
+	}
+	pid := os.Getpid()
+	for b.Loop() {
+		if _, err := fs.RunDelay(pid); err != nil {
+			b.Fatal(err)
+		}
 	}
 }

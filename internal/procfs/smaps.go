@@ -81,6 +81,10 @@ type Smaps struct {
 	// Referenced × its Pss/Rss. A binary's text, mapped by 25 consumers,
 	// counts once among them instead of 25 times.
 	OwnReferenced uint64
+	// FileNotResident is what the shared mappings of files hold neither
+	// in memory nor in swap (Size less Rss and Swap): where a page-cache
+	// thrash's evicted pages are, which neither Pss nor Swap counts.
+	FileNotResident uint64
 }
 
 // maxKB is 2^44 kB, 16 EiB: a larger "N kB" is not a size, and shifting it
@@ -108,6 +112,7 @@ func ParseSmaps(b []byte) (Smaps, error) {
 		}
 		if c := line[0]; c >= '0' && c <= '9' || c >= 'a' && c <= 'f' {
 			m.addTo(&out) // a mapping's header: the one before it is complete
+			m.file = sharedFile(line)
 			continue
 		}
 		name, value, ok := bytes.Cut(line, []byte(":"))
@@ -122,8 +127,10 @@ func ParseSmaps(b []byte) (Smaps, error) {
 			dst, m.havePss = &m.pss, true
 		case "Referenced":
 			dst, haveRef = &m.ref, true
+		case "Size":
+			dst = &m.size
 		case "Swap":
-			dst = &out.Swap
+			dst = &m.swap
 		case "SwapPss":
 			dst = &out.SwapPSS
 		default:
@@ -145,8 +152,31 @@ func ParseSmaps(b []byte) (Smaps, error) {
 
 // mappingSums are one mapping's lines, until the next mapping's header.
 type mappingSums struct {
-	rss, pss, ref uint64
-	havePss       bool
+	size, rss, pss, ref, swap uint64
+	havePss, file             bool
+}
+
+// sharedFile says whether a mapping's header ("lo-hi perms offset dev inode
+// path") is a shared mapping ("rw-s") of a file (its inode, the fifth
+// field, is not 0): where a page-cache thrash's data is. A private one's
+// unwritten pages are a binary's text or a library's, whose pages never
+// faulted in would read as demand (a Go binary's text: about 3 MiB a
+// process, not split among the processes that map it), and its written
+// ones are anonymous, in swap.
+func sharedFile(header []byte) bool {
+	_, rest, _ := bytes.Cut(header, []byte(" "))
+	if len(rest) < 4 || rest[3] != 's' {
+		return false
+	}
+	for range 4 {
+		i := bytes.IndexByte(header, ' ')
+		if i < 0 {
+			return false
+		}
+		header = bytes.TrimLeft(header[i:], " ")
+	}
+	inode, _, _ := bytes.Cut(header, []byte(" "))
+	return len(inode) > 0 && string(inode) != "0"
 }
 
 // addTo adds the mapping to out, its referenced bytes split as Pss splits
@@ -158,6 +188,10 @@ func (m *mappingSums) addTo(out *Smaps) {
 	out.RSS += m.rss
 	out.PSS += m.pss
 	out.Referenced += m.ref
+	out.Swap += m.swap
+	if m.file && m.size > m.rss+m.swap {
+		out.FileNotResident += m.size - m.rss - m.swap
+	}
 	if m.rss > 0 {
 		out.OwnReferenced += uint64(float64(m.ref) * float64(min(m.pss, m.rss)) / float64(m.rss))
 	}

@@ -83,6 +83,25 @@ Locked:                0 kB
 THPeligible:           0
 VmFlags: rd wr mr mw me ac sd 
 `
+	// A shared mapping of a file of 200 MiB, a page-cache thrash's: most
+	// of it out to the file, neither resident nor in swap.
+	const fileOut = `7f0000000000-7f000c800000 rw-s 00000000 fe:00 42                         /var/tmp/region (deleted)
+Size:             204800 kB
+Rss:               51200 kB
+Pss:               51200 kB
+Referenced:        40960 kB
+Swap:                  0 kB
+SwapPss:               0 kB
+`
+	// A binary's text, mostly never faulted in: a private mapping, not
+	// counted as out.
+	const textOut = `55d0c4a00000-55d0c4e00000 r-xp 00000000 fe:00 1312                       /usr/bin/observer
+Size:               4096 kB
+Rss:                1024 kB
+Pss:                1024 kB
+Referenced:          512 kB
+Swap:                  0 kB
+`
 	tests := []struct {
 		name    string
 		in      string
@@ -92,6 +111,10 @@ VmFlags: rd wr mr mw me ac sd
 		{name: "linux 6.18 rollup", in: kernel618, want: Smaps{RSS: 1676 << 10, PSS: 533 << 10, Swap: 12 << 10, Referenced: 1676 << 10, OwnReferenced: 533 << 10}},
 		// 1480 kB × 114/2960 = 57 kB of the text is this process's share.
 		{name: "shared text and private anon", in: twoMappings, want: Smaps{RSS: 12624 << 10, PSS: 9778 << 10, Swap: 100 << 10, SwapPSS: 100 << 10, Referenced: 11144 << 10, OwnReferenced: (57 + 9664) << 10}},
+		// The first text is all resident, the second private; the anon region
+		// is no file's.
+		{name: "file pages out", in: twoMappings + fileOut + textOut, want: Smaps{RSS: (12624 + 51200 + 1024) << 10, PSS: (9778 + 51200 + 1024) << 10, Swap: 100 << 10, SwapPSS: 100 << 10,
+			Referenced: (11144 + 40960 + 512) << 10, OwnReferenced: (57 + 9664 + 40960 + 512) << 10, FileNotResident: (204800 - 51200) << 10}},
 		{name: "no PSS: nothing shared", in: "Rss: 8 kB\nReferenced: 4 kB\n", want: Smaps{RSS: 8 << 10, PSS: 8 << 10, Referenced: 4 << 10, OwnReferenced: 4 << 10}},
 		{name: "referenced not a number", in: strings.Replace(kernel618, "1676 kB\nAnon", "lots kB\nAnon", 1), wantErr: "bad Referenced line"},
 		{name: "no unit", in: "Rss: 8\nReferenced: 4 kB\n", wantErr: "bad Rss line"},

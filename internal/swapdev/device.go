@@ -42,11 +42,8 @@ func SwapDevices(procRoot, sysRoot string) ([]Device, error) {
 	}
 	var devs []Device
 	for _, s := range swaps {
-		name := unescape(s.Filename)
-		num, err := deviceOf(name, s.Type)
-		if err == nil {
-			num, err = wholeDisk(sysRoot, num)
-		}
+		name := Unescape(s.Filename)
+		num, err := DiskOf(sysRoot, name, s.Type)
 		if err != nil {
 			return nil, fmt.Errorf("swap %s: %w", name, err)
 		}
@@ -58,6 +55,17 @@ func SwapDevices(procRoot, sysRoot string) ([]Device, error) {
 		return nil, ErrNoSwap
 	}
 	return devs, nil
+}
+
+// DiskOf is the MAJ:MIN of the whole disk a swap area named as
+// /proc/swaps names it (its Filename unescaped), of its Type, does its I/O
+// on.
+func DiskOf(sysRoot, name, kind string) (string, error) {
+	num, err := deviceOf(name, kind)
+	if err != nil {
+		return "", err
+	}
+	return wholeDisk(sysRoot, num)
 }
 
 // deviceOf is the device number a swap area does its I/O on: a
@@ -97,8 +105,8 @@ func wholeDisk(sysRoot, num string) (string, error) {
 	return strings.TrimSpace(string(b)), nil
 }
 
-// unescape undoes /proc/swaps' octal escapes (\040 for a space).
-func unescape(s string) string {
+// Unescape undoes /proc/swaps' octal escapes (\040 for a space).
+func Unescape(s string) string {
 	r := strings.NewReplacer(`\040`, " ", `\011`, "\t", `\012`, "\n", `\134`, `\`)
 	return r.Replace(s)
 }

@@ -9,7 +9,37 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
+	"time"
 )
+
+// swapoffFor is how long undo retries a swapoff that failed: it fails with
+// ENOMEM while the groups whose pages it would bring back sit at their
+// limits (a neighbour locked in memory beside thrashing consumers).
+const swapoffFor = 15 * time.Second
+
+// given holds the devices made swap whose undo has not yet succeeded.
+var given = struct {
+	sync.Mutex
+	undo map[string]func() error
+}{undo: map[string]func() error{}}
+
+// GiveBackAll undoes every device made swap whose undo has not succeeded
+// yet, retrying as undo does: a scenario calls it last, once its processes
+// are stopped and their memory freed, so that nothing is left swapping.
+func GiveBackAll() error {
+	given.Lock()
+	defer given.Unlock()
+	var errs []error
+	for dev, undo := range given.undo {
+		if err := undo(); err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		delete(given.undo, dev)
+	}
+	return errors.Join(errs...)
+}
 
 // Swap makes a free zram device (disk size 0, not swap) a swap area ahead
 // of the host's own (the highest priority), compressing with lz4; undo
@@ -21,15 +51,32 @@ func Swap() (undo func() error, err error) {
 	}
 	sys := filepath.Join("/sys/block", dev)
 	node := "/dev/" + dev
-	undo = func() error {
-		var errs []error
+	giveBack := func() error {
 		if swapOn(node) {
-			if out, err := exec.Command("swapoff", node).CombinedOutput(); err != nil {
-				errs = append(errs, fmt.Errorf("swapoff %s: %w: %s", node, err, out))
+			var out []byte
+			var err error
+			for end := time.Now().Add(swapoffFor); ; time.Sleep(500 * time.Millisecond) {
+				if out, err = exec.Command("swapoff", node).CombinedOutput(); err == nil || time.Now().After(end) {
+					break
+				}
+			}
+			if err != nil {
+				return fmt.Errorf("swapoff %s: %w: %s (GiveBackAll retries it)", node, err, out)
 			}
 		}
-		errs = append(errs, os.WriteFile(filepath.Join(sys, "reset"), []byte("1"), 0))
-		return errors.Join(errs...)
+		return os.WriteFile(filepath.Join(sys, "reset"), []byte("1"), 0)
+	}
+	given.Lock()
+	given.undo[dev] = giveBack
+	given.Unlock()
+	undo = func() error {
+		err := giveBack()
+		if err == nil {
+			given.Lock()
+			delete(given.undo, dev)
+			given.Unlock()
+		}
+		return err
 	}
 	_ = os.WriteFile(filepath.Join(sys, "comp_algorithm"), []byte("lz4"), 0) // else the kernel's default
 	steps := [][]string{{"mkswap", node}, {"swapon", "-p", "32767", node}}

@@ -109,6 +109,9 @@ func (s StallTime) Sub(earlier StallTime) StallTime {
 type ProcessCounters struct {
 	MajorFaults FaultCounts
 	Stall       StallTime
+	// FaultService is the time its timed major faults took, from fault
+	// entry to their accounting (see Histogram): stalled or not.
+	FaultService time.Duration
 }
 
 // CgroupCounters are one cgroup's cumulative counts over every task that
