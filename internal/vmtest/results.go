@@ -18,6 +18,9 @@ type KernelResult struct {
 	// Err says why the kernel could not be fetched, booted, or ended
 	// before its plan did.
 	Err string
+	// Host is what the host's CPUs did while the guest ran (its qemu,
+	// other processes, the hypervisor's steal), for the text table.
+	Host string
 }
 
 // Pass reports whether the kernel booted, ran its whole plan, and every
@@ -203,9 +206,9 @@ func summary(res KernelResult) []string {
 func Table(results []KernelResult) string {
 	var b strings.Builder
 	w := tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(w, "KERNEL\tRELEASE\tACCEL\tTIME\tPROBES UP\tRESULT")
+	fmt.Fprintln(w, "KERNEL\tRELEASE\tACCEL\tTIME\tPROBES UP\tRESULT\tTHE HOST MEANWHILE")
 	for _, res := range results {
-		fmt.Fprintln(w, strings.Join(summary(res), "\t"))
+		fmt.Fprintln(w, strings.Join(append(summary(res), orDash(res.Host)), "\t"))
 	}
 	w.Flush()
 	b.WriteString("\n")

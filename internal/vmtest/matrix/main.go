@@ -204,9 +204,13 @@ func bootOne(ctx context.Context, im vmtest.Image, g vmtest.Guest, m vmtest.Mach
 	fmt.Printf("== %s (%s, %s): booting under %s; the console goes to %s\n", k.Name, im.Image, im.Release, m.Accel, logPath)
 	bctx, cancel := context.WithTimeout(ctx, 40*time.Minute)
 	defer cancel()
+	before, herr := sampleHost()
 	res.Reports, err = m.Boot(bctx, im, initramfs, work, io.MultiWriter(log, &progress{prefix: strings.Fields(k.Name)[0] + ": "}))
 	if err != nil {
 		res.Err = err.Error()
+	}
+	if after, aerr := sampleHost(); herr == nil && aerr == nil {
+		res.Host = hostMeanwhile(before, after)
 	}
 	res.Seconds = time.Since(start).Seconds()
 	return res
