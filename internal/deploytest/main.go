@@ -54,6 +54,7 @@ func main() {
 	cache := flag.String("cache", "/var/cache/thrashscope-deploy", "where base images, podman-compose and the kubelet are kept between runs")
 	only := flag.String("only", "", "the kits to prove, comma-separated (image, compose, kubelet); all by default")
 	prepare := flag.Bool("prepare", false, "only make what the kits need and --cache keeps (packages, base images, podman-compose, the kubelet, the pause image, the observer image's layers), proving none; run it at idle priority beside other work")
+	kubeletOnly := flag.Bool("prepare-kubelet", false, "only build the kubelet into --cache, its Go caches and work in memory (/dev/shm), nothing installed or run: .ci/run does this at idle priority beside make test")
 	flag.Parse()
 	if os.Geteuid() != 0 {
 		fmt.Fprintln(os.Stderr, "deploytest: run as root: container engines, cgroups and BPF need it")
@@ -62,6 +63,9 @@ func main() {
 	ctx, cancel := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer cancel()
 
+	if *kubeletOnly {
+		os.Exit(prepareKubelet(ctx, *cache))
+	}
 	repo, err := repoRoot()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "deploytest:", err)
@@ -93,19 +97,35 @@ func main() {
 		e.logf("removed what podman made at its first use: %s", r)
 	}
 
-	after, err := takeSnapshot()
-	leftovers := podmanLeft
-	if err != nil {
-		leftovers = append(leftovers, "reading what is left: "+err.Error())
-	} else {
-		leftovers = append(leftovers, before.leftovers(after)...)
-	}
-	if *prepare {
-		leftovers = slices.DeleteFunc(leftovers, besideTheTests)
-	}
+	leftovers := append(podmanLeft, leftSince(before, *prepare)...)
 	if report(results, leftovers) || failed {
 		os.Exit(1)
 	}
+}
+
+// leftSince is what is on the machine now that was not at before, less
+// what make test or the matrix beside a --prepare makes.
+func leftSince(before snapshot, prepare bool) []string {
+	after, err := takeSnapshot()
+	if err != nil {
+		return []string{"reading what is left: " + err.Error()}
+	}
+	left := before.leftovers(after)
+	if prepare {
+		left = slices.DeleteFunc(left, besideTheTests)
+	}
+	return left
+}
+
+// prepareKubelet is --prepare-kubelet: its exit code.
+func prepareKubelet(ctx context.Context, cache string) int {
+	start := time.Now()
+	if err := buildKubeletInMemory(ctx, cache); err != nil {
+		fmt.Fprintln(os.Stderr, "deploytest: building the kubelet:", err)
+		return 1
+	}
+	fmt.Printf("the kubelet is in %s (%s)\n", cache, time.Since(start).Round(time.Second))
+	return 0
 }
 
 // result is one kit's proof.
