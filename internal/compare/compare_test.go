@@ -312,6 +312,19 @@ func TestDirections(t *testing.T) {
 	if p := Keeps(ds, []Result{res("none", 25, 300_000), res("binpack", 110, 30_000)}); len(p) != 3 || !strings.Contains(p[0], "×4.40 here, outside ×1.24 to ×4.00") {
 		t.Errorf("every finding grown past twice its far side: %q", p)
 	}
+	// A finding whose pairs spread wide (×0.05 to ×0.58, a peak PSI full
+	// near zero under one policy) is widened away from no difference by
+	// that spread, not by twice alone; toward it, by half as ever.
+	wide := []Direction{{Metric: "swap-ins", A: "none", B: "binpack", Lower: true, Lo: 0.05, Hi: 0.58}}
+	if p := Keeps(wide, []Result{res("none", 25, 300_000), res("binpack", 60, 6_000)}); len(p) != 0 {
+		t.Errorf("×0.02, within its pairs' own spread past their far side: %q, want none named", p)
+	}
+	if p := Keeps(wide, []Result{res("none", 25, 300_000), res("binpack", 60, 1_200)}); len(p) != 1 || !strings.Contains(p[0], "×0.00 here, outside ×0.00 to ×0.87") {
+		t.Errorf("×0.004, past its pairs' spread beyond their far side: %q", p)
+	}
+	if p := Keeps(wide, []Result{res("none", 25, 300_000), res("binpack", 60, 270_000)}); len(p) != 1 || !strings.Contains(p[0], "outside ×0.00 to ×0.87") {
+		t.Errorf("×0.90, shrunk past half toward no difference: %q", p)
+	}
 	// The same signs, shrunk: a finding that no longer says what the docs say.
 	p := Keeps(ds, []Result{res("none", 25, 300_000), res("binpack", 26, 290_000)})
 	if len(p) != 3 || !strings.Contains(p[0], "×1.04 here, outside ×1.24 to ×4.00") || !strings.Contains(p[1], "×0.97 here, outside ×0.11 to ×0.40") {
