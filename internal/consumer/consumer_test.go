@@ -1125,6 +1125,13 @@ func TestConsumerJoinsAFullGroup(t *testing.T) {
 			t.Fatalf("after 20 s the group is not full (%d rescues); filler stderr: %s", cg.Guard.Rescues(), f.stderr)
 		}
 	}
+	// Held full, not growing: left running, the filler crept on from the
+	// guard's memory.high to memory.max with nothing to reclaim, and the
+	// kernel OOM-killed it, then the joiner, while the joiner under TCG
+	// was still starting (a 6.1 guest in CI). Stopped, it holds its pages.
+	if err := f.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
 
 	joiner := cyclesConfig(4*testMiB, 100, 10*time.Millisecond, time.Now().Add(time.Hour))
 	joiner.Index, joiner.Join = 1, true
@@ -1149,16 +1156,22 @@ func TestConsumerJoinsAFullGroup(t *testing.T) {
 	}
 	// Joined both, in the full group: its pid is in the memory group.
 	pid := strconv.Itoa(j.cmd.Process.Pid)
-	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+	// Looked for every 2 ms: once in, the joiner's own pages take the
+	// group past its limit until it may swap.
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(2 * time.Millisecond) {
 		b, _ := os.ReadFile(filepath.Join(cg.Path, "cgroup.procs"))
 		if slices.Contains(strings.Fields(string(b)), pid) {
 			break
 		}
 		if j.cmd.ProcessState != nil || time.Now().After(deadline) {
-			t.Fatalf("the joiner is not in the full group after 20 s; stderr: %s", j.stderr)
+			events, _ := os.ReadFile(filepath.Join(cg.Path, "memory.events"))
+			t.Fatalf("the joiner is not in the full group after 20 s; the group's memory.events: %q; stderr: %s", events, j.stderr)
 		}
 	}
 	if err := os.WriteFile(filepath.Join(cg.Path, noSwap), []byte(swap[1]), 0); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.cmd.Process.Signal(syscall.SIGCONT); err != nil {
 		t.Fatal(err)
 	}
 	for deadline := time.After(60 * time.Second); ; {
