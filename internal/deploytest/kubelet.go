@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"bytes"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -119,11 +120,17 @@ func (e *env) ensurePause() error {
 	if _, err := e.podman("image", "exists", pauseImage); err == nil {
 		return nil
 	}
-	modcache, err := e.run("go", "env", "GOMODCACHE")
+	// From the module cache, fetched into it where the kubelet was built
+	// with a cache of its own (--prepare-kubelet's, in memory, gone).
+	out, err := e.runEnv([]string{"GOFLAGS=-mod=mod", "GOTOOLCHAIN=local"}, "go", "mod", "download", "-json", "k8s.io/kubernetes@"+kubernetesVersion)
 	if err != nil {
 		return err
 	}
-	src := filepath.Join(strings.TrimSpace(modcache), "k8s.io", "kubernetes@"+kubernetesVersion, "build", "pause", "linux", "pause.c")
+	var mod struct{ Dir string }
+	if i := strings.IndexByte(out, '{'); i < 0 || json.NewDecoder(strings.NewReader(out[i:])).Decode(&mod) != nil || mod.Dir == "" {
+		return fmt.Errorf("go mod download -json k8s.io/kubernetes@%s named no directory: %s", kubernetesVersion, out)
+	}
+	src := filepath.Join(mod.Dir, "build", "pause", "linux", "pause.c")
 	ctx := filepath.Join(e.work, "pause")
 	if err := os.MkdirAll(ctx, 0o755); err != nil {
 		return err
