@@ -21,7 +21,7 @@ type snapshot struct {
 // the kits point theirs elsewhere, and nothing may appear here.
 var stateDirs = []string{"/etc/cni", "/etc/containers", "/etc/kubernetes", "/run/libpod", "/run/containers",
 	"/run/containerd", "/var/lib/containers", "/var/lib/containerd", "/var/lib/cni", "/var/lib/kubelet",
-	"/var/log/containers", "/var/log/pods"}
+	"/var/log/containers", "/var/log/pods", podmanLocks}
 
 // engineProcesses are the commands the kits start, directly or through an
 // engine.
@@ -120,6 +120,10 @@ func (s snapshot) leftovers(after snapshot) []string {
 // made at its first pull or build on a machine, none of the kits' own state.
 const firstUseCache = "/var/lib/containers"
 
+// podmanLocks is the shared memory podman makes for its locks at its first
+// use on a host, whatever --root the kits give it.
+const podmanLocks = "/dev/shm/libpod_lock"
+
 // clearFirstUse removes what podman makes at its first use on a machine and
 // leaves for good, when it was not there before the kits ran: its
 // libpod_parent cgroups (cgroupfs manager), if empty, and its blob cache
@@ -143,6 +147,9 @@ func clearFirstUse(before snapshot) []string {
 		if os.Remove(c) == nil {
 			removed = append(removed, "cgroup "+c)
 		}
+	}
+	if !before.files[podmanLocks] && now.files[podmanLocks] && os.Remove(podmanLocks) == nil {
+		removed = append(removed, podmanLocks+" (podman's locks)")
 	}
 	if before.files[firstUseCache] || !now.files[firstUseCache] {
 		return removed
