@@ -788,35 +788,39 @@ func TestV1ReadingsAreTheWorkloadsOwn(t *testing.T) {
 }
 
 // TestRunConsumersCountersNeverGoBack: a run's consumers join their
-// cgroup2 group and their memory group at their start; across 20 scrapes a
-// second apart during the run, no workload's memory counter goes down
-// (on a hybrid host a consumer's figures came from its parent's v1 group
-// for the two seconds it was in its cgroup2 group alone: 47,038 major
-// faults, then 0).
+// cgroup2 group and their memory group at their start; scraped every second
+// from the run's start until every consumer has joined and a few seconds
+// on, no workload's memory counter goes down (on a hybrid host a
+// consumer's figures came from its parent's v1 group for the two seconds
+// it was in its cgroup2 group alone: 47,038 major faults, then 0). The
+// watch comes from the run's own schedule: e4 at 0.1 meets its limit only
+// at its 11th consumer, 20 s in with the preset's 10 s lead-in, which a
+// fixed 20 scrapes missed.
 func TestRunConsumersCountersNeverGoBack(t *testing.T) {
 	testenv.RequirePrivileged(t)
 	testenv.RequireSwap(t)
 	d := startDaemon(t, t.TempDir(), "--probes=bpf")
-	rec := d.startRun(t, `{"preset":"e4","scale":0.1}`)
+	rec := d.startRun(t, `{"preset":"e4","scale":0.1,"lead_in":"1s"}`)
+	joined := rec.Spec.LeadIn.D() + time.Duration(rec.Spec.Consumers)*rec.Spec.Interval.D()
 	last := map[string]float64{}
-	seen := 0
-	for i := range 20 {
+	seen, scrapes := 0, 0
+	for end := time.Now().Add(joined + 5*time.Second); time.Now().Before(end); time.Sleep(time.Second) {
 		_, scrape := get(t, d.url+"/metrics")
 		for k, v := range memoryCounters(scrape, "") {
 			if v < last[k] {
-				t.Errorf("scrape %d: %s went from %.0f to %.0f", i, k, last[k], v)
+				t.Errorf("scrape %d: %s went from %.0f to %.0f", scrapes, k, last[k], v)
 			}
 			last[k] = v
 		}
 		if n := len(cgroupSeries(scrape, "thrashscope_cgroup_major_faults_total")); n > seen {
 			seen = n
 		}
-		time.Sleep(time.Second)
+		scrapes++
 	}
 	if seen == 0 {
-		t.Fatalf("run %s: no workload in 20 scrapes, the test proves nothing", rec.ID)
+		t.Fatalf("run %s: no workload in %d scrapes over %s, every consumer joined, the test proves nothing", rec.ID, scrapes, joined+5*time.Second)
 	}
-	t.Logf("run %s: %d memory counters followed, up to %d workloads a scrape", rec.ID, len(last), seen)
+	t.Logf("run %s: %d memory counters followed over %d scrapes, up to %d workloads a scrape", rec.ID, len(last), scrapes, seen)
 }
 
 // memoryCounters are a workload's cgroup_memory_* and cgroup_workingset_*
