@@ -142,6 +142,9 @@ type Machine struct {
 	// LogLevel is the kernel's console log level: 4 shows warnings and
 	// worse, 7 everything (a lockup's stack).
 	LogLevel int
+	// CPUTime, when set, receives the CPU time qemu itself used (user and
+	// system, all its threads), once it has exited.
+	CPUTime *time.Duration
 	// Extract copies directories of the data disk (as the guest mounts it
 	// at /var/tmp: "/compare" is its /var/tmp/compare) to host
 	// directories, once the guest powered off.
@@ -171,6 +174,9 @@ func (m Machine) Boot(ctx context.Context, im Image, initramfs, dir string, cons
 	cmd.Stderr = cmd.Stdout
 	cmd.WaitDelay = 5 * time.Second
 	err = cmd.Run()
+	if m.CPUTime != nil && cmd.ProcessState != nil {
+		*m.CPUTime = cmd.ProcessState.UserTime() + cmd.ProcessState.SystemTime()
+	}
 	reports := readReports(out.String(), reportFile)
 	for from, to := range m.Extract {
 		if xerr := extract(ctx, data, from, to); xerr != nil {

@@ -2,18 +2,15 @@ package main
 
 import (
 	"fmt"
-	"syscall"
 	"time"
 
 	"github.com/prometheus/procfs"
 )
 
-// hostSample is the host's CPU time and its guests' (this process's
-// children reaped so far) at one moment.
+// hostSample is the host's CPU time at one moment.
 type hostSample struct {
 	at                 time.Time
 	busy, steal, total float64 // the host's CPU seconds, all CPUs
-	guests             float64 // user + system of the reaped qemus
 }
 
 func sampleHost() (hostSample, error) {
@@ -27,26 +24,21 @@ func sampleHost() (hostSample, error) {
 	}
 	c := st.CPUTotal
 	busy := c.User + c.Nice + c.System + c.IRQ + c.SoftIRQ
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_CHILDREN, &ru); err != nil {
-		return hostSample{}, err
-	}
-	guests := time.Duration(ru.Utime.Nano() + ru.Stime.Nano()).Seconds()
-	return hostSample{at: time.Now(), busy: busy, steal: c.Steal, total: busy + c.Idle + c.Iowait + c.Steal, guests: guests}, nil
+	return hostSample{at: time.Now(), busy: busy, steal: c.Steal, total: busy + c.Idle + c.Iowait + c.Steal}, nil
 }
 
 // hostMeanwhile says what the host's CPUs did while a guest ran, in CPUs
-// on average: its qemu, everything else, and what the hypervisor took
+// on average: its own qemu (qemuCPU, from its exit status), everything
+// else (a guest beside it included), and what the hypervisor took
 // (steal). A TCG guest's speed is the host's: a guest twice as slow as
-// usual is explained here, or by nothing this run did. With more than one
-// guest at a time the qemu figure holds the others that ended meanwhile.
-func hostMeanwhile(a, b hostSample) string {
+// usual is explained here, or by nothing this run did.
+func hostMeanwhile(a, b hostSample, qemuCPU time.Duration) string {
 	wall := b.at.Sub(a.at).Seconds()
 	if wall <= 0 || b.total <= a.total {
 		return ""
 	}
 	cpus := (b.total - a.total) / wall
-	guest := (b.guests - a.guests) / wall
+	guest := qemuCPU.Seconds() / wall
 	others := max(0, (b.busy-a.busy)/wall-guest)
 	return fmt.Sprintf("qemu %.2f of %.0f CPUs, others %.2f, stolen %.2f", guest, cpus, others, (b.steal-a.steal)/wall)
 }

@@ -9,12 +9,12 @@ import (
 // stolen.
 func TestHostMeanwhile(t *testing.T) {
 	t0 := time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
-	a := hostSample{at: t0, busy: 1000, steal: 5, total: 3000, guests: 50}
-	b := hostSample{at: t0.Add(100 * time.Second), busy: 1150, steal: 15, total: 3200, guests: 170}
-	if got, want := hostMeanwhile(a, b), "qemu 1.20 of 2 CPUs, others 0.30, stolen 0.10"; got != want {
+	a := hostSample{at: t0, busy: 1000, steal: 5, total: 3000}
+	b := hostSample{at: t0.Add(100 * time.Second), busy: 1150, steal: 15, total: 3200}
+	if got, want := hostMeanwhile(a, b, 120*time.Second), "qemu 1.20 of 2 CPUs, others 0.30, stolen 0.10"; got != want {
 		t.Errorf("got %q, want %q", got, want)
 	}
-	if got := hostMeanwhile(b, a); got != "" {
+	if got := hostMeanwhile(b, a, 0); got != "" {
 		t.Errorf("samples out of order gave %q, want nothing", got)
 	}
 }
