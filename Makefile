@@ -29,8 +29,9 @@ lint: ## gofmt, go vet, clang-format
 	$(GO) vet ./...
 	clang-format --dry-run --Werror bpf/*.bpf.c bpf/*.bpf.h
 
-bench: build ## what the observer costs the host, how fast it detects a thrash (each side by side with a baseline), whether each alert catches every thrash scenario and stays quiet on the benign ones (beside the peers' rules), whether each diagnosis names the binding limit and shortfall and its first remedy ends the thrash, and the docs' policy comparisons run again: their findings must hold (root, swap; hours, for the emulated disk's)
+bench: build ## what the observer costs the host (and how that grows with major faults a second and with workloads thrashing at once), how fast it detects a thrash (each side by side with a baseline), whether each alert catches every thrash scenario and stays quiet on the benign ones (beside the peers' rules), whether each diagnosis names the binding limit and shortfall and its first remedy ends the thrash, and the docs' policy comparisons run again: their findings must hold (root, swap; hours, for the emulated disk's)
 	$(GO) run ./bench/overhead --observer bin/observer
+	$(GO) run ./bench/overhead --observer bin/observer --curves faults,workloads
 	$(GO) run ./bench/cgroupcost
 	$(GO) run ./bench/runcost --observer bin/observer
 	$(GO) run ./bench/detection --observer bin/observer

@@ -61,6 +61,13 @@ func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	b := &bench{cfg: cfg, logger: logger, ticksPerSecond: clockTicksPerSecond()}
+	if len(cfg.Curves.Curves) > 0 {
+		if err := runCurves(ctx, b); err != nil {
+			fmt.Fprintln(os.Stderr, "overhead:", err)
+			os.Exit(1)
+		}
+		return
+	}
 	rep, err := b.run(ctx)
 	if err != nil {
 		if ctx.Err() != nil {
@@ -103,7 +110,11 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.BoolVar(&cfg.BaselineOnly, "baseline-only", false, "run only the baseline phases: no observer, no root needed")
 	fs.StringVar(&cfg.JSONPath, "json", "", "also write the figures as JSON to this file")
 	fs.StringVar(&cfg.ProcRoot, "path.procfs", "/proc", "procfs mount point")
+	curves := curveFlags(fs, &cfg.Curves)
 	if err := fs.Parse(args); err != nil {
+		return config{}, err
+	}
+	if err := curves(); err != nil {
 		return config{}, err
 	}
 	if fs.NArg() > 0 {
@@ -141,7 +152,13 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 // checkCanObserve fails early, with what to do, when observed rounds could
 // not run: they would otherwise fail only after the first baseline.
 func checkCanObserve(cfg config) error {
-	for _, name := range cfg.Workloads {
+	names := cfg.Workloads
+	if slices.Contains(cfg.Curves.Curves, "workloads") {
+		names = []string{"swapin"}
+	} else if len(cfg.Curves.Curves) > 0 {
+		names = nil
+	}
+	for _, name := range names {
 		if cgroupLimits[name] == 0 {
 			continue
 		}
@@ -152,7 +169,7 @@ func checkCanObserve(cfg config) error {
 			return fmt.Errorf("the %s workload swaps, and this host has no swap: enable a swap file (fallocate, mkswap, swapon) or leave it out of --workloads", name)
 		}
 	}
-	if cfg.BaselineOnly {
+	if cfg.BaselineOnly && len(cfg.Curves.Curves) == 0 {
 		return nil
 	}
 	if os.Geteuid() != 0 {

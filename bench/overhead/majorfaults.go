@@ -30,6 +30,13 @@ const swapinLimitBytes = majorFaultRegionBytes / 2
 // faultCheckEvery is how many page touches run between deadline checks.
 const faultCheckEvery = 256
 
+// regionBytes is the major-fault workloads' region: majorFaultRegionBytes,
+// or a child's --region (the cost curves run many small ones at once).
+var regionBytes = majorFaultRegionBytes
+
+// touches paces a child's page touches at its --rate, when it has one.
+var touches *pacer
+
 // runFileMajor takes file major faults from a dropped cache: each pass drops
 // a file's pages (fadvise DONTNEED, which a file's owner may do without
 // privileges), maps it with MADV_RANDOM (no readahead, no fault-around) and
@@ -46,13 +53,13 @@ func runFileMajor(warmup, duration time.Duration, started func()) (uint64, time.
 		return 0, 0, err
 	}
 	defer f.Close()
-	pages := majorFaultRegionBytes / unix.Getpagesize()
+	pages := regionBytes / unix.Getpagesize()
 	order := shuffledPages(pages)
 	pass := func(deadline time.Time) (bool, error) {
 		if err := unix.Fadvise(int(f.Fd()), 0, 0, unix.FADV_DONTNEED); err != nil {
 			return false, fmt.Errorf("dropping the file's cache: %w", err)
 		}
-		mem, err := unix.Mmap(int(f.Fd()), 0, majorFaultRegionBytes, unix.PROT_READ, unix.MAP_SHARED)
+		mem, err := unix.Mmap(int(f.Fd()), 0, regionBytes, unix.PROT_READ, unix.MAP_SHARED)
 		if err != nil {
 			return false, fmt.Errorf("mapping %s: %w", path, err)
 		}
@@ -74,16 +81,16 @@ func runFileMajor(warmup, duration time.Duration, started func()) (uint64, time.
 // swapped and the run fails for lack of faults. Ops are major faults, from
 // getrusage.
 func runSwapin(warmup, duration time.Duration, started func()) (uint64, time.Duration, error) {
-	mem, err := unix.Mmap(-1, 0, majorFaultRegionBytes, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS)
+	mem, err := unix.Mmap(-1, 0, regionBytes, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS)
 	if err != nil {
-		return 0, 0, fmt.Errorf("mapping %d bytes: %w", majorFaultRegionBytes, err)
+		return 0, 0, fmt.Errorf("mapping %d bytes: %w", regionBytes, err)
 	}
 	defer unix.Munmap(mem)
 	if err := unix.Madvise(mem, unix.MADV_NOHUGEPAGE); err != nil && !errors.Is(err, unix.EINVAL) {
 		return 0, 0, fmt.Errorf("madvise(MADV_NOHUGEPAGE): %w", err)
 	}
 	fillAndPageOut(mem)
-	order := shuffledPages(majorFaultRegionBytes / unix.Getpagesize())
+	order := shuffledPages(regionBytes / unix.Getpagesize())
 	pass := func(deadline time.Time) (bool, error) { return touchUntil(mem, order, deadline), nil }
 	ops, elapsed, err := timeMajorFaults(warmup, duration, started, pass)
 	if err == nil && ops == 0 {
@@ -114,7 +121,7 @@ func fillAndPageOut(mem []byte) {
 // timeMajorFaults runs passes through warm-up, then through the measured
 // window, and counts the major faults in the window.
 func timeMajorFaults(warmup, duration time.Duration, started func(), pass func(deadline time.Time) (bool, error)) (uint64, time.Duration, error) {
-	for end := time.Now().Add(warmup); time.Now().Before(end); {
+	for end := time.Now().Add(warmup); time.Now().Before(end) && !stopped.Load(); {
 		if _, err := pass(end); err != nil {
 			return 0, 0, err
 		}
@@ -150,7 +157,8 @@ func touchUntil(mem []byte, order []int32, deadline time.Time) bool {
 	var sum byte
 	for i, pg := range order {
 		sum += mem[int(pg)*pageSize]
-		if i%faultCheckEvery == 0 && !time.Now().Before(deadline) {
+		touches.wait()
+		if i%faultCheckEvery == 0 && (!time.Now().Before(deadline) || stopped.Load()) {
 			faultSink = sum
 			return true
 		}
@@ -201,7 +209,7 @@ func majorFaultFile() (string, func(), error) {
 		return "", nil, errors.New("/var/tmp is a tmpfs, whose pages cannot be dropped: the file workload needs a disk there")
 	}
 	path := filepath.Join(dir, "pages.dat")
-	buf := make([]byte, majorFaultRegionBytes)
+	buf := make([]byte, regionBytes)
 	_, _ = rand.Read(buf)
 	f, err := os.Create(path)
 	if err == nil {

@@ -31,6 +31,7 @@ type config struct {
 	JSONPath     string
 	ProcRoot     string
 	Exe          string // this binary, re-run as each workload child
+	Curves       curveConfig
 }
 
 // bench runs the measurement plan: per workload, rounds of one baseline

@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"os"
 	"runtime"
 	"time"
 
@@ -56,6 +57,9 @@ func runWorkloadCommand(args []string, stdout io.Writer) error {
 	warmup := fs.Duration("warmup", time.Second, "run this long before measuring")
 	duration := fs.Duration("duration", 5*time.Second, "measured window")
 	cgroupDir := fs.String("cgroup", "", "join this cgroup before starting")
+	rate := fs.Float64("rate", 0, "page touches a second for filemajor and swapin; 0: as fast as they go")
+	region := fs.Int("region", majorFaultRegionBytes, "bytes filemajor and swapin page through")
+	untilEOF := fs.Bool("until-stdin-closes", false, "also stop, cleaning up, when stdin closes")
 	if len(args) == 0 {
 		return fmt.Errorf("usage: %s NAME [flags], NAME one of %v", workloadCommand, workloadNames)
 	}
@@ -69,6 +73,14 @@ func runWorkloadCommand(args []string, stdout io.Writer) error {
 	}
 	if *duration <= 0 {
 		return fmt.Errorf("--duration must be positive, got %v", *duration)
+	}
+	if *rate < 0 || *region < 1<<20 || *region > 1<<30 {
+		return fmt.Errorf("--rate must be at least 0 and --region from 1 MiB to 1 GiB, got %g and %d", *rate, *region)
+	}
+	regionBytes = *region
+	touches = newPacer(*rate)
+	if *untilEOF {
+		stopOnEOF(os.Stdin)
 	}
 	if *cgroupDir != "" {
 		if err := joinCgroup(*cgroupDir); err != nil {
