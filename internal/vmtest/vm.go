@@ -216,7 +216,10 @@ func (m Machine) qemuArgs(im Image, initramfs, swap, data, reportFile string) []
 		// tsc=reliable: TCG's vCPUs read one host-driven TSC, which the
 		// kernel would mark unstable (unsynchronised), leaving PSI's
 		// clock (sched_clock) and BPF's (the clocksource) apart.
-		"-append", fmt.Sprintf("console=ttyS0 panic=-1 loglevel=%d cgroup_no_v1=all tsc=reliable", cmp.Or(m.LogLevel, 4)),
+		// oops=panic: a kernel that oopsed is no test bed; with panic=-1
+		// and -no-reboot qemu exits at once, where a 6.12 guest that
+		// oopsed under TCG ran on in soft lockups until the timeout.
+		"-append", fmt.Sprintf("console=ttyS0 panic=-1 oops=panic loglevel=%d cgroup_no_v1=all tsc=reliable", cmp.Or(m.LogLevel, 4)),
 		"-drive", "file=" + swap + ",format=raw,if=virtio,cache=unsafe",
 		"-drive", "file=" + data + ",format=raw,if=virtio,cache=unsafe",
 		"-display", "none", "-vga", "none", "-serial", "stdio", "-serial", "file:" + reportFile, "-monitor", "none",

@@ -34,7 +34,7 @@ func main() {
 	summary := flag.String("summary", "", "also put the summary table in this file, between its "+vmtest.SummaryBegin+" and "+vmtest.SummaryEnd+" lines (README.md)")
 	accel := flag.String("accel", "auto", "auto (KVM when a guest boots on it, else TCG), kvm or tcg")
 	flag.IntVar(&logLevel, "loglevel", 4, "the guest kernel's console log level (7 shows a lockup's stack)")
-	parallel := flag.Int("parallel", max(1, min(runtime.NumCPU(), 3)), "guests booted at once: one per core, as a single-threaded TCG guest keeps about one busy (docs/kernels.md)")
+	parallel := flag.Int("parallel", max(1, min(runtime.NumCPU()/2, 3)), "guests booted at once: one per two cores (docs/kernels.md: two at once on 2 cores ran as fast, but a 6.12 guest's kernel crashed in one of two tries)")
 	prepare := flag.Bool("prepare", false, "only build the guest's binaries and fetch the kernels, booting none: .ci/run does this beside make test")
 	flag.StringVar(&compareOut, "compare-out", "", "instead of the steps, run `observer compare` in each guest with the arguments after --, and copy its --out to this directory (<dir>/<kernel release>/): a comparison of settings on another kernel")
 	flag.Parse()
