@@ -22,7 +22,7 @@ func newFakeDiagnoses() fakeDiagnoses {
 		Host:      diagnosis.Host{TotalBytes: 24 << 30, AvailableBytes: 20 << 30},
 		Demand:    diagnosis.Demand{WorkingSetBytes: 500 * mib, ResidentBytes: 300 * mib, SwapBytes: 300 * mib},
 		Evidence:  diagnosis.Evidence{AnonFaultsPerSecond: 900, DeviceBusyPercent: 40, Device: "vdb", PoolFullPercent: -1, CompressRatio: 1.2, CompressPages: 512},
-		Charges:   map[string][]diagnosis.Point{"/pod/neighbour": {{At: t0, Bytes: 400 * mib}, {At: t0.Add(time.Minute), Bytes: 724 * mib}}},
+		Growth:    diagnosis.GrowthOf(map[string][]diagnosis.Point{"/pod/neighbour": {{At: t0, Bytes: 400 * mib}, {At: t0.Add(time.Minute), Bytes: 724 * mib}}}),
 		Processes: 2,
 	}
 	tr := diagnosis.NewTracker()

@@ -27,55 +27,70 @@ type Culprit struct {
 // their own churn, and no one took the victim's memory.
 const culpritShare = 0.05
 
-// CulpritOf is, under the shared limit l, the group other than the victim
-// (and not one of the victim's ancestors or descendants) whose charge grew
-// the most over the charges' history, from its lowest point before its
-// last reading; none when no group grew by culpritShare of the limit. The
-// host's limit is shared by every workload, an ancestor's by the groups
-// under it.
-func CulpritOf(l Limit, victim string, charges map[string][]Point) (Culprit, bool) {
-	if l.Kind != LimitAncestor && l.Kind != LimitHost {
-		return Culprit{}, false
-	}
-	var best Culprit
-	found := false
+// Growth is a group's charge over the charges' history: its lowest point
+// before its last reading (the first, if it fell to the same low twice),
+// and its last. N is how many readings it has; with one, Low is Last.
+type Growth struct {
+	Low, Last Point
+	N         int
+}
+
+// GrowthOf summarises each group's charges, by its clean path, once a
+// sample for every diagnosis that weighs them (25 thrashing groups under
+// one shared limit each scanned every sibling's 5 minutes of points
+// otherwise).
+func GrowthOf(charges map[string][]Point) map[string]Growth {
+	out := make(map[string]Growth, len(charges))
 	for g, ps := range charges {
-		if !sharesLimit(l, g) || related(g, victim) || len(ps) < 2 {
+		if len(ps) == 0 {
 			continue
 		}
-		last := ps[len(ps)-1]
 		low := ps[0]
 		for _, p := range ps[:len(ps)-1] {
 			if p.Bytes < low.Bytes {
 				low = p
 			}
 		}
-		grew := last.Bytes - low.Bytes
+		out[clean(g)] = Growth{Low: low, Last: ps[len(ps)-1], N: len(ps)}
+	}
+	return out
+}
+
+// CulpritOf is, under the shared limit l, the group other than the victim
+// (and not one of the victim's ancestors or descendants) whose charge grew
+// the most over the charges' history, from its lowest point before its
+// last reading; none when no group grew by culpritShare of the limit. The
+// host's limit is shared by every workload, an ancestor's by the groups
+// under it.
+func CulpritOf(l Limit, victim string, growth map[string]Growth) (Culprit, bool) {
+	if l.Kind != LimitAncestor && l.Kind != LimitHost {
+		return Culprit{}, false
+	}
+	var best Culprit
+	found := false
+	victim, shared := clean(victim), clean(l.Group)
+	for g, gr := range growth {
+		// g is clean (GrowthOf).
+		if gr.N < 2 || (l.Kind != LimitHost && !isUnder(g, shared)) || g == victim || isUnder(g, victim) || isUnder(victim, g) {
+			continue
+		}
+		grew := gr.Last.Bytes - gr.Low.Bytes
 		if float64(grew) < culpritShare*float64(l.Bytes) || (found && grew <= best.GrewBytes) {
 			continue
 		}
-		best, found = Culprit{Group: g, GrewBytes: grew, From: low.At, To: last.At, ChargeBytes: last.Bytes}, true
+		best, found = Culprit{Group: g, GrewBytes: grew, From: gr.Low.At, To: gr.Last.At, ChargeBytes: gr.Last.Bytes}, true
 	}
 	return best, found
 }
 
-// sharesLimit: group g is under the group l is set on.
-func sharesLimit(l Limit, g string) bool {
-	return l.Kind == LimitHost || under(g, l.Group)
-}
+// under: g is strictly below parent.
+func under(g, parent string) bool { return isUnder(clean(g), clean(parent)) }
 
-// under: g is strictly below parent. Both are cleaned only when they need
-// it: it runs for every group of every thrashing workload each tick.
-func under(g, parent string) bool {
-	g, parent = clean(g), clean(parent)
+// isUnder is under of two clean paths: it runs for every group of every
+// thrashing workload each tick.
+func isUnder(g, parent string) bool {
 	p := strings.TrimSuffix(parent, "/")
 	return len(g) > len(p) && g[len(p)] == '/' && g[:len(p)] == p && g != parent
-}
-
-// related: one of a and b holds the other (or they are the same group).
-func related(a, b string) bool {
-	a, b = clean(a), clean(b)
-	return a == b || under(a, b) || under(b, a)
 }
 
 // clean is path.Clean("/"+p), without its allocation for a path that is

@@ -1,6 +1,8 @@
 package diagnosis
 
 import (
+	"bytes"
+	"encoding/json"
 	"errors"
 	"os"
 	"path/filepath"
@@ -18,7 +20,7 @@ func (dirReader) ReadFileAt(dir, name string) ([]byte, error) {
 }
 
 // writeGroup makes a group's files under root.
-func writeGroup(t *testing.T, root, group string, files map[string]string) {
+func writeGroup(t testing.TB, root, group string, files map[string]string) {
 	t.Helper()
 	dir := filepath.Join(root, group)
 	if err := os.MkdirAll(dir, 0o755); err != nil {
@@ -132,19 +134,19 @@ func TestCulprit(t *testing.T) {
 		"/pod/steady":       {{at(0), 20 * mi}, {at(60), 40 * mi}},
 		"/other/big":        {{at(0), 0}, {at(60), 900 * mi}},
 	}
-	c, ok := CulpritOf(parent, "/pod/victim", charges)
+	c, ok := CulpritOf(parent, "/pod/victim", GrowthOf(charges))
 	if !ok || c.Group != "/pod/neighbour" || c.GrewBytes != 350*mi || !c.From.Equal(at(30)) || !c.To.Equal(at(60)) {
 		t.Errorf("culprit %+v, %v; want /pod/neighbour, 350 MiB from 30 s to 60 s", c, ok)
 	}
 	delete(charges, "/pod/neighbour")
-	if c, ok := CulpritOf(parent, "/pod/victim", charges); ok {
+	if c, ok := CulpritOf(parent, "/pod/victim", GrowthOf(charges)); ok {
 		t.Errorf("steady siblings only: culprit %+v, want none", c)
 	}
-	if _, ok := CulpritOf(Limit{Kind: LimitOwn, Group: "/pod/victim", Bytes: mi}, "/pod/victim", charges); ok {
+	if _, ok := CulpritOf(Limit{Kind: LimitOwn, Group: "/pod/victim", Bytes: mi}, "/pod/victim", GrowthOf(charges)); ok {
 		t.Error("its own limit is shared with no one, yet a culprit was named")
 	}
 	host := Limit{Kind: LimitHost, Bytes: 4096 * mi}
-	if c, ok := CulpritOf(host, "/pod/victim", charges); !ok || c.Group != "/other/big" {
+	if c, ok := CulpritOf(host, "/pod/victim", GrowthOf(charges)); !ok || c.Group != "/other/big" {
 		t.Errorf("the host's: %+v, %v; want /other/big", c, ok)
 	}
 }
@@ -368,8 +370,17 @@ func TestHistory(t *testing.T) {
 		t.Errorf("%d files in the dir, want the history alone", len(ents))
 	}
 
+	for range 2 * HistoryLen {
+		if err := h2.Add(Diagnosis{ID: "more", Group: "/g"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if b, _ := os.ReadFile(filepath.Join(dir, HistoryFile)); bytes.Count(b, []byte("\n")) > 2*HistoryLen {
+		t.Errorf("%d more closed: the file holds %d lines, want at most %d", 2*HistoryLen, bytes.Count(b, []byte("\n")), 2*HistoryLen)
+	}
+
 	bad := t.TempDir()
-	os.WriteFile(filepath.Join(bad, HistoryFile), []byte(`[{"id":"x","rogue":1}]`), 0o600)
+	os.WriteFile(filepath.Join(bad, HistoryFile), []byte(`{"id":"x","rogue":1}`+"\n"), 0o600)
 	if _, err := OpenHistory(bad); err == nil || !strings.Contains(err.Error(), "remove it") {
 		t.Errorf("a history with an unknown field: %v, want an error saying to remove it", err)
 	}
@@ -383,6 +394,48 @@ func TestHistory(t *testing.T) {
 		if _, err := OpenHistory(fifo); err == nil || !strings.Contains(err.Error(), "regular file") {
 			t.Errorf("a FIFO: %v, want refused without blocking", err)
 		}
+	}
+}
+
+// A last line cut short (the host down mid-append) is dropped and the
+// file rewritten without it; the history first kept as one JSON array is
+// read once, rewritten as lines and removed.
+func TestHistoryTornAndOld(t *testing.T) {
+	dir := t.TempDir()
+	now := time.Unix(100, 0).UTC()
+	whole, _ := json.Marshal(Diagnosis{ID: "whole", Group: "/g", Opened: now, Closed: &now})
+	os.WriteFile(filepath.Join(dir, HistoryFile), append(append(whole, '\n'), `{"id":"cut","gr`...), 0o600)
+	h, err := OpenHistory(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if l := h.List(); len(l) != 1 || l[0].ID != "whole" {
+		t.Errorf("a torn last line: kept %+v, want the whole one alone", l)
+	}
+	if b, _ := os.ReadFile(filepath.Join(dir, HistoryFile)); !bytes.Equal(b, append(whole, '\n')) {
+		t.Errorf("after the torn line: the file holds %q, want the whole line alone", b)
+	}
+
+	old := t.TempDir()
+	arr, _ := json.Marshal([]Diagnosis{{ID: "a", Group: "/g"}, {ID: "b", Group: "/g"}})
+	os.WriteFile(filepath.Join(old, oldHistoryFile), arr, 0o600)
+	h, err = OpenHistory(old)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := h.Add(Diagnosis{ID: "c", Group: "/g"}); err != nil {
+		t.Fatal(err)
+	}
+	h, err = OpenHistory(old)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ids []string
+	for _, d := range h.List() {
+		ids = append(ids, d.ID)
+	}
+	if ents, _ := os.ReadDir(old); len(ents) != 1 || ents[0].Name() != HistoryFile || strings.Join(ids, ",") != "a,b,c" {
+		t.Errorf("the old array's history: files %v, diagnoses %v; want %s alone holding a,b,c", ents, ids, HistoryFile)
 	}
 }
 
@@ -466,7 +519,7 @@ func TestSwapDiskAtItsCeiling(t *testing.T) {
 	}
 }
 
-// under and related take cleaned paths as they are and clean the rest.
+// under takes cleaned paths as they are and cleans the rest.
 func TestUnderAndRelated(t *testing.T) {
 	for _, c := range []struct {
 		g, parent string
@@ -479,7 +532,12 @@ func TestUnderAndRelated(t *testing.T) {
 			t.Errorf("under(%q, %q) = %v, want %v", c.g, c.parent, got, c.want)
 		}
 	}
-	if !related("/a", "/a/b/c") || !related("/a/b/c", "/a") || !related("/a", "a/") || related("/a/b", "/a/c") {
-		t.Error("related: want true for a group and its descendant or itself, false for siblings")
+	// The culprit is never the victim, a group it holds or one holding it,
+	// however their paths are written.
+	t0 := time.Unix(0, 0)
+	grew := func(b int64) []Point { return []Point{{At: t0, Bytes: 0}, {At: t0.Add(time.Minute), Bytes: b}} }
+	growth := GrowthOf(map[string][]Point{"/p/a/b/": grew(900), "p/a": grew(800), "/p": grew(700), "/p/c": grew(100)})
+	if c, ok := CulpritOf(Limit{Kind: LimitAncestor, Group: "p/", Bytes: 1000}, "/p//a/", growth); !ok || c.Group != "/p/c" {
+		t.Errorf("culprit %+v (%v), want /p/c: the victim /p/a's own and its descendant's growth are not a neighbour's", c, ok)
 	}
 }

@@ -6,12 +6,12 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/thrashscope/thrashscope/internal/indicators"
+	"github.com/thrashscope/thrashscope/internal/kernfile"
 	"github.com/thrashscope/thrashscope/internal/pagesample"
 	"github.com/thrashscope/thrashscope/internal/pipeline"
 	"github.com/thrashscope/thrashscope/internal/probe/readout"
@@ -85,7 +85,8 @@ type Stage struct {
 	compress map[string]compression // each thrashing group's last sample
 	refused  bool                   // the kernel refused a sample: none is tried again
 	rng      *rand.Rand
-	files    memoReader // this tick's reads of the limits' files
+	files    memoReader   // this tick's reads of the limits' files
+	kept     kernfile.Set // the groups' files, kept open between samples
 }
 
 // NewStage returns the diagnoses' stage.
@@ -123,7 +124,8 @@ func (s *Stage) Observe(_, cur *pipeline.Tick) {
 	// The thrashing groups under one limit share its files, and the
 	// files of every group above it: each is read once a tick (25 of a
 	// run's consumers' groups, each reading the run's).
-	s.files = memoReader{}
+	s.files = memoReader{m: map[string]memoRead{}, set: &s.kept}
+	defer s.kept.Sweep()
 	sw := s.readSwap(cur, now)
 	samples, explained := s.sampleWorkloads(cur, now, now.Sub(s.prevAt).Seconds())
 	for g := range s.prev {
@@ -135,7 +137,9 @@ func (s *Stage) Observe(_, cur *pipeline.Tick) {
 	s.readFollowed(now)
 	s.prune(now)
 	samples = append(samples, s.hostSample(cur, explained))
+	growth := GrowthOf(s.charges)
 	for i := range samples {
+		samples[i].Growth = growth
 		e := &samples[i].Evidence
 		e.DeviceBusyPercent, e.Device, e.PoolFullPercent, e.Pool = sw.DeviceBusyPercent, sw.Device, sw.PoolFullPercent, sw.Pool
 	}
@@ -170,8 +174,15 @@ func (s *Stage) sampleWorkloads(cur *pipeline.Tick, now time.Time, dt float64) (
 		prev, hasPrev := s.prev[w.Cgroup]
 		prevRefaults := s.refaults[w.Cgroup]
 		s.prev[w.Cgroup], s.refaults[w.Cgroup] = w.Counters, w.Kernel.Refaults
-		if w.State < indicators.Monitoring {
+		// A group whose diagnosis is open is sampled once more as it
+		// leaves thrashing, so that what ended it is read from it (the
+		// tracker is written by this goroutine alone).
+		_, open := s.tracker.open[group]
+		if w.State < indicators.Monitoring && !open {
 			continue
+		}
+		if w.HasKernel {
+			s.files.seed(w.Files, w.Kernel)
 		}
 		limits, err := h.Limits(s.files, group)
 		if err != nil {
@@ -186,8 +197,10 @@ func (s *Stage) sampleWorkloads(cur *pipeline.Tick, now time.Time, dt float64) (
 		if _, err := Binding(limits, Host{}); err == nil {
 			explained = true
 		}
-		if w.State == indicators.Thrashing {
-			samples = append(samples, s.workloadSample(cur, w, group, limits, evidenceOf(w, prev, prevRefaults, hasPrev, dt)))
+		if w.State == indicators.Thrashing || open {
+			sm := s.workloadSample(cur, w, group, limits, evidenceOf(w, prev, prevRefaults, hasPrev, dt))
+			sm.Thrashing = w.State == indicators.Thrashing
+			samples = append(samples, sm)
 		}
 	}
 	return samples, explained
@@ -227,7 +240,7 @@ func (s *Stage) hierarchyOf(w workload.Workload) (Hierarchy, string) {
 
 // workloadSample is a thrashing workload's sample.
 func (s *Stage) workloadSample(cur *pipeline.Tick, w workload.Workload, group string, limits []Limit, e Evidence) Sample {
-	pids := readPIDs(w.Files.V2)
+	pids := readPIDs(s.files, w.Files.V2)
 	d := Demand{WorkingSetBytes: -1, ResidentBytes: w.Kernel.CurrentBytes, SwapBytes: w.Kernel.SwapBytes}
 	for _, pid := range pids {
 		if p, ok := cur.Verdict.Processes[pid]; ok && p.HasWorkingSet {
@@ -245,7 +258,7 @@ func (s *Stage) workloadSample(cur *pipeline.Tick, w workload.Workload, group st
 	}
 	return Sample{
 		Group: group, Labels: labels, Thrashing: true, Limits: limits,
-		Host: hostOf(cur), Demand: d, Evidence: e, Charges: s.charges,
+		Host: hostOf(cur), Demand: d, Evidence: e,
 		Processes: len(pids), OOMKills: w.Kernel.Events["oom_kill"], NoSwap: noSwap(s.files, s.cfg.V2Mount, w.Files.V2),
 	}
 }
@@ -309,7 +322,7 @@ func (s *Stage) hostSample(cur *pipeline.Tick, explained bool) Sample {
 	}
 	return Sample{
 		Group: "", Thrashing: cur.Verdict.State == indicators.Thrashing && (err == nil || !explained),
-		Host: host, Demand: d, Evidence: e, Charges: s.charges,
+		Host: host, Demand: d, Evidence: e,
 	}
 }
 
@@ -372,7 +385,10 @@ func (s *Stage) readFollowed(now time.Time) {
 			}
 			n++
 			child := strings.TrimSuffix(group, "/") + "/" + e.Name()
-			if b, err := readInt(osReader{}, mount+child, file); err == nil {
+			if ps := s.charges[child]; len(ps) > 0 && !ps[len(ps)-1].At.Before(now) {
+				continue // a workload's, read with it this sample
+			}
+			if b, err := readInt(s.files, mount+child, file); err == nil {
 				s.charges[child] = appendCharge(s.charges[child], now, b)
 			}
 		}
@@ -401,68 +417,4 @@ func appendCharge(ps []Point, at time.Time, b int64) []Point {
 		return ps
 	}
 	return append(ps, Point{At: at, Bytes: b})
-}
-
-// readPIDs lists the processes in the cgroup2 group dir and its
-// descendants, at most maxPIDs.
-func readPIDs(dir string) []int {
-	var pids []int
-	if dir != "" {
-		pidsUnder(dir, &pids)
-	}
-	return pids
-}
-
-// pidsUnder appends the processes of the group at dir and of every group
-// below it, at most maxPIDs: each group's cgroup.procs, then its
-// subdirectories, unsorted (a sorted walk calling back for each control
-// file cost a thrashing run of 25 groups more than reading them).
-func pidsUnder(dir string, pids *[]int) {
-	if len(*pids) >= maxPIDs {
-		return
-	}
-	b, err := os.ReadFile(filepath.Join(dir, "cgroup.procs"))
-	if err != nil {
-		return
-	}
-	for f := range strings.FieldsSeq(string(b)) {
-		if pid, err := strconv.Atoi(f); err == nil && len(*pids) < maxPIDs {
-			*pids = append(*pids, pid)
-		}
-	}
-	d, err := os.Open(dir)
-	if err != nil {
-		return
-	}
-	ents, _ := d.ReadDir(-1)
-	d.Close()
-	for _, e := range ents {
-		if e.IsDir() {
-			pidsUnder(filepath.Join(dir, e.Name()), pids)
-		}
-	}
-}
-
-type osReader struct{}
-
-// memoReader reads each file once, keeping what it read, error included.
-type memoReader map[string]memoRead
-
-type memoRead struct {
-	b   []byte
-	err error
-}
-
-func (m memoReader) ReadFileAt(dir, name string) ([]byte, error) {
-	k := dir + "\x00" + name
-	if r, ok := m[k]; ok {
-		return r.b, r.err
-	}
-	b, err := os.ReadFile(filepath.Join(dir, name))
-	m[k] = memoRead{b, err}
-	return b, err
-}
-
-func (osReader) ReadFileAt(dir, name string) ([]byte, error) {
-	return os.ReadFile(filepath.Join(dir, name))
 }

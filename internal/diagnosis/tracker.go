@@ -21,10 +21,10 @@ type Sample struct {
 	Host      Host
 	Demand    Demand
 	Evidence  Evidence
-	// Charges are the charges of the groups that may share its limits
-	// (siblings, the host's workloads), over the recent past, for the
-	// culprit.
-	Charges map[string][]Point
+	// Growth is how the charges of the groups that may share its limits
+	// (siblings, the host's workloads) moved over the recent past, for
+	// the culprit (GrowthOf).
+	Growth map[string]Growth
 	// NoSwap: the group may not swap at all (its own or an ancestor's
 	// memory.swap.max is 0, as Kubernetes' LimitedSwap sets it for
 	// Guaranteed and BestEffort pods).
@@ -181,7 +181,7 @@ func (d *Diagnosis) update(now time.Time, s Sample, trend Trend) {
 	d.Shortfall = ShortfallOf(l, s.Demand)
 	d.PeakShortfall = max(d.PeakShortfall, d.Shortfall.Bytes)
 	d.Culprit = nil
-	if c, ok := CulpritOf(l, s.Group, s.Charges); ok {
+	if c, ok := CulpritOf(l, s.Group, s.Growth); ok {
 		d.Culprit = &c
 	}
 	d.Remedies, d.Useless = Remedies(l, d.Shortfall, Context{Kind: d.Kind, Evidence: s.Evidence, Culprit: d.Culprit, Trend: trend, CompressRatio: s.Evidence.CompressRatio, NoSwap: s.NoSwap})
@@ -253,9 +253,9 @@ func endedBy(d *Diagnosis, now *Sample) string {
 		}
 	}
 	if c := d.Culprit; c != nil {
-		if ps := now.Charges[c.Group]; len(ps) > 0 && ps[len(ps)-1].Bytes < c.ChargeBytes-c.GrewBytes/2 {
-			return fmt.Sprintf("%s gave back %s", c.Group, size(c.ChargeBytes-ps[len(ps)-1].Bytes))
-		} else if len(ps) == 0 {
+		if gr, ok := now.Growth[c.Group]; ok && gr.Last.Bytes < c.ChargeBytes-c.GrewBytes/2 {
+			return fmt.Sprintf("%s gave back %s", c.Group, size(c.ChargeBytes-gr.Last.Bytes))
+		} else if !ok {
 			return c.Group + ", which had grown into its memory, is gone"
 		}
 	}

@@ -46,17 +46,24 @@ type Reader struct {
 	diskOf func(sysRoot, name, kind string) (string, error)
 	prevAt time.Time
 	prev   map[string]uint64 // io_ticks by disk name
+	// disks is the disk under each swap area ("" for none: zram, a file
+	// system without a disk), found once while the area stays: finding it
+	// stats the area and follows /sys/dev/block's links, every sample.
+	disks map[areaKey]string
 }
+
+type areaKey struct{ name, kind string }
 
 // NewReader reads under procRoot and sysRoot (normally /proc and /sys).
 func NewReader(procRoot, sysRoot string) *Reader {
-	return &Reader{proc: procRoot, sys: sysRoot, diskOf: swapdev.DiskOf, prev: map[string]uint64{}}
+	return &Reader{proc: procRoot, sys: sysRoot, diskOf: swapdev.DiskOf, prev: map[string]uint64{}, disks: map[areaKey]string{}}
 }
 
 // Reset forgets the last read: the next one starts an interval.
 func (r *Reader) Reset() {
 	r.prevAt = time.Time{}
 	clear(r.prev)
+	clear(r.disks)
 }
 
 // Read is the state at now. What cannot be read is left unknown: a swap
@@ -99,24 +106,46 @@ func (r *Reader) diskTicks(swaps []*promprocfs.Swap) map[string]uint64 {
 	if err != nil {
 		return out
 	}
+	seen := map[areaKey]bool{}
 	for _, s := range swaps {
-		num, err := r.diskOf(r.sys, swapdev.Unescape(s.Filename), s.Type)
-		if err != nil {
-			continue
+		k := areaKey{swapdev.Unescape(s.Filename), s.Type}
+		seen[k] = true
+		name, ok := r.disks[k]
+		if !ok {
+			name = r.diskUnder(k)
+			r.disks[k] = name
 		}
-		dir, err := filepath.EvalSymlinks(filepath.Join(r.sys, "dev", "block", num))
-		if err != nil {
-			continue
-		}
-		name := filepath.Base(dir)
-		if strings.HasPrefix(name, "zram") {
+		if name == "" {
 			continue
 		}
 		if st, _, err := bfs.SysBlockDeviceStat(name); err == nil {
 			out[name] = st.IOsTotalTicks
 		}
 	}
+	for k := range r.disks {
+		if !seen[k] {
+			delete(r.disks, k)
+		}
+	}
 	return out
+}
+
+// diskUnder is the disk under the swap area k, "" for a zram device or
+// where none can be found (a file on btrfs).
+func (r *Reader) diskUnder(k areaKey) string {
+	num, err := r.diskOf(r.sys, k.name, k.kind)
+	if err != nil {
+		return ""
+	}
+	dir, err := filepath.EvalSymlinks(filepath.Join(r.sys, "dev", "block", num))
+	if err != nil {
+		return ""
+	}
+	name := filepath.Base(dir)
+	if strings.HasPrefix(name, "zram") {
+		return ""
+	}
+	return name
 }
 
 // zram is the fullest zram swap area's fill: its used share of its size

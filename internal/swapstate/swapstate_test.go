@@ -79,6 +79,33 @@ func TestDeviceBusy(t *testing.T) {
 	}
 }
 
+// The disk under a swap area is found once while the area stays, and
+// again once it is gone and back, or after a reset.
+func TestDiskFoundOnce(t *testing.T) {
+	f := newFixture(t, swapFile)
+	r := f.reader()
+	found := 0
+	diskOf := r.diskOf
+	r.diskOf = func(sys, name, kind string) (string, error) { found++; return diskOf(sys, name, kind) }
+	at := time.Unix(1000, 0)
+	for i := range 3 {
+		f.ticks(t, 500*i)
+		r.Read(at.Add(time.Duration(i) * time.Second))
+	}
+	if st := r.Read(at.Add(3 * time.Second)); found != 1 || st.Device != "vdz" {
+		t.Errorf("four reads: the disk looked up %d times, busy on %q; want once, vdz", found, st.Device)
+	}
+	write(t, filepath.Join(f.proc, "swaps"), "Filename\t\t\t\tType\t\tSize\t\tUsed\t\tPriority\n")
+	r.Read(at.Add(4 * time.Second))
+	write(t, filepath.Join(f.proc, "swaps"), "Filename\t\t\t\tType\t\tSize\t\tUsed\t\tPriority\n"+swapFile)
+	r.Read(at.Add(5 * time.Second))
+	r.Reset()
+	r.Read(at.Add(6 * time.Second))
+	if found != 3 {
+		t.Errorf("the area swapped off and on, then a reset: looked up %d times in all, want 3", found)
+	}
+}
+
 // zram's fill is its swap area's use, or its memory against mem_limit.
 func TestZramFill(t *testing.T) {
 	f := newFixture(t, swapFile+"/dev/zram0                               partition\t1048572\t\t943715\t\t100\n")
