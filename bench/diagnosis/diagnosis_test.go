@@ -54,7 +54,8 @@ func TestProblems(t *testing.T) {
 	good := func() *result {
 		return &result{Scenario: "s", Binding: diagnosis.LimitOwn, Shortfall: 200 << 20, Remedy: diagnosis.ActionRaiseLimit,
 			Opened: time.Second, GotBinding: "own /x/thrashscope-run-1", BindingRight: true, GotShortfall: 210 << 20, Looks: looksBeforeRemedy,
-			GotRemedy: diagnosis.Remedy{Action: diagnosis.ActionRaiseLimit, Bytes: 420 << 20}, EndedAfter: 4 * time.Second, StayedEnded: true}
+			GotRemedy: diagnosis.Remedy{Action: diagnosis.ActionRaiseLimit, Bytes: 420 << 20}, EndedAfter: 4 * time.Second, StayedEnded: true,
+			EndedBy: "/x/thrashscope-run-1's memory.max changed from 320 MiB to 420 MiB"}
 	}
 	if p := good().problems(); len(p) != 0 {
 		t.Fatalf("a result within every bound: %v", p)
@@ -75,7 +76,10 @@ func TestProblems(t *testing.T) {
 		"not ended":      func(r *result) { r.EndedAfter, r.StayedEnded = 0, false },
 		"ended late":     func(r *result) { r.EndedAfter = 11 * time.Second },
 		"came back":      func(r *result) { r.StayedEnded = false },
-		"failed to run":  func(r *result) { r.Err = "no diagnosis" },
+		"ended by another": func(r *result) {
+			r.EndedBy = "its pressure eased with no change in its limits, processes or demand that the observer saw"
+		},
+		"failed to run": func(r *result) { r.Err = "no diagnosis" },
 		"culprit wrong": func(r *result) {
 			r.Culprit, r.Took = "/thrashscope-bench-neighbour", 100<<20
 			r.GotCulprit, r.GotTook = "/x/thrashscope-other", 100<<20

@@ -272,11 +272,19 @@ func (r *result) row() []string {
 	return []string{
 		r.Scenario,
 		fmt.Sprintf("%s (%s)", r.Binding, mark(r.BindingRight)),
-		fmt.Sprintf("%d MiB, diagnosed %d MiB (%+.0f %%, %d looks)", r.Shortfall>>20, r.GotShortfall>>20, 100*r.shortfallOff(), r.Looks),
+		r.shortfallCell(),
 		r.remedyCell(mark),
 		ended,
 		strings.Join(useless, ", "),
 	}
+}
+
+// shortfallCell is the truth and the diagnosis's median over its looks.
+func (r *result) shortfallCell() string {
+	if r.Shortfall == 0 {
+		return fmt.Sprintf("none, diagnosed %d MiB (%.0f %% of the limit, %d looks)", r.GotShortfall>>20, 100*r.shortfallOff(), r.Looks)
+	}
+	return fmt.Sprintf("%d MiB, diagnosed %d MiB (%+.0f %%, %d looks)", r.Shortfall>>20, r.GotShortfall>>20, 100*r.shortfallOff(), r.Looks)
 }
 
 var header = []string{"scenario", "binding limit (truth)", "shortfall: truth, diagnosed", "first remedy, applied", "the thrash", "ruled out"}

@@ -30,6 +30,10 @@ type scenario struct {
 	// locked in memory, once every consumer is active. The neighbour is
 	// the culprit the truth names.
 	shared, neighbour int64
+	// burst: the thrash ends by itself as the first consumer leaves, at
+	// the plateau's end (the one left fits its limit); the diagnosis is
+	// read as the demand falls, and its first remedy must be to wait.
+	burst bool
 }
 
 // demand is what the run's consumers hold together once all are active.
@@ -40,8 +44,11 @@ func (s scenario) demand() int64 { return int64(s.consumers) * s.size }
 // made exact at the end from the neighbour's charge as the kernel counts
 // it (its runtime's pages beside its locked ones).
 func (s scenario) short() int64 {
-	if s.shared > 0 {
+	switch {
+	case s.shared > 0:
 		return s.demand() - (s.shared - s.neighbour)
+	case s.burst:
+		return max(0, s.demand()-s.size-s.limit) // once the first has left
 	}
 	return s.demand() - s.limit
 }
@@ -74,4 +81,6 @@ var scenarios = []scenario{
 	{name: "neighbour", what: "2 consumers of 100 MiB (anon) under a parent's 400 MiB, their own limit 1 GiB; a neighbour under the parent grows to 300 MiB (locked) once they are active",
 		consumers: 2, size: 100 * mib, limit: 1 << 30, backing: "anon", shared: 400 * mib, neighbour: 300 * mib,
 		binding: diagnosis.LimitAncestor, remedy: diagnosis.ActionLimitCulprit},
+	{name: "burst", what: "2 consumers of 200 MiB (anon) in 320 MiB thrash for the plateau's 50 s; then the first leaves and the other fits: a burst that ends by itself",
+		consumers: 2, size: 200 * mib, limit: 320 * mib, backing: "anon", burst: true, binding: diagnosis.LimitOwn, remedy: diagnosis.ActionWait},
 }

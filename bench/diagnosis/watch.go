@@ -17,6 +17,7 @@ import (
 	"github.com/thrashscope/thrashscope/bench/internal/zram"
 	"github.com/thrashscope/thrashscope/internal/cgroup"
 	"github.com/thrashscope/thrashscope/internal/diagnosis"
+	"github.com/thrashscope/thrashscope/internal/run"
 )
 
 // Bounds the suite holds each diagnosis to.
@@ -38,6 +39,12 @@ const (
 	// every is how often the watch reads the workload's state and the
 	// diagnoses.
 	every = 500 * time.Millisecond
+	// A burst's diagnosis is read from burstFrom after the first consumer
+	// has left (its memory and swap freed) to burstTo after the plateau's
+	// end, before the last consumer leaves too, burstLooks times before
+	// its first remedy is applied.
+	burstFrom, burstTo = 0, 20 * time.Second
+	burstLooks         = 1
 )
 
 // result is what one scenario showed, beside its truth.
@@ -51,10 +58,14 @@ type result struct {
 	// Demand the consumers' regions, SharedBytes the shared limit and
 	// NeighbourBytes the culprit's charge (the kernel's, the median over
 	// the looks), from which the shortfall's truth is made there.
-	Culprit        string `json:"culprit,omitempty"`
-	Demand         int64  `json:"demand_bytes"`
-	SharedBytes    int64  `json:"shared_limit_bytes,omitempty"`
-	NeighbourBytes int64  `json:"neighbour_bytes,omitempty"`
+	Culprit    string `json:"culprit,omitempty"`
+	Demand     int64  `json:"demand_bytes"`
+	LimitBytes int64  `json:"limit_bytes"`
+	// WantLooks is how many looks the diagnosis is read before its
+	// remedy (0: looksBeforeRemedy).
+	WantLooks      int   `json:"want_looks,omitempty"`
+	SharedBytes    int64 `json:"shared_limit_bytes,omitempty"`
+	NeighbourBytes int64 `json:"neighbour_bytes,omitempty"`
 	// What the diagnosis said: the binding limit's kind and group at its
 	// last look, the shortfall's median over the looks, the first remedy
 	// and what it ruled out.
@@ -82,7 +93,9 @@ type result struct {
 	// it did not), and whether it stayed out to the plateau's end.
 	EndedAfter  time.Duration `json:"ended_after"`
 	StayedEnded bool          `json:"stayed_ended"`
-	Err         string        `json:"error,omitempty"`
+	// EndedBy is what the diagnosis closed by the remedy says ended it.
+	EndedBy string `json:"ended_by,omitempty"`
+	Err     string `json:"error,omitempty"`
 }
 
 // trial is a ruled-out remedy applied for uselessFor: whether the workload
@@ -113,7 +126,7 @@ type watch struct {
 
 // induce runs the scenario on the stack and fills its result.
 func induce(ctx context.Context, st *stack.Stack, s scenario, sh *sharedLimit, logf func(string, ...any)) (*result, error) {
-	res := &result{Scenario: s.name, Binding: s.binding, Shortfall: s.short(), Remedy: s.remedy, Demand: s.demand(), SharedBytes: s.shared}
+	res := &result{Scenario: s.name, Binding: s.binding, Shortfall: s.short(), Remedy: s.remedy, Demand: s.demand(), SharedBytes: s.shared, LimitBytes: s.limit}
 	rec, abort, err := st.StartRun(s.spec())
 	if err != nil {
 		return res, err
@@ -129,7 +142,13 @@ func induce(ctx context.Context, st *stack.Stack, s scenario, sh *sharedLimit, l
 		// settle above sees it grown.
 		from = rec.StartedAt.Add(pf + settle + time.Duration(sh.size/neighbourStep)*neighbourEvery)
 	}
-	logf("run %s: %s; every consumer active from %s to %s", rec.ID, s.spec(), from.Sub(rec.StartedAt), to.Sub(rec.StartedAt))
+	if s.burst {
+		// Read from when the first consumer has left: it finishes the
+		// cycle it is in at its planned end, seconds later under a thrash.
+		from, to = rec.StartedAt.Add(pt+burstTo), rec.StartedAt.Add(pt+burstTo)
+		res.WantLooks = burstLooks
+	}
+	logf("run %s: %s; read from %s to %s", rec.ID, s.spec(), from.Sub(rec.StartedAt), to.Sub(rec.StartedAt))
 	for now := time.Now(); now.Before(to); now = time.Now() {
 		if err := ctx.Err(); err != nil {
 			return res, err
@@ -140,21 +159,50 @@ func induce(ctx context.Context, st *stack.Stack, s scenario, sh *sharedLimit, l
 				return res, fmt.Errorf("starting the neighbour: %w", err)
 			}
 		}
-		if err := w.look(now, now.After(from)); err != nil {
+		if s.burst && from.Equal(to) && now.After(rec.StartedAt.Add(pt)) {
+			left, err := oneLeft(st, rec.ID)
+			if err != nil {
+				return res, err
+			}
+			if left {
+				from = now.Add(burstFrom)
+				logf("a consumer has left %s into the run: the diagnosis read from %s", now.Sub(rec.StartedAt).Round(time.Second), from.Sub(rec.StartedAt).Round(time.Second))
+			}
+		}
+		if err := w.look(now, now.After(from) && now.Before(to)); err != nil {
 			return res, err
 		}
-		if w.applied.IsZero() && len(w.shortfalls) >= looksBeforeRemedy && len(w.last.Remedies) > 0 {
-			if err := w.tryUseless(ctx, logf); err != nil {
-				return res, err
-			}
-			if err := w.apply(logf); err != nil {
-				return res, err
-			}
+		if err := w.remedy(ctx, s, logf); err != nil {
+			return res, err
 		}
 		time.Sleep(every)
 	}
 	w.finish()
 	return res, nil
+}
+
+// remedy applies the diagnosis's first remedy once it has been read enough
+// times, after trying those it ruled out (but on a burst, which ends by
+// itself meanwhile).
+func (w *watch) remedy(ctx context.Context, s scenario, logf func(string, ...any)) error {
+	if !w.applied.IsZero() || len(w.shortfalls) < w.res.wantLooks() || len(w.last.Remedies) == 0 {
+		return nil
+	}
+	if !s.burst {
+		if err := w.tryUseless(ctx, logf); err != nil {
+			return err
+		}
+	}
+	return w.apply(logf)
+}
+
+// oneLeft says whether a consumer of the run has ended.
+func oneLeft(st *stack.Stack, id string) (bool, error) {
+	rec, err := st.Run(id)
+	if err != nil {
+		return false, fmt.Errorf("reading run %s: %w", id, err)
+	}
+	return slices.ContainsFunc(rec.Consumers, func(c run.ConsumerRecord) bool { return c.Exit != "" }), nil
 }
 
 // thrashingNow says whether the workload's detector reads thrashing.
@@ -191,6 +239,10 @@ func (w *watch) look(now time.Time, plateau bool) error {
 		case thrashing && w.res.EndedAfter > 0:
 			w.again = true
 		}
+		if w.res.EndedAfter > 0 && w.res.EndedBy == "" {
+			_, err := w.diagnosis() // the closed one's ended_by
+			return err
+		}
 		return nil
 	}
 	dg, err := w.diagnosis()
@@ -224,9 +276,14 @@ func (w *watch) diagnosis() (*diagnosis.Diagnosis, error) {
 	if r.StatusCode != http.StatusOK {
 		return nil, fmt.Errorf("GET /api/v1/diagnoses: %s", r.Status)
 	}
-	var l struct{ Open []diagnosis.Diagnosis }
+	var l struct{ Open, Closed []diagnosis.Diagnosis }
 	if err := json.NewDecoder(r.Body).Decode(&l); err != nil {
 		return nil, fmt.Errorf("GET /api/v1/diagnoses: %w", err)
+	}
+	for _, dg := range l.Closed {
+		if strings.HasSuffix(dg.Labels["cgroup"], w.group) && !w.applied.IsZero() && dg.Closed != nil && !dg.Closed.Before(w.applied) && w.res.EndedBy == "" {
+			w.res.EndedBy = dg.Ended
+		}
 	}
 	for _, dg := range l.Open {
 		if strings.HasSuffix(dg.Labels["cgroup"], w.group) {
@@ -250,6 +307,9 @@ func (w *watch) apply(logf func(string, ...any)) error {
 		}
 		logf("applying %s: %s set to %d MiB (%s)", first.Action, file, first.Bytes>>20, first.Effect)
 		return os.WriteFile(file, []byte(strconv.FormatInt(first.Bytes, 10)), 0)
+	case first.Action == diagnosis.ActionWait:
+		logf("applying %s: nothing done (%s)", first.Action, first.Effect)
+		return nil
 	case first.Action == diagnosis.ActionLimitCulprit && w.sh != nil && strings.HasSuffix(first.Target, w.res.Culprit):
 		logf("applying %s: the neighbour %s stopped (%s)", first.Action, first.Target, first.Effect)
 		w.sh.n.stop()
@@ -373,9 +433,12 @@ func (r *result) problems() []string {
 	} else if off := float64(r.GotTook)/float64(r.Took) - 1; r.Culprit != "" && (off < -shortfallWithin || off > shortfallWithin) {
 		add("the culprit grew by %d MiB, %+.0f %% from the %d MiB it took of the consumers' demand (want within ±%.0f %%)", r.GotTook>>20, 100*off, r.Took>>20, 100*shortfallWithin)
 	}
-	if r.Looks < looksBeforeRemedy {
-		add("%d looks at the diagnosis on the plateau, want %d", r.Looks, looksBeforeRemedy)
-	} else if off := r.shortfallOff(); off < -shortfallWithin || off > shortfallWithin {
+	switch off := r.shortfallOff(); {
+	case r.Looks < r.wantLooks():
+		add("%d looks at the diagnosis while it thrashed, want %d", r.Looks, r.wantLooks())
+	case r.Shortfall == 0 && off > shortfallWithin:
+		add("shortfall %d MiB, %.0f %% of the limit, where nothing is short (want within %.0f %% of it)", r.GotShortfall>>20, 100*off, 100*shortfallWithin)
+	case r.Shortfall != 0 && (off < -shortfallWithin || off > shortfallWithin):
 		add("shortfall %d MiB, %+.0f %% from the truth %d MiB (want within ±%.0f %%)", r.GotShortfall>>20, 100*off, r.Shortfall>>20, 100*shortfallWithin)
 	}
 	for _, t := range r.Tried {
@@ -394,10 +457,32 @@ func (r *result) problems() []string {
 	case !r.StayedEnded:
 		add("the thrash came back after %s had ended it", r.GotRemedy.Action)
 	}
+	if want := endedByWords[r.GotRemedy.Action]; r.EndedAfter > 0 && want != "" && !strings.Contains(r.EndedBy, want) {
+		add("the closed diagnosis says %q ended it, want it to name the remedy applied (%q)", r.EndedBy, want)
+	}
 	return p
 }
 
-// shortfallOff is the diagnosed shortfall's error, as a share of the truth.
+// endedByWords is what a closed diagnosis's ended_by says once the suite
+// applied each remedy: the limit it raised, the neighbour it stopped.
+var endedByWords = map[diagnosis.Action]string{
+	diagnosis.ActionRaiseLimit:   "changed from",
+	diagnosis.ActionLimitCulprit: "thrashscope-bench-neighbour",
+}
+
+// shortfallOff is the diagnosed shortfall's error, as a share of the
+// truth; where the truth is that nothing is short, as a share of the limit.
 func (r *result) shortfallOff() float64 {
+	if r.Shortfall == 0 {
+		return float64(r.GotShortfall) / float64(max(r.LimitBytes, 1))
+	}
 	return float64(r.GotShortfall)/float64(r.Shortfall) - 1
+}
+
+// wantLooks is how many looks the result needs before its remedy.
+func (r *result) wantLooks() int {
+	if r.WantLooks > 0 {
+		return r.WantLooks
+	}
+	return looksBeforeRemedy
 }

@@ -46,6 +46,9 @@ type config struct {
 	// Window; MaxRestRatio judges the observer's CPU there.
 	Rest         bool
 	MaxRestRatio float64
+	// MaxDiagnosisShare judges the diagnoses' share of the observer's CPU
+	// through the runs (median).
+	MaxDiagnosisShare float64
 }
 
 func main() {
@@ -82,6 +85,7 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.Float64Var(&c.MaxRSSRatio, "max-rss-ratio", 1.0, "exit non-zero when the observer's peak RSS through the run passes this many times node_exporter's")
 	fs.BoolVar(&c.Rest, "rest", true, "measure both at rest first, over --window: no run, the observer's probes loaded")
 	fs.Float64Var(&c.MaxRestRatio, "max-rest-ratio", 1.0, "exit non-zero when the observer's CPU at rest passes this many times node_exporter's")
+	fs.Float64Var(&c.MaxDiagnosisShare, "max-diagnosis-share", 0.10, "exit non-zero when the diagnoses' share of the observer's CPU through the runs (median) passes this")
 	if err := fs.Parse(args); err != nil {
 		return c, err
 	}
@@ -101,6 +105,8 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 		return c, fmt.Errorf("--runs=%d: want 1 to 9", c.Runs)
 	case c.Window < 5*time.Second:
 		return c, fmt.Errorf("--window=%s: want at least 5s", c.Window)
+	case c.MaxDiagnosisShare <= 0 || c.MaxDiagnosisShare > 1:
+		return c, fmt.Errorf("--max-diagnosis-share=%g: want (0, 1]", c.MaxDiagnosisShare)
 	case c.MaxRatio <= 0 || c.MaxRSSRatio <= 0 || c.MaxRestRatio <= 0:
 		return c, fmt.Errorf("--max-ratio=%g, --max-rss-ratio=%g, --max-rest-ratio=%g: want each above 0", c.MaxRatio, c.MaxRSSRatio, c.MaxRestRatio)
 	}
@@ -145,8 +151,13 @@ func run(ctx context.Context, cfg config, out io.Writer) error {
 		runs = append(runs, r)
 	}
 	cpu, rss := medians(runs)
+	var shares []float64
+	for _, r := range runs {
+		shares = append(shares, r.DiagnosisShare())
+	}
+	diag := median(shares)
 	if cfg.Runs > 1 {
-		fmt.Fprintf(out, "median of %d runs: CPU %.2f× node_exporter's, peak RSS %.2f×\n", cfg.Runs, cpu, rss)
+		fmt.Fprintf(out, "median of %d runs: CPU %.2f× node_exporter's, peak RSS %.2f×, the diagnoses %.1f %% of the observer's CPU\n", cfg.Runs, cpu, rss, 100*diag)
 	}
 	if cfg.Processes > 0 {
 		p, err := measureProcfs(ctx, cfg)
@@ -157,6 +168,9 @@ func run(ctx context.Context, cfg config, out io.Writer) error {
 		writeCost(out, p)
 	}
 	err := judge(cpu, rss, len(runs), cfg.MaxRatio, cfg.MaxRSSRatio)
+	if diag > cfg.MaxDiagnosisShare {
+		err = errors.Join(err, fmt.Errorf("the diagnoses took %.1f %% of the observer's CPU through the runs, past --max-diagnosis-share=%g", 100*diag, cfg.MaxDiagnosisShare))
+	}
 	if cfg.Rest && (rest < 0 || rest > cfg.MaxRestRatio) {
 		err = errors.Join(err, fmt.Errorf("the observer's CPU at rest is %.2f× node_exporter's, past --max-rest-ratio=%g", rest, cfg.MaxRestRatio))
 	}
@@ -218,6 +232,17 @@ type cost struct {
 	// kernel's reclaim for the run, charged to the thread that lowers
 	// the limit.
 	GuardCPU float64
+	// DiagnosisCPU is the diagnoses' share of ObserverCPU, as the
+	// observer counts it (diagnosis_cpu_seconds_total).
+	DiagnosisCPU float64
+}
+
+// DiagnosisShare is DiagnosisCPU over ObserverCPU.
+func (c cost) DiagnosisShare() float64 {
+	if c.ObserverCPU <= 0 {
+		return 0
+	}
+	return c.DiagnosisCPU / c.ObserverCPU
 }
 
 // Percent is CPU seconds over the window as a percentage of one core.
@@ -234,6 +259,7 @@ func writeCost(w io.Writer, c cost) {
 	if c.GuardCPU > 0 {
 		fmt.Fprintf(w, "  %-14s %6.2f %% of a core  (of the observer's: the run's reclaim, in the OOM guard's thread)\n", "OOM guard", c.Percent(c.GuardCPU))
 	}
+	fmt.Fprintf(w, "  %-14s %6.3f %% of a core  (%.1f %% of the observer's)\n", "diagnoses", c.Percent(c.DiagnosisCPU), 100*c.DiagnosisShare())
 	if c.ExporterCPU > 0 {
 		fmt.Fprintf(w, "  %-14s %6.2f\n", "ratio", c.ObserverCPU/c.ExporterCPU)
 		if c.GuardCPU > 0 {

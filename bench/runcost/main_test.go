@@ -22,6 +22,7 @@ func TestParseFlagsRefusesBadInput(t *testing.T) {
 		{[]string{"--runs=10"}, "--runs"},
 		{[]string{"extra"}, "unexpected arguments"},
 		{[]string{"--max-ratio=0"}, "--max-ratio"},
+		{[]string{"--max-diagnosis-share=1.5"}, "--max-diagnosis-share"},
 		{[]string{"--max-rss-ratio=-1"}, "--max-rss-ratio"},
 	} {
 		_, err := parseFlags(append(tc.args, "--node-exporter=/bin/true"), io.Discard)

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -10,6 +11,8 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
+	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -89,31 +92,58 @@ func peakRSS(pid int) uint64 {
 	return benchproc.StatusKB(b, "VmHWM:")
 }
 
-// window measures both processes' CPU between start() and done().
+// window measures both processes' CPU between start() and done(), and
+// the observer's own count of what its diagnoses took.
 type window struct {
-	fs        procfs.FS
-	obs, exp  *server
-	began     time.Time
-	obs0, ex0 float64
+	fs              procfs.FS
+	obs, exp        *server
+	began           time.Time
+	obs0, ex0, dia0 float64
 }
 
 func (w *window) start() error {
-	var err1, err2 error
+	var err1, err2, err3 error
 	w.began = time.Now()
 	w.obs0, err1 = cpuSeconds(w.fs, w.obs.cmd.Process.Pid)
 	w.ex0, err2 = cpuSeconds(w.fs, w.exp.cmd.Process.Pid)
-	return errors.Join(err1, err2)
+	w.dia0, err3 = scrapeValue(w.obs.addr, diagnosisCPU)
+	return errors.Join(err1, err2, err3)
 }
 
 func (w *window) done() (cost, error) {
 	o, err1 := cpuSeconds(w.fs, w.obs.cmd.Process.Pid)
 	e, err2 := cpuSeconds(w.fs, w.exp.cmd.Process.Pid)
+	d, err3 := scrapeValue(w.obs.addr, diagnosisCPU)
 	c := cost{
 		Seconds:     time.Since(w.began).Seconds(),
-		ObserverCPU: o - w.obs0, ExporterCPU: e - w.ex0,
+		ObserverCPU: o - w.obs0, ExporterCPU: e - w.ex0, DiagnosisCPU: d - w.dia0,
 		ObserverPeakRSS: peakRSS(w.obs.cmd.Process.Pid), Exporter: peakRSS(w.exp.cmd.Process.Pid),
 	}
-	return c, errors.Join(err1, err2)
+	return c, errors.Join(err1, err2, err3)
+}
+
+// diagnosisCPU is the observer's count of the CPU its diagnoses took.
+const diagnosisCPU = "thrashscope_diagnosis_cpu_seconds_total"
+
+// scrapeValue is the value of the unlabelled series name in the server's
+// /metrics.
+func scrapeValue(addr, name string) (float64, error) {
+	resp, err := http.Get("http://" + addr + "/metrics")
+	if err != nil {
+		return 0, err
+	}
+	defer resp.Body.Close()
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	for sc.Scan() {
+		if v, ok := strings.CutPrefix(sc.Text(), name+" "); ok {
+			return strconv.ParseFloat(v, 64)
+		}
+	}
+	if err := sc.Err(); err != nil {
+		return 0, err
+	}
+	return 0, fmt.Errorf("%s: no %s in its /metrics", addr, name)
 }
 
 func startPair(ctx context.Context, cfg config, observerArgs ...string) (obs, exp *server, err error) {

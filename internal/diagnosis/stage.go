@@ -5,9 +5,11 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/thrashscope/thrashscope/internal/indicators"
@@ -17,6 +19,7 @@ import (
 	"github.com/thrashscope/thrashscope/internal/probe/readout"
 	"github.com/thrashscope/thrashscope/internal/swapstate"
 	"github.com/thrashscope/thrashscope/internal/workload"
+	"golang.org/x/sys/unix"
 )
 
 // chargeWindow is how far back the charges are kept for the culprit: a
@@ -85,6 +88,7 @@ type Stage struct {
 	compress map[string]compression // each thrashing group's last sample
 	refused  bool                   // the kernel refused a sample: none is tried again
 	rng      *rand.Rand
+	cpu      atomic.Int64 // nanoseconds of CPU Observe took
 	files    memoReader   // this tick's reads of the limits' files
 	kept     kernfile.Set // the groups' files, kept open between samples
 }
@@ -115,8 +119,30 @@ func (s *Stage) History() []Diagnosis {
 	return slices.Clone(s.closed)
 }
 
-// Observe samples the tick's thrashing workloads and the host.
+// CPUSeconds is the CPU time the stage has taken so far, on its thread.
+func (s *Stage) CPUSeconds() float64 { return time.Duration(s.cpu.Load()).Seconds() }
+
+// Observe samples the tick's thrashing workloads and the host. Its own CPU
+// time is counted from its thread's clock, the goroutine held to the
+// thread meanwhile so that none of another's time is counted.
 func (s *Stage) Observe(_, cur *pipeline.Tick) {
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	t0 := threadCPU()
+	defer func() { s.cpu.Add(int64(threadCPU() - t0)) }()
+	s.observe(cur)
+}
+
+// threadCPU is the calling thread's CPU time so far.
+func threadCPU() time.Duration {
+	var ts unix.Timespec
+	if unix.ClockGettime(unix.CLOCK_THREAD_CPUTIME_ID, &ts) != nil {
+		return 0
+	}
+	return time.Duration(ts.Nano())
+}
+
+func (s *Stage) observe(cur *pipeline.Tick) {
 	if cur == nil || cur.Reading == nil || cur.Verdict == nil {
 		return
 	}

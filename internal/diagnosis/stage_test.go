@@ -50,6 +50,9 @@ func TestStageFollowsAThrash(t *testing.T) {
 	if len(s.Open()) != 0 {
 		t.Fatal("opened at monitoring")
 	}
+	if s.CPUSeconds() <= 0 {
+		t.Errorf("CPU %v s after a sample that read its limits, want its thread's time counted", s.CPUSeconds())
+	}
 	writeGroup(t, root, "pod/neighbour", map[string]string{"memory.current": "700000000"})
 	s.Observe(nil, tick(30, indicators.Thrashing))
 	open := s.Open()
@@ -79,10 +82,12 @@ func TestStageFollowsAThrash(t *testing.T) {
 	if got := s.History()[0].Ended; !strings.HasPrefix(got, "its pressure eased") {
 		t.Errorf("ended: %q, want its pressure eased (its group, limits, processes and demand all still there)", got)
 	}
-	// Thrashing again, then its parent's limit raised.
+	// Thrashing again, then its parent's limit raised: it thrashes a
+	// sample more before it calms.
 	s.Observe(nil, tick(32, indicators.Thrashing))
 	writeGroup(t, root, "pod", map[string]string{"memory.max": "2147483648"})
-	s.Observe(nil, tick(33, indicators.Normal))
+	s.Observe(nil, tick(33, indicators.Thrashing))
+	s.Observe(nil, tick(34, indicators.Monitoring))
 	if h := s.History(); len(h) != 2 || !strings.Contains(h[1].Ended, "memory.max changed from 1.0 GiB to 2.0 GiB") {
 		var ended []string
 		for _, d := range h {

@@ -65,6 +65,10 @@ type Diagnosis struct {
 	Summary string `json:"summary"`
 
 	last Sample // the sample it was last updated from
+	// bound is the limit that bound it as it was when it first bound: a
+	// limit raised while the group still thrashes is read in the update
+	// after, and what ended the thrash is its change from this.
+	bound *Limit
 }
 
 // trendWindow is how far back the demand's trend is read.
@@ -178,6 +182,10 @@ func (d *Diagnosis) update(now time.Time, s Sample, trend Trend) {
 		return
 	}
 	d.Binding, d.NoBinding = &l, ""
+	if b := d.bound; b == nil || b.Group != l.Group || b.File != l.File || b.Kind == LimitHost {
+		first := l
+		d.bound = &first
+	}
 	d.Shortfall = ShortfallOf(l, s.Demand)
 	d.PeakShortfall = max(d.PeakShortfall, d.Shortfall.Bytes)
 	d.Culprit = nil
@@ -242,7 +250,7 @@ func endedBy(d *Diagnosis, now *Sample) string {
 	if now.Processes < last.Processes {
 		return fmt.Sprintf("%d of its %d processes exited or were killed", last.Processes-now.Processes, last.Processes)
 	}
-	if b := d.Binding; b != nil {
+	if b := d.bound; b != nil {
 		for _, l := range now.Limits {
 			if l.Group == b.Group && l.File == b.File && l.Bytes != b.Bytes && b.Kind != LimitHost {
 				return fmt.Sprintf("%s's %s changed from %s to %s", l.Group, l.File, size(b.Bytes), size(l.Bytes))

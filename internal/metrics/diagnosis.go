@@ -6,17 +6,19 @@ import (
 	"github.com/thrashscope/thrashscope/internal/diagnosis"
 )
 
-// DiagnosisSource is what the diagnosis metrics read: the open diagnoses.
+// DiagnosisSource is what the diagnosis metrics read: the open diagnoses,
+// and the CPU time the diagnoses took so far.
 type DiagnosisSource interface {
 	Open() []diagnosis.Diagnosis
+	CPUSeconds() float64
 }
 
 // DiagnosisCollector exports one shortfall gauge and one info series per
 // open diagnosis, and nothing once it closes: the series are bounded by
 // the thrashes going on.
 type DiagnosisCollector struct {
-	src             DiagnosisSource
-	shortfall, info *prometheus.Desc
+	src                  DiagnosisSource
+	shortfall, info, cpu *prometheus.Desc
 }
 
 // NewDiagnosisCollector builds the diagnosis metrics.
@@ -27,6 +29,7 @@ func NewDiagnosisCollector(src DiagnosisSource) *DiagnosisCollector {
 			"per open diagnosis (cgroup: the workload's cgroup2 path, as on its cgroup_* series; empty for the host); GET /api/v1/diagnoses has its interval.", "group", "cgroup", "kind", "binding"),
 		info: desc("diagnosis_info", "One per open diagnosis: its kind, the binding limit and where it is set, the culprit where the limit is shared, "+
 			"the first remedy and the one-line summary the alerts' annotations carry; 1.", "group", "cgroup", "kind", "binding", "binding_group", "culprit", "remedy", "summary"),
+		cpu: desc("diagnosis_cpu_seconds_total", "CPU time the observer spent diagnosing, on the pipeline's thread (its clock read around each sample): part of process_cpu_seconds_total."),
 	}
 }
 
@@ -34,10 +37,12 @@ func NewDiagnosisCollector(src DiagnosisSource) *DiagnosisCollector {
 func (c *DiagnosisCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- c.shortfall
 	ch <- c.info
+	ch <- c.cpu
 }
 
 // Collect implements prometheus.Collector.
 func (c *DiagnosisCollector) Collect(ch chan<- prometheus.Metric) {
+	ch <- prometheus.MustNewConstMetric(c.cpu, prometheus.CounterValue, c.src.CPUSeconds())
 	for _, d := range c.src.Open() {
 		binding, where := "none", ""
 		if b := d.Binding; b != nil {

@@ -14,6 +14,8 @@ type openDiagnoses []diagnosis.Diagnosis
 
 func (o openDiagnoses) Open() []diagnosis.Diagnosis { return o }
 
+func (openDiagnoses) CPUSeconds() float64 { return 1.25 }
+
 // One shortfall and one info series per open diagnosis, none without.
 func TestDiagnosisSeries(t *testing.T) {
 	d := diagnosis.Diagnosis{Group: "/app", Labels: map[string]string{"cgroup": "/app"}, Kind: diagnosis.KindAnon, Binding: &diagnosis.Limit{Kind: diagnosis.LimitOwn, Group: "/app"},
@@ -31,7 +33,15 @@ thrashscope_diagnosis_shortfall_bytes{binding="own",cgroup="/app",group="/app",k
 	if n := testutil.CollectAndCount(NewDiagnosisCollector(openDiagnoses{d}), "thrashscope_diagnosis_info"); n != 1 {
 		t.Errorf("%d info series, want 1", n)
 	}
-	if n := testutil.CollectAndCount(NewDiagnosisCollector(openDiagnoses{})); n != 0 {
-		t.Errorf("%d series with nothing open, want none", n)
+	if n := testutil.CollectAndCount(NewDiagnosisCollector(openDiagnoses{})); n != 1 {
+		t.Errorf("%d series with nothing open, want the CPU counter alone", n)
+	}
+	cpu := `
+# HELP thrashscope_diagnosis_cpu_seconds_total CPU time the observer spent diagnosing, on the pipeline's thread (its clock read around each sample): part of process_cpu_seconds_total.
+# TYPE thrashscope_diagnosis_cpu_seconds_total counter
+thrashscope_diagnosis_cpu_seconds_total 1.25
+`
+	if err := testutil.GatherAndCompare(reg, strings.NewReader(cpu), "thrashscope_diagnosis_cpu_seconds_total"); err != nil {
+		t.Error(err)
 	}
 }

@@ -107,10 +107,21 @@ func sampleOne(procRoot string, pid, n int, rng *rand.Rand) (Result, error) {
 	return compress(buf), nil
 }
 
+// pagemapRun is how many neighbouring pages' pagemap entries one read
+// takes, and perRun how many present pages a run gives the sample at
+// most: a read of one entry took the mmap lock of a thrashing process, and
+// a system call, for each of up to four candidates a page.
+const (
+	pagemapRun = 8
+	perRun     = 2
+)
+
 // presentPages picks up to n present anonymous pages of the process whose
-// /proc directory is dir. Candidates are drawn at random over the
-// anonymous pages, four tries a page, so that a mostly swapped-out
-// process still gives a few.
+// /proc directory is dir: from runs of pagemapRun pages starting at random
+// over its anonymous pages, perRun at most from each, chosen at random
+// among its present ones. It reads at most 4n/perRun runs (two pages'
+// candidates for each of the four reads a page took one at a time), so that
+// a mostly swapped-out process still gives a few.
 func presentPages(dir string, n int, rng *rand.Rand) ([]uint64, error) {
 	spans, total, err := anonSpans(filepath.Join(dir, "maps"))
 	if err != nil || total == 0 {
@@ -122,15 +133,22 @@ func presentPages(dir string, n int, rng *rand.Rand) ([]uint64, error) {
 	}
 	defer pm.Close()
 	var addrs []uint64
-	var entry [8]byte
-	for try := 0; try < 4*n && len(addrs) < n; try++ {
-		addr := pageAt(spans, rng.Uint64N(total))
-		if _, err := pm.ReadAt(entry[:], int64(addr/pageSize*8)); err != nil {
+	var entries [pagemapRun * 8]byte
+	for try := 0; try < 4*n/perRun+1 && len(addrs) < n; try++ {
+		addr, end := pageAt(spans, rng.Uint64N(total))
+		run := int(min(pagemapRun, (end-addr)/pageSize))
+		k, err := pm.ReadAt(entries[:run*8], int64(addr/pageSize*8))
+		if err != nil && k < 8 {
 			return nil, err
 		}
-		if binary.LittleEndian.Uint64(entry[:])&(1<<63) != 0 { // present
-			addrs = append(addrs, addr)
+		var present []uint64
+		for i := range k / 8 {
+			if binary.LittleEndian.Uint64(entries[i*8:])&(1<<63) != 0 {
+				present = append(present, addr+uint64(i)*pageSize)
+			}
 		}
+		rng.Shuffle(len(present), func(i, j int) { present[i], present[j] = present[j], present[i] })
+		addrs = append(addrs, present[:min(len(present), perRun, n-len(addrs))]...)
 	}
 	return addrs, nil
 }
@@ -196,16 +214,18 @@ func sameFilled(page []byte) bool {
 	return true
 }
 
-// pageAt is the address of the i-th page over the spans.
-func pageAt(spans []span, i uint64) uint64 {
+// pageAt is the address of the i-th page over the spans, and the end of
+// its span.
+func pageAt(spans []span, i uint64) (addr, end uint64) {
 	for _, s := range spans {
 		n := (s.end - s.start) / pageSize
 		if i < n {
-			return s.start + i*pageSize
+			return s.start + i*pageSize, s.end
 		}
 		i -= n
 	}
-	return spans[len(spans)-1].start
+	last := spans[len(spans)-1]
+	return last.start, last.end
 }
 
 // anonSpans are a process's private writable anonymous mappings (the heap,
