@@ -67,15 +67,20 @@ func TestProblems(t *testing.T) {
 		t.Fatalf("a shared limit's culprit named, its growth within bounds: %v", p)
 	}
 	for name, spoil := range map[string]func(*result){
-		"opened late":    func(r *result) { r.Opened = 4 * time.Second },
-		"binding wrong":  func(r *result) { r.BindingRight = false },
-		"too few looks":  func(r *result) { r.Looks = 2 },
-		"shortfall high": func(r *result) { r.GotShortfall = 250 << 20 },
-		"shortfall low":  func(r *result) { r.GotShortfall = 150 << 20 },
-		"another remedy": func(r *result) { r.GotRemedy.Action = diagnosis.ActionWait },
-		"not ended":      func(r *result) { r.EndedAfter, r.StayedEnded = 0, false },
-		"ended late":     func(r *result) { r.EndedAfter = 11 * time.Second },
-		"came back":      func(r *result) { r.StayedEnded = false },
+		"opened late":                        func(r *result) { r.Opened = 4 * time.Second },
+		"binding wrong":                      func(r *result) { r.BindingRight = false },
+		"too few looks":                      func(r *result) { r.Looks = 2 },
+		"shortfall high":                     func(r *result) { r.GotShortfall = 250 << 20 },
+		"shortfall low":                      func(r *result) { r.GotShortfall = 150 << 20 },
+		"another remedy":                     func(r *result) { r.GotRemedy.Action = diagnosis.ActionWait },
+		"not ended":                          func(r *result) { r.EndedAfter, r.StayedEnded = 0, false },
+		"ended late":                         func(r *result) { r.EndedAfter = 11 * time.Second },
+		"came back":                          func(r *result) { r.StayedEnded = false },
+		"random pages, compressed swap kept": func(r *result) { r.Kind = diagnosis.KindAnon },
+		"zeros, compressed swap not advised": func(r *result) {
+			r.Kind, r.Compressible = diagnosis.KindAnon, true
+			r.Useless = []diagnosis.Useless{{Action: diagnosis.ActionCompressedSwap}}
+		},
 		"ended by another": func(r *result) {
 			r.EndedBy = "its pressure eased with no change in its limits, processes or demand that the observer saw"
 		},

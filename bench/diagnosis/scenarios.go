@@ -34,7 +34,15 @@ type scenario struct {
 	// the plateau's end (the one left fits its limit); the diagnosis is
 	// read as the demand falls, and its first remedy must be to wait.
 	burst bool
+	// fill is the consumers' pages: random (incompressible, the default)
+	// or zero (a compressed pool keeps each as one word); the diagnosis
+	// must advise compressed swap for the one and rule it out for the
+	// other, where the thrash is of swapped pages.
+	fill string
 }
+
+// compressible says whether the truth is that the pages compress.
+func (s scenario) compressible() bool { return s.fill == "zero" }
 
 // demand is what the run's consumers hold together once all are active.
 func (s scenario) demand() int64 { return int64(s.consumers) * s.size }
@@ -66,8 +74,12 @@ const interval = "25s"
 // W of 10,000 a cycle touches a sixth of a 200 MiB region, and a working
 // set read over a few cycles is rightly smaller than the region.)
 func (s scenario) spec() string {
-	return fmt.Sprintf(`{"preset":"e4","consumers":%d,"size_bytes":%d,"memory_limit_bytes":%d,"backing":%q,"interval":%q,"writes_per_cycle":%d}`,
-		s.consumers, s.size, s.limit, s.backing, interval, 5*s.size/4096)
+	fill := s.fill
+	if fill == "" {
+		fill = "random"
+	}
+	return fmt.Sprintf(`{"preset":"e4","consumers":%d,"size_bytes":%d,"memory_limit_bytes":%d,"backing":%q,"fill":%q,"interval":%q,"writes_per_cycle":%d}`,
+		s.consumers, s.size, s.limit, s.backing, fill, interval, 5*s.size/4096)
 }
 
 // scenarios is the suite, in the order it runs.
@@ -81,6 +93,8 @@ var scenarios = []scenario{
 	{name: "neighbour", what: "2 consumers of 100 MiB (anon) under a parent's 400 MiB, their own limit 1 GiB; a neighbour under the parent grows to 300 MiB (locked) once they are active",
 		consumers: 2, size: 100 * mib, limit: 1 << 30, backing: "anon", shared: 400 * mib, neighbour: 300 * mib,
 		binding: diagnosis.LimitAncestor, remedy: diagnosis.ActionLimitCulprit},
+	{name: "compressible", what: "short-25 with pages of zeros: compressed swap advised (a pool keeps each page as one word), the limit raised first",
+		consumers: 2, size: 200 * mib, limit: 320 * mib, backing: "anon", fill: "zero", binding: diagnosis.LimitOwn, remedy: diagnosis.ActionRaiseLimit},
 	{name: "burst", what: "2 consumers of 200 MiB (anon) in 320 MiB thrash for the plateau's 50 s; then the first leaves and the other fits: a burst that ends by itself",
 		consumers: 2, size: 200 * mib, limit: 320 * mib, backing: "anon", burst: true, binding: diagnosis.LimitOwn, remedy: diagnosis.ActionWait},
 }

@@ -82,7 +82,11 @@ type result struct {
 	GotTook int64               `json:"got_culprit_grew_bytes,omitempty"`
 	Took    int64               `json:"culprit_took_bytes,omitempty"`
 	Useless []diagnosis.Useless `json:"useless,omitempty"`
-	Summary string              `json:"summary"`
+	// Compressible is the truth: the consumers' pages compress (zeros)
+	// or not (random); GotRemedies every remedy the diagnosis advised.
+	Compressible bool               `json:"compressible"`
+	GotRemedies  []diagnosis.Action `json:"got_remedies,omitempty"`
+	Summary      string             `json:"summary"`
 	// Kind and Evidence are the diagnosis's at its last look: the swap
 	// disk's busy share, the pool's fill, the compression sample.
 	Kind     diagnosis.Kind     `json:"kind"`
@@ -126,7 +130,7 @@ type watch struct {
 
 // induce runs the scenario on the stack and fills its result.
 func induce(ctx context.Context, st *stack.Stack, s scenario, sh *sharedLimit, logf func(string, ...any)) (*result, error) {
-	res := &result{Scenario: s.name, Binding: s.binding, Shortfall: s.short(), Remedy: s.remedy, Demand: s.demand(), SharedBytes: s.shared, LimitBytes: s.limit}
+	res := &result{Scenario: s.name, Binding: s.binding, Shortfall: s.short(), Remedy: s.remedy, Demand: s.demand(), SharedBytes: s.shared, LimitBytes: s.limit, Compressible: s.compressible()}
 	rec, abort, err := st.StartRun(s.spec())
 	if err != nil {
 		return res, err
@@ -402,6 +406,9 @@ func (w *watch) finish() {
 	if len(w.last.Remedies) > 0 {
 		r.GotRemedy = w.last.Remedies[0]
 	}
+	for _, rm := range w.last.Remedies {
+		r.GotRemedies = append(r.GotRemedies, rm.Action)
+	}
 	if c := w.last.Culprit; c != nil {
 		r.GotCulprit, r.GotTook = c.Group, c.GrewBytes
 	}
@@ -449,6 +456,16 @@ func (r *result) problems() []string {
 	if r.GotRemedy.Action != r.Remedy {
 		add("first remedy %s, want %s", r.GotRemedy.Action, r.Remedy)
 	}
+	if r.Kind == diagnosis.KindAnon && r.GotRemedy.Action != diagnosis.ActionWait {
+		advised := slices.Contains(r.GotRemedies, diagnosis.ActionCompressedSwap)
+		ruledOut := slices.ContainsFunc(r.Useless, func(u diagnosis.Useless) bool { return u.Action == diagnosis.ActionCompressedSwap })
+		switch {
+		case r.Compressible && !advised:
+			add("compressed swap not advised for pages that compress (sampled %.1f:1)", r.Evidence.CompressRatio)
+		case !r.Compressible && !ruledOut:
+			add("compressed swap not ruled out for random pages (sampled %.1f:1)", r.Evidence.CompressRatio)
+		}
+	}
 	switch {
 	case r.EndedAfter == 0:
 		add("the thrash did not end once %s was applied", r.GotRemedy.Action)
@@ -464,10 +481,12 @@ func (r *result) problems() []string {
 }
 
 // endedByWords is what a closed diagnosis's ended_by says once the suite
-// applied each remedy: the limit it raised, the neighbour it stopped.
+// applied each remedy: the limit it raised, the neighbour it stopped, the
+// consumer that left while it waited.
 var endedByWords = map[diagnosis.Action]string{
 	diagnosis.ActionRaiseLimit:   "changed from",
 	diagnosis.ActionLimitCulprit: "thrashscope-bench-neighbour",
+	diagnosis.ActionWait:         "processes exited", // the burst's first consumer
 }
 
 // shortfallOff is the diagnosed shortfall's error, as a share of the

@@ -341,6 +341,18 @@ func TestTrackerLife(t *testing.T) {
 			t.Errorf("%s: closed %+v, want ended by %q", c.name, closed, c.want)
 		}
 	}
+
+	// A burst: a process leaves while the group still thrashes a sample,
+	// its demand with it; then it calms.
+	tr.Update(at(20), []Sample{base})
+	left := base
+	left.Processes, left.Demand.WorkingSetBytes = 2, 200*mi
+	tr.Update(at(21), []Sample{left})
+	after := left
+	after.Thrashing = false
+	if closed := tr.Update(at(22), []Sample{after}); len(closed) != 1 || !strings.Contains(closed[0].Ended, "2 of its 4 processes exited") {
+		t.Errorf("a burst: closed %+v, want ended by the processes that left while it still thrashed", closed)
+	}
 }
 
 // The history keeps the last HistoryLen, survives a reopen, and refuses a

@@ -95,6 +95,19 @@ func TestStageFollowsAThrash(t *testing.T) {
 		}
 		t.Errorf("after the parent's limit was raised: ended %q, want the second diagnosis ended by the limit's change", ended)
 	}
+	// Thrashing again under the first limit, the neighbour named; it gives
+	// back what it took while the group still thrashes a sample.
+	writeGroup(t, root, "pod", map[string]string{"memory.max": "1073741824"})
+	s.Observe(nil, tick(35, indicators.Thrashing))
+	if o := s.Open(); len(o) != 1 || o[0].Culprit == nil {
+		t.Fatalf("thrashing again: %+v, want the neighbour named", o)
+	}
+	writeGroup(t, root, "pod/neighbour", map[string]string{"memory.current": "100000000"})
+	s.Observe(nil, tick(36, indicators.Thrashing))
+	s.Observe(nil, tick(37, indicators.Monitoring))
+	if h := s.History(); len(h) != 3 || !strings.Contains(h[2].Ended, "/pod/neighbour gave back") {
+		t.Errorf("after the neighbour gave back: %d closed, the last ended %q; want it ended by the neighbour's giving back", len(h), h[len(h)-1].Ended)
+	}
 }
 
 // A workload's own limits and charge, as the workload's stage read them,

@@ -69,6 +69,15 @@ type Diagnosis struct {
 	// limit raised while the group still thrashes is read in the update
 	// after, and what ended the thrash is its change from this.
 	bound *Limit
+	// named is the last culprit it named: one that gives back what it
+	// took is no culprit in the update after, while the group still
+	// thrashes, and what ended the thrash is its giving back.
+	named *Culprit
+	// most is the most processes it held, and peak its largest working
+	// set, over its life: a process that leaves ends a burst a sample or
+	// two before the group stops thrashing.
+	most int
+	peak int64
 }
 
 // trendWindow is how far back the demand's trend is read.
@@ -158,6 +167,7 @@ func trendOf(ps []Point) Trend {
 // update diagnoses d afresh from the sample s.
 func (d *Diagnosis) update(now time.Time, s Sample, trend Trend) {
 	d.Updated, d.Labels, d.last = now, s.Labels, s
+	d.most, d.peak = max(d.most, s.Processes), max(d.peak, s.Demand.WorkingSetBytes)
 	d.Kind, d.Evidence, d.Demand = KindOf(s.Evidence), s.Evidence, s.Demand
 	l, err := Binding(s.Limits, s.Host)
 	if err != nil && d.Binding != nil {
@@ -190,7 +200,7 @@ func (d *Diagnosis) update(now time.Time, s Sample, trend Trend) {
 	d.PeakShortfall = max(d.PeakShortfall, d.Shortfall.Bytes)
 	d.Culprit = nil
 	if c, ok := CulpritOf(l, s.Group, s.Growth); ok {
-		d.Culprit = &c
+		d.Culprit, d.named = &c, &c
 	}
 	d.Remedies, d.Useless = Remedies(l, d.Shortfall, Context{Kind: d.Kind, Evidence: s.Evidence, Culprit: d.Culprit, Trend: trend, CompressRatio: s.Evidence.CompressRatio, NoSwap: s.NoSwap})
 	d.Summary = summary(d)
@@ -247,8 +257,8 @@ func endedBy(d *Diagnosis, now *Sample) string {
 	if now.OOMKills > last.OOMKills {
 		return fmt.Sprintf("the OOM killer killed %d of its processes", now.OOMKills-last.OOMKills)
 	}
-	if now.Processes < last.Processes {
-		return fmt.Sprintf("%d of its %d processes exited or were killed", last.Processes-now.Processes, last.Processes)
+	if most := max(d.most, last.Processes); now.Processes < most {
+		return fmt.Sprintf("%d of its %d processes exited or were killed", most-now.Processes, most)
 	}
 	if b := d.bound; b != nil {
 		for _, l := range now.Limits {
@@ -260,14 +270,14 @@ func endedBy(d *Diagnosis, now *Sample) string {
 			return fmt.Sprintf("%s's %s was lifted", b.Group, b.File)
 		}
 	}
-	if c := d.Culprit; c != nil {
+	if c := d.named; c != nil {
 		if gr, ok := now.Growth[c.Group]; ok && gr.Last.Bytes < c.ChargeBytes-c.GrewBytes/2 {
 			return fmt.Sprintf("%s gave back %s", c.Group, size(c.ChargeBytes-gr.Last.Bytes))
 		} else if !ok {
 			return c.Group + ", which had grown into its memory, is gone"
 		}
 	}
-	if w0, w1 := last.Demand.WorkingSetBytes, now.Demand.WorkingSetBytes; w0 > 0 && w1 >= 0 && float64(w1) < 0.9*float64(w0) {
+	if w0, w1 := max(d.peak, last.Demand.WorkingSetBytes), now.Demand.WorkingSetBytes; w0 > 0 && w1 >= 0 && float64(w1) < 0.9*float64(w0) {
 		return fmt.Sprintf("its demand fell from %s to %s", size(w0), size(w1))
 	}
 	return "its pressure eased with no change in its limits, processes or demand that the observer saw"
