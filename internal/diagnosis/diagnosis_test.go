@@ -116,6 +116,17 @@ func TestShortfall(t *testing.T) {
 	if s.Bytes != 100*mi || s.LowBytes != 0 || s.HighBytes != 100*mi || !strings.Contains(s.Basis, "no working set") {
 		t.Errorf("no working set: %+v", s)
 	}
+	// A page-cache thrash has no swap: a demand that is a floor reaches
+	// all its processes hold, their files' pages out too; one that is a
+	// reading does not.
+	file := Demand{WorkingSetBytes: 300 * mi, ResidentBytes: 256 * mi, HeldBytes: 520 * mi}
+	if s := ShortfallOf(own, file); s.HighBytes != 74*mi {
+		t.Errorf("a page-cache thrash measured: high %d MiB, want 74 (a tenth over the point)", s.HighBytes/mi)
+	}
+	file.Saturated = true
+	if s := ShortfallOf(own, file); s.Bytes != 44*mi || s.HighBytes != 264*mi || !strings.Contains(s.Basis, "at least") {
+		t.Errorf("a page-cache thrash stalled most of its time: %+v, want 44 MiB, up to 264 MiB, the point a floor", s)
+	}
 	if s := ShortfallOf(own, Demand{WorkingSetBytes: 100 * mi, ResidentBytes: 100 * mi}); s.Bytes != 0 || s.HighBytes != 0 {
 		t.Errorf("a demand that fits: %+v, want none", s)
 	}
@@ -300,6 +311,15 @@ func TestTrackerLife(t *testing.T) {
 	}
 	if s := open[0].Summary; !strings.Contains(s, "app.service anon-swap-in thrash") || !strings.Contains(s, "needs ~384 MiB more than its limit of 256 MiB") || !strings.Contains(s, "raise-limit to 780 MiB") {
 		t.Errorf("summary %q", s)
+	}
+
+	// A demand that is a floor is said as the interval it leaves.
+	floor := base
+	floor.Group, floor.Demand = "/cache", Demand{WorkingSetBytes: 300 * mi, ResidentBytes: 256 * mi, HeldBytes: 520 * mi, Saturated: true}
+	other := NewTracker()
+	other.Update(at(1), []Sample{floor})
+	if o := other.Open(); len(o) != 1 || !strings.Contains(o[0].Summary, "needs 44 MiB to 264 MiB more than its limit") {
+		t.Errorf("a demand that is a floor: %+v", o)
 	}
 
 	// Its charge falls back from the limit while it still thrashes: the

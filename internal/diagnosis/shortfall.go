@@ -1,5 +1,7 @@
 package diagnosis
 
+import "github.com/thrashscope/thrashscope/internal/indicators"
+
 // Demand is what a thrashing group wants and holds, as the observer reads
 // it: the working set of its processes in their own time, and its charge
 // in memory and in swap.
@@ -11,6 +13,19 @@ type Demand struct {
 	// (memory.swap.current; v1 memsw less usage); -1 unread.
 	ResidentBytes int64 `json:"resident_bytes"`
 	SwapBytes     int64 `json:"swap_bytes"`
+	// HeldBytes is what its processes hold, their footprints summed (Pss,
+	// SwapPss, and their shared file mappings' pages out); 0 when none
+	// was measured. Saturated says a process's demand is a floor: the
+	// thrash took the most of its window the estimate scales by.
+	HeldBytes int64 `json:"held_bytes"`
+	Saturated bool  `json:"saturated"`
+}
+
+// add counts a process's working set in.
+func (d *Demand) add(p indicators.ProcessVerdict) {
+	d.WorkingSetBytes = max(d.WorkingSetBytes, 0) + int64(p.DemandBytes)
+	d.HeldBytes += int64(p.FootprintBytes)
+	d.Saturated = d.Saturated || p.Saturated
 }
 
 // footprint is what the group holds in memory and swap; -1 unread. Its
@@ -70,6 +85,16 @@ func ShortfallOf(l Limit, d Demand) Shortfall {
 			high = resident + swap
 		}
 		s.Basis = "the working set of its processes in their own time"
+		if d.Saturated && d.HeldBytes > high {
+			// Its demand is a floor, so the interval reaches all its
+			// processes hold, the pages of the files they map that are
+			// out too: a page-cache thrash has no swap to bound it, and
+			// read −75 % with the top at a tenth over the point, its
+			// limit raised to that top thrashing again (bench/diagnosis
+			// file).
+			high = d.HeldBytes
+			s.Basis += ", at least (a process stalled most of its time)"
+		}
 	} else {
 		// No working set measured: what it holds is all there is to go
 		// by, and the interval runs from what is resident to all of it.

@@ -270,7 +270,7 @@ func (s *Stage) workloadSample(cur *pipeline.Tick, w workload.Workload, group st
 	d := Demand{WorkingSetBytes: -1, ResidentBytes: w.Kernel.CurrentBytes, SwapBytes: w.Kernel.SwapBytes}
 	for _, pid := range pids {
 		if p, ok := cur.Verdict.Processes[pid]; ok && p.HasWorkingSet {
-			d.WorkingSetBytes = max(d.WorkingSetBytes, 0) + int64(p.DemandBytes)
+			d.add(p)
 		}
 	}
 	labels := map[string]string{"cgroup": w.Cgroup}
@@ -334,7 +334,7 @@ func (s *Stage) hostSample(cur *pipeline.Tick, explained bool) Sample {
 	var e Evidence
 	for _, p := range cur.Reading.Processes {
 		if v, ok := cur.Verdict.Processes[p.PID]; ok && v.HasWorkingSet {
-			d.WorkingSetBytes = max(d.WorkingSetBytes, 0) + int64(v.DemandBytes)
+			d.add(v)
 		}
 		if p.HasRates {
 			e.AnonFaultsPerSecond += p.Rates.Faults[readout.Anon]

@@ -234,7 +234,12 @@ func summary(d *Diagnosis) string {
 	case LimitHost:
 		what = "the host's memory"
 	}
-	s := fmt.Sprintf("%s %s thrash (%s): needs ~%s more than %s of %s", name(d), d.Kind, d.Evidence.summary(d.Kind), size(d.Shortfall.Bytes), what, size(l.Bytes))
+	need := "~" + size(d.Shortfall.Bytes)
+	if d.Demand.Saturated && d.Shortfall.HighBytes > d.Shortfall.Bytes {
+		// Its demand is a floor: the point alone would understate it.
+		need = size(d.Shortfall.Bytes) + " to " + size(d.Shortfall.HighBytes)
+	}
+	s := fmt.Sprintf("%s %s thrash (%s): needs %s more than %s of %s", name(d), d.Kind, d.Evidence.summary(d.Kind), need, what, size(l.Bytes))
 	if c := d.Culprit; c != nil {
 		s += fmt.Sprintf("; %s grew %s in %s", c.Group, size(c.GrewBytes), c.To.Sub(c.From).Round(time.Second))
 	}

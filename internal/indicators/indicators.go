@@ -65,7 +65,13 @@ type ProcessVerdict struct {
 	WorkingSetBytes uint64
 	DemandBytes     uint64
 	HasWorkingSet   bool
-	HighFault       bool
+	// FootprintBytes is the most the demand can be (what it holds, its
+	// shared files' pages out too), and Saturated says the demand is a
+	// floor: the thrash took the most of its window the estimator
+	// scales by (WorkingSetEstimate.Saturated).
+	FootprintBytes uint64
+	Saturated      bool
+	HighFault      bool
 }
 
 // Indicators judge each reading: the working sets, the high-fault set, the
@@ -123,6 +129,7 @@ func (ind *Indicators) Judge(prev, cur *sampler.Reading, scope Scope) Verdict {
 		if ind.cfg.WorkingSets != nil {
 			e, ok := ind.cfg.WorkingSets.Estimate(p.PID)
 			pv.WorkingSetBytes, pv.DemandBytes, pv.HasWorkingSet = e.Bytes, e.DemandBytes, ok
+			pv.FootprintBytes, pv.Saturated = e.Footprint(), e.Saturated
 		}
 		v.Processes[p.PID] = pv
 	}

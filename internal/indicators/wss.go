@@ -118,6 +118,10 @@ type WorkingSetEstimate struct {
 	// and of the read that closed it (each walks the page tables, and a
 	// page's bit is cleared or read somewhere in between).
 	From, To time.Time
+	// Saturated is set when the share of the window lost to the thrash
+	// reached MaxStalledShare: the demand is then a floor, not a
+	// reading, and the most it can be is Footprint.
+	Saturated bool
 	// Irregular is set when the window differs from τ by more than half:
 	// the loop ran late, or the process was skipped a round. The bytes are
 	// still W(t, To−From), just not W(t, τ).
@@ -127,6 +131,10 @@ type WorkingSetEstimate struct {
 	footprint uint64 // Pss + SwapPss + file pages out at the read: the most the demand can be
 	out       uint64 // Swap and file pages out at the read: the most that went out again
 }
+
+// Footprint is what the process holds at the read (Pss + SwapPss and the
+// pages of its shared file mappings out): the most its demand can be.
+func (e WorkingSetEstimate) Footprint() uint64 { return e.footprint }
 
 // Window is the window's length, on the monotonic clock.
 func (e WorkingSetEstimate) Window() time.Duration { return e.To.Sub(e.From) }
@@ -540,6 +548,7 @@ func (e *WorkingSetEstimate) demand(opened, now timeReading) {
 		e.RunDelayShare, e.HasRunDelay = lostShare(opened.delay, now.delay, window), true
 		lost += e.RunDelayShare
 	}
+	e.Saturated = lost >= MaxStalledShare
 	touched /= 1 - min(lost, MaxStalledShare)
 	e.DemandBytes = max(e.own, uint64(min(touched, float64(e.footprint))))
 }

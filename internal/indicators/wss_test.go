@@ -352,6 +352,7 @@ func TestWorkingSetDemand(t *testing.T) {
 		sys                   time.Duration // system CPU time in the window
 		service               time.Duration // the major faults' service time in it
 		wantSys, wantFault    float64
+		wantSaturated         bool // the lost share at the cap: the demand a floor
 	}{
 		{name: "procfs alone", bytes: 4 << 20, foot: 10 << 20, wantDemand: 4 << 20},
 		{name: "procfs alone, refaults", bytes: 4 << 20, refaulted: 3 << 20, out: 5 << 20, foot: 10 << 20, wantDemand: 7 << 20},
@@ -364,7 +365,7 @@ func TestWorkingSetDemand(t *testing.T) {
 		{name: "never stalled", known: true, bytes: 4 << 20, foot: 10 << 20, wantDemand: 4 << 20, wantHas: true},
 		{name: "half stalled", known: true, atOpen: time.Second, now: 1500 * time.Millisecond, hasNow: true, bytes: 4 << 20, foot: 10 << 20, wantDemand: 8 << 20, wantShare: 0.5, wantHas: true},
 		{name: "capped by footprint", known: true, now: 800 * time.Millisecond, hasNow: true, bytes: 4 << 20, foot: 10 << 20, wantDemand: 10 << 20, wantShare: 0.8, wantHas: true},
-		{name: "threads stalled at once", known: true, now: 3 * time.Second, hasNow: true, bytes: 1 << 20, foot: 100 << 20, wantDemand: uint64(float64(1<<20) / (1 - MaxStalledShare)), wantShare: MaxStalledShare, wantHas: true},
+		{name: "threads stalled at once", known: true, now: 3 * time.Second, hasNow: true, bytes: 1 << 20, foot: 100 << 20, wantDemand: uint64(float64(1<<20) / (1 - MaxStalledShare)), wantShare: MaxStalledShare, wantHas: true, wantSaturated: true},
 		{name: "first stall seen in the window", known: true, now: 250 * time.Millisecond, hasNow: true, bytes: 3 << 20, foot: 10 << 20, wantDemand: 4 << 20, wantShare: 0.25, wantHas: true},
 		{name: "shared pages split", known: true, now: 500 * time.Millisecond, hasNow: true, bytes: 6 << 20, own: 4 << 20, foot: 20 << 20, wantDemand: 8 << 20, wantShare: 0.5, wantHas: true},
 		{name: "shared pages, unpressured", bytes: 6 << 20, own: 4 << 20, foot: 20 << 20, wantDemand: 4 << 20},
@@ -373,7 +374,7 @@ func TestWorkingSetDemand(t *testing.T) {
 		{name: "waited for a CPU, procfs alone", bytes: 2 << 20, foot: 10 << 20,
 			delayKnown: true, delayNow: 500 * time.Millisecond, wantDemand: 4 << 20, wantDelayShare: 0.5},
 		{name: "stall and wait past the cap", known: true, now: 800 * time.Millisecond, hasNow: true, bytes: 1 << 20, foot: 100 << 20,
-			delayKnown: true, delayNow: 800 * time.Millisecond, wantDemand: uint64(float64(1<<20) / (1 - MaxStalledShare)), wantShare: 0.8, wantHas: true, wantDelayShare: 0.8},
+			delayKnown: true, delayNow: 800 * time.Millisecond, wantDemand: uint64(float64(1<<20) / (1 - MaxStalledShare)), wantShare: 0.8, wantHas: true, wantDelayShare: 0.8, wantSaturated: true},
 		{name: "a thread that waited exited", bytes: 2 << 20, foot: 10 << 20,
 			delayKnown: true, delayAtOpen: time.Second, delayNow: 100 * time.Millisecond, wantDemand: 2 << 20},
 		// The heavy thrash of bench/diagnosis's short-2x: 0.2 s stalled, 0.4 s
@@ -402,6 +403,9 @@ func TestWorkingSetDemand(t *testing.T) {
 			e.demand(opened, now)
 			if math.Abs(e.SystemShare-tc.wantSys) > 1e-9 || math.Abs(e.FaultShare-tc.wantFault) > 1e-9 {
 				t.Errorf("system share %v, fault share %v, want %v and %v", e.SystemShare, e.FaultShare, tc.wantSys, tc.wantFault)
+			}
+			if e.Saturated != tc.wantSaturated {
+				t.Errorf("saturated %v, want %v", e.Saturated, tc.wantSaturated)
 			}
 			if math.Abs(e.RunDelayShare-tc.wantDelayShare) > 1e-9 {
 				t.Errorf("run-delay share %v, want %v", e.RunDelayShare, tc.wantDelayShare)
