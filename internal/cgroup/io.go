@@ -169,9 +169,85 @@ func (c *Cgroup) LiftIOThrottle(devices []string) error {
 // subtree: io.stat on v2, blkio.throttle.io_serviced_recursive and
 // io_service_bytes_recursive on v1.
 func (c *Cgroup) IOStats() (map[string]IOStat, error) {
+	return ReadIOStats(dirFiles{}, c.Path, c.V2)
+}
+
+// FileReader reads the file name in the group directory dir whole; a
+// *kernfile.Set keeps each open between readings.
+type FileReader interface {
+	ReadFileAt(dir, name string) ([]byte, error)
+}
+
+type dirFiles struct{}
+
+func (dirFiles) ReadFileAt(dir, name string) ([]byte, error) {
+	return os.ReadFile(filepath.Join(dir, name))
+}
+
+// ReadIOLimits reads the I/O limits set on the group at dir, any group's
+// (the observer reads a workload's): io.max on v2, the four
+// blkio.throttle.*_device files on v1. A device without a limit is left
+// out; none is no limit.
+func ReadIOLimits(r FileReader, dir string, v2 bool) ([]IOLimit, error) {
+	byDevice := map[string]*IOLimit{}
+	set := func(dev string, f func(*IOLimit) *uint64, n uint64) {
+		l := byDevice[dev]
+		if l == nil {
+			l = &IOLimit{Device: dev}
+			byDevice[dev] = l
+		}
+		*f(l) = n
+	}
+	fields := map[string]func(*IOLimit) *uint64{
+		"riops": func(l *IOLimit) *uint64 { return &l.ReadIOPS }, "wiops": func(l *IOLimit) *uint64 { return &l.WriteIOPS },
+		"rbps": func(l *IOLimit) *uint64 { return &l.ReadBPS }, "wbps": func(l *IOLimit) *uint64 { return &l.WriteBPS },
+	}
+	if v2 {
+		b, err := r.ReadFileAt(dir, "io.max")
+		if err != nil {
+			return nil, err
+		}
+		// "253:0 rbps=max wbps=max riops=120 wiops=120"
+		for line := range strings.Lines(string(b)) {
+			f := strings.Fields(line)
+			for _, kv := range f[min(1, len(f)):] {
+				k, v, _ := strings.Cut(kv, "=")
+				if n, err := strconv.ParseUint(v, 10, 64); err == nil && fields[k] != nil {
+					set(f[0], fields[k], n)
+				}
+			}
+		}
+	} else {
+		for file, key := range map[string]string{"blkio.throttle.read_iops_device": "riops", "blkio.throttle.write_iops_device": "wiops",
+			"blkio.throttle.read_bps_device": "rbps", "blkio.throttle.write_bps_device": "wbps"} {
+			b, err := r.ReadFileAt(dir, file)
+			if err != nil {
+				return nil, err
+			}
+			// "253:0 120"
+			for line := range strings.Lines(string(b)) {
+				if f := strings.Fields(line); len(f) == 2 {
+					if n, err := strconv.ParseUint(f[1], 10, 64); err == nil {
+						set(f[0], fields[key], n)
+					}
+				}
+			}
+		}
+	}
+	var limits []IOLimit
+	for _, l := range byDevice {
+		limits = append(limits, *l)
+	}
+	slices.SortFunc(limits, func(a, b IOLimit) int { return strings.Compare(a.Device, b.Device) })
+	return limits, nil
+}
+
+// ReadIOStats reads what the I/O throttle of the group at dir saw, by
+// device, over its subtree, as IOStats does.
+func ReadIOStats(r FileReader, dir string, v2 bool) (map[string]IOStat, error) {
 	stats := map[string]IOStat{}
-	if c.V2 {
-		b, err := os.ReadFile(filepath.Join(c.Path, "io.stat"))
+	if v2 {
+		b, err := r.ReadFileAt(dir, "io.stat")
 		if err != nil {
 			return nil, err
 		}
@@ -184,7 +260,7 @@ func (c *Cgroup) IOStats() (map[string]IOStat, error) {
 		{"blkio.throttle.io_serviced_recursive", func(s *IOStat) *uint64 { return &s.ReadIOs }, func(s *IOStat) *uint64 { return &s.WriteIOs }},
 		{"blkio.throttle.io_service_bytes_recursive", func(s *IOStat) *uint64 { return &s.ReadBytes }, func(s *IOStat) *uint64 { return &s.WriteBytes }},
 	} {
-		b, err := os.ReadFile(filepath.Join(c.Path, f.file))
+		b, err := r.ReadFileAt(dir, f.file)
 		if err != nil {
 			return nil, err
 		}

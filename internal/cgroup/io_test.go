@@ -57,6 +57,10 @@ func TestThrottleIO(t *testing.T) {
 	if _, err := g.IOStats(); err != nil {
 		t.Errorf("IOStats: %v", err)
 	}
+	// What the observer reads of any group's limits is what was set.
+	if got, err := cgroup.ReadIOLimits(dirReader{}, g.Path, g.V2); err != nil || len(got) != 1 || got[0] != l {
+		t.Errorf("ReadIOLimits: %+v, %v; want [%+v]", got, err, l)
+	}
 	// Lifted, nothing is left of it.
 	if err := g.LiftIOThrottle([]string{l.Device}); err != nil {
 		t.Fatal(err)
@@ -69,6 +73,9 @@ func TestThrottleIO(t *testing.T) {
 		if b, _ := os.ReadFile(filepath.Join(g.Path, f)); strings.TrimSpace(string(b)) != "" {
 			t.Errorf("%s after LiftIOThrottle: %q", f, b)
 		}
+	}
+	if got, err := cgroup.ReadIOLimits(dirReader{}, g.Path, g.V2); err != nil || len(got) != 0 {
+		t.Errorf("ReadIOLimits after LiftIOThrottle: %+v, %v; want none", got, err)
 	}
 	// A device the kernel does not know is its error, named.
 	if err := g.ThrottleIO([]cgroup.IOLimit{{Device: "4095:1048575", ReadIOPS: 1}}); err == nil || !strings.Contains(err.Error(), "throttling device 4095:1048575") {
@@ -118,4 +125,10 @@ func rootDisk(t *testing.T) string {
 	}
 	t.Fatal("no disk in /sys/block")
 	return ""
+}
+
+type dirReader struct{}
+
+func (dirReader) ReadFileAt(dir, name string) ([]byte, error) {
+	return os.ReadFile(filepath.Join(dir, name))
 }

@@ -235,6 +235,21 @@ func V1MemoryMount(procRoot string) (string, bool) {
 	return "", false
 }
 
+// V1BlkioMount is where the v1 blkio controller is mounted showing its
+// whole tree, and false where it is not.
+func V1BlkioMount(procRoot string) (string, bool) {
+	mounts, err := readMountinfo(filepath.Join(procRoot, "self", "mountinfo"))
+	if err != nil {
+		return "", false
+	}
+	for _, m := range mounts {
+		if m.fstype == "cgroup" && slices.Contains(m.superOptions, "blkio") && m.root == "/" {
+			return m.point, true
+		}
+	}
+	return "", false
+}
+
 // Dir is the directory of the group at path, a path from the hierarchy's
 // root as /proc/<pid>/cgroup shows it.
 func (h Hierarchy) Dir(path string) string {

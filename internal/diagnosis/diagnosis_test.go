@@ -534,6 +534,15 @@ func TestSwapDiskAtItsCeiling(t *testing.T) {
 	if _, no := Remedies(own, s, Context{Kind: KindOf(calm), Evidence: calm}); len(no) != 1 || no[0].Action != ActionFasterDevice {
 		t.Errorf("the disk 40 %% busy: a faster device not ruled out: %+v", no)
 	}
+	// The group's own I/O limit spent (a run on hdd-2013): its device is
+	// as slow as the limit, however idle the disk.
+	throttled := calm
+	throttled.DeviceBusyPercent, throttled.IOLimitPercent, throttled.IOLimit = 3, 98, "253:0 riops=120"
+	if rs, no := Remedies(own, s, Context{Kind: KindOf(throttled), Evidence: throttled}); len(rs) != 2 || rs[1].Action != ActionFasterDevice || len(no) != 0 {
+		t.Errorf("its I/O limit 98 %% used: %+v, %+v; want a faster device advised", rs, no)
+	} else if !strings.Contains(rs[1].Effect, "its own I/O limit (253:0 riops=120) is 98 % used") {
+		t.Errorf("the faster device's effect does not name the limit: %q", rs[1].Effect)
+	}
 
 	free := []Limit{{Kind: LimitOwn, Group: "/a", File: "memory.max", Bytes: 4 << 30, UsedBytes: 300 * mi}}
 	host := Host{TotalBytes: 24 << 30, AvailableBytes: 20 << 30}

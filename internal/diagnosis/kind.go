@@ -45,6 +45,13 @@ type Evidence struct {
 	Device            string  `json:"device,omitempty"`
 	PoolFullPercent   float64 `json:"pool_full_percent"`
 	Pool              string  `json:"pool,omitempty"`
+	// IOLimitPercent is how much of the group's own I/O limit its reads
+	// used over the interval (cgroup v2 io.max, v1 blkio.throttle; the
+	// larger of I/Os and bytes), -1 with no read limit; IOLimit names it
+	// as io.max writes it ("253:0 riops=120"). A throttled group's swap
+	// device is as fast as its limit, whatever the disk's busy share.
+	IOLimitPercent float64 `json:"io_limit_percent"`
+	IOLimit        string  `json:"io_limit,omitempty"`
 	// CompressRatio is how a sample of CompressPages of the group's
 	// resident anonymous pages compresses, each page on its own with LZ4
 	// as a pool stores it; 0 when not sampled (a page-cache thrash, or no
@@ -81,10 +88,19 @@ func KindOf(e Evidence) Kind {
 }
 
 // atTheCeiling says whether the swap-ins that dominate wait on a disk at
-// its ceiling.
+// its ceiling, or on the group's own I/O limit.
 func atTheCeiling(e Evidence) bool {
 	swapIns := e.AnonFaultsPerSecond + e.ShmemFaultsPerSecond
-	return swapIns > 0 && swapIns >= e.FileFaultsPerSecond && e.DeviceBusyPercent >= deviceBound
+	return swapIns > 0 && swapIns >= e.FileFaultsPerSecond && (e.DeviceBusyPercent >= deviceBound || e.IOLimitPercent >= deviceBound)
+}
+
+// ceiling says what holds the swap-ins back: the group's I/O limit where
+// it is spent, else the swap disk's busy share.
+func (e Evidence) ceiling() string {
+	if e.IOLimitPercent >= deviceBound {
+		return fmt.Sprintf("its own I/O limit (%s) is %.0f %% used", e.IOLimit, e.IOLimitPercent)
+	}
+	return fmt.Sprintf("%s is %.0f %% busy", swapDisk(e), e.DeviceBusyPercent)
 }
 
 // summary is the evidence in a few words, for the one-line summary.
@@ -93,6 +109,9 @@ func (e Evidence) summary(k Kind) string {
 	case KindFile:
 		return fmt.Sprintf("%.0f page-cache faults/s", e.FileFaultsPerSecond)
 	case KindDevice:
+		if e.IOLimitPercent >= deviceBound {
+			return fmt.Sprintf("%.0f swap-ins/s at %.0f %% of its I/O limit %s", e.AnonFaultsPerSecond+e.ShmemFaultsPerSecond, e.IOLimitPercent, e.IOLimit)
+		}
 		return fmt.Sprintf("%.0f swap-ins/s on %s, %.0f %% busy", e.AnonFaultsPerSecond+e.ShmemFaultsPerSecond, cmp.Or(e.Device, "the swap disk"), e.DeviceBusyPercent)
 	case KindCompressedPool:
 		return fmt.Sprintf("%.0f swap-ins/s, %s %.0f %% full", e.AnonFaultsPerSecond+e.ShmemFaultsPerSecond, cmp.Or(e.Pool, "the compressed pool"), e.PoolFullPercent)

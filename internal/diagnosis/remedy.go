@@ -182,10 +182,10 @@ func fasterDevice(rs []Remedy, no []Useless, c Context) ([]Remedy, []Useless) {
 	switch {
 	case c.Kind == KindDevice:
 		return append(rs, Remedy{Action: ActionFasterDevice, Confidence: Low,
-			Effect: fmt.Sprintf("%s is %.0f %% busy and no limit binds: faster swap-ins shorten each stall", swapDisk(c.Evidence), c.Evidence.DeviceBusyPercent)}), no
+			Effect: c.Evidence.ceiling() + " and no memory limit binds: faster swap-ins shorten each stall"}), no
 	case c.Kind != KindFile && atTheCeiling(c.Evidence):
 		return append(rs, Remedy{Action: ActionFasterDevice, Confidence: Low,
-			Effect: fmt.Sprintf("%s is %.0f %% busy: faster swap-ins shorten each stall, but the memory is still short", swapDisk(c.Evidence), c.Evidence.DeviceBusyPercent)}), no
+			Effect: c.Evidence.ceiling() + ": faster swap-ins shorten each stall, but the memory is still short"}), no
 	case c.Evidence.DeviceBusyPercent >= 0 && c.Kind != KindFile:
 		return rs, append(no, Useless{ActionFasterDevice, fmt.Sprintf("%s is only %.0f %% busy: it is not the bottleneck", swapDisk(c.Evidence), c.Evidence.DeviceBusyPercent)})
 	}

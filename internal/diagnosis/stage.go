@@ -91,6 +91,11 @@ type Stage struct {
 	cpu      atomic.Int64 // nanoseconds of CPU Observe took
 	files    memoReader   // this tick's reads of the limits' files
 	kept     kernfile.Set // the groups' files, kept open between samples
+	// io is each thrashing workload's I/O counts at its last sample;
+	// blkio the v1 blkio mount, found once.
+	io         map[string]ioSeen
+	blkio      string
+	blkioKnown bool
 }
 
 // NewStage returns the diagnoses' stage.
@@ -99,7 +104,7 @@ func NewStage(cfg StageConfig) *Stage {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
 	return &Stage{cfg: cfg, tracker: NewTracker(), charges: map[string][]Point{}, followed: map[string]time.Time{}, prev: map[string]readout.CgroupCounters{}, refaults: map[string]map[string]uint64{},
-		compress: map[string]compression{}, rng: rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 0))}
+		compress: map[string]compression{}, io: map[string]ioSeen{}, rng: rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 0))}
 }
 
 // Open is the open diagnoses; History the closed ones, oldest first.
@@ -158,6 +163,7 @@ func (s *Stage) observe(cur *pipeline.Tick) {
 		if !slices.ContainsFunc(cur.Workloads, func(w workload.Workload) bool { return w.Cgroup == g }) {
 			delete(s.prev, g) // out of the top-K: its rates start again when it is back
 			delete(s.refaults, g)
+			delete(s.io, g)
 		}
 	}
 	s.readFollowed(now)
@@ -282,6 +288,7 @@ func (s *Stage) workloadSample(cur *pipeline.Tick, w workload.Workload, group st
 	if KindOf(e) != KindFile {
 		e.CompressRatio, e.CompressPages = s.compressionOf(w.Cgroup, pids, cur.Reading.Time)
 	}
+	e.IOLimitPercent, e.IOLimit = s.ioLimitOf(w, pids, cur.Reading.Time)
 	return Sample{
 		Group: group, Labels: labels, Thrashing: true, Limits: limits,
 		Host: hostOf(cur), Demand: d, Evidence: e,
@@ -342,7 +349,7 @@ func (s *Stage) hostSample(cur *pipeline.Tick, explained bool) Sample {
 			e.FileFaultsPerSecond += p.Rates.Faults[readout.File]
 		}
 	}
-	e.DeviceBusyPercent, e.PoolFullPercent = -1, -1
+	e.DeviceBusyPercent, e.PoolFullPercent, e.IOLimitPercent = -1, -1, -1
 	if p := cur.Reading.Pressure; p != nil && cur.Reading.HasRates {
 		e.PSISomePercent, e.PSIFullPercent = cur.Reading.Rates.PressureSomePercent, cur.Reading.Rates.PressureFullPercent
 	}
@@ -360,7 +367,7 @@ func hostOf(cur *pipeline.Tick) Host {
 // evidenceOf is a workload's faults by kind over the interval, and its
 // PSI shares.
 func evidenceOf(w workload.Workload, prev readout.CgroupCounters, prevRefaults map[string]uint64, hasPrev bool, dt float64) Evidence {
-	e := Evidence{DeviceBusyPercent: -1, PoolFullPercent: -1}
+	e := Evidence{DeviceBusyPercent: -1, PoolFullPercent: -1, IOLimitPercent: -1}
 	if w.HasPSIRates {
 		e.PSISomePercent, e.PSIFullPercent = w.PSISomePercent, w.PSIFullPercent
 	}
