@@ -36,6 +36,7 @@ import (
 
 type options struct {
 	observer, prometheus string
+	peer                 string
 	log                  func(string, ...any)
 }
 
@@ -48,6 +49,7 @@ func main() {
 	jsonOut := flag.String("json", "", "also write every result to this file")
 	markdown := flag.Bool("markdown", false, "print the table as Markdown")
 	from := flag.String("from", "", "judge and print the results of an earlier --json instead of running")
+	flag.StringVar(&o.peer, "peer", "", "size each group with a peer's rule instead of the diagnosis's first remedy, and show where it ended the thrash: senpai (a re-implementation of its published rule)")
 	flag.Parse()
 	o.log = func(format string, args ...any) { fmt.Fprintf(os.Stderr, format+"\n", args...) }
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -90,7 +92,7 @@ func (o options) results(ctx context.Context, only, from string) ([]*result, err
 		return results, err
 	}
 	for _, s := range scenarios {
-		if only != "" && !slices.Contains(strings.Split(only, ","), s.name) {
+		if (only != "" || s.named) && !slices.Contains(strings.Split(only, ","), s.name) {
 			continue
 		}
 		if ctx.Err() != nil {
@@ -146,7 +148,7 @@ func (o options) run(ctx context.Context, s scenario) (res *result, err error) {
 	if err != nil {
 		return &result{Scenario: s.name}, err
 	}
-	return induce(ctx, st, s, sh, o.log)
+	return induce(ctx, st, s, sh, o.peer, o.log)
 }
 
 // sharedLimit is a shared-limit scenario's parent group, limited, and the
@@ -240,7 +242,10 @@ func runDepth() (int, error) {
 // row is a result as the table shows it.
 func (r *result) row() []string {
 	if r.Err != "" {
-		return []string{r.Scenario, "failed: " + r.Err, "", "", "", ""}
+		return []string{r.Scenario, "failed: " + r.Err, "", "", "", ""}[:len(r.header())]
+	}
+	if r.Peer != "" {
+		return r.peerRow()
 	}
 	mark := func(ok bool) string {
 		if ok {
@@ -287,11 +292,36 @@ func (r *result) shortfallCell() string {
 	return fmt.Sprintf("%d MiB, diagnosed %d MiB (%+.0f %%, %d looks)", r.Shortfall>>20, r.GotShortfall>>20, 100*r.shortfallOff(), r.Looks)
 }
 
-var header = []string{"scenario", "binding limit (truth)", "shortfall: truth, diagnosed", "first remedy, applied", "the thrash", "ruled out"}
+var (
+	header     = []string{"scenario", "binding limit (truth)", "shortfall: truth, diagnosed", "first remedy, applied", "the thrash", "ruled out"}
+	peerHeader = []string{"scenario", "shortfall (truth)", "peer", "its limit when the thrash ended", "the thrash", "its limit at the end"}
+)
+
+func (r *result) header() []string {
+	if r.Peer != "" {
+		return peerHeader
+	}
+	return header
+}
+
+// peerRow is what the peer's rule did with the run's own limit, beside the
+// truth: what the limit had to grow by.
+func (r *result) peerRow() []string {
+	ended, at := "did not end", "–"
+	if r.EndedAfter > 0 {
+		ended = fmt.Sprintf("ended %.1f s after it started", r.EndedAfter.Seconds())
+		if !r.StayedEnded {
+			ended += ", came back"
+		}
+		at = fmt.Sprintf("%d MiB (%+d MiB)", r.PeerEndedBytes>>20, (r.PeerEndedBytes-r.PeerFromBytes)>>20)
+	}
+	return []string{r.Scenario, fmt.Sprintf("%d MiB over %d MiB", r.Shortfall>>20, r.PeerFromBytes>>20), r.Peer, at, ended,
+		fmt.Sprintf("%d MiB (%+d MiB)", r.PeerFinalBytes>>20, (r.PeerFinalBytes-r.PeerFromBytes)>>20)}
+}
 
 func writeText(w io.Writer, results []*result) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, strings.Join(header, "\t"))
+	fmt.Fprintln(tw, strings.Join(results[0].header(), "\t"))
 	for _, r := range results {
 		fmt.Fprintln(tw, strings.Join(r.row(), "\t"))
 	}
@@ -311,7 +341,8 @@ func (r *result) remedyCell(mark func(bool) string) string {
 }
 
 func writeMarkdown(w io.Writer, results []*result) {
-	fmt.Fprintf(w, "| %s |\n|%s\n", strings.Join(header, " | "), strings.Repeat("---|", len(header)))
+	h := results[0].header()
+	fmt.Fprintf(w, "| %s |\n|%s\n", strings.Join(h, " | "), strings.Repeat("---|", len(h)))
 	for _, r := range results {
 		fmt.Fprintf(w, "| %s |\n", strings.Join(r.row(), " | "))
 	}

@@ -84,9 +84,12 @@ type result struct {
 	Useless []diagnosis.Useless `json:"useless,omitempty"`
 	// Compressible is the truth: the consumers' pages compress (zeros)
 	// or not (random); GotRemedies every remedy the diagnosis advised.
-	Compressible bool               `json:"compressible"`
-	GotRemedies  []diagnosis.Action `json:"got_remedies,omitempty"`
-	Summary      string             `json:"summary"`
+	Compressible bool `json:"compressible"`
+	// DeviceBound is the truth that the swap device holds the swap-ins
+	// back (the run's own I/O limit): a faster device must be advised.
+	DeviceBound bool               `json:"device_bound,omitempty"`
+	GotRemedies []diagnosis.Action `json:"got_remedies,omitempty"`
+	Summary     string             `json:"summary"`
 	// Kind and Evidence are the diagnosis's at its last look: the swap
 	// disk's busy share, the pool's fill, the compression sample.
 	Kind     diagnosis.Kind     `json:"kind"`
@@ -99,7 +102,15 @@ type result struct {
 	StayedEnded bool          `json:"stayed_ended"`
 	// EndedBy is what the diagnosis closed by the remedy says ended it.
 	EndedBy string `json:"ended_by,omitempty"`
-	Err     string `json:"error,omitempty"`
+	// Peer, where set, is the peer that sized the group instead of the
+	// diagnosis's first remedy (--peer): the run's own limit when it
+	// started, when the thrash first ended (0: it did not), and at the
+	// plateau's end.
+	Peer           string `json:"peer,omitempty"`
+	PeerFromBytes  int64  `json:"peer_from_bytes,omitempty"`
+	PeerEndedBytes int64  `json:"peer_ended_bytes,omitempty"`
+	PeerFinalBytes int64  `json:"peer_final_bytes,omitempty"`
+	Err            string `json:"error,omitempty"`
 }
 
 // trial is a ruled-out remedy applied for uselessFor: whether the workload
@@ -126,17 +137,20 @@ type watch struct {
 	// neighbourCharges are the neighbour's charge at each look: the
 	// truth's room is the shared limit less it.
 	neighbourCharges []int64
+	// peer sizes the group in place of the first remedy, once started.
+	peer   string
+	senpai *senpai
 }
 
 // induce runs the scenario on the stack and fills its result.
-func induce(ctx context.Context, st *stack.Stack, s scenario, sh *sharedLimit, logf func(string, ...any)) (*result, error) {
-	res := &result{Scenario: s.name, Binding: s.binding, Shortfall: s.short(), Remedy: s.remedy, Demand: s.demand(), SharedBytes: s.shared, LimitBytes: s.limit, Compressible: s.compressible()}
+func induce(ctx context.Context, st *stack.Stack, s scenario, sh *sharedLimit, peer string, logf func(string, ...any)) (*result, error) {
+	res := &result{Scenario: s.name, Binding: s.binding, Shortfall: s.short(), Remedy: s.remedy, Demand: s.demand(), SharedBytes: s.shared, LimitBytes: s.limit, Compressible: s.compressible(), DeviceBound: s.device != "", Peer: peer}
 	rec, abort, err := st.StartRun(s.spec())
 	if err != nil {
 		return res, err
 	}
 	defer abort()
-	w := &watch{st: st, group: "/" + cgroup.Prefix + "run-" + rec.ID, sh: sh, res: res}
+	w := &watch{st: st, group: "/" + cgroup.Prefix + "run-" + rec.ID, sh: sh, res: res, peer: peer}
 	w.binds = w.group
 	pf, pt := rec.Spec.Plateau()
 	from, to := rec.StartedAt.Add(pf+settle), rec.StartedAt.Add(pt)
@@ -179,6 +193,9 @@ func induce(ctx context.Context, st *stack.Stack, s scenario, sh *sharedLimit, l
 		if err := w.remedy(ctx, s, logf); err != nil {
 			return res, err
 		}
+		if err := w.peerTick(logf); err != nil {
+			return res, err
+		}
 		time.Sleep(every)
 	}
 	w.finish()
@@ -192,12 +209,56 @@ func (w *watch) remedy(ctx context.Context, s scenario, logf func(string, ...any
 	if !w.applied.IsZero() || len(w.shortfalls) < w.res.wantLooks() || len(w.last.Remedies) == 0 {
 		return nil
 	}
+	if w.peer != "" {
+		return w.startPeer(logf)
+	}
 	if !s.burst {
 		if err := w.tryUseless(ctx, logf); err != nil {
 			return err
 		}
 	}
 	return w.apply(logf)
+}
+
+// peerTick applies the peer's rule, once it has started.
+func (w *watch) peerTick(logf func(string, ...any)) error {
+	if w.senpai == nil {
+		return nil
+	}
+	changed, err := w.senpai.tick(time.Now())
+	if err != nil {
+		return fmt.Errorf("senpai's rule: %w", err)
+	}
+	if changed {
+		logf("senpai's rule: the limit now %d MiB", w.senpai.limit>>20)
+	}
+	return nil
+}
+
+// startPeer starts the peer on the run's own limit, at the moment the
+// diagnosis's first remedy would have been applied.
+func (w *watch) startPeer(logf func(string, ...any)) error {
+	if w.peer != "senpai" || w.last.Binding == nil {
+		return fmt.Errorf("peer %q: the suite runs senpai's rule, on a diagnosis with a binding limit", w.peer)
+	}
+	file, err := limitFile(w.last.Group, w.last.Binding.File)
+	if err != nil {
+		return err
+	}
+	b, err := os.ReadFile(file)
+	if err != nil {
+		return err
+	}
+	from, err := strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64)
+	if err != nil {
+		return fmt.Errorf("%s: %w", file, err)
+	}
+	if w.senpai, err = newSenpai(file, w.last.Labels["cgroup"], from); err != nil {
+		return err
+	}
+	w.applied, w.res.PeerFromBytes = time.Now(), from
+	logf("senpai's rule on %s, from %d MiB", file, from>>20)
+	return nil
 }
 
 // oneLeft says whether a consumer of the run has ended.
@@ -240,6 +301,9 @@ func (w *watch) look(now time.Time, plateau bool) error {
 		switch {
 		case !thrashing && w.res.EndedAfter == 0:
 			w.res.EndedAfter = now.Sub(w.applied)
+			if w.senpai != nil {
+				w.res.PeerEndedBytes = w.senpai.limit
+			}
 		case thrashing && w.res.EndedAfter > 0:
 			w.again = true
 		}
@@ -414,6 +478,9 @@ func (w *watch) finish() {
 	}
 	r.Useless, r.Summary, r.Kind, r.Evidence = w.last.Useless, w.last.Summary, w.last.Kind, w.last.Evidence
 	r.StayedEnded = r.EndedAfter > 0 && !w.again
+	if w.senpai != nil {
+		r.PeerFinalBytes = w.senpai.limit
+	}
 }
 
 func median(v []int64) int64 {
@@ -426,6 +493,9 @@ func median(v []int64) int64 {
 func (r *result) problems() []string {
 	if r.Err != "" {
 		return []string{r.Scenario + ": " + r.Err}
+	}
+	if r.Peer != "" {
+		return nil // a peer's answer is shown beside the truth, not judged
 	}
 	var p []string
 	add := func(format string, args ...any) { p = append(p, r.Scenario+": "+fmt.Sprintf(format, args...)) }
@@ -456,16 +526,7 @@ func (r *result) problems() []string {
 	if r.GotRemedy.Action != r.Remedy {
 		add("first remedy %s, want %s", r.GotRemedy.Action, r.Remedy)
 	}
-	if r.Kind == diagnosis.KindAnon && r.GotRemedy.Action != diagnosis.ActionWait {
-		advised := slices.Contains(r.GotRemedies, diagnosis.ActionCompressedSwap)
-		ruledOut := slices.ContainsFunc(r.Useless, func(u diagnosis.Useless) bool { return u.Action == diagnosis.ActionCompressedSwap })
-		switch {
-		case r.Compressible && !advised:
-			add("compressed swap not advised for pages that compress (sampled %.1f:1)", r.Evidence.CompressRatio)
-		case !r.Compressible && !ruledOut:
-			add("compressed swap not ruled out for random pages (sampled %.1f:1)", r.Evidence.CompressRatio)
-		}
-	}
+	r.advisedProblems(add)
 	switch {
 	case r.EndedAfter == 0:
 		add("the thrash did not end once %s was applied", r.GotRemedy.Action)
@@ -478,6 +539,26 @@ func (r *result) problems() []string {
 		add("the closed diagnosis says %q ended it, want it to name the remedy applied (%q)", r.EndedBy, want)
 	}
 	return p
+}
+
+// advisedProblems holds what the diagnosis advised beside its first
+// remedy to the truth: compressed swap for pages that compress and not
+// for random ones, a faster device where the run's own I/O limit holds
+// its swap-ins back.
+func (r *result) advisedProblems(add func(string, ...any)) {
+	if r.Kind == diagnosis.KindAnon && r.GotRemedy.Action != diagnosis.ActionWait {
+		advised := slices.Contains(r.GotRemedies, diagnosis.ActionCompressedSwap)
+		ruledOut := slices.ContainsFunc(r.Useless, func(u diagnosis.Useless) bool { return u.Action == diagnosis.ActionCompressedSwap })
+		switch {
+		case r.Compressible && !advised:
+			add("compressed swap not advised for pages that compress (sampled %.1f:1)", r.Evidence.CompressRatio)
+		case !r.Compressible && !ruledOut:
+			add("compressed swap not ruled out for random pages (sampled %.1f:1)", r.Evidence.CompressRatio)
+		}
+	}
+	if r.DeviceBound && !slices.Contains(r.GotRemedies, diagnosis.ActionFasterDevice) {
+		add("a faster device not advised where the run's own I/O limit holds its swap-ins back (%.0f %% of %q used)", r.Evidence.IOLimitPercent, r.Evidence.IOLimit)
+	}
 }
 
 // endedByWords is what a closed diagnosis's ended_by says once the suite
