@@ -12,9 +12,12 @@ import (
 	"github.com/thrashscope/thrashscope/internal/workload"
 )
 
-// ioSeen is what a thrashing group's I/O throttle had let through at its
-// last sample, for the rate at the next.
+// ioSeen is where a thrashing workload's I/O limits are (found at its
+// first sample, again when they cannot be read) and what its throttle had
+// let through at its last sample, for the rate at the next.
 type ioSeen struct {
+	dir   string // "": none found
+	v2    bool
 	at    time.Time
 	stats map[string]cgroup.IOStat
 }
@@ -26,24 +29,28 @@ type ioSeen struct {
 // as fast as its limit lets it be: a run emulating a 2013 disk keeps the
 // real disk idle, its consumers waiting on the throttle.
 func (s *Stage) ioLimitOf(w workload.Workload, pids []int, now time.Time) (float64, string) {
-	dir, v2 := s.ioGroup(w, pids)
-	if dir == "" {
-		return -1, ""
-	}
-	limits, err := cgroup.ReadIOLimits(s.files, dir, v2)
-	if err != nil || len(limits) == 0 {
-		delete(s.io, w.Cgroup)
-		return -1, ""
-	}
-	stats, err := cgroup.ReadIOStats(s.files, dir, v2)
-	if err != nil {
-		return -1, ""
-	}
 	prev, ok := s.io[w.Cgroup]
-	s.io[w.Cgroup] = ioSeen{at: now, stats: stats}
-	dt := now.Sub(prev.at).Seconds()
-	if !ok || dt <= 0 {
+	if !ok {
+		prev.dir, prev.v2 = s.ioGroup(w, pids)
+	}
+	if prev.dir == "" {
+		s.io[w.Cgroup] = prev // none: looked for once while it thrashes
 		return -1, ""
+	}
+	limits, err := cgroup.ReadIOLimits(s.files, prev.dir, prev.v2)
+	if err != nil {
+		delete(s.io, w.Cgroup) // moved, or gone: found again next time
+		return -1, ""
+	}
+	stats, err := cgroup.ReadIOStats(s.files, prev.dir, prev.v2)
+	if err != nil || len(limits) == 0 {
+		s.io[w.Cgroup] = ioSeen{dir: prev.dir, v2: prev.v2}
+		return -1, ""
+	}
+	s.io[w.Cgroup] = ioSeen{dir: prev.dir, v2: prev.v2, at: now, stats: stats}
+	dt := now.Sub(prev.at).Seconds()
+	if prev.stats == nil || !prev.at.Equal(s.prevAt) || dt <= 0 {
+		return -1, "" // a rate over the last interval only, not since it last thrashed
 	}
 	best, name := -1.0, ""
 	for _, l := range limits {
