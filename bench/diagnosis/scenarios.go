@@ -40,10 +40,11 @@ type scenario struct {
 	// must advise compressed swap for the one and rule it out for the
 	// other, where the thrash is of swapped pages.
 	fill string
-	// device is the run's emulated swap device (a swapdev profile), ""
-	// the host's own: on a slow one the truth is that the device holds
-	// the swap-ins back, and a faster one must be advised beside the
-	// limit raised.
+	// device is the run's emulated swap device as the spec's swap_device
+	// takes it (a profile's name in quotes, or an object of limits), ""
+	// the host's own: the truth is then that the run's own I/O limit
+	// holds the swap-ins back, and a faster device must be advised beside
+	// the limit raised.
 	device string
 }
 
@@ -86,7 +87,7 @@ func (s scenario) spec() string {
 	}
 	device := ""
 	if s.device != "" {
-		device = fmt.Sprintf(`,"swap_device":%q`, s.device)
+		device = `,"swap_device":` + s.device
 	}
 	return fmt.Sprintf(`{"preset":"e4","consumers":%d,"size_bytes":%d,"memory_limit_bytes":%d,"backing":%q,"fill":%q,"interval":%q,"writes_per_cycle":%d%s}`,
 		s.consumers, s.size, s.limit, s.backing, fill, interval, 5*s.size/4096, device)
@@ -105,11 +106,16 @@ var scenarios = []scenario{
 		binding: diagnosis.LimitAncestor, remedy: diagnosis.ActionLimitCulprit},
 	{name: "compressible", what: "short-25 with pages of zeros: compressed swap advised (a pool keeps each page as one word), the limit raised first",
 		consumers: 2, size: 200 * mib, limit: 320 * mib, backing: "anon", fill: "zero", binding: diagnosis.LimitOwn, remedy: diagnosis.ActionRaiseLimit},
+	// Named only: the zram device the suite tries as compressed swap is
+	// outside the run's I/O limit, so it serves the swap-ins as a faster
+	// device would, and ended the thrash though the pages compress 1:1.
+	{name: "throttled", named: true, what: "short-25 with the run's swap I/O limited to 1,500 reads and writes a second: the disk idle, the limit spent; the limit raised first, a faster device advised beside it",
+		consumers: 2, size: 200 * mib, limit: 320 * mib, backing: "anon", device: `{"read_iops":1500,"write_iops":1500}`, binding: diagnosis.LimitOwn, remedy: diagnosis.ActionRaiseLimit},
 	// On hdd-2013 the workload's detector stays at monitoring: PSI
 	// does not count its swap-ins' waits (docs/diagnoses.md), so no
 	// diagnosis stays open to be held to the truth yet.
 	{name: "hdd", named: true, what: "short-25 on the papers' disk (hdd-2013: 120 reads and 120 writes a second, the run's own I/O limit): the limit raised first, a faster device advised beside it",
-		consumers: 2, size: 200 * mib, limit: 320 * mib, backing: "anon", device: "hdd-2013", binding: diagnosis.LimitOwn, remedy: diagnosis.ActionRaiseLimit},
+		consumers: 2, size: 200 * mib, limit: 320 * mib, backing: "anon", device: `"hdd-2013"`, binding: diagnosis.LimitOwn, remedy: diagnosis.ActionRaiseLimit},
 	{name: "burst", what: "2 consumers of 200 MiB (anon) in 320 MiB thrash for the plateau's 50 s; then the first leaves and the other fits: a burst that ends by itself",
 		consumers: 2, size: 200 * mib, limit: 320 * mib, backing: "anon", burst: true, binding: diagnosis.LimitOwn, remedy: diagnosis.ActionWait},
 }

@@ -22,6 +22,12 @@ type ioSeen struct {
 	stats map[string]cgroup.IOStat
 }
 
+// ioRateWithin is the longest gap between two of a workload's thrashing
+// samples a rate of its I/O is taken over: a thrash that drops to
+// monitoring for a sample or two keeps its rate (one throttled to 1,500
+// reads a second did, its first sample back otherwise reading none).
+const ioRateWithin = 5 * time.Second
+
 // ioLimitOf is how much of its own I/O limit a thrashing group's reads
 // used since its last sample (the larger of I/Os and bytes, on the device
 // where it is largest) and that limit, as io.max writes it; -1 where it
@@ -49,8 +55,8 @@ func (s *Stage) ioLimitOf(w workload.Workload, pids []int, now time.Time) (float
 	}
 	s.io[w.Cgroup] = ioSeen{dir: prev.dir, v2: prev.v2, at: now, stats: stats}
 	dt := now.Sub(prev.at).Seconds()
-	if prev.stats == nil || !prev.at.Equal(s.prevAt) || dt <= 0 {
-		return -1, "" // a rate over the last interval only, not since it last thrashed
+	if prev.stats == nil || dt <= 0 || dt > ioRateWithin.Seconds() {
+		return -1, "" // a rate over its last seconds, not since it last thrashed
 	}
 	best, name := -1.0, ""
 	for _, l := range limits {

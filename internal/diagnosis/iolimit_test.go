@@ -28,7 +28,6 @@ func TestIOLimitUse(t *testing.T) {
 	t0 := time.Unix(5000, 0)
 	sample := func(s *Stage, w workload.Workload, pids []int, at time.Time) (float64, string) {
 		s.files = newMemo()
-		defer func() { s.prevAt = at }()
 		return s.ioLimitOf(w, pids, at)
 	}
 
@@ -44,14 +43,18 @@ func TestIOLimitUse(t *testing.T) {
 	if pct, name := sample(s, w, nil, t0.Add(2*time.Second)); math.Abs(pct-97.5) > 1e-9 || name != "253:0 riops=120" {
 		t.Errorf("117 reads a second against riops=120: %v %q, want 97.5 %% of 253:0 riops=120", pct, name)
 	}
-	// A sample it was not thrashing at leaves no rate to the next.
-	s.prevAt = t0.Add(3 * time.Second)
-	write(v2, "io.stat", "253:0 rbytes=8192000 wbytes=0 rios=1500 wios=0 dbytes=0 dios=0\n")
-	if pct, _ := sample(s, w, nil, t0.Add(4*time.Second)); pct != -1 {
-		t.Errorf("thrashing again after a sample without: %v, want -1 (no rate yet)", pct)
+	// A sample it was not thrashing at keeps its rate, taken over the
+	// gap; a long pause does not.
+	write(v2, "io.stat", "253:0 rbytes=8192000 wbytes=0 rios=1474 wios=0 dbytes=0 dios=0\n")
+	if pct, _ := sample(s, w, nil, t0.Add(4*time.Second)); math.Abs(pct-100) > 1e-9 {
+		t.Errorf("thrashing again after a sample without: %v, want 100 (120 a second over the 2 s)", pct)
+	}
+	write(v2, "io.stat", "253:0 rbytes=8192000 wbytes=0 rios=9000 wios=0 dbytes=0 dios=0\n")
+	if pct, _ := sample(s, w, nil, t0.Add(time.Minute)); pct != -1 {
+		t.Errorf("thrashing again a minute later: %v, want -1 (no rate yet)", pct)
 	}
 	write(v2, "io.max", "")
-	if pct, _ := sample(s, w, nil, t0.Add(5*time.Second)); pct != -1 {
+	if pct, _ := sample(s, w, nil, t0.Add(61*time.Second)); pct != -1 {
 		t.Errorf("the limit lifted: %v, want -1", pct)
 	}
 
