@@ -51,6 +51,10 @@ func main() {
 	from := flag.String("from", "", "judge and print the results of an earlier --json instead of running")
 	flag.StringVar(&o.peer, "peer", "", "size each group with a peer's rule instead of the diagnosis's first remedy, and show where it ended the thrash: senpai (a re-implementation of its published rule)")
 	flag.Parse()
+	if o.peer != "" && o.peer != "senpai" {
+		fmt.Fprintf(os.Stderr, "diagnosis: --peer=%q: the peer the suite runs is senpai (or none)\n", o.peer)
+		os.Exit(2)
+	}
 	o.log = func(format string, args ...any) { fmt.Fprintf(os.Stderr, format+"\n", args...) }
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
